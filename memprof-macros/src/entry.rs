@@ -1,0 +1,318 @@
+//! `#[memprof::main]` on `proc_macro2` types: parse and check the arguments and the function, then expand.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
+
+/// The keys the attribute takes, for error messages.
+const KEYS: &str = "`http`, `env`, `lg_prof_sample`, `crate`";
+const DEFAULT_HTTP: &str = "127.0.0.1:5050";
+const DEFAULT_ENV: &str = "LIBPROCESS_MEMORY_PROFILING";
+const DEFAULT_LG_PROF_SAMPLE: u32 = 19;
+/// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
+const MAX_LG_PROF_SAMPLE: u32 = 63;
+
+/// The checked arguments.
+struct Configuration {
+    http: String,
+    env: String,
+    lg_prof_sample: u32,
+    krate: syn::Path,
+}
+
+/// Errors collected so that a user sees all of them at once (serde_derive's `Ctxt`).
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(first) => first.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+}
+
+/// Expands the attribute: the user's `main` with profiling set up first, or, on any error, the function
+/// unchanged plus the errors (so the rest of the crate and the IDE keep working).
+pub(crate) fn main(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let configuration = parse_arguments(args, &mut errors);
+    let function = match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(function) => function,
+        Err(_) => {
+            errors.at(Span::call_site(), "`#[memprof::main]` goes on `fn main`");
+            return with_errors(item, errors);
+        }
+    };
+    check_function(&function, &mut errors);
+    match (errors.0.is_some(), configuration) {
+        (false, Some(configuration)) => expand(function, &configuration),
+        _ => with_errors(item, errors),
+    }
+}
+
+fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
+    let errors = errors.0.map(|error| error.into_compile_error());
+    quote! { #item #errors }
+}
+
+/// Checks that the attribute is on a plain `fn main()`.
+fn check_function(function: &ItemFn, errors: &mut Errors) {
+    let signature = &function.sig;
+    if signature.ident != "main" {
+        errors.at(
+            signature.ident.span(),
+            format!("`#[memprof::main]` goes on `fn main`, not on `fn {}`", signature.ident),
+        );
+    }
+    if let Some(asyncness) = signature.asyncness {
+        errors.at(
+            asyncness.span(),
+            "`#[memprof::main]` does not take an `async fn`; put it below the async runtime's attribute, as in `#[tokio::main] #[memprof::main] async fn main()`",
+        );
+    }
+    if !signature.inputs.is_empty() {
+        errors.at(signature.inputs.span(), "`fn main` takes no arguments");
+    }
+    if !signature.generics.params.is_empty() {
+        errors.at(signature.generics.span(), "`fn main` cannot be generic");
+    }
+}
+
+/// Parses `key = value, ...` into a [`Configuration`], recording every problem.
+fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configuration> {
+    let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args) {
+        Ok(metas) => metas,
+        Err(error) => {
+            errors.push(error);
+            return None;
+        }
+    };
+    let mut seen: Vec<String> = Vec::new();
+    let mut configuration = Configuration {
+        http: DEFAULT_HTTP.to_owned(),
+        env: DEFAULT_ENV.to_owned(),
+        lg_prof_sample: DEFAULT_LG_PROF_SAMPLE,
+        krate: syn::parse_quote!(::memprof),
+    };
+    for meta in metas {
+        let key = meta.path().to_token_stream().to_string();
+        let Meta::NameValue(name_value) = &meta else {
+            errors.at(meta.span(), format!("`{key}` takes a value: `{key} = ...`"));
+            continue;
+        };
+        if seen.contains(&key) {
+            errors.at(meta.path().span(), format!("`{key}` is given more than once"));
+            continue;
+        }
+        seen.push(key.clone());
+        let value = &name_value.value;
+        let result = match key.as_str() {
+            "http" => string_literal(value, "an address such as \"127.0.0.1:5050\"")
+                .and_then(|text| check_address(&text, value.span()))
+                .map(|text| configuration.http = text),
+            "env" => string_literal(value, "an environment variable name such as \"LIBPROCESS_MEMORY_PROFILING\"")
+                .and_then(|text| check_variable_name(&text, value.span()))
+                .map(|text| configuration.env = text),
+            "lg_prof_sample" => sample_rate(value).map(|rate| configuration.lg_prof_sample = rate),
+            "crate" => string_literal(value, "a path such as \"::memprof\"")
+                .and_then(|text| {
+                    syn::parse_str(&text).map_err(|_| {
+                        syn::Error::new(
+                            value.span(),
+                            format!("`crate` must be a path, such as \"::memprof\", not \"{text}\""),
+                        )
+                    })
+                })
+                .map(|path| configuration.krate = path),
+            _ => Err(syn::Error::new(
+                meta.path().span(),
+                format!("unknown argument `{key}` of `#[memprof::main]`; expected one of: {KEYS}"),
+            )),
+        };
+        if let Err(error) = result {
+            errors.push(error);
+        }
+    }
+    Some(configuration)
+}
+
+fn string_literal(value: &Expr, what: &str) -> syn::Result<String> {
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Ok(text.value()),
+        _ => Err(syn::Error::new(value.span(), format!("expected a string literal: {what}"))),
+    }
+}
+
+/// Checks `host:port`, with a port from 0 to 65535 (0: any free port).
+fn check_address(text: &str, span: Span) -> syn::Result<String> {
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(text.to_owned()),
+        _ => Err(syn::Error::new(
+            span,
+            format!(
+                "`http` must be `host:port` with a port from 0 to 65535, such as \"127.0.0.1:5050\", not \"{text}\""
+            ),
+        )),
+    }
+}
+
+fn check_variable_name(text: &str, span: Span) -> syn::Result<String> {
+    let valid = text.chars().next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && text.chars().all(|character| character.is_ascii_alphanumeric() || character == '_');
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(syn::Error::new(
+            span,
+            format!("`env` must be an environment variable name (letters, digits, `_`), not \"{text}\""),
+        ))
+    }
+}
+
+fn sample_rate(value: &Expr) -> syn::Result<u32> {
+    let message = format!(
+        "`lg_prof_sample` must be a whole number from 0 to {MAX_LG_PROF_SAMPLE} (log2 of the mean bytes between samples; 19 = 512 KiB)"
+    );
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Int(number), .. }) => number
+            .base10_parse::<u32>()
+            .ok()
+            .filter(|rate| *rate <= MAX_LG_PROF_SAMPLE)
+            .ok_or_else(|| syn::Error::new(value.span(), message)),
+        _ => Err(syn::Error::new(value.span(), message)),
+    }
+}
+
+/// The expansion: jemalloc installed and armed, then a guard created before the user's first statement.
+#[cfg(feature = "enabled")]
+fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
+    let Configuration { http, env, lg_prof_sample, krate } = configuration;
+    let conf = format!("prof:true,prof_active:false,lg_prof_sample:{lg_prof_sample}");
+    let conf = proc_macro2::Literal::c_string(&std::ffi::CString::new(conf).expect("no NUL in the configuration"));
+    let ItemFn { attrs, vis, sig, block } = function;
+    let statements = &block.stmts;
+    quote! {
+        #krate::__private::install!(#conf);
+        #(#attrs)* #vis #sig {
+            let __memprof_guard = #krate::__private::start(#krate::__private::Options {
+                http: #http,
+                env: #env,
+                lg_prof_sample: #lg_prof_sample,
+            });
+            #(#statements)*
+        }
+    }
+}
+
+/// Compiled out: the function exactly as written.
+#[cfg(not(feature = "enabled"))]
+fn expand(function: ItemFn, _: &Configuration) -> TokenStream {
+    function.into_token_stream()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors_of(args: TokenStream, item: TokenStream) -> Vec<String> {
+        let output = main(args, item).to_string();
+        output
+            .match_indices("compile_error ! {")
+            .map(|(start, _)| {
+                let rest = &output[start..];
+                let message = &rest[rest.find('"').unwrap() + 1..];
+                message[..message.find("\" }").unwrap()].to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let errors = errors_of(
+            quote!(http = 5050, env = "BAD-NAME", lg_prof_sample = 64, verbose = true, env = "X"),
+            quote!(
+                async fn start(x: u8) {}
+            ),
+        );
+        assert_eq!(errors.len(), 8, "{errors:#?}");
+        assert!(errors[0].starts_with("expected a string literal: an address"));
+        assert!(errors[1].starts_with("`env` must be an environment variable name"));
+        assert!(errors[2].starts_with("`lg_prof_sample` must be a whole number from 0 to 63"));
+        assert!(errors[3].starts_with("unknown argument `verbose` of `#[memprof::main]`; expected one of:"));
+        assert_eq!(errors[4], "`env` is given more than once");
+        assert_eq!(errors[5], "`#[memprof::main]` goes on `fn main`, not on `fn start`");
+        assert!(errors[6].starts_with("`#[memprof::main]` does not take an `async fn`"));
+        assert_eq!(errors[7], "`fn main` takes no arguments");
+    }
+
+    #[test]
+    fn addresses_need_a_port() {
+        for bad in ["127.0.0.1", ":5050", "localhost:99999", "host:port"] {
+            let errors = errors_of(
+                quote!(http = #bad),
+                quote!(
+                    fn main() {}
+                ),
+            );
+            assert_eq!(errors.len(), 1, "{bad}");
+            assert!(errors[0].starts_with("`http` must be `host:port`"), "{bad}: {errors:?}");
+        }
+        assert!(
+            errors_of(
+                quote!(http = "[::1]:0"),
+                quote!(
+                    fn main() {}
+                )
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn on_error_the_function_is_kept() {
+        let output = main(
+            quote!(bogus = 1),
+            quote!(
+                fn main() {
+                    println!("hi");
+                }
+            ),
+        )
+        .to_string();
+        assert!(output.starts_with("fn main () { println ! (\"hi\") ; }"), "{output}");
+    }
+
+    #[cfg(feature = "enabled")]
+    #[test]
+    fn the_expansion_arms_profiling_and_keeps_the_body() {
+        let output = main(
+            quote!(http = "0.0.0.0:6060", lg_prof_sample = 17),
+            quote!(
+                fn main() -> Result<(), String> {
+                    work()?;
+                    Ok(())
+                }
+            ),
+        )
+        .to_string();
+        assert!(
+            output
+                .contains(":: memprof :: __private :: install ! (c\"prof:true,prof_active:false,lg_prof_sample:17\")"),
+            "{output}"
+        );
+        assert!(
+            output.contains("http : \"0.0.0.0:6060\" , env : \"LIBPROCESS_MEMORY_PROFILING\" , lg_prof_sample : 17u32"),
+            "{output}"
+        );
+        assert!(output.ends_with("work () ? ; Ok (()) }"), "{output}");
+    }
+}

@@ -1,0 +1,57 @@
+//! The HTTP endpoints: a few named tiny_http worker threads, each answering requests one at a time.
+
+mod downloads;
+mod query;
+mod reply;
+mod routes;
+mod runs;
+mod state;
+
+use std::net::SocketAddr;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread;
+
+use tiny_http::{Request, Server};
+
+use crate::jemalloc;
+use reply::HttpError;
+
+pub(crate) use routes::PREFIX;
+
+/// Worker threads: a slow download or dump on one leaves `state` and `stop` answered by the others.
+const WORKERS: usize = 4;
+
+/// Binds `address` and starts the workers; returns the address really bound (useful with port 0).
+pub(crate) fn serve(address: &str) -> Result<SocketAddr, String> {
+    let server = Server::http(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
+    let bound = server.server_addr().to_ip().ok_or_else(|| format!("{address} is not an IP address"))?;
+    let server = Arc::new(server);
+    for index in 0..WORKERS {
+        let server = Arc::clone(&server);
+        thread::Builder::new()
+            .name(format!("memprof-http-{index}"))
+            .spawn(move || {
+                jemalloc::set_this_thread_sampled(false);
+                for request in server.incoming_requests() {
+                    answer(request);
+                }
+            })
+            .map_err(|error| format!("cannot start the HTTP thread ({error})"))?;
+    }
+    Ok(bound)
+}
+
+/// Answers one request; a panic in a handler becomes a 500 and the worker lives on.
+fn answer(request: Request) {
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| routes::route(request.method(), request.url())));
+    let response = match outcome {
+        Ok(Ok(reply)) => reply.into_response(),
+        Ok(Err(error)) => error.into_response(),
+        Err(_) => {
+            HttpError::internal("memprof failed while answering this request; see the program's log").into_response()
+        }
+    };
+    // A client that went away is not an error of ours.
+    let _ = request.respond(response);
+}

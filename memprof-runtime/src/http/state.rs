@@ -1,0 +1,71 @@
+//! `state` and `statistics`: what the profiler and jemalloc are doing.
+
+use serde_json::json;
+
+use super::query::Query;
+use super::reply::{HttpError, Reply};
+use super::runs::{describe_run, owner_json};
+use crate::jemalloc;
+use crate::profiler::Profiler;
+
+/// `state`: Mesos's object, plus the kept runs, the sampling rate, warnings and heap counters.
+pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
+    let profiler = Profiler::global();
+    let config = &profiler.config;
+    let runs = profiler.runs();
+    let active = jemalloc::profiling_active().unwrap_or(false);
+    let current_run = match &runs.current {
+        Some(run) => json!({
+            "id": run.id,
+            "remaining_seconds": run.remaining_seconds(),
+            "started_by": owner_json(&run.owner),
+        }),
+        None => json!({ "id": null }),
+    };
+    let lg_sample = jemalloc::lg_sample().ok();
+    let heap = jemalloc::heap_stats().ok().map(|stats| {
+        json!({
+            "allocated": stats.allocated,
+            "active": stats.active,
+            "metadata": stats.metadata,
+            "resident": stats.resident,
+            "mapped": stats.mapped,
+            "retained": stats.retained,
+        })
+    });
+    let tmp_dir = match runs.store.path() {
+        Some(path) => path.display().to_string(),
+        None => "Not yet generated".to_owned(),
+    };
+    Ok(Reply::json(&json!({
+        "memory_profiler": {
+            "jemalloc_detected": true,
+            "tmp_dir": tmp_dir,
+            "current_run": current_run,
+            "latest_run": runs.latest().map(describe_run),
+            "runs": runs.finished.iter().rev().map(describe_run).collect::<Vec<_>>(),
+            "last_failure": runs.last_failure.as_ref().map(|failure| json!({ "id": failure.id, "error": failure.error })),
+            "started_externally": active && runs.current.is_none(),
+            "lg_prof_sample": lg_sample,
+            "sample_period_bytes": lg_sample.map(|lg| 1u64 << lg),
+            "warnings": config.warnings,
+            "heap": heap,
+        },
+        "jemalloc": {
+            "malloc_conf": {
+                "environment": config.environment,
+                "build_options": config.built_in,
+                "exported": config.exported,
+            },
+            "profiling_enabled": config.profiling_enabled,
+            "profiling_active": active,
+        },
+    })))
+}
+
+/// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim.
+pub(super) fn statistics(_: &Query) -> Result<Reply, HttpError> {
+    jemalloc::statistics_json()
+        .map(|json| Reply::bytes("application/json; charset=utf-8", json))
+        .map_err(|error| HttpError::internal(format!("jemalloc could not print its statistics ({error})")))
+}

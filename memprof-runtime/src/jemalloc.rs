@@ -1,0 +1,144 @@
+//! Typed access to the jemalloc controls memprof uses.
+//!
+//! Every name comes from the `MALLCTL NAMESPACE` section of jemalloc(3) (5.3). This is the only module of
+//! the runtime that calls `mallctl` directly, and with [`crate::malloc_conf`] the only one with `unsafe`.
+
+use std::ffi::{CStr, CString, c_char};
+use std::io;
+use std::path::Path;
+
+use tikv_jemalloc_ctl::{raw, stats, stats_print};
+
+/// What a failed `mallctl` call says (jemalloc returns an errno value).
+pub(crate) type CtlError = tikv_jemalloc_ctl::Error;
+
+/// Reads a boolean control.
+fn read_bool(name: &'static [u8]) -> Result<bool, CtlError> {
+    // SAFETY: every name passed here is a `bool` control of jemalloc(3), so the value has the size and
+    // representation of a Rust `bool`.
+    unsafe { raw::read::<bool>(name) }
+}
+
+/// Reads a `const char *` control; `None` when jemalloc holds a NULL pointer or the name is unknown.
+fn read_c_string(name: &'static [u8]) -> Option<String> {
+    // SAFETY: every name passed here is a `const char *` control of jemalloc(3): the pointer is NULL or
+    // points to a NUL-terminated string that lives as long as the process (`opt.*`, `config.*`).
+    let pointer = unsafe { raw::read::<*const c_char>(name) }.ok()?;
+    if pointer.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL, NUL-terminated and never freed (see above).
+    let text = unsafe { CStr::from_ptr(pointer) };
+    Some(text.to_string_lossy().into_owned())
+}
+
+/// `config.prof`: jemalloc was built with `--enable-prof`.
+pub(crate) fn profiling_compiled_in() -> bool {
+    read_bool(b"config.prof\0").unwrap_or(false)
+}
+
+/// `opt.prof`: profiling was enabled when the process started (only a configuration string can set it).
+pub(crate) fn profiling_enabled() -> bool {
+    read_bool(b"opt.prof\0").unwrap_or(false)
+}
+
+/// `opt.prof_active`: whether sampling was switched on at start-up.
+pub(crate) fn profiling_active_at_start() -> bool {
+    read_bool(b"opt.prof_active\0").unwrap_or(false)
+}
+
+/// `prof.active`: whether allocations are being sampled now.
+pub(crate) fn profiling_active() -> Result<bool, CtlError> {
+    read_bool(b"prof.active\0")
+}
+
+/// Writes `prof.active` and returns its previous value.
+pub(crate) fn set_profiling_active(active: bool) -> Result<bool, CtlError> {
+    // SAFETY: `prof.active` is a read-write `bool` (jemalloc(3)).
+    unsafe { raw::update(b"prof.active\0", active) }
+}
+
+/// `prof.lg_sample`: the current sampling rate, log2 of the mean bytes between samples.
+pub(crate) fn lg_sample() -> Result<usize, CtlError> {
+    // SAFETY: `prof.lg_sample` is a read-only `size_t`.
+    unsafe { raw::read::<usize>(b"prof.lg_sample\0") }
+}
+
+/// `prof.reset`: drops every sample taken so far, keeping the sampling rate `lg_sample`.
+pub(crate) fn reset_samples(lg_sample: usize) -> Result<(), CtlError> {
+    // SAFETY: `prof.reset` takes a `size_t` (the new `lg_sample`).
+    unsafe { raw::write(b"prof.reset\0", lg_sample) }
+}
+
+/// `prof.dump`: writes the current heap profile to `path`.
+pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the dump path contains a NUL byte"))?;
+    // SAFETY: `prof.dump` takes a `const char *` file name; `c_path` outlives the call and jemalloc does
+    // not keep the pointer.
+    unsafe { raw::write(b"prof.dump\0", c_path.as_ptr()) }.map_err(|error| {
+        io::Error::other(format!("jemalloc could not write the heap profile to {} ({error})", path.display()))
+    })
+}
+
+/// `thread.prof.active`: whether allocations made by the calling thread are sampled.
+///
+/// memprof's own threads switch it off, so its work never shows in the profiles it serves.
+pub(crate) fn set_this_thread_sampled(sampled: bool) {
+    // SAFETY: `thread.prof.active` is a read-write `bool`. It fails with ENOENT when profiling is
+    // disabled, which leaves nothing to switch off.
+    let _ = unsafe { raw::write(b"thread.prof.active\0", sampled) };
+}
+
+/// The configuration strings jemalloc read at start-up.
+pub(crate) struct ConfigSources {
+    /// `opt.malloc_conf.env_var`: the environment variable's value, as jemalloc read it.
+    pub(crate) environment: Option<String>,
+    /// `opt.malloc_conf.global_var`: the exported `malloc_conf` symbol.
+    pub(crate) global: Option<String>,
+    /// `config.malloc_conf`: the string built into jemalloc (`--with-malloc-conf`).
+    pub(crate) built_in: Option<String>,
+}
+
+/// Reads where jemalloc's configuration came from.
+pub(crate) fn config_sources() -> ConfigSources {
+    ConfigSources {
+        environment: read_c_string(b"opt.malloc_conf.env_var\0"),
+        global: read_c_string(b"opt.malloc_conf.global_var\0"),
+        built_in: read_c_string(b"config.malloc_conf\0").filter(|text| !text.is_empty()),
+    }
+}
+
+/// jemalloc's process-wide memory counters, in bytes (`stats.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeapStats {
+    pub(crate) allocated: usize,
+    pub(crate) active: usize,
+    pub(crate) metadata: usize,
+    pub(crate) resident: usize,
+    pub(crate) mapped: usize,
+    pub(crate) retained: usize,
+}
+
+/// Advances `epoch` so the counters are fresh, then reads them.
+pub(crate) fn heap_stats() -> Result<HeapStats, CtlError> {
+    tikv_jemalloc_ctl::epoch::advance()?;
+    Ok(HeapStats {
+        allocated: stats::allocated::read()?,
+        active: stats::active::read()?,
+        metadata: stats::metadata::read()?,
+        resident: stats::resident::read()?,
+        mapped: stats::mapped::read()?,
+        retained: stats::retained::read()?,
+    })
+}
+
+/// `malloc_stats_print` with the `J` option: jemalloc's complete statistics as one JSON document.
+pub(crate) fn statistics_json() -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(64 * 1024);
+    let mut options = stats_print::Options::default();
+    options.json_format = true;
+    stats_print::stats_print(&mut out, options)?;
+    Ok(out)
+}

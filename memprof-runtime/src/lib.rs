@@ -1,0 +1,38 @@
+//! The runtime of [memprof](https://docs.rs/memprof): jemalloc heap profiling control, profiling runs and
+//! the Mesos-compatible HTTP endpoints under `/memory-profiler`.
+//!
+//! Use it through the `memprof` crate: `#[memprof::main]` expands to a call of [`start`], and
+//! `memprof::scope!` to a [`Run`].
+//!
+//! ```no_run
+//! let run = memprof_runtime::Run::start("warm-up")?;
+//! let cache: Vec<Vec<u8>> = (0..64).map(|_| vec![0; 4096]).collect();
+//! let profile = run.stop()?;
+//! println!("{} buffers profiled in {}", cache.len(), profile.path().display());
+//! # Ok::<(), memprof_runtime::Error>(())
+//! ```
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+#![cfg(unix)]
+
+mod duration;
+mod http;
+mod jemalloc;
+mod malloc_conf;
+mod profiler;
+mod report;
+mod run;
+mod startup;
+mod storage;
+
+pub use malloc_conf::MallocConf;
+pub use profiler::Error;
+pub use run::{Profile, Run, Scope};
+pub use startup::{ADDRESS_VARIABLE, Guard, Options, start};
+
+/// What the expansion of `#[memprof::main]` names; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::__install as install;
+    pub use crate::MallocConf;
+    pub use tikv_jemallocator::Jemalloc;
+}

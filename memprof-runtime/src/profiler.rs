@@ -1,0 +1,302 @@
+//! Profiling runs: one at a time, identified by increasing ids, ended by a timer, by `stop`, or by the
+//! code that started them.
+//!
+//! A run resets jemalloc's samples (`prof.reset`) so its profile holds only its own window, switches
+//! `prof.active` on, and at its end switches it off and dumps the heap into the [`ProfileStore`]. The last
+//! [`KEPT_RUNS`] profiles stay downloadable; a failed dump is reported and leaves them untouched.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use once_cell::sync::Lazy;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::jemalloc;
+use crate::malloc_conf::ConfigReport;
+use crate::report;
+use crate::storage::{self, ProfileStore};
+
+/// How many finished profiles are kept on disk and downloadable.
+pub(crate) const KEPT_RUNS: usize = 4;
+
+/// Why a run could not be started or finished. Each message says what happened and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Profiling is not enabled in this process (`opt.prof` is false).
+    Unavailable(String),
+    /// Sampling was switched on by someone else (`MALLOC_CONF=prof_active:true`, or by hand).
+    StartedExternally,
+    /// Another run is active; it carries that run's id.
+    Busy(u64),
+    /// No run or profile has this id.
+    UnknownRun(u64),
+    /// jemalloc refused a control write, or the profile could not be written.
+    Failed(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Unavailable(why) => write!(formatter, "{why}"),
+            Error::StartedExternally => formatter.write_str(
+                "Heap profiling was started externally (by the jemalloc configuration, such as MALLOC_CONF=prof_active:true); memprof does not start or stop runs over it",
+            ),
+            Error::Busy(id) => write!(formatter, "Heap profiling run {id} is already active; stop it or wait for it to end"),
+            Error::UnknownRun(id) => write!(formatter, "There is no heap profiling run with id {id}"),
+            Error::Failed(why) => write!(formatter, "{why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Who started a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// `/memory-profiler/start`, ended by its timer or `/stop`.
+    Http,
+    /// `memprof::scope!` or `memprof::Run`, with the label the code gave.
+    Code(String),
+}
+
+/// The run in progress.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveRun {
+    pub(crate) id: u64,
+    pub(crate) owner: Owner,
+    pub(crate) started: SystemTime,
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl ActiveRun {
+    /// Seconds until the timer ends the run; `None` for runs that end when their code says so.
+    pub(crate) fn remaining_seconds(&self) -> Option<f64> {
+        self.deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()).as_secs_f64())
+    }
+}
+
+/// A run that ended with a profile on disk.
+#[derive(Debug, Clone)]
+pub(crate) struct FinishedRun {
+    pub(crate) id: u64,
+    pub(crate) owner: Owner,
+    pub(crate) started: SystemTime,
+    pub(crate) stopped: SystemTime,
+    pub(crate) path: PathBuf,
+}
+
+/// A run that ended without a profile.
+#[derive(Debug, Clone)]
+pub(crate) struct FailedRun {
+    pub(crate) id: u64,
+    pub(crate) error: String,
+}
+
+/// What `start` did.
+#[derive(Debug, Clone)]
+pub(crate) enum Started {
+    /// A new run.
+    New(ActiveRun),
+    /// A run was already active; it goes on unchanged.
+    AlreadyActive(ActiveRun),
+}
+
+/// Everything about runs, behind one lock.
+#[derive(Debug, Default)]
+pub(crate) struct Runs {
+    pub(crate) current: Option<ActiveRun>,
+    /// Oldest first.
+    pub(crate) finished: VecDeque<FinishedRun>,
+    pub(crate) last_failure: Option<FailedRun>,
+    last_id: u64,
+    pub(crate) store: ProfileStore,
+}
+
+impl Runs {
+    /// The newest finished run.
+    pub(crate) fn latest(&self) -> Option<&FinishedRun> {
+        self.finished.back()
+    }
+
+    /// The finished run with this id.
+    pub(crate) fn find(&self, id: u64) -> Option<&FinishedRun> {
+        self.finished.iter().find(|run| run.id == id)
+    }
+
+    /// A new id: milliseconds since the Unix epoch, bumped past the previous id so ids never collide.
+    fn next_id(&mut self) -> u64 {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        self.last_id = u64::try_from(now).unwrap_or(u64::MAX).max(self.last_id + 1);
+        self.last_id
+    }
+
+    fn keep(&mut self, run: FinishedRun) {
+        self.finished.push_back(run);
+        while self.finished.len() > KEPT_RUNS {
+            if let Some(oldest) = self.finished.pop_front() {
+                storage::remove_profile(&oldest.path);
+            }
+        }
+    }
+}
+
+/// The process-wide profiler.
+pub(crate) struct Profiler {
+    runs: Mutex<Runs>,
+    /// Wakes the timer of the current run when the run ends early.
+    run_ended: Condvar,
+    pub(crate) config: ConfigReport,
+}
+
+static PROFILER: Lazy<Profiler> = Lazy::new(|| Profiler {
+    runs: Mutex::new(Runs::default()),
+    run_ended: Condvar::new(),
+    config: ConfigReport::read(),
+});
+
+impl Profiler {
+    /// The profiler of this process; the first call reads jemalloc's configuration.
+    pub(crate) fn global() -> &'static Profiler {
+        &PROFILER
+    }
+
+    /// A consistent view of the runs, for reading (hold it briefly).
+    pub(crate) fn runs(&self) -> MutexGuard<'_, Runs> {
+        self.runs.lock()
+    }
+
+    fn check_available(&self) -> Result<(), Error> {
+        if self.config.profiling_enabled {
+            Ok(())
+        } else {
+            let why = self.config.warnings.last().cloned().unwrap_or_default();
+            Err(Error::Unavailable(why))
+        }
+    }
+
+    /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
+    pub(crate) fn start(&'static self, owner: Owner, length: Option<Duration>) -> Result<Started, Error> {
+        self.check_available()?;
+        let mut runs = self.runs.lock();
+        if let Some(current) = &runs.current {
+            return Ok(Started::AlreadyActive(current.clone()));
+        }
+        if jemalloc::profiling_active().map_err(|error| Error::Failed(format!("Cannot read prof.active ({error})")))? {
+            return Err(Error::StartedExternally);
+        }
+        let lg_sample =
+            jemalloc::lg_sample().map_err(|error| Error::Failed(format!("Cannot read prof.lg_sample ({error})")))?;
+        jemalloc::reset_samples(lg_sample)
+            .map_err(|error| Error::Failed(format!("Cannot reset the heap profile (prof.reset: {error})")))?;
+        let run = ActiveRun {
+            id: runs.next_id(),
+            owner,
+            started: SystemTime::now(),
+            deadline: length.map(|length| Instant::now() + length),
+        };
+        if let Some(deadline) = run.deadline {
+            self.spawn_timer(run.id, deadline)?;
+        }
+        jemalloc::set_profiling_active(true)
+            .map_err(|error| Error::Failed(format!("Heap profiling couldn't be enabled (prof.active: {error})")))?;
+        runs.current = Some(run.clone());
+        Ok(Started::New(run))
+    }
+
+    /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
+    /// run that already ended, its profile is returned; with no id and no run, the result is `None`.
+    pub(crate) fn stop(&self, id: Option<u64>) -> Result<Option<FinishedRun>, Error> {
+        self.check_available()?;
+        let mut runs = self.runs.lock();
+        let current_id = runs.current.as_ref().map(|run| run.id);
+        match (id, current_id) {
+            (None, Some(_)) => self.finish(&mut runs).map(Some),
+            (Some(id), Some(current)) if id == current => self.finish(&mut runs).map(Some),
+            (None, None) if jemalloc::profiling_active().unwrap_or(false) => Err(Error::StartedExternally),
+            (None, None) => Ok(None),
+            (Some(id), _) => match (runs.find(id), &runs.last_failure) {
+                (Some(run), _) => Ok(Some(run.clone())),
+                (None, Some(failure)) if failure.id == id => Err(Error::Failed(failure.error.clone())),
+                (None, _) => Err(Error::UnknownRun(id)),
+            },
+        }
+    }
+
+    /// Ends the current run: sampling off, then the heap dumped into the store.
+    fn finish(&self, runs: &mut Runs) -> Result<FinishedRun, Error> {
+        let Some(run) = runs.current.take() else {
+            unreachable!("finish is only called with a current run");
+        };
+        self.run_ended.notify_all();
+        if let Err(error) = jemalloc::set_profiling_active(false) {
+            report::warn(&format!(
+                "Could not switch heap profiling off at the end of run {} (prof.active: {error})",
+                run.id
+            ));
+        }
+        match runs.store.dump(run.id) {
+            Ok(path) => {
+                let finished = FinishedRun {
+                    id: run.id,
+                    owner: run.owner,
+                    started: run.started,
+                    stopped: SystemTime::now(),
+                    path,
+                };
+                runs.keep(finished.clone());
+                Ok(finished)
+            }
+            Err(error) => {
+                let kept = match runs.latest() {
+                    Some(latest) => format!("the previous profile (id {}) is still available", latest.id),
+                    None => "no earlier profile exists".to_owned(),
+                };
+                let message = format!("The heap profile of run {} could not be written: {error}; {kept}", run.id);
+                runs.last_failure = Some(FailedRun { id: run.id, error: message.clone() });
+                Err(Error::Failed(message))
+            }
+        }
+    }
+
+    /// Starts the thread that ends run `id` at `deadline`, unless the run ends before.
+    fn spawn_timer(&'static self, id: u64, deadline: Instant) -> Result<(), Error> {
+        thread::Builder::new()
+            .name("memprof-timer".to_owned())
+            .spawn(move || {
+                jemalloc::set_this_thread_sampled(false);
+                self.end_at(id, deadline);
+            })
+            .map(drop)
+            .map_err(|error| Error::Failed(format!("Cannot start the run's timer thread ({error})")))
+    }
+
+    fn end_at(&self, id: u64, deadline: Instant) {
+        let mut runs = self.runs.lock();
+        while runs.current.as_ref().is_some_and(|run| run.id == id) {
+            if Instant::now() >= deadline {
+                match self.finish(&mut runs) {
+                    Ok(run) => {
+                        report::info(&format!("Heap profiling run {id} ended; profile at {}", run.path.display()))
+                    }
+                    Err(error) => report::warn(&error.to_string()),
+                }
+                return;
+            }
+            self.run_ended.wait_until(&mut runs, deadline);
+        }
+    }
+
+    /// Ends any run without keeping its profile and removes the profile directory: the program is ending.
+    pub(crate) fn shut_down(&self) {
+        let mut runs = self.runs.lock();
+        if runs.current.take().is_some() {
+            let _ = jemalloc::set_profiling_active(false);
+            self.run_ended.notify_all();
+        }
+        runs.finished.clear();
+        runs.store.remove_all();
+    }
+}

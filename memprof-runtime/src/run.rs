@@ -1,0 +1,133 @@
+//! Profiling runs started from code: [`Run`] and the guard behind `memprof::scope!`.
+
+use std::path::{Path, PathBuf};
+
+use crate::profiler::{Error, FinishedRun, Owner, Profiler, Started};
+use crate::report;
+
+/// A profiling run bracketed by code. It ends when [`Run::stop`] is called or when it is dropped, also
+/// on `?` and panics; its profile then becomes the latest downloadable one.
+///
+/// ```no_run
+/// let run = memprof_runtime::Run::start("load")?;
+/// let table: Vec<u64> = (0..1_000_000).collect();
+/// let profile = run.stop()?;
+/// println!("run {} profiled {} items: {}", profile.id(), table.len(), profile.path().display());
+/// # Ok::<(), memprof_runtime::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "the run ends when it is dropped"]
+pub struct Run {
+    id: u64,
+    label: String,
+    ended: bool,
+}
+
+impl Run {
+    /// Starts a run named `label`. Fails when profiling is unavailable or another run is active.
+    pub fn start(label: impl Into<String>) -> Result<Run, Error> {
+        let label = label.into();
+        match Profiler::global().start(Owner::Code(label.clone()), None)? {
+            Started::New(run) => Ok(Run { id: run.id, label, ended: false }),
+            Started::AlreadyActive(run) => Err(Error::Busy(run.id)),
+        }
+    }
+
+    /// The run's id, as the HTTP endpoints name it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Ends the run and returns its profile.
+    pub fn stop(mut self) -> Result<Profile, Error> {
+        self.ended = true;
+        self.end()
+    }
+
+    fn end(&self) -> Result<Profile, Error> {
+        match Profiler::global().stop(Some(self.id))? {
+            Some(run) => Ok(Profile::from(&run)),
+            None => Err(Error::UnknownRun(self.id)),
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if !self.ended {
+            match self.end() {
+                Ok(profile) => report::info(&format!(
+                    "Heap profiling run {} (\"{}\") ended; profile at {}",
+                    profile.id,
+                    self.label,
+                    profile.path.display()
+                )),
+                Err(error) => report::warn(&format!("Heap profiling run {} (\"{}\"): {error}", self.id, self.label)),
+            }
+        }
+    }
+}
+
+/// A heap profile on disk, in jemalloc's `heap_v2` format.
+///
+/// ```no_run
+/// if let Some(profile) = memprof_runtime::Profile::latest() {
+///     println!("latest profile: run {} at {}", profile.id(), profile.path().display());
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    id: u64,
+    path: PathBuf,
+}
+
+impl Profile {
+    /// The profile of the run that ended last, if any is kept.
+    pub fn latest() -> Option<Profile> {
+        Profiler::global().runs().latest().map(Profile::from)
+    }
+
+    /// The id of the run that produced it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Where the file is. It is removed when the program ends or when newer runs push it out.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl From<&FinishedRun> for Profile {
+    fn from(run: &FinishedRun) -> Self {
+        Profile { id: run.id, path: run.path.clone() }
+    }
+}
+
+/// The guard `memprof::scope!` holds around its block: a [`Run`], or nothing (with the reason reported)
+/// when a run cannot start.
+///
+/// ```no_run
+/// let scope = memprof_runtime::Scope::enter("load");
+/// let table: Vec<u64> = (0..1_000).collect();
+/// drop(scope);
+/// # drop(table);
+/// ```
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Scope {
+    _run: Option<Run>,
+}
+
+impl Scope {
+    /// Starts a run named `label`, or reports why the block runs unprofiled.
+    pub fn enter(label: &str) -> Scope {
+        match Run::start(label) {
+            Ok(run) => Scope { _run: Some(run) },
+            Err(error) => {
+                report::warn(&format!("memprof::scope!(\"{label}\") runs unprofiled: {error}"));
+                Scope { _run: None }
+            }
+        }
+    }
+}
