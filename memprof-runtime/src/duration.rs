@@ -48,6 +48,14 @@ pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     let number_length =
         text.find(|character: char| !(character.is_ascii_digit() || character == '.')).unwrap_or(text.len());
     let (number, unit) = text.split_at(number_length);
+    let not_a_number = || {
+        DurationError(format!(
+            "'{text}' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'"
+        ))
+    };
+    if number.is_empty() {
+        return Err(not_a_number());
+    }
     if unit.is_empty() {
         return Err(DurationError(format!(
             "'{text}' has no unit; write a number followed by one of {}, such as '30secs'",
@@ -60,11 +68,7 @@ pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
             supported_units()
         )));
     };
-    let value: f64 = number.parse().map_err(|_| {
-        DurationError(format!(
-            "'{text}' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'"
-        ))
-    })?;
+    let value: f64 = number.parse().map_err(|_| not_a_number())?;
     Duration::try_from_secs_f64(value * nanos_per_unit / 1e9)
         .map_err(|_| DurationError(format!("'{text}' is too long to represent")))
 }
@@ -111,7 +115,7 @@ mod tests {
         assert!(message("5m").starts_with("unknown duration unit 'm' in '5m'; supported units are 'ns'"));
         assert!(message("-5mins").starts_with("'-5mins' does not start with a non-negative decimal number"));
         assert!(message("1.2.3secs").starts_with("'1.2.3secs' does not start"));
-        assert!(message("").starts_with("'' has no unit"));
+        assert!(message("").starts_with("'' does not start"));
         assert!(message("secs").starts_with("'secs' does not start"));
         assert!(message("5 mins").starts_with("unknown duration unit ' mins'"));
         assert_eq!(message("99999999999999999999999weeks"), "'99999999999999999999999weeks' is too long to represent");

@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
@@ -29,15 +30,19 @@ impl ProfileStore {
         }
         if self.directory.is_none() {
             let parent = std::env::temp_dir();
-            let directory = tempfile::Builder::new().prefix("memprof.").tempdir_in(&parent).map_err(|error| {
-                io::Error::new(
-                    error.kind(),
-                    format!(
-                        "cannot create a profile directory in {} ({error}); point TMPDIR at a writable directory",
-                        parent.display()
-                    ),
-                )
-            })?;
+            let directory = tempfile::Builder::new()
+                .prefix("memprof.")
+                .permissions(fs::Permissions::from_mode(0o700))
+                .tempdir_in(&parent)
+                .map_err(|error| {
+                    io::Error::new(
+                        error.kind(),
+                        format!(
+                            "cannot create a profile directory in {} ({error}); point TMPDIR at a writable directory",
+                            parent.display()
+                        ),
+                    )
+                })?;
             self.directory = Some(directory);
         }
         Ok(self.directory.as_ref().map(TempDir::path).expect("created above"))

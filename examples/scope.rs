@@ -1,0 +1,71 @@
+//! `memprof::scope!` and `memprof::Run`: profile exactly one piece of code, without HTTP.
+//!
+//! ```text
+//! cargo run --release --example scope
+//! ```
+//!
+//! Each profile is a jemalloc `heap_v2` file; this program prints where they are and their first line.
+//! They are removed when `main` returns.
+
+use std::hint::black_box;
+
+#[memprof::main]
+fn main() -> Result<(), memprof::Error> {
+    // A block profiled by the macro; it evaluates to the block's value.
+    let table = memprof::scope!("build table", build_table());
+    report("scope", memprof::Profile::latest());
+
+    // The same without a macro.
+    let run = memprof::Run::start("parse")?;
+    let parsed = parse_records();
+    report("run", Some(run.stop()?));
+
+    // A panic inside the block still ends the run, and its profile is kept.
+    let outcome = std::panic::catch_unwind(|| memprof::scope!("panicking", panic_midway()));
+    assert!(outcome.is_err());
+    report("panic", memprof::Profile::latest());
+
+    // So does `?` leaving the block early.
+    let early: Result<usize, String> = (|| memprof::scope!("early return", Ok(fail_after_allocating()?)))();
+    report("early return", memprof::Profile::latest());
+
+    // A scope inside another run is not profiled on its own; the reason is logged.
+    let outer = memprof::Run::start("outer")?;
+    let inner = memprof::scope!("inner", build_table());
+    let outer = outer.stop()?;
+    println!("nested: inner ran unprofiled, outer is run {}", outer.id());
+
+    println!("done: {} {} {} {:?}", table.len(), parsed.len(), inner.len(), early);
+    Ok(())
+}
+
+fn report(what: &str, profile: Option<memprof::Profile>) {
+    let profile = profile.expect("a profile");
+    let text = std::fs::read_to_string(profile.path()).unwrap_or_default();
+    let header = text.lines().next().unwrap_or("(empty)");
+    println!("{what}: run {} at {} ({header})", profile.id(), profile.path().display());
+}
+
+/// 64 MiB in 1 KiB rows.
+#[inline(never)]
+fn build_table() -> Vec<Vec<u8>> {
+    (0..64 * 1024).map(|row| vec![row as u8; 1024]).collect()
+}
+
+/// 32 MiB of records.
+#[inline(never)]
+fn parse_records() -> Vec<String> {
+    (0..32 * 1024).map(|record| format!("{record:01024}")).collect()
+}
+
+#[inline(never)]
+fn panic_midway() -> usize {
+    let kept = black_box(vec![7u8; 8 << 20]);
+    panic!("failed after allocating {} bytes", kept.len());
+}
+
+#[inline(never)]
+fn fail_after_allocating() -> Result<usize, String> {
+    let kept = black_box(vec![1u8; 8 << 20]);
+    Err(format!("gave up after {} bytes", kept.len()))
+}

@@ -1,0 +1,84 @@
+//! A deliberately plain HTTP/1.1 client: one request per connection, any method and target, the raw
+//! status, headers and body back. Tests need that control (odd methods, huge queries), not convenience.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use crate::process::PATIENCE;
+
+/// An answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The body, de-chunked.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON.
+    ///
+    /// # Panics
+    /// When it is not JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|error| panic!("not JSON ({error}): {}", self.text()))
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
+    }
+}
+
+/// Sends `method target` to `address` and reads the whole answer.
+///
+/// ```no_run
+/// let address = "127.0.0.1:5050".parse().unwrap();
+/// let response = memprof_tests::http::request(address, "GET", "/memory-profiler/state");
+/// assert_eq!(response.status, 200);
+/// ```
+pub fn request(address: SocketAddr, method: &str, target: &str) -> Response {
+    let mut stream = TcpStream::connect_timeout(&address, PATIENCE).expect("connect");
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(stream, "{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read the response");
+    parse(&raw)
+}
+
+fn parse(raw: &[u8]) -> Response {
+    let end = raw.windows(4).position(|window| window == b"\r\n\r\n").expect("a complete header");
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let mut lines = head.split("\r\n");
+    let status = lines.next().and_then(|line| line.split(' ').nth(1)).and_then(|code| code.parse().ok()).unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let mut response = Response { status, headers, body: raw[end + 4..].to_vec() };
+    if response.header("transfer-encoding") == Some("chunked") {
+        response.body = dechunk(&response.body);
+    }
+    response
+}
+
+fn dechunk(mut chunked: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = chunked.windows(2).position(|window| window == b"\r\n").expect("a chunk size");
+        let size = usize::from_str_radix(String::from_utf8_lossy(&chunked[..line_end]).trim(), 16).unwrap();
+        if size == 0 {
+            return body;
+        }
+        body.extend_from_slice(&chunked[line_end + 2..line_end + 2 + size]);
+        chunked = &chunked[line_end + 4 + size..];
+    }
+}

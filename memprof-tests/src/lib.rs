@@ -1,0 +1,6 @@
+//! Helpers for memprof's acceptance tests: spawn a real binary, talk real HTTP to it, read real dumps.
+#![warn(missing_docs)]
+
+pub mod heap;
+pub mod http;
+pub mod process;

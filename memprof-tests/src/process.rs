@@ -1,0 +1,209 @@
+//! A real program under test: spawned with a chosen environment, its output collected line by line,
+//! killed when the test ends.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a test waits for a program to print what it must; a bound against hangs, not a measurement.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The line memprof logs once the endpoints are served.
+const SERVING: &str = "Serving heap profiling endpoints on http://";
+
+/// A binary of this package (the examples), beside the test executable's `deps/` directory, where cargo
+/// builds them before running integration tests.
+pub fn built_binary(name: &str) -> PathBuf {
+    let test_executable = std::env::current_exe().unwrap();
+    let directory = test_executable.parent().and_then(Path::parent).unwrap();
+    directory.join(name)
+}
+
+/// A running program.
+///
+/// ```no_run
+/// let service = memprof_tests::process::Program::service().spawn();
+/// let state = service.get("/memory-profiler/state");
+/// assert_eq!(state.status, 200);
+/// ```
+pub struct Program {
+    child: Child,
+    output: Arc<(Mutex<Vec<String>>, Condvar)>,
+    /// Where the endpoints are served, when they are.
+    pub address: Option<SocketAddr>,
+}
+
+/// How to start a [`Program`].
+pub struct Launch {
+    command: Command,
+    wait_for_endpoints: bool,
+}
+
+impl Program {
+    /// The example service, with the endpoints switched on at any free loopback port.
+    pub fn service() -> Launch {
+        Launch::new(built_binary("service"))
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+    }
+
+    /// The `scope!` example.
+    pub fn scope_example() -> Launch {
+        Launch::new(built_binary("scope"))
+    }
+
+    /// Waits until a line of stdout or stderr satisfies `wanted`, and returns it.
+    ///
+    /// # Panics
+    /// When no such line comes within [`PATIENCE`]; the message holds everything printed so far.
+    pub fn wait_for_line(&self, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        let (lines, printed) = &*self.output;
+        let mut lines = lines.lock().unwrap();
+        loop {
+            if let Some(line) = lines.iter().find(|line| wanted(line)) {
+                return line.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "the expected line never came; the program printed:\n{}", lines.join("\n"));
+            lines = printed.wait_timeout(lines, left).unwrap().0;
+        }
+    }
+
+    /// Everything printed so far, stdout and stderr interleaved as read.
+    pub fn output(&self) -> Vec<String> {
+        self.output.0.lock().unwrap().clone()
+    }
+
+    /// Whether the program is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the program to exit on its own and returns whether it succeeded.
+    pub fn wait(&mut self) -> bool {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the readers take the last lines.
+                thread::sleep(Duration::from_millis(100));
+                return status.success();
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the program did not exit; it printed:\n{}", self.output().join("\n"));
+    }
+
+    /// The endpoints' address.
+    ///
+    /// # Panics
+    /// When the program does not serve them.
+    pub fn address(&self) -> SocketAddr {
+        self.address.expect("the program serves no endpoints")
+    }
+
+    /// `GET path` against the program's endpoints.
+    pub fn get(&self, path: &str) -> crate::http::Response {
+        crate::http::request(self.address(), "GET", path)
+    }
+
+    /// `GET path`, expecting 200 and a JSON body.
+    pub fn get_json(&self, path: &str) -> serde_json::Value {
+        let response = self.get(path);
+        assert_eq!(response.status, 200, "GET {path}: {}", response.text());
+        response.json()
+    }
+
+    /// The names of the threads of the program (from `/proc`).
+    pub fn thread_names(&self) -> Vec<String> {
+        let tasks = PathBuf::from(format!("/proc/{}/task", self.pid()));
+        let mut names: Vec<String> = std::fs::read_dir(tasks)
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("comm")).ok())
+                    .map(|name| name.trim().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Launch {
+    /// A program at `path`, with a clean memprof environment.
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        let mut command = Command::new(path.as_ref());
+        for variable in ["LIBPROCESS_MEMORY_PROFILING", "MEMPROF_ADDR", "MALLOC_CONF", "_RJEM_MALLOC_CONF", "RUST_LOG"]
+        {
+            command.env_remove(variable);
+        }
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        Self { command, wait_for_endpoints: false }
+    }
+
+    /// Sets an environment variable.
+    pub fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        if name == "LIBPROCESS_MEMORY_PROFILING" {
+            self.wait_for_endpoints = value.as_ref() == "true";
+        }
+        self.command.env(name, value);
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(mut self, name: &str) -> Self {
+        if name == "LIBPROCESS_MEMORY_PROFILING" {
+            self.wait_for_endpoints = false;
+        }
+        self.command.env_remove(name);
+        self
+    }
+
+    /// Serves no endpoints, or does not wait for them (their start is expected to fail).
+    pub fn without_waiting_for_endpoints(mut self) -> Self {
+        self.wait_for_endpoints = false;
+        self
+    }
+
+    /// Starts the program; when it serves endpoints, waits until they are up.
+    pub fn spawn(mut self) -> Program {
+        let mut child = self.command.spawn().expect("the program starts");
+        let output = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        collect_lines(child.stdout.take().unwrap(), Arc::clone(&output));
+        collect_lines(child.stderr.take().unwrap(), Arc::clone(&output));
+        let mut program = Program { child, output, address: None };
+        if self.wait_for_endpoints {
+            let line = program.wait_for_line(|line| line.contains(SERVING));
+            let address = line.split(SERVING).nth(1).and_then(|rest| rest.split('/').next()).unwrap();
+            program.address = Some(address.parse().unwrap());
+        }
+        program
+    }
+}
+
+fn collect_lines(stream: impl Read + Send + 'static, output: Arc<(Mutex<Vec<String>>, Condvar)>) {
+    thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let (lines, printed) = &*output;
+            lines.lock().unwrap().push(line);
+            printed.notify_all();
+        }
+    });
+}
