@@ -26,7 +26,7 @@ fn main() -> Result<(), memprof::Error> {
     report("panic", memprof::Profile::latest());
 
     // So does `?` leaving the block early.
-    let early: Result<usize, String> = (|| memprof::scope!("early return", Ok(fail_after_allocating()?)))();
+    let early = load_settings();
     report("early return", memprof::Profile::latest());
 
     // A scope inside another run is not profiled on its own; the reason is logged.
@@ -62,6 +62,15 @@ fn parse_records() -> Vec<String> {
 fn panic_midway() -> usize {
     let kept = black_box(vec![7u8; 8 << 20]);
     panic!("failed after allocating {} bytes", kept.len());
+}
+
+/// `?` inside the profiled block returns from this function; the run still ends.
+fn load_settings() -> Result<usize, String> {
+    let doubled = memprof::scope!("early return", {
+        let size = fail_after_allocating()?;
+        size * 2
+    });
+    Ok(doubled)
 }
 
 #[inline(never)]

@@ -36,10 +36,7 @@ pub(crate) fn route(method: &Method, url: &str) -> Result<Reply, HttpError> {
         .strip_prefix(PREFIX)
         .and_then(|rest| ROUTES.iter().find(|route| route.path == rest))
         .ok_or_else(|| unknown_path(path))?;
-    let allowed = match (method, route.changes_state) {
-        (Method::Get, _) | (Method::Post, true) => true,
-        _ => false,
-    };
+    let allowed = matches!((method, route.changes_state), (Method::Get, _) | (Method::Post, true));
     if !allowed {
         let allow = if route.changes_state { "GET, POST" } else { "GET" };
         return Err(HttpError::method_not_allowed(method.as_str(), allow));

@@ -1,0 +1,181 @@
+//! How the program's environment shapes memprof: the switch variable, the address, jemalloc's own
+//! configuration, and a temporary directory that cannot be written.
+
+use std::net::{TcpListener, TcpStream};
+
+use memprof_tests::process::Program;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn without_the_switch_variable_there_is_no_thread_and_no_port() {
+    for setting in [None, Some("false")] {
+        let port = free_port();
+        let launch = Program::service().env("MEMPROF_ADDR", format!("127.0.0.1:{port}"));
+        let launch = match setting {
+            Some(value) => launch.env("LIBPROCESS_MEMORY_PROFILING", value),
+            None => launch.env_remove("LIBPROCESS_MEMORY_PROFILING"),
+        };
+        let service = launch.spawn();
+        service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
+        let refused = TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused, "{setting:?}");
+        let names = service.thread_names();
+        assert!(!names.iter().any(|name| name.starts_with("memprof")), "{setting:?}: {names:?}");
+        assert!(!service.output().iter().any(|line| line.starts_with("[memprof]")), "{:?}", service.output());
+    }
+}
+
+#[test]
+fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
+    let service = Program::service().env("LIBPROCESS_MEMORY_PROFILING", "yes").spawn();
+    service.wait_for_line(|line| {
+        line == "[memprof] WARN LIBPROCESS_MEMORY_PROFILING=\"yes\" is neither true nor false; heap profiling endpoints are not served"
+    });
+}
+
+#[test]
+fn the_endpoints_run_on_four_named_threads() {
+    let service = Program::service().spawn();
+    let names = service.thread_names();
+    let workers = names.iter().filter(|name| name.starts_with("memprof-http-")).count();
+    assert_eq!(workers, 4, "{names:?}");
+}
+
+#[test]
+fn a_port_in_use_is_reported_and_the_program_runs_on() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap();
+    let mut service =
+        Program::service().env("MEMPROF_ADDR", address.to_string()).without_waiting_for_endpoints().spawn();
+    let warning = service.wait_for_line(|line| line.contains("Heap profiling endpoints are not served"));
+    assert!(
+        warning.starts_with(&format!(
+            "[memprof] WARN Heap profiling endpoints are not served: cannot listen on {address}: "
+        )),
+        "{warning}"
+    );
+    assert!(warning.ends_with("; the program runs on"), "{warning}");
+    service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
+    assert!(service.is_running());
+}
+
+#[test]
+fn a_bad_address_is_reported_and_the_program_runs_on() {
+    let mut service = Program::service().env("MEMPROF_ADDR", "not-an-address").without_waiting_for_endpoints().spawn();
+    service.wait_for_line(|line| {
+        line.starts_with("[memprof] WARN Heap profiling endpoints are not served: cannot listen on not-an-address")
+    });
+    service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
+    assert!(service.is_running());
+}
+
+#[test]
+fn profiling_started_by_malloc_conf_is_never_clobbered() {
+    let service = Program::service().env("MALLOC_CONF", "prof_active:true").spawn();
+    service.wait_for_line(|line| {
+        line.starts_with("[memprof] WARN Heap profiling was switched on at start-up by the jemalloc configuration (environment: \"prof_active:true\"")
+    });
+    let message = "Heap profiling was started externally (by the jemalloc configuration, such as MALLOC_CONF=prof_active:true); memprof does not start or stop runs over it.\n";
+    for endpoint in ["start?duration=5secs", "stop"] {
+        let response = service.get(&format!("/memory-profiler/{endpoint}"));
+        assert_eq!((response.status, response.text().as_str()), (409, message), "{endpoint}");
+    }
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["started_externally"], true);
+    assert_eq!(state["jemalloc"]["profiling_active"], true);
+    assert_eq!(state["jemalloc"]["malloc_conf"]["environment"], "prof_active:true");
+}
+
+#[test]
+fn profiling_disabled_by_malloc_conf_is_reported_and_answers_503() {
+    let service = Program::service().env("MALLOC_CONF", "prof:false").spawn();
+    let warning =
+        "Heap profiling is disabled by the environment (MALLOC_CONF=\"prof:false\"); remove `prof:false` to enable it.";
+    service.wait_for_line(|line| line == format!("[memprof] WARN {warning}"));
+    for endpoint in ["start", "stop"] {
+        let response = service.get(&format!("/memory-profiler/{endpoint}"));
+        assert_eq!((response.status, response.text()), (503, format!("{warning}\n")), "{endpoint}");
+    }
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["jemalloc"]["profiling_enabled"], false);
+    assert_eq!(state["memory_profiler"]["warnings"], serde_json::json!([warning]));
+}
+
+#[test]
+fn the_prefixed_variable_is_reported_as_ignored() {
+    let service = Program::service().env("_RJEM_MALLOC_CONF", "prof:false").spawn();
+    service.wait_for_line(|line| {
+        line == "[memprof] WARN _RJEM_MALLOC_CONF=\"prof:false\" is set but ignored: this jemalloc build reads MALLOC_CONF."
+    });
+    assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_enabled"], true);
+}
+
+#[test]
+fn malloc_conf_overrides_the_sampling_rate_key_by_key() {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:17").spawn();
+    service.wait_for_line(|line| {
+        line == "[memprof] INFO Sampling every 2^17 bytes on average, as the environment asks (the attribute says 2^19)"
+    });
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["sample_period_bytes"], 131072);
+    assert_eq!(state["jemalloc"]["profiling_enabled"], true);
+    assert_eq!(state["jemalloc"]["profiling_active"], false);
+}
+
+#[test]
+fn an_unwritable_tmpdir_gives_500_and_a_later_run_works() {
+    let scratch = tempfile_directory("unwritable");
+    let missing = scratch.join("not-yet");
+    let service = Program::service().env("TMPDIR", &missing).spawn();
+    let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let failed = service.get("/memory-profiler/stop");
+    assert_eq!(failed.status, 500);
+    let text = failed.text();
+    assert!(
+        text.starts_with(&format!(
+            "The heap profile of run {id} could not be written: cannot create a profile directory in {} (",
+            missing.display()
+        )),
+        "{text}"
+    );
+    assert!(text.ends_with("point TMPDIR at a writable directory; no earlier profile exists.\n"), "{text}");
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["last_failure"]["id"].as_u64(), Some(id));
+    assert_eq!(state["memory_profiler"]["current_run"]["id"], serde_json::Value::Null);
+    assert_eq!(state["jemalloc"]["profiling_active"], false);
+    assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
+
+    std::fs::create_dir(&missing).unwrap();
+    let second = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let stopped = service.get_json("/memory-profiler/stop");
+    assert_eq!(stopped["id"].as_u64(), Some(second));
+    let download = service.get(&format!("/memory-profiler/download/raw?id={second}"));
+    assert_eq!(download.status, 200);
+    assert!(download.text().starts_with("heap_v2/524288\n"));
+    std::fs::remove_dir_all(scratch).unwrap();
+}
+
+#[test]
+fn profiles_are_removed_when_main_returns() {
+    let scratch = tempfile_directory("cleanup");
+    let mut service = Program::service().env("TMPDIR", &scratch).env("SERVICE_SECONDS", "3").spawn();
+    service.get_json("/memory-profiler/start?duration=1mins");
+    service.get_json("/memory-profiler/stop");
+    service.get_json("/memory-profiler/start?duration=1mins");
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 1, "one run directory");
+    assert!(service.wait(), "{:?}", service.output());
+    assert!(service.output().contains(&"service: done".to_owned()));
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "nothing left in TMPDIR");
+    std::fs::remove_dir_all(scratch).unwrap();
+}
+
+/// A fresh directory for one test, under the system's temporary directory.
+fn tempfile_directory(name: &str) -> std::path::PathBuf {
+    let directory = std::env::temp_dir().join(format!("memprof-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}

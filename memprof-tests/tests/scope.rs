@@ -1,0 +1,40 @@
+//! `memprof::scope!` and `memprof::Run` in a real program: each run's profile, across panics and `?`.
+
+use memprof_tests::process::Program;
+
+#[test]
+fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
+    let scratch = std::env::temp_dir().join(format!("memprof-test-scope-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut program = Program::scope_example().env("TMPDIR", &scratch).spawn();
+    assert!(program.wait(), "{:#?}", program.output());
+    let output = program.output();
+
+    let mut ids = Vec::new();
+    for what in ["scope", "run", "panic", "early return"] {
+        let line = output
+            .iter()
+            .find(|line| line.starts_with(&format!("{what}: run ")))
+            .unwrap_or_else(|| panic!("{what}: {output:#?}"));
+        let (id, rest) = line[what.len() + 6..].split_once(" at ").unwrap();
+        let (path, header) = rest.split_once(' ').unwrap();
+        assert!(path.starts_with(scratch.to_str().unwrap()), "{line}");
+        assert!(path.ends_with(&format!("/profile.{id}.heap")), "{line}");
+        assert_eq!(header, "(heap_v2/524288)", "{line}");
+        ids.push(id.parse::<u64>().unwrap());
+    }
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "four distinct runs in order: {ids:?}");
+
+    let outer =
+        output.iter().find_map(|line| line.strip_prefix("nested: inner ran unprofiled, outer is run ")).unwrap();
+    assert!(
+        output.contains(&format!(
+            "[memprof] WARN memprof::scope!(\"inner\") runs unprofiled: Heap profiling run {outer} is already active; stop it or wait for it to end"
+        )),
+        "{output:#?}"
+    );
+    assert!(output.contains(&"done: 65536 32768 65536 Err(\"gave up after 8388608 bytes\")".to_owned()), "{output:#?}");
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "profiles removed when main returned");
+    std::fs::remove_dir_all(scratch).unwrap();
+}

@@ -1,0 +1,2 @@
+#[memprof::main]
+async fn main() {}

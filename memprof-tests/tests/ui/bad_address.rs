@@ -1,0 +1,2 @@
+#[memprof::main(http = "localhost")]
+fn main() {}

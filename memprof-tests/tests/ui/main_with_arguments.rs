@@ -1,0 +1,2 @@
+#[memprof::main]
+fn main<T>(argument: T) {}

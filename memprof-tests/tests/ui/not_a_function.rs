@@ -1,0 +1,4 @@
+#[memprof::main]
+struct Service;
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[memprof::main]
+fn serve() {}
+
+fn main() {
+    serve();
+}
