@@ -58,7 +58,7 @@ pub use memprof_macros::main;
 
 #[cfg(feature = "enabled")]
 #[doc(inline)]
-pub use memprof_runtime::{Error, Profile, Run};
+pub use memprof_runtime::{Counts, Error, HeapProfile, Mapping, ParseError, Profile, Run, Stack};
 
 /// Profiles one block: a run starts before it and ends after it (also on `?` and panics), and the
 /// block's value is returned. The profile becomes the latest downloadable one ([`Profile::latest`]).

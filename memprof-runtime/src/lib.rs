@@ -15,6 +15,7 @@
 #![cfg(unix)]
 
 mod duration;
+mod heap_profile;
 mod http;
 mod jemalloc;
 mod malloc_conf;
@@ -24,6 +25,7 @@ mod run;
 mod startup;
 mod storage;
 
+pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use malloc_conf::MallocConf;
 pub use profiler::Error;
 pub use run::{Profile, Run, Scope};

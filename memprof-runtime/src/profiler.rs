@@ -23,6 +23,11 @@ use crate::storage::{self, ProfileStore};
 pub(crate) const KEPT_RUNS: usize = 4;
 
 /// Why a run could not be started or finished. Each message says what happened and what to do.
+///
+/// ```
+/// let error = memprof_runtime::Error::Busy(1795354618996);
+/// assert_eq!(error.to_string(), "Heap profiling run 1795354618996 is already active; stop it or wait for it to end");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// Profiling is not enabled in this process (`opt.prof` is false).

@@ -26,6 +26,10 @@ pub struct Options {
 }
 
 /// The environment variable that overrides the attribute's `http` address at run time.
+///
+/// ```text
+/// MEMPROF_ADDR=0.0.0.0:6060 LIBPROCESS_MEMORY_PROFILING=true ./service
+/// ```
 pub const ADDRESS_VARIABLE: &str = "MEMPROF_ADDR";
 
 /// Set-up at the start of `main`. Reports configuration problems once, never panics; keep the returned

@@ -4,7 +4,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use memprof_tests::heap::Dump;
+use memprof::HeapProfile;
+use memprof_tests::heap::functions_in;
 use memprof_tests::process::{PATIENCE, Program, built_binary};
 use serde_json::Value;
 
@@ -77,9 +78,9 @@ fn a_run_round_trips_from_start_to_a_dump_of_the_services_functions() {
         download.header("content-disposition"),
         Some(format!("attachment; filename=\"memprof.{id}.heap\"").as_str())
     );
-    let dump = Dump::parse(&download.text());
-    assert_eq!(dump.header, "heap_v2/524288");
-    let functions = dump.functions_in(&built_binary("service"));
+    let profile = HeapProfile::parse(&download.text()).unwrap();
+    assert_eq!(profile.sample_period, 524288);
+    let functions = functions_in(&profile, &built_binary("service"));
     for wanted in ["open_session", "index_document"] {
         assert!(functions.iter().any(|name| name.contains(wanted)), "{wanted} missing from {functions:#?}");
     }
@@ -110,7 +111,7 @@ fn the_timer_ends_a_run_and_the_profile_stays_downloadable_during_the_next() {
     assert!(second > first, "ids increase: {first} then {second}");
     let download = service.get(&format!("/memory-profiler/download/raw?id={first}"));
     assert_eq!(download.status, 200);
-    assert_eq!(Dump::parse(&download.text()).header, "heap_v2/524288");
+    assert_eq!(HeapProfile::parse(&download.text()).unwrap().sample_period, 524288);
 }
 
 #[test]
