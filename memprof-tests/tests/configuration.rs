@@ -39,9 +39,17 @@ fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
 #[test]
 fn the_endpoints_run_on_four_named_threads() {
     let service = Program::service().spawn();
-    let names = service.thread_names();
-    let workers = names.iter().filter(|name| name.starts_with("memprof-http-")).count();
-    assert_eq!(workers, 4, "{names:?}");
+    // A thread names itself once it runs, so the names may lag the spawn for a moment.
+    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
+    loop {
+        let names = service.thread_names();
+        let workers = names.iter().filter(|name| name.starts_with("memprof-http-")).count();
+        if workers == 4 {
+            break;
+        }
+        assert!(workers < 4 && std::time::Instant::now() < deadline, "{names:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
