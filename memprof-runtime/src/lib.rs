@@ -14,20 +14,24 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![cfg(unix)]
 
+mod analysis;
 mod duration;
 mod heap_profile;
 mod http;
 mod jemalloc;
 mod malloc_conf;
 mod profiler;
+mod render;
 mod report;
 mod run;
 mod startup;
 mod storage;
 
+pub use analysis::{Analysis, Binaries, Frame, Location, Module, Sample};
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use malloc_conf::MallocConf;
 pub use profiler::Error;
+pub use render::{Format, RenderError, RenderOptions};
 pub use run::{Profile, Run, Scope};
 pub use startup::{ADDRESS_VARIABLE, Guard, Options, start};
 

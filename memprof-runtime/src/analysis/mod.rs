@@ -1,0 +1,339 @@
+//! A heap profile made readable: every address symbolized (function, file, line, inlined frames), the
+//! allocator's own frames trimmed, the counts unbiased. The renderers in [`crate::render`] read this.
+//!
+//! ```no_run
+//! use memprof_runtime::{Analysis, Binaries, HeapProfile};
+//!
+//! let dump = std::fs::read_to_string("memprof.1795354618996.heap")?;
+//! let profile = HeapProfile::parse(&dump)?;
+//! // Offline, for a stripped production binary: symbolize with the unstripped build of it.
+//! let analysis = Analysis::new(&profile, &Binaries::replacing(["target/release/service"]));
+//! let (_, bytes) = analysis.total();
+//! println!("{:.1} MB live, {} stacks", bytes / 1048576.0, analysis.samples.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod debug_file;
+mod plumbing;
+mod symbolizer;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::heap_profile::{HeapProfile, Mapping};
+
+/// One function in a stack: a real call, or a call inlined into the frame after it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// The demangled function name (without Rust's hash), or `module+0xoffset` when the binary tells nothing.
+    pub function: String,
+    /// The source file, when debug info has it.
+    pub file: Option<String>,
+    /// The line in `file`.
+    pub line: Option<u32>,
+}
+
+impl Frame {
+    /// The function, or the function with its `file:line` when `with_line` is set and known.
+    ///
+    /// ```
+    /// let frame = memprof_runtime::Frame { function: "app::load".into(), file: Some("src/app.rs".into()), line: Some(7) };
+    /// assert_eq!(frame.label(false), "app::load");
+    /// assert_eq!(frame.label(true), "app::load src/app.rs:7");
+    /// ```
+    pub fn label(&self, with_line: bool) -> String {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) if with_line => format!("{} {file}:{line}", self.function),
+            _ => self.function.clone(),
+        }
+    }
+}
+
+/// A symbolized, trimmed and unbiased heap profile.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Mean bytes between samples (`2^lg_prof_sample`).
+    pub sample_period: u64,
+    /// The allocation stacks with their estimated live objects and bytes.
+    pub samples: Vec<Sample>,
+    /// Each distinct program counter of the stacks, with its frames.
+    pub locations: Vec<Location>,
+    /// The binaries the locations are in.
+    pub modules: Vec<Module>,
+}
+
+/// One allocation stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Indices into [`Analysis::locations`], the allocation site first.
+    pub locations: Vec<usize>,
+    /// Estimated live objects (negative in a difference).
+    pub objects: f64,
+    /// Estimated live bytes (negative in a difference).
+    pub bytes: f64,
+}
+
+/// One program counter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Location {
+    /// The address in the profiled process (moved back into the call instruction for return addresses).
+    pub address: u64,
+    /// Index into [`Analysis::modules`], if the address is in a mapped binary.
+    pub module: Option<usize>,
+    /// The functions at this address, innermost (inlined) first; never empty.
+    pub frames: Vec<Frame>,
+}
+
+/// A binary mapped into the profiled process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Module {
+    /// The path the process mapped it from.
+    pub path: String,
+    /// Its executable mapping: first address, one past the last, and the file offset of `start`.
+    pub start: u64,
+    /// See `start`.
+    pub end: u64,
+    /// See `start`.
+    pub file_offset: u64,
+    /// The GNU build id, when the binary has one.
+    pub build_id: Option<Vec<u8>>,
+    /// Whether function names were found (DWARF or symbol table).
+    pub has_functions: bool,
+    /// Whether files and lines were found (DWARF).
+    pub has_lines: bool,
+    /// Why the binary could not be read, if it could not.
+    pub problem: Option<String>,
+}
+
+/// Which files to read symbols from.
+///
+/// ```
+/// use memprof_runtime::Binaries;
+/// // In the profiled process: the files the dump's memory map names.
+/// let live = Binaries::as_mapped();
+/// // Offline: an unstripped build stands in for the binary of the same file name (or the main program).
+/// let offline = Binaries::replacing(["/builds/service.debug"]);
+/// # let _ = (live, offline);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Binaries {
+    replacements: Vec<PathBuf>,
+}
+
+impl Binaries {
+    /// Read each binary from the path in the dump's memory map.
+    pub fn as_mapped() -> Self {
+        Self::default()
+    }
+
+    /// Read these files instead of the mapped binaries of the same file name; a file whose name matches no
+    /// mapped binary replaces the main program (the first binary mapped).
+    pub fn replacing<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
+        Self { replacements: files.into_iter().map(Into::into).collect() }
+    }
+
+    fn file_for(&self, mapped: &str, main_program: &str) -> PathBuf {
+        let file_name = |path: &Path| path.file_name().map(|name| name.to_owned());
+        let mapped_name = file_name(Path::new(mapped));
+        let named = self.replacements.iter().find(|file| file_name(file) == mapped_name);
+        let unmatched = || {
+            (mapped == main_program)
+                .then(|| self.replacements.iter().find(|file| file_name(file) != mapped_name))
+                .flatten()
+        };
+        named.or_else(unmatched).cloned().unwrap_or_else(|| PathBuf::from(mapped))
+    }
+}
+
+impl Analysis {
+    /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
+    /// reason is kept in [`Module::problem`].
+    pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
+        let mappings = MappingIndex::new(&profile.mappings);
+        let mut analysis = Analysis { sample_period: profile.sample_period, ..Analysis::default() };
+        let mut module_of_mapping: HashMap<usize, usize> = HashMap::new();
+        // Every distinct probe address, with the module it is in.
+        let mut probes: BTreeMap<u64, Option<usize>> = BTreeMap::new();
+        for stack in &profile.stacks {
+            for (position, &address) in stack.addresses.iter().enumerate() {
+                let probe = if position == 0 { address } else { address.saturating_sub(1) };
+                let module = mappings.find(probe).map(|mapping| {
+                    *module_of_mapping.entry(mapping).or_insert_with(|| analysis.add_module(&profile.mappings[mapping]))
+                });
+                probes.insert(probe, module);
+            }
+        }
+        let frames = analysis.symbolize(&probes, binaries, &mappings.main_program);
+        let mut interned: HashMap<(u64, usize), usize> = HashMap::new();
+        for stack in &profile.stacks {
+            let stack_probes: Vec<u64> = stack
+                .addresses
+                .iter()
+                .enumerate()
+                .map(|(position, &address)| if position == 0 { address } else { address.saturating_sub(1) })
+                .collect();
+            let (first, skip) = trimmed_start(&stack_probes, &frames);
+            let locations = stack_probes[first..]
+                .iter()
+                .enumerate()
+                .map(|(position, &probe)| {
+                    let skip = if position == 0 { skip } else { 0 };
+                    *interned.entry((probe, skip)).or_insert_with(|| {
+                        analysis.locations.push(Location {
+                            address: probe,
+                            module: probes.get(&probe).copied().flatten(),
+                            frames: frames[&probe][skip..].to_vec(),
+                        });
+                        analysis.locations.len() - 1
+                    })
+                })
+                .collect();
+            let (objects, bytes) = stack.unbiased(profile.sample_period);
+            analysis.samples.push(Sample { locations, objects, bytes });
+        }
+        analysis
+    }
+
+    /// The estimated live objects and bytes of all samples.
+    pub fn total(&self) -> (f64, f64) {
+        self.samples
+            .iter()
+            .fold((0.0, 0.0), |(objects, bytes), sample| (objects + sample.objects, bytes + sample.bytes))
+    }
+
+    /// The frames of a sample, the allocating function first (inlined frames expanded).
+    pub fn frames<'a>(&'a self, sample: &'a Sample) -> impl Iterator<Item = &'a Frame> + 'a {
+        sample.locations.iter().flat_map(|&location| &self.locations[location].frames)
+    }
+
+    /// What grew from `base` to `self`: both profiles' samples, `base`'s with negated counts (as
+    /// `jeprof --base` and `pprof -diff_base` compute it).
+    pub fn minus(&self, base: &Analysis) -> Analysis {
+        let mut difference = self.clone();
+        let (location_offset, module_offset) = (self.locations.len(), self.modules.len());
+        difference.modules.extend(base.modules.iter().cloned());
+        difference.locations.extend(base.locations.iter().map(|location| Location {
+            module: location.module.map(|module| module + module_offset),
+            ..location.clone()
+        }));
+        difference.samples.extend(base.samples.iter().map(|sample| Sample {
+            locations: sample.locations.iter().map(|location| location + location_offset).collect(),
+            objects: -sample.objects,
+            bytes: -sample.bytes,
+        }));
+        difference
+    }
+
+    fn add_module(&mut self, mapping: &Mapping) -> usize {
+        self.modules.push(Module {
+            path: mapping.path.clone().unwrap_or_default(),
+            start: mapping.start,
+            end: mapping.end,
+            file_offset: mapping.file_offset,
+            build_id: None,
+            has_functions: false,
+            has_lines: false,
+            problem: None,
+        });
+        self.modules.len() - 1
+    }
+
+    /// The frames of every probe: resolved binary by binary, `module+0xoffset` where nothing is known.
+    fn symbolize(
+        &mut self,
+        probes: &BTreeMap<u64, Option<usize>>,
+        binaries: &Binaries,
+        main_program: &str,
+    ) -> HashMap<u64, Vec<Frame>> {
+        let mut by_path: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+        for (&probe, module) in probes {
+            if let Some(module) = module.map(|module| &self.modules[module]) {
+                by_path
+                    .entry(module.path.clone())
+                    .or_default()
+                    .push((probe, probe - module.start + module.file_offset));
+            }
+        }
+        let mut frames: HashMap<u64, Vec<Frame>> = HashMap::new();
+        for (path, probes) in by_path {
+            let file_offsets: Vec<u64> = probes.iter().map(|&(_, offset)| offset).collect();
+            let resolved = symbolizer::resolve(&binaries.file_for(&path, main_program), &file_offsets);
+            for module in self.modules.iter_mut().filter(|module| module.path == path) {
+                match &resolved {
+                    Ok(resolved) => {
+                        module.build_id = resolved.build_id.clone();
+                        module.has_functions = resolved.has_functions;
+                        module.has_lines = resolved.has_lines;
+                    }
+                    Err(problem) => module.problem = Some(problem.clone()),
+                }
+            }
+            let Ok(resolved) = resolved else { continue };
+            for ((probe, _), resolved) in probes.iter().zip(resolved.frames) {
+                frames.insert(*probe, resolved.to_vec());
+            }
+        }
+        for (&probe, &module) in probes {
+            let frames = frames.entry(probe).or_default();
+            if frames.is_empty() {
+                frames.push(Frame { function: self.unknown_function(probe, module), file: None, line: None });
+            }
+        }
+        frames
+    }
+
+    fn unknown_function(&self, probe: u64, module: Option<usize>) -> String {
+        match module.map(|module| &self.modules[module]) {
+            Some(module) => {
+                let name = Path::new(&module.path)
+                    .file_name()
+                    .map_or_else(|| module.path.clone(), |name| name.to_string_lossy().into_owned());
+                format!("{name}+{:#x}", probe - module.start + module.file_offset)
+            }
+            None => format!("{probe:#x}"),
+        }
+    }
+}
+
+/// Where a stack starts once the allocator's frames are trimmed: the first location kept, and how many of
+/// its (inlined) frames to skip. A stack made only of allocator frames is kept whole.
+fn trimmed_start(probes: &[u64], frames: &HashMap<u64, Vec<Frame>>) -> (usize, usize) {
+    for (position, probe) in probes.iter().enumerate() {
+        let frames = &frames[probe];
+        if let Some(skip) = frames.iter().position(|frame| !plumbing::is_plumbing(&frame.function)) {
+            return (position, skip);
+        }
+    }
+    (0, 0)
+}
+
+/// The dump's file-backed, executable mappings, sorted for lookup.
+struct MappingIndex {
+    /// (start, end, index into the dump's mappings), by start.
+    ranges: Vec<(u64, u64, usize)>,
+    /// The path of the first binary mapped: the main program.
+    main_program: String,
+}
+
+impl MappingIndex {
+    fn new(mappings: &[Mapping]) -> Self {
+        let file_backed = |mapping: &Mapping| mapping.path.as_deref().is_some_and(|path| path.starts_with('/'));
+        let mut ranges: Vec<(u64, u64, usize)> = mappings
+            .iter()
+            .enumerate()
+            .filter(|(_, mapping)| mapping.executable && file_backed(mapping))
+            .map(|(index, mapping)| (mapping.start, mapping.end, index))
+            .collect();
+        ranges.sort_unstable();
+        let main_program =
+            mappings.iter().find(|mapping| file_backed(mapping)).and_then(|mapping| mapping.path.clone());
+        Self { ranges, main_program: main_program.unwrap_or_default() }
+    }
+
+    /// The index of the mapping containing `address`.
+    fn find(&self, address: u64) -> Option<usize> {
+        let after = self.ranges.partition_point(|&(start, _, _)| start <= address);
+        let &(_, end, index) = self.ranges[..after].last()?;
+        (address < end).then_some(index)
+    }
+}

@@ -1,0 +1,103 @@
+//! The frames above the allocation site that nobody wants to read: jemalloc taking the sample, the C
+//! allocation functions, and Rust's allocation plumbing (`__rust_alloc`, `alloc::raw_vec`, `Vec` growth,
+//! the global allocator). They are trimmed from the leaf end of every stack, as jeprof trims its own list.
+
+/// jemalloc's and libc's allocation entry points, by exact name.
+const ALLOCATOR_FUNCTIONS: &[&str] = &[
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "free",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "mallocx",
+    "rallocx",
+    "xallocx",
+    "dallocx",
+    "sdallocx",
+    "nallocx",
+    "_Unwind_Backtrace",
+];
+
+/// Name prefixes of jemalloc's internals and of Rust's allocation plumbing.
+const PLUMBING_PREFIXES: &[&str] = &[
+    "je_",
+    "_rjem_",
+    "prof_",
+    "imalloc",
+    "ialloc",
+    "iralloc",
+    "irealloc",
+    "do_rallocx",
+    "arena_",
+    "tcache_",
+    "malloc_default",
+    "__rust_alloc",
+    "__rust_realloc",
+    "__rustc::",
+    "__rdl_",
+    "__rg_",
+    "alloc::",
+    "core::alloc::",
+    "std::alloc::",
+    "tikv_jemallocator::",
+    // `collect` only allocates through the `FromIterator` of the collection it builds.
+    "core::iter::traits::iterator::Iterator::collect",
+];
+
+/// Whether a frame's function belongs to the allocator or Rust's allocation plumbing.
+///
+/// Trait methods count by the trait or type they belong to: `<alloc::vec::Vec<T> as Clone>::clone` and
+/// `<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem` are plumbing, `<app::Cache as Clone>::clone`
+/// is not.
+pub(crate) fn is_plumbing(function: &str) -> bool {
+    if ALLOCATOR_FUNCTIONS.contains(&function) {
+        return true;
+    }
+    let starts_with_plumbing = |name: &str| PLUMBING_PREFIXES.iter().any(|prefix| name.starts_with(prefix));
+    match function.strip_prefix('<') {
+        Some(qualified) => {
+            let (self_type, trait_path) = qualified.split_once(" as ").unwrap_or((qualified, ""));
+            starts_with_plumbing(self_type) || starts_with_plumbing(trait_path)
+        }
+        None => starts_with_plumbing(function),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocator_and_plumbing_frames_are_recognised() {
+        for plumbing in [
+            "prof_backtrace_impl",
+            "_rjem_je_prof_backtrace",
+            "je_malloc_default",
+            "malloc",
+            "__rust_alloc",
+            "__rustc::__rust_alloc",
+            "core::iter::traits::iterator::Iterator::collect",
+            "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+            "alloc::vec::from_elem",
+            "<alloc::vec::Vec<T> as core::clone::Clone>::clone",
+            "<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+            "<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::alloc",
+        ] {
+            assert!(is_plumbing(plumbing), "{plumbing}");
+        }
+        for user in [
+            "service::open_session",
+            "<service::Cache as core::clone::Clone>::clone",
+            "hashbrown::raw::RawTable<T,A>::reserve_rehash",
+            "mallocate_buffers",
+            "std::thread::spawn",
+        ] {
+            assert!(!is_plumbing(user), "{user}");
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Addresses to functions, files and lines, for one binary at a time.
+//!
+//! The binary is memory-mapped, never read whole: `addr2line` parses the DWARF units that the requested
+//! addresses fall in and nothing else, and everything is released when [`resolve`] returns. Without DWARF the
+//! symbol table gives the function; without either, the caller shows `module+offset`. Split debug info is
+//! found as gdb finds it (see [`super::debug_file`]). Results are cached per binary and address, so the
+//! next profile of the same process opens the binary only for addresses it has not seen.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use addr2line::gimli;
+use memmap2::Mmap;
+use object::{Object, ObjectSection, ObjectSegment};
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+
+use super::Frame;
+use super::debug_file;
+
+/// What one binary told about the addresses asked.
+#[derive(Debug, Default)]
+pub(crate) struct Resolved {
+    /// The GNU build id of the binary, for pprof's mapping table.
+    pub(crate) build_id: Option<Vec<u8>>,
+    /// For each address asked, its frames, innermost (inlined) first; empty when nothing is known.
+    pub(crate) frames: Vec<Arc<[Frame]>>,
+    /// Whether function names came from somewhere (DWARF or the symbol table).
+    pub(crate) has_functions: bool,
+    /// Whether file and line numbers came from DWARF.
+    pub(crate) has_lines: bool,
+}
+
+/// Resolves `file_offsets` (offsets into the file at `path`, already moved back into the calling
+/// instruction for return addresses).
+pub(crate) fn resolve(path: &Path, file_offsets: &[u64]) -> Result<Resolved, String> {
+    let identity = Identity::of(path)?;
+    let missing = CACHE.lock().missing(&identity, file_offsets);
+    if let Some(missing) = missing {
+        let resolved = resolve_uncached(path, &missing)?;
+        CACHE.lock().store(identity.clone(), &missing, &resolved);
+    }
+    let cached = CACHE.lock().lookup(&identity, file_offsets);
+    match cached {
+        Some(resolved) => Ok(resolved),
+        // The cache started over while storing: resolve everything in one go.
+        None => resolve_uncached(path, file_offsets),
+    }
+}
+
+fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, String> {
+    let map = map_file(path)?;
+    let binary = object::File::parse(&*map).map_err(|error| format!("{} is not a binary ({error})", path.display()))?;
+    let addresses: Vec<Option<u64>> = file_offsets.iter().map(|&offset| virtual_address(&binary, offset)).collect();
+    let separate_debug = if has_dwarf(&binary) { None } else { debug_file::find(path, &binary) };
+    let separate_debug = separate_debug.and_then(|path| map_file(&path).ok());
+    let debug_binary = separate_debug.as_deref().and_then(|data| object::File::parse(data).ok());
+    let dwarf_source = debug_binary.as_ref().filter(|debug| has_dwarf(debug)).unwrap_or(&binary);
+
+    let mut symbols = binary.symbol_map();
+    if symbols.symbols().is_empty() {
+        if let Some(debug) = &debug_binary {
+            symbols = debug.symbol_map();
+        }
+    }
+    let sections = DwarfSections::load(dwarf_source);
+    let context = sections.context(dwarf_source);
+    let mut resolved = Resolved {
+        build_id: binary.build_id().ok().flatten().map(<[u8]>::to_vec),
+        frames: Vec::with_capacity(addresses.len()),
+        has_functions: !symbols.symbols().is_empty() || context.is_some(),
+        has_lines: context.is_some(),
+    };
+    for address in addresses {
+        let frames = address
+            .map(|address| {
+                let symbol = symbols.containing(address).map(|symbol| demangle(symbol.name()));
+                let mut frames = context.as_ref().map(|context| dwarf_frames(context, address)).unwrap_or_default();
+                match (frames.last_mut(), symbol) {
+                    (Some(outer), Some(symbol)) if outer.function.is_empty() => outer.function = symbol,
+                    (None, Some(symbol)) => frames.push(Frame { function: symbol, file: None, line: None }),
+                    _ => {}
+                }
+                frames.retain(|frame| !frame.function.is_empty());
+                frames
+            })
+            .unwrap_or_default();
+        resolved.frames.push(frames.into());
+    }
+    Ok(resolved)
+}
+
+fn map_file(path: &Path) -> Result<Mmap, String> {
+    let file = File::open(path).map_err(|error| format!("cannot open {} ({error})", path.display()))?;
+    // SAFETY: the map is only read, and only while `resolve` runs. A binary rewritten in place meanwhile
+    // would show wrong bytes to the parser, which checks every offset it reads (object and gimli never
+    // trust the data), so the worst case is a wrong or missing name, never memory unsafety beyond the map.
+    unsafe { Mmap::map(&file) }.map_err(|error| format!("cannot map {} ({error})", path.display()))
+}
+
+/// The ELF virtual address of a file offset: through the loadable segment that maps it.
+fn virtual_address(binary: &object::File<'_>, file_offset: u64) -> Option<u64> {
+    binary.segments().find_map(|segment| {
+        let (start, size) = segment.file_range();
+        (start..start + size).contains(&file_offset).then(|| segment.address() + (file_offset - start))
+    })
+}
+
+fn has_dwarf(binary: &object::File<'_>) -> bool {
+    binary.section_by_name(".debug_info").is_some_and(|section| section.size() > 0)
+}
+
+fn demangle(name: &str) -> String {
+    match rustc_demangle::try_demangle(name) {
+        Ok(demangled) => format!("{demangled:#}"),
+        Err(_) => addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned(),
+    }
+}
+
+type Reader<'data> = gimli::EndianSlice<'data, gimli::RunTimeEndian>;
+
+/// The `.debug_*` sections of a binary: borrowed from the map, or decompressed when they are compressed.
+struct DwarfSections<'data> {
+    sections: HashMap<String, Cow<'data, [u8]>>,
+}
+
+impl<'data> DwarfSections<'data> {
+    fn load(binary: &object::File<'data>) -> Self {
+        let sections = binary
+            .sections()
+            .filter_map(|section| {
+                let name = section.name().ok()?;
+                let name =
+                    name.strip_prefix(".zdebug_").map_or_else(|| name.to_owned(), |rest| format!(".debug_{rest}"));
+                let data = name.starts_with(".debug_").then(|| section.uncompressed_data().ok())??;
+                Some((name, data))
+            })
+            .collect();
+        Self { sections }
+    }
+
+    fn context(&self, binary: &object::File<'data>) -> Option<addr2line::Context<Reader<'_>>> {
+        if !self.sections.contains_key(".debug_info") {
+            return None;
+        }
+        let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader<'_>, gimli::Error> {
+            let data = self.sections.get(id.name()).map_or(&[][..], |data| data.as_ref());
+            Ok(gimli::EndianSlice::new(data, endian))
+        })
+        .ok()?;
+        addr2line::Context::from_dwarf(dwarf).ok()
+    }
+}
+
+/// The frames DWARF knows at `address`, innermost first; a frame whose function DWARF does not name has an
+/// empty name, for the caller to fill from the symbol table.
+fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64) -> Vec<Frame> {
+    let Ok(mut iter) = context.find_frames(address).skip_all_loads() else {
+        return Vec::new();
+    };
+    let mut frames = Vec::new();
+    while let Ok(Some(frame)) = iter.next() {
+        let function = frame
+            .function
+            .as_ref()
+            .and_then(|function| function.demangle().ok())
+            .map(Cow::into_owned)
+            .unwrap_or_default();
+        let location = frame.location.as_ref();
+        frames.push(Frame {
+            function,
+            file: location.and_then(|location| location.file).map(str::to_owned),
+            line: location.and_then(|location| location.line),
+        });
+    }
+    frames
+}
+
+/// Identifies a binary on disk: its path, size and modification time, so a rebuilt or replaced binary is
+/// not answered from the cache of the old one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Identity {
+    path: PathBuf,
+    length: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Identity {
+    fn of(path: &Path) -> Result<Self, String> {
+        let metadata = std::fs::metadata(path).map_err(|error| format!("cannot open {} ({error})", path.display()))?;
+        Ok(Self { path: path.to_owned(), length: metadata.len(), modified: metadata.modified().ok() })
+    }
+}
+
+/// At most this many resolved addresses are cached in all (a few MB); past it the cache starts over.
+const CACHED_ADDRESSES: usize = 1 << 16;
+
+static CACHE: Lazy<Mutex<Cache>> = Lazy::new(|| Mutex::new(Cache::default()));
+
+/// Resolved addresses per binary, and what the binary said about itself.
+#[derive(Default)]
+struct Cache {
+    binaries: HashMap<Identity, CachedBinary>,
+    addresses: usize,
+}
+
+struct CachedBinary {
+    build_id: Option<Vec<u8>>,
+    has_functions: bool,
+    has_lines: bool,
+    frames: HashMap<u64, Arc<[Frame]>>,
+}
+
+impl Cache {
+    /// The offsets not cached yet, or `None` when all are (and the binary was opened before).
+    fn missing(&self, identity: &Identity, file_offsets: &[u64]) -> Option<Vec<u64>> {
+        let Some(binary) = self.binaries.get(identity) else {
+            return Some(file_offsets.to_vec());
+        };
+        let missing: Vec<u64> =
+            file_offsets.iter().copied().filter(|offset| !binary.frames.contains_key(offset)).collect();
+        (!missing.is_empty()).then_some(missing)
+    }
+
+    /// The answer for all of `file_offsets`, if every one of them is cached.
+    fn lookup(&self, identity: &Identity, file_offsets: &[u64]) -> Option<Resolved> {
+        let binary = self.binaries.get(identity)?;
+        let frames = file_offsets.iter().map(|offset| binary.frames.get(offset).cloned()).collect::<Option<_>>()?;
+        Some(Resolved {
+            build_id: binary.build_id.clone(),
+            frames,
+            has_functions: binary.has_functions,
+            has_lines: binary.has_lines,
+        })
+    }
+
+    fn store(&mut self, identity: Identity, file_offsets: &[u64], resolved: &Resolved) {
+        if self.addresses + file_offsets.len() > CACHED_ADDRESSES {
+            *self = Cache::default();
+        }
+        let binary = self.binaries.entry(identity).or_insert_with(|| CachedBinary {
+            build_id: resolved.build_id.clone(),
+            has_functions: resolved.has_functions,
+            has_lines: resolved.has_lines,
+            frames: HashMap::new(),
+        });
+        for (offset, frames) in file_offsets.iter().zip(&resolved.frames) {
+            if binary.frames.insert(*offset, frames.clone()).is_none() {
+                self.addresses += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The formats an [`Analysis`] is served in: jeprof's text table, folded stacks, flame graphs, a call
+//! graph, and pprof's protobuf. Each can show the difference from a base profile.
+//!
+//! ```no_run
+//! use memprof_runtime::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+//!
+//! let profile = HeapProfile::parse(&std::fs::read_to_string("memprof.1795354618996.heap")?)?;
+//! let analysis = Analysis::new(&profile, &Binaries::as_mapped());
+//! let svg = Format::FlameGraph.render(&analysis, None, &RenderOptions::default())?;
+//! std::fs::write("heap.svg", svg)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod folded;
+mod graph;
+mod pprof;
+mod text;
+
+use std::fmt;
+
+use crate::analysis::Analysis;
+
+/// An output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// jeprof's `--text` table: flat, flat%, sum%, cum, cum% and the function, in MB.
+    Text,
+    /// Folded stacks, `outer;...;allocating function <bytes>` per line (Brendan Gregg's format).
+    Collapsed,
+    /// An interactive SVG flame graph.
+    FlameGraph,
+    /// An SVG call graph: boxes sized by the bytes a function allocated, edges weighted by bytes.
+    Graph,
+    /// gzip-compressed pprof `profile.proto`, for `go tool pprof`, Pyroscope and Parca.
+    Pprof,
+}
+
+/// Choices that change what a format shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct RenderOptions {
+    /// One row or node per source line (`function file:line`) instead of per function.
+    pub lines: bool,
+    /// A title for the formats that show one.
+    pub title: String,
+}
+
+/// Why a profile could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderError(String);
+
+impl fmt::Display for RenderError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RenderError {}
+
+impl Format {
+    /// Every format, in the order the endpoints list them.
+    pub const ALL: [Format; 5] = [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph, Format::Pprof];
+
+    /// The name used in URLs and on the command line.
+    ///
+    /// ```
+    /// use memprof_runtime::Format;
+    /// assert_eq!(Format::FlameGraph.name(), "flamegraph");
+    /// assert_eq!(Format::from_name("pprof"), Some(Format::Pprof));
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Collapsed => "collapsed",
+            Format::FlameGraph => "flamegraph",
+            Format::Graph => "graph",
+            Format::Pprof => "pprof",
+        }
+    }
+
+    /// The format with this [`name`](Format::name).
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|format| format.name() == name)
+    }
+
+    /// The HTTP content type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text | Format::Collapsed => "text/plain; charset=utf-8",
+            Format::FlameGraph | Format::Graph => "image/svg+xml",
+            Format::Pprof => "application/octet-stream",
+        }
+    }
+
+    /// The usual file name extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Text => "txt",
+            Format::Collapsed => "folded",
+            Format::FlameGraph | Format::Graph => "svg",
+            Format::Pprof => "pb.gz",
+        }
+    }
+
+    /// Renders `analysis`, or its difference from `base` when given.
+    pub fn render(
+        self,
+        analysis: &Analysis,
+        base: Option<&Analysis>,
+        options: &RenderOptions,
+    ) -> Result<Vec<u8>, RenderError> {
+        let difference = || base.map(|base| analysis.minus(base));
+        let rendered = match self {
+            Format::Text => Ok(text::render(difference().as_ref().unwrap_or(analysis), options).into_bytes()),
+            Format::Collapsed => Ok(folded::collapsed(analysis, base, options).into_bytes()),
+            Format::FlameGraph => folded::flame_graph(analysis, base, options),
+            Format::Graph => Ok(graph::render(difference().as_ref().unwrap_or(analysis), options).into_bytes()),
+            Format::Pprof => pprof::render(difference().as_ref().unwrap_or(analysis)),
+        };
+        rendered.map_err(|error| RenderError(format!("Cannot render the {} format: {error}", self.name())))
+    }
+}
+
+/// Bytes as jeprof prints them: MB with one decimal.
+fn megabytes(bytes: f64) -> String {
+    format!("{:.1}", bytes / 1_048_576.0)
+}
+
+/// `part` as a percentage of `whole`, as jeprof prints it.
+fn percent(part: f64, whole: f64) -> String {
+    if whole == 0.0 { "nan%".to_owned() } else { format!("{:.1}%", part * 100.0 / whole) }
+}
