@@ -5,11 +5,11 @@
 //! ```
 //!
 //! Each profile is a jemalloc `heap_v2` file; this program prints where they are and their first line.
-//! They are removed when `main` returns.
+//! Only the two newest are kept (`keep_runs = 2`), and those are removed when `main` returns.
 
 use std::hint::black_box;
 
-#[memprof::main]
+#[memprof::main(keep_runs = 2)]
 fn main() -> Result<(), memprof::Error> {
     // A block profiled by the macro; it evaluates to the block's value.
     let table = memprof::scope!("build table", build_table());
@@ -34,6 +34,9 @@ fn main() -> Result<(), memprof::Error> {
     let inner = memprof::scope!("inner", build_table());
     let outer = outer.stop()?;
     println!("nested: inner ran unprofiled, outer is run {}", outer.id());
+    let directory = outer.path().parent().expect("profiles live in a directory");
+    let kept = std::fs::read_dir(directory).map_or(0, |entries| entries.count());
+    println!("kept: {kept} profiles on disk");
 
     println!("done: {} {} {} {:?}", table.len(), parsed.len(), inner.len(), early);
     Ok(())

@@ -37,6 +37,7 @@
 ///         http: "127.0.0.1:5050",
 ///         env: "LIBPROCESS_MEMORY_PROFILING",
 ///         lg_prof_sample: 19,
+///     keep_runs: 4,
 ///     });
 ///     /* the body of main */
 /// }

@@ -8,18 +8,22 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `lg_prof_sample`, `crate`";
+const KEYS: &str = "`http`, `env`, `lg_prof_sample`, `keep_runs`, `crate`";
 const DEFAULT_HTTP: &str = "127.0.0.1:5050";
 const DEFAULT_ENV: &str = "LIBPROCESS_MEMORY_PROFILING";
 const DEFAULT_LG_PROF_SAMPLE: u32 = 19;
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
+/// How many finished profiles stay downloadable, by default and at most.
+const DEFAULT_KEEP_RUNS: u32 = 4;
+const MAX_KEEP_RUNS: u32 = 1000;
 
 /// The checked arguments.
 struct Configuration {
     http: String,
     env: String,
     lg_prof_sample: u32,
+    keep_runs: u32,
     krate: syn::Path,
 }
 
@@ -101,6 +105,7 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         http: DEFAULT_HTTP.to_owned(),
         env: DEFAULT_ENV.to_owned(),
         lg_prof_sample: DEFAULT_LG_PROF_SAMPLE,
+        keep_runs: DEFAULT_KEEP_RUNS,
         krate: syn::parse_quote!(::memprof),
     };
     for meta in metas {
@@ -122,7 +127,10 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
             "env" => string_literal(value, "an environment variable name such as \"LIBPROCESS_MEMORY_PROFILING\"")
                 .and_then(|text| check_variable_name(&text, value.span()))
                 .map(|text| configuration.env = text),
-            "lg_prof_sample" => sample_rate(value).map(|rate| configuration.lg_prof_sample = rate),
+            "lg_prof_sample" => bounded_integer(&key, value, 0..=MAX_LG_PROF_SAMPLE, LG_PROF_SAMPLE_MEANING)
+                .map(|rate| configuration.lg_prof_sample = rate),
+            "keep_runs" => bounded_integer(&key, value, 1..=MAX_KEEP_RUNS, KEEP_RUNS_MEANING)
+                .map(|count| configuration.keep_runs = count),
             "crate" => string_literal(value, "a path such as \"::memprof\"")
                 .and_then(|text| {
                     syn::parse_str(&text).map_err(|_| {
@@ -178,24 +186,25 @@ fn check_variable_name(text: &str, span: Span) -> syn::Result<String> {
     }
 }
 
-fn sample_rate(value: &Expr) -> syn::Result<u32> {
-    let message = format!(
-        "`lg_prof_sample` must be a whole number from 0 to {MAX_LG_PROF_SAMPLE} (log2 of the mean bytes between samples; 19 = 512 KiB)"
-    );
-    match value {
-        Expr::Lit(ExprLit { lit: Lit::Int(number), .. }) => number
-            .base10_parse::<u32>()
-            .ok()
-            .filter(|rate| *rate <= MAX_LG_PROF_SAMPLE)
-            .ok_or_else(|| syn::Error::new(value.span(), message)),
-        _ => Err(syn::Error::new(value.span(), message)),
-    }
+const LG_PROF_SAMPLE_MEANING: &str = "log2 of the mean bytes between samples; 19 = 512 KiB";
+const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4";
+
+/// The value of `key`: a whole number in `range`, else an error saying what it means.
+fn bounded_integer(key: &str, value: &Expr, range: std::ops::RangeInclusive<u32>, meaning: &str) -> syn::Result<u32> {
+    let number = match value {
+        Expr::Lit(ExprLit { lit: Lit::Int(number), .. }) => number.base10_parse::<u32>().ok(),
+        _ => None,
+    };
+    number.filter(|number| range.contains(number)).ok_or_else(|| {
+        let (low, high) = (range.start(), range.end());
+        syn::Error::new(value.span(), format!("`{key}` must be a whole number from {low} to {high} ({meaning})"))
+    })
 }
 
 /// The expansion: jemalloc installed and armed, then a guard created before the user's first statement.
 #[cfg(feature = "enabled")]
 fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
-    let Configuration { http, env, lg_prof_sample, krate } = configuration;
+    let Configuration { http, env, lg_prof_sample, keep_runs, krate } = configuration;
     let conf = format!("prof:true,prof_active:false,lg_prof_sample:{lg_prof_sample}");
     let conf = proc_macro2::Literal::c_string(&std::ffi::CString::new(conf).expect("no NUL in the configuration"));
     let ItemFn { attrs, vis, sig, block } = function;
@@ -207,6 +216,7 @@ fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
                 http: #http,
                 env: #env,
                 lg_prof_sample: #lg_prof_sample,
+                keep_runs: #keep_runs,
             });
             #(#statements)*
         }
@@ -295,7 +305,7 @@ mod tests {
     #[test]
     fn the_expansion_arms_profiling_and_keeps_the_body() {
         let output = main(
-            quote!(http = "0.0.0.0:6060", lg_prof_sample = 17),
+            quote!(http = "0.0.0.0:6060", lg_prof_sample = 17, keep_runs = 12),
             quote!(
                 fn main() -> Result<(), String> {
                     work()?;
@@ -310,7 +320,7 @@ mod tests {
             "{output}"
         );
         assert!(
-            output.contains("http : \"0.0.0.0:6060\" , env : \"LIBPROCESS_MEMORY_PROFILING\" , lg_prof_sample : 17u32"),
+            output.contains("http : \"0.0.0.0:6060\" , env : \"LIBPROCESS_MEMORY_PROFILING\" , lg_prof_sample : 17u32 , keep_runs : 12u32"),
             "{output}"
         );
         assert!(output.ends_with("work () ? ; Ok (()) }"), "{output}");

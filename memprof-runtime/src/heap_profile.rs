@@ -189,6 +189,15 @@ fn counts(text: &str, line: usize) -> Result<Counts, ParseError> {
     Ok(Counts { objects: number(objects, 10, line, "object count")?, bytes: number(bytes, 10, line, "byte count")? })
 }
 
+/// A memory map in the format of `/proc/<pid>/maps` (as in the dump's `MAPPED_LIBRARIES:` section).
+pub(crate) fn parse_maps(text: &str) -> Result<Vec<Mapping>, ParseError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| mapping(line, index + 1))
+        .collect()
+}
+
 /// `start-end perms offset dev inode [path]`
 fn mapping(line: &str, line_number: usize) -> Result<Mapping, ParseError> {
     let malformed =

@@ -82,6 +82,24 @@ pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
     })
 }
 
+/// `arena.<MALLCTL_ARENAS_ALL>.purge`: returns the unused dirty pages of every arena to the system now,
+/// instead of after jemalloc's decay time (used after memprof's own large, short-lived work).
+pub(crate) fn release_unused_memory() {
+    /// `MALLCTL_ARENAS_ALL` (jemalloc.h): the index that names all arenas at once.
+    const NAME: &[u8] = b"arena.4096.purge\0";
+    // SAFETY: `arena.<i>.purge` is a void control: it takes no old or new value, so both pointers are
+    // NULL and both lengths 0, as jemalloc(3) requires; the name is NUL-terminated.
+    let _ = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            NAME.as_ptr().cast(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+}
+
 /// `thread.prof.active`: whether allocations made by the calling thread are sampled.
 ///
 /// memprof's own threads switch it off, so its work never shows in the profiles it serves.

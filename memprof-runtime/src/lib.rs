@@ -22,6 +22,7 @@ mod jemalloc;
 mod malloc_conf;
 mod profiler;
 mod render;
+mod rendered;
 mod report;
 mod run;
 mod startup;

@@ -3,7 +3,7 @@
 //!
 //! A run resets jemalloc's samples (`prof.reset`) so its profile holds only its own window, switches
 //! `prof.active` on, and at its end switches it off and dumps the heap into the [`ProfileStore`]. The last
-//! [`KEPT_RUNS`] profiles stay downloadable; a failed dump is reported and leaves them untouched.
+//! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -19,8 +19,8 @@ use crate::malloc_conf::ConfigReport;
 use crate::report;
 use crate::storage::{self, ProfileStore};
 
-/// How many finished profiles are kept on disk and downloadable.
-pub(crate) const KEPT_RUNS: usize = 4;
+/// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
+pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
 
 /// Why a run could not be started or finished. Each message says what happened and what to do.
 ///
@@ -110,7 +110,7 @@ pub(crate) enum Started {
 }
 
 /// Everything about runs, behind one lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Runs {
     pub(crate) current: Option<ActiveRun>,
     /// Oldest first.
@@ -118,6 +118,21 @@ pub(crate) struct Runs {
     pub(crate) last_failure: Option<FailedRun>,
     last_id: u64,
     pub(crate) store: ProfileStore,
+    /// How many finished runs to keep.
+    kept: usize,
+}
+
+impl Default for Runs {
+    fn default() -> Self {
+        Self {
+            current: None,
+            finished: VecDeque::new(),
+            last_failure: None,
+            last_id: 0,
+            store: ProfileStore::default(),
+            kept: DEFAULT_KEPT_RUNS,
+        }
+    }
 }
 
 impl Runs {
@@ -140,7 +155,12 @@ impl Runs {
 
     fn keep(&mut self, run: FinishedRun) {
         self.finished.push_back(run);
-        while self.finished.len() > KEPT_RUNS {
+        self.drop_oldest();
+    }
+
+    /// Deletes the oldest profiles beyond the number kept.
+    fn drop_oldest(&mut self) {
+        while self.finished.len() > self.kept {
             if let Some(oldest) = self.finished.pop_front() {
                 storage::remove_profile(&oldest.path);
             }
@@ -171,6 +191,13 @@ impl Profiler {
     /// A consistent view of the runs, for reading (hold it briefly).
     pub(crate) fn runs(&self) -> MutexGuard<'_, Runs> {
         self.runs.lock()
+    }
+
+    /// Keeps the `count` newest profiles (at least one) from now on.
+    pub(crate) fn keep_runs(&self, count: usize) {
+        let mut runs = self.runs.lock();
+        runs.kept = count.max(1);
+        runs.drop_oldest();
     }
 
     fn check_available(&self) -> Result<(), Error> {

@@ -12,6 +12,7 @@ use crate::report;
 ///     http: "127.0.0.1:5050",
 ///     env: "LIBPROCESS_MEMORY_PROFILING",
 ///     lg_prof_sample: 19,
+///     keep_runs: 4,
 /// };
 /// assert_eq!(options.http, "127.0.0.1:5050");
 /// ```
@@ -23,6 +24,8 @@ pub struct Options {
     pub env: &'static str,
     /// The sampling rate the attribute asked for (the environment may override it).
     pub lg_prof_sample: u32,
+    /// How many finished profiles stay downloadable (the oldest is deleted past it); at least 1.
+    pub keep_runs: u32,
 }
 
 /// The environment variable that overrides the attribute's `http` address at run time.
@@ -40,10 +43,12 @@ pub const ADDRESS_VARIABLE: &str = "MEMPROF_ADDR";
 ///     http: "127.0.0.1:5050",
 ///     env: "LIBPROCESS_MEMORY_PROFILING",
 ///     lg_prof_sample: 19,
+///     keep_runs: 4,
 /// });
 /// ```
 pub fn start(options: Options) -> Guard {
     let profiler = Profiler::global();
+    profiler.keep_runs(options.keep_runs as usize);
     for warning in &profiler.config.warnings {
         report::warn(warning);
     }
@@ -88,7 +93,7 @@ fn endpoints_wanted(name: &str) -> bool {
 /// directory, so no files are left behind.
 ///
 /// ```no_run
-/// # let options = memprof_runtime::Options { http: "127.0.0.1:0", env: "X", lg_prof_sample: 19 };
+/// # let options = memprof_runtime::Options { http: "127.0.0.1:0", env: "X", lg_prof_sample: 19, keep_runs: 4 };
 /// let guard = memprof_runtime::start(options);
 /// drop(guard); // profiles removed
 /// ```

@@ -45,10 +45,26 @@ impl Response {
 /// assert_eq!(response.status, 200);
 /// ```
 pub fn request(address: SocketAddr, method: &str, target: &str) -> Response {
+    request_with_body(address, method, target, b"")
+}
+
+/// Sends `method target` with `body` to `address` and reads the whole answer.
+///
+/// ```no_run
+/// let address = "127.0.0.1:5050".parse().unwrap();
+/// let response = memprof_tests::http::request_with_body(address, "POST", "/debug/pprof/symbol", b"0x1000");
+/// assert_eq!(response.status, 200);
+/// ```
+pub fn request_with_body(address: SocketAddr, method: &str, target: &str, body: &[u8]) -> Response {
     let mut stream = TcpStream::connect_timeout(&address, PATIENCE).expect("connect");
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    write!(stream, "{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
-        .unwrap();
+    write!(
+        stream,
+        "{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .and_then(|()| stream.write_all(body))
+    .unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read the response");
     parse(&raw)

@@ -4,3 +4,4 @@
 pub mod heap;
 pub mod http;
 pub mod process;
+pub mod tools;

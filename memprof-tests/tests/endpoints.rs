@@ -198,7 +198,7 @@ fn bad_requests_get_their_status_and_a_clear_message() {
         ("GET", "/memory-profiler/state?verbose=1", 400, "Unknown parameter 'verbose'; this endpoint takes no parameters.".into()),
         ("PUT", "/memory-profiler/start", 405, "Method PUT is not allowed here; use GET, POST.".into()),
         ("POST", "/memory-profiler/statistics", 405, "Method POST is not allowed here; use GET.".into()),
-        ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/download/raw, /memory-profiler/download/text, /memory-profiler/download/graph.".into()),
+        ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/download/raw, /memory-profiler/download/text, /memory-profiler/download/graph, /memory-profiler/download/flamegraph, /memory-profiler/download/collapsed, /memory-profiler/download/pprof, /memory-profiler/pprof/heap, /memory-profiler/pprof/cmdline, /memory-profiler/pprof/symbol, /debug/pprof/symbol.".into()),
     ];
     for (method, target, status, message) in cases {
         let response = memprof_tests::http::request(service.address(), method, target);
@@ -213,18 +213,27 @@ fn bad_requests_get_their_status_and_a_clear_message() {
     assert_eq!(started.status, 200, "{}", started.text());
     let id = started.json()["id"].as_u64().unwrap();
     wait_until_idle(&service);
-    let text = service.get(&format!("/memory-profiler/download/text?id={id}"));
-    assert_eq!(
-        (text.status, text.text()),
+    for (target, message) in [
         (
-            501,
-            format!(
-                "This memprof version cannot symbolize profiles yet; download /memory-profiler/download/raw?id={id} and run `jeprof --text <binary> <profile>`.\n"
-            )
-        )
-    );
-    let graph = service.get("/memory-profiler/download/graph");
-    assert_eq!(graph.status, 501);
+            format!("/memory-profiler/download/text?id={id}&base=7"),
+            format!("No heap profile with base 7; the profiles kept are {id}.\n"),
+        ),
+        (
+            format!("/memory-profiler/download/flamegraph?id={id}&lines=1"),
+            "Invalid parameter 'lines': '1' is neither true nor false.\n".to_owned(),
+        ),
+        (
+            "/memory-profiler/download/pprof?lines=true".to_owned(),
+            "Unknown parameter 'lines'; expected 'id', 'base'.\n".to_owned(),
+        ),
+    ] {
+        let response = service.get(&target);
+        assert_eq!(
+            (response.status, response.text()),
+            (if message.starts_with("No heap") { 404 } else { 400 }, message),
+            "{target}"
+        );
+    }
     let stale = service.get("/memory-profiler/download/raw?id=7");
     assert_eq!(
         (stale.status, stale.text()),

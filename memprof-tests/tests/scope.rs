@@ -12,6 +12,7 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     let output = program.output();
 
     let mut ids = Vec::new();
+
     for what in ["scope", "run", "panic", "early return"] {
         let line = output
             .iter()
@@ -34,6 +35,7 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
         )),
         "{output:#?}"
     );
+    assert!(output.contains(&"kept: 2 profiles on disk".to_owned()), "keep_runs = 2: {output:#?}");
     assert!(output.contains(&"done: 65536 32768 65536 Err(\"gave up after 8388608 bytes\")".to_owned()), "{output:#?}");
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "profiles removed when main returned");
     std::fs::remove_dir_all(scratch).unwrap();

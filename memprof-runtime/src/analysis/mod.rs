@@ -337,3 +337,27 @@ impl MappingIndex {
         (address < end).then_some(index)
     }
 }
+
+/// The function at each of `addresses` of this process (the innermost inlined one, allocator frames
+/// skipped), as pprof's symbol service answers; `None` where nothing is known.
+pub(crate) fn live_function_names(addresses: &[u64]) -> Result<Vec<Option<String>>, String> {
+    let maps =
+        std::fs::read_to_string("/proc/self/maps").map_err(|error| format!("Cannot read /proc/self/maps ({error})"))?;
+    let mappings = crate::heap_profile::parse_maps(&maps).map_err(|error| format!("/proc/self/maps {error}"))?;
+    // Each address as a one-frame stack: taken as it is, not moved back as a return address.
+    let stacks = addresses
+        .iter()
+        .map(|&address| crate::heap_profile::Stack { addresses: vec![address], objects: 0, bytes: 0 })
+        .collect();
+    let profile = HeapProfile { sample_period: 1, total: Default::default(), stacks, mappings };
+    let analysis = Analysis::new(&profile, &Binaries::as_mapped());
+    Ok(analysis
+        .samples
+        .iter()
+        .map(|sample| {
+            let location = &analysis.locations[sample.locations[0]];
+            location.module.filter(|&module| analysis.modules[module].has_functions)?;
+            location.frames.first().map(|frame| frame.function.clone())
+        })
+        .collect())
+}

@@ -7,7 +7,7 @@
 //! next profile of the same process opens the binary only for addresses it has not seen.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,28 +68,22 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         }
     }
     let sections = DwarfSections::load(dwarf_source);
-    let context = sections.context(dwarf_source);
+    let mut frames = sections.resolve(&addresses);
     let mut resolved = Resolved {
         build_id: binary.build_id().ok().flatten().map(<[u8]>::to_vec),
         frames: Vec::with_capacity(addresses.len()),
-        has_functions: !symbols.symbols().is_empty() || context.is_some(),
-        has_lines: context.is_some(),
+        has_functions: !symbols.symbols().is_empty() || sections.has_dwarf(),
+        has_lines: sections.has_dwarf(),
     };
-    for address in addresses {
-        let frames = address
-            .map(|address| {
-                let symbol = symbols.containing(address).map(|symbol| demangle(symbol.name()));
-                let mut frames = context.as_ref().map(|context| dwarf_frames(context, address)).unwrap_or_default();
-                match (frames.last_mut(), symbol) {
-                    (Some(outer), Some(symbol)) if outer.function.is_empty() => outer.function = symbol,
-                    (None, Some(symbol)) => frames.push(Frame { function: symbol, file: None, line: None }),
-                    _ => {}
-                }
-                frames.retain(|frame| !frame.function.is_empty());
-                frames
-            })
-            .unwrap_or_default();
-        resolved.frames.push(frames.into());
+    for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
+        let symbol = address.and_then(|address| symbols.containing(address)).map(|symbol| demangle(symbol.name()));
+        match (frames.last_mut(), symbol) {
+            (Some(outer), Some(symbol)) if outer.function.is_empty() => outer.function = symbol,
+            (None, Some(symbol)) => frames.push(Frame { function: symbol, file: None, line: None }),
+            _ => {}
+        }
+        frames.retain(|frame| !frame.function.is_empty());
+        resolved.frames.push(std::mem::take(frames).into());
     }
     Ok(resolved)
 }
@@ -126,6 +120,7 @@ type Reader<'data> = gimli::EndianSlice<'data, gimli::RunTimeEndian>;
 /// The `.debug_*` sections of a binary: borrowed from the map, or decompressed when they are compressed.
 struct DwarfSections<'data> {
     sections: HashMap<String, Cow<'data, [u8]>>,
+    endian: gimli::RunTimeEndian,
 }
 
 impl<'data> DwarfSections<'data> {
@@ -140,17 +135,96 @@ impl<'data> DwarfSections<'data> {
                 Some((name, data))
             })
             .collect();
-        Self { sections }
+        let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+        Self { sections, endian }
     }
 
-    fn context(&self, binary: &object::File<'data>) -> Option<addr2line::Context<Reader<'_>>> {
-        if !self.sections.contains_key(".debug_info") {
-            return None;
+    fn has_dwarf(&self) -> bool {
+        self.section(".debug_info").is_some_and(|info| !info.is_empty())
+    }
+
+    fn section(&self, name: &str) -> Option<&[u8]> {
+        self.sections.get(name).map(|data| data.as_ref())
+    }
+
+    /// The frames of each address (empty where DWARF knows nothing). Addresses are grouped by the
+    /// compilation unit `.debug_aranges` puts them in, and each unit is parsed alone: the cost is that of the
+    /// units the addresses are in, not of the whole program. Without `.debug_aranges`, all units are
+    /// indexed (addr2line's own way).
+    fn resolve(&self, addresses: &[Option<u64>]) -> Vec<Vec<Frame>> {
+        let mut frames = vec![Vec::new(); addresses.len()];
+        if !self.has_dwarf() {
+            return frames;
         }
-        let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+        let units = self.unit_ranges();
+        if units.is_empty() {
+            if let Some(context) = self.context(None) {
+                for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
+                    *frames = address.map(|address| dwarf_frames(&context, address)).unwrap_or_default();
+                }
+            }
+            return frames;
+        }
+        let mut by_unit: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (index, address) in addresses.iter().enumerate() {
+            let unit = address.and_then(|address| {
+                let after = units.partition_point(|&(start, _, _)| start <= address);
+                units[..after].iter().rev().find(|&&(_, end, _)| address < end).map(|&(_, _, unit)| unit)
+            });
+            if let Some(unit) = unit {
+                by_unit.entry(unit).or_default().push(index);
+            }
+        }
+        for (unit, indices) in by_unit {
+            let Some(context) = self.context(Some(unit)) else { continue };
+            for index in indices {
+                if let Some(address) = addresses[index] {
+                    frames[index] = dwarf_frames(&context, address);
+                }
+            }
+        }
+        frames
+    }
+
+    /// `.debug_aranges`: (start, end, offset of the unit in `.debug_info`), by start.
+    fn unit_ranges(&self) -> Vec<(u64, u64, usize)> {
+        let aranges = gimli::DebugAranges::new(self.section(".debug_aranges").unwrap_or_default(), self.endian);
+        let mut ranges = Vec::new();
+        let mut headers = aranges.headers();
+        while let Ok(Some(header)) = headers.next() {
+            let unit = header.debug_info_offset().0;
+            let mut entries = header.entries();
+            while let Ok(Some(entry)) = entries.next() {
+                let range = entry.range();
+                if range.end > range.begin {
+                    ranges.push((range.begin, range.end, unit));
+                }
+            }
+        }
+        ranges.sort_unstable();
+        ranges
+    }
+
+    /// An addr2line context over one unit (the one at `unit` in `.debug_info`), or over all of them.
+    fn context(&self, unit: Option<usize>) -> Option<addr2line::Context<Reader<'_>>> {
+        let info = self.section(".debug_info")?;
+        let info = match unit {
+            Some(offset) => {
+                let header =
+                    gimli::DebugInfo::new(info, self.endian).header_from_offset(gimli::DebugInfoOffset(offset)).ok()?;
+                info.get(offset..offset + header.length_including_self())?
+            }
+            None => info,
+        };
         let dwarf = gimli::Dwarf::load(|id| -> Result<Reader<'_>, gimli::Error> {
-            let data = self.sections.get(id.name()).map_or(&[][..], |data| data.as_ref());
-            Ok(gimli::EndianSlice::new(data, endian))
+            let data = match id {
+                gimli::SectionId::DebugInfo => info,
+                // Its offsets are those of the whole `.debug_info`; a one-unit context finds its ranges in
+                // the unit itself.
+                gimli::SectionId::DebugAranges if unit.is_some() => &[],
+                id => self.section(id.name()).unwrap_or_default(),
+            };
+            Ok(gimli::EndianSlice::new(data, self.endian))
         })
         .ok()?;
         addr2line::Context::from_dwarf(dwarf).ok()

@@ -6,6 +6,8 @@ use super::query::Query;
 use super::reply::{HttpError, Reply};
 use super::routes::PREFIX;
 use crate::profiler::{FinishedRun, Profiler};
+use crate::render::{Format, RenderOptions};
+use crate::rendered;
 
 /// `download/raw`: jemalloc's heap profile file, as it dumped it.
 pub(super) fn raw(query: &Query) -> Result<Reply, HttpError> {
@@ -20,27 +22,49 @@ pub(super) fn raw(query: &Query) -> Result<Reply, HttpError> {
     Ok(Reply::download(file, format!("memprof.{}.heap", run.id)))
 }
 
-/// `download/text`: not built yet; says how to get the same result today.
+/// `download/text`: jeprof's `--text` table, symbolized here.
 pub(super) fn text(query: &Query) -> Result<Reply, HttpError> {
-    not_built_yet(query, "--text")
+    rendered(query, Format::Text)
 }
 
-/// `download/graph`: not built yet; says how to get the same result today.
+/// `download/graph`: the SVG call graph.
 pub(super) fn graph(query: &Query) -> Result<Reply, HttpError> {
-    not_built_yet(query, "--svg")
+    rendered(query, Format::Graph)
 }
 
-fn not_built_yet(query: &Query, jeprof_option: &str) -> Result<Reply, HttpError> {
+/// `download/flamegraph`: the interactive SVG flame graph.
+pub(super) fn flame_graph(query: &Query) -> Result<Reply, HttpError> {
+    rendered(query, Format::FlameGraph)
+}
+
+/// `download/collapsed`: folded stacks.
+pub(super) fn collapsed(query: &Query) -> Result<Reply, HttpError> {
+    rendered(query, Format::Collapsed)
+}
+
+/// `download/pprof`: gzip-compressed `profile.proto`.
+pub(super) fn pprof(query: &Query) -> Result<Reply, HttpError> {
+    rendered(query, Format::Pprof)
+}
+
+/// A run's profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier run,
+/// `lines=true` for source lines instead of functions.
+fn rendered(query: &Query, format: Format) -> Result<Reply, HttpError> {
     let run = requested_run(query)?;
-    Err(HttpError::not_implemented(format!(
-        "This memprof version cannot symbolize profiles yet; download {PREFIX}/download/raw?id={} and run `jeprof {jeprof_option} <binary> <profile>`",
-        run.id
-    )))
+    let base = query.parse_id("base")?.map(|base| kept_run(base, "base")).transpose()?;
+    let options = RenderOptions { lines: query.flag("lines")?, title: String::new() };
+    let kept: Vec<u64> = Profiler::global().runs().finished.iter().map(|run| run.id).collect();
+    let bytes = rendered::rendered(&run, base.as_ref(), format, &options, &kept).map_err(HttpError::internal)?;
+    let name = match &base {
+        Some(base) => format!("memprof.{}-minus-{}.{}", run.id, base.id, format.extension()),
+        None => format!("memprof.{}.{}", run.id, format.extension()),
+    };
+    Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
 }
 
 /// The run named by `id`, else the latest one; a clear error when there is none to serve.
 fn requested_run(query: &Query) -> Result<FinishedRun, HttpError> {
-    let requested = query.run_id()?;
+    let requested = query.parse_id("id")?;
     let runs = Profiler::global().runs();
     let active = runs.current.as_ref();
     let Some(id) = requested else {
@@ -56,10 +80,17 @@ fn requested_run(query: &Query) -> Result<FinishedRun, HttpError> {
             ))
         });
     };
+    drop(runs);
+    kept_run(id, "id")
+}
+
+/// The kept run `id` (named by the parameter `parameter`); 409 while it runs, 404 listing the kept ids.
+fn kept_run(id: u64, parameter: &str) -> Result<FinishedRun, HttpError> {
+    let runs = Profiler::global().runs();
     if let Some(run) = runs.find(id) {
         return Ok(run.clone());
     }
-    if active.is_some_and(|run| run.id == id) {
+    if runs.current.as_ref().is_some_and(|run| run.id == id) {
         return Err(HttpError::conflict(format!("Run {id} is still active; stop it first or wait for it to end")));
     }
     if let Some(failure) = runs.last_failure.as_ref().filter(|failure| failure.id == id) {
@@ -70,5 +101,5 @@ fn requested_run(query: &Query) -> Result<FinishedRun, HttpError> {
         [] => "none has been generated yet".to_owned(),
         ids => format!("the profiles kept are {}", ids.join(", ")),
     };
-    Err(HttpError::not_found(format!("No heap profile with id {id}; {available}")))
+    Err(HttpError::not_found(format!("No heap profile with {parameter} {id}; {available}")))
 }

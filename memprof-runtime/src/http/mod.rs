@@ -6,7 +6,9 @@ mod reply;
 mod routes;
 mod runs;
 mod state;
+mod symbols;
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -42,9 +44,20 @@ pub(crate) fn serve(address: &str) -> Result<SocketAddr, String> {
     Ok(bound)
 }
 
+/// The largest request body read (a symbol lookup of some 50,000 addresses).
+const MAX_BODY: u64 = 1 << 20;
+
 /// Answers one request; a panic in a handler becomes a 500 and the worker lives on.
-fn answer(request: Request) {
-    let outcome = panic::catch_unwind(AssertUnwindSafe(|| routes::route(request.method(), request.url())));
+fn answer(mut request: Request) {
+    let mut body = Vec::new();
+    let read = request.as_reader().take(MAX_BODY + 1).read_to_end(&mut body);
+    let outcome = match read {
+        Err(error) => Ok(Err(HttpError::bad_request(format!("Cannot read the request body ({error})")))),
+        Ok(_) if body.len() as u64 > MAX_BODY => {
+            Ok(Err(HttpError::new(413, format!("The request body is larger than {MAX_BODY} bytes"))))
+        }
+        Ok(_) => panic::catch_unwind(AssertUnwindSafe(|| routes::route(request.method(), request.url(), &body))),
+    };
     let response = match outcome {
         Ok(Ok(reply)) => reply.into_response(),
         Ok(Err(error)) => error.into_response(),

@@ -32,17 +32,28 @@ impl Query {
         self.0.get(name).map(String::as_str)
     }
 
-    /// The run id in `id`, if given; 400 when it is not a whole number.
-    pub(crate) fn run_id(&self) -> Result<Option<u64>, HttpError> {
-        self.get("id")
+    /// The run id in parameter `name`, if given; 400 when it is not a whole number.
+    pub(crate) fn parse_id(&self, name: &str) -> Result<Option<u64>, HttpError> {
+        self.get(name)
             .map(|text| {
                 text.parse().map_err(|_| {
                     HttpError::bad_request(format!(
-                        "Invalid parameter 'id': '{text}' is not a run id; ids are whole numbers, listed by /memory-profiler/state"
+                        "Invalid parameter '{name}': '{text}' is not a run id; ids are whole numbers, listed by /memory-profiler/state"
                     ))
                 })
             })
             .transpose()
+    }
+
+    /// A `true`/`false` parameter, false when absent; 400 for anything else.
+    pub(crate) fn flag(&self, name: &str) -> Result<bool, HttpError> {
+        match self.get(name) {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(other) => {
+                Err(HttpError::bad_request(format!("Invalid parameter '{name}': '{other}' is neither true nor false")))
+            }
+        }
     }
 }
 
@@ -53,6 +64,18 @@ fn quote_all(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn flags_are_true_or_false() {
+        let query = |text: &str| Query::parse(text, &["lines"]).unwrap();
+        assert_eq!(query("lines=true").flag("lines"), Ok(true));
+        assert_eq!(query("").flag("lines"), Ok(false));
+        let error = query("lines=yes").flag("lines").unwrap_err();
+        assert_eq!(
+            (error.status, error.message.as_str()),
+            (400, "Invalid parameter 'lines': 'yes' is neither true nor false")
+        );
+    }
+
     use super::*;
 
     #[test]
@@ -76,10 +99,10 @@ mod tests {
 
     #[test]
     fn ids_are_whole_numbers() {
-        assert_eq!(Query::parse("id=42", &["id"]).unwrap().run_id(), Ok(Some(42)));
-        assert_eq!(Query::parse("", &["id"]).unwrap().run_id(), Ok(None));
+        assert_eq!(Query::parse("id=42", &["id"]).unwrap().parse_id("id"), Ok(Some(42)));
+        assert_eq!(Query::parse("", &["id"]).unwrap().parse_id("id"), Ok(None));
         for bad in ["-1", "abc", "1.5", "99999999999999999999999"] {
-            let error = Query::parse(&format!("id={bad}"), &["id"]).unwrap().run_id().unwrap_err();
+            let error = Query::parse(&format!("id={bad}"), &["id"]).unwrap().parse_id("id").unwrap_err();
             assert_eq!(error.status, 400, "{bad}");
             assert!(error.message.starts_with(&format!("Invalid parameter 'id': '{bad}'")));
         }

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::Cursor;
+use std::sync::Arc;
 
 use tiny_http::{Header, Response, ResponseBox, StatusCode};
 
@@ -17,6 +18,7 @@ pub(crate) struct Reply {
 
 enum Body {
     Bytes(Vec<u8>),
+    Shared(Arc<Vec<u8>>),
     File(File),
 }
 
@@ -41,6 +43,11 @@ impl Reply {
         }
     }
 
+    /// 200 with a rendered profile; shown in the browser unless `download` asks to save it as `filename`.
+    pub(crate) fn rendered(content_type: &'static str, bytes: Arc<Vec<u8>>, filename: String, download: bool) -> Self {
+        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: download.then_some(filename) }
+    }
+
     /// The tiny_http response.
     pub(crate) fn into_response(self) -> ResponseBox {
         let mut headers = vec![header("Content-Type", self.content_type), header("Cache-Control", "no-store")];
@@ -52,12 +59,25 @@ impl Reply {
                 let length = bytes.len();
                 (Box::new(Cursor::new(bytes)), Some(length))
             }
+            Body::Shared(bytes) => {
+                let length = bytes.len();
+                (Box::new(Cursor::new(SharedBytes(bytes))), Some(length))
+            }
             Body::File(file) => {
                 let length = file.metadata().ok().and_then(|metadata| usize::try_from(metadata.len()).ok());
                 (Box::new(file), length)
             }
         };
         Response::new(StatusCode(self.status), headers, reader, length, None).boxed()
+    }
+}
+
+/// Cached bytes served without copying them.
+struct SharedBytes(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -75,7 +95,8 @@ pub(crate) struct HttpError {
 }
 
 impl HttpError {
-    fn new(status: u16, message: impl Into<String>) -> Self {
+    /// An error with any status.
+    pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
         Self { status, message: message.into(), allow: None }
     }
 
@@ -102,11 +123,6 @@ impl HttpError {
     /// 500: reading or writing a profile failed.
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(500, message)
-    }
-
-    /// 501: the endpoint exists but what it serves is not built yet.
-    pub(crate) fn not_implemented(message: impl Into<String>) -> Self {
-        Self::new(501, message)
     }
 
     /// The tiny_http response: the message as plain text, ending with ".\n" like Mesos's.

@@ -1,51 +1,94 @@
-//! The endpoints under `/memory-profiler`, with the methods and parameters each takes.
+//! The endpoints, with the methods and parameters each takes: Mesos's under `/memory-profiler`, and the
+//! symbol service of pprof's remote protocol under `/debug/pprof` (and, for jeprof, under the prefix).
 
 use tiny_http::Method;
 
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use super::{downloads, runs, state};
+use super::{downloads, runs, state, symbols};
 
-/// Where every endpoint lives.
+/// Where Mesos's endpoints live.
 pub(crate) const PREFIX: &str = "/memory-profiler";
 
-/// One endpoint: its path below [`PREFIX`], whether it changes state (then POST is allowed besides GET),
-/// its parameters and its handler.
+/// The parameters of the rendered downloads.
+const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines"];
+
+/// One endpoint: its full path, whether POST is allowed besides GET, its parameters and its handler.
 struct Route {
     path: &'static str,
-    changes_state: bool,
+    accepts_post: bool,
+    parameters: &'static [&'static str],
+    handle: Handler,
+}
+
+/// What a handler reads from the request.
+enum Handler {
+    Query(fn(&Query) -> Result<Reply, HttpError>),
+    QueryAndBody(fn(&Query, &[u8]) -> Result<Reply, HttpError>),
+}
+
+const fn get(
+    path: &'static str,
     parameters: &'static [&'static str],
     handle: fn(&Query) -> Result<Reply, HttpError>,
+) -> Route {
+    Route { path, accepts_post: false, parameters, handle: Handler::Query(handle) }
+}
+
+const fn post(
+    path: &'static str,
+    parameters: &'static [&'static str],
+    handle: fn(&Query) -> Result<Reply, HttpError>,
+) -> Route {
+    Route { path, accepts_post: true, parameters, handle: Handler::Query(handle) }
 }
 
 const ROUTES: &[Route] = &[
-    Route { path: "/start", changes_state: true, parameters: &["duration"], handle: runs::start },
-    Route { path: "/stop", changes_state: true, parameters: &[], handle: runs::stop },
-    Route { path: "/state", changes_state: false, parameters: &[], handle: state::state },
-    Route { path: "/statistics", changes_state: false, parameters: &[], handle: state::statistics },
-    Route { path: "/download/raw", changes_state: false, parameters: &["id"], handle: downloads::raw },
-    Route { path: "/download/text", changes_state: false, parameters: &["id"], handle: downloads::text },
-    Route { path: "/download/graph", changes_state: false, parameters: &["id"], handle: downloads::graph },
+    post("/memory-profiler/start", &["duration"], runs::start),
+    post("/memory-profiler/stop", &[], runs::stop),
+    get("/memory-profiler/state", &[], state::state),
+    get("/memory-profiler/statistics", &[], state::statistics),
+    get("/memory-profiler/download/raw", &["id"], downloads::raw),
+    get("/memory-profiler/download/text", RENDER_PARAMETERS, downloads::text),
+    get("/memory-profiler/download/graph", RENDER_PARAMETERS, downloads::graph),
+    get("/memory-profiler/download/flamegraph", RENDER_PARAMETERS, downloads::flame_graph),
+    get("/memory-profiler/download/collapsed", RENDER_PARAMETERS, downloads::collapsed),
+    get("/memory-profiler/download/pprof", &["id", "base"], downloads::pprof),
+    get("/memory-profiler/pprof/heap", &[], downloads::raw),
+    get("/memory-profiler/pprof/cmdline", &[], symbols::command_line),
+    Route {
+        path: "/memory-profiler/pprof/symbol",
+        accepts_post: true,
+        parameters: &[],
+        handle: Handler::QueryAndBody(symbols::symbol),
+    },
+    Route {
+        path: "/debug/pprof/symbol",
+        accepts_post: true,
+        parameters: &[],
+        handle: Handler::QueryAndBody(symbols::symbol),
+    },
 ];
 
 /// Answers one request. Trailing slashes are ignored, as in Mesos.
-pub(crate) fn route(method: &Method, url: &str) -> Result<Reply, HttpError> {
+pub(crate) fn route(method: &Method, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let path = path.trim_end_matches('/');
-    let route = path
-        .strip_prefix(PREFIX)
-        .and_then(|rest| ROUTES.iter().find(|route| route.path == rest))
-        .ok_or_else(|| unknown_path(path))?;
-    let allowed = matches!((method, route.changes_state), (Method::Get, _) | (Method::Post, true));
+    let route = ROUTES.iter().find(|route| route.path == path).ok_or_else(|| unknown_path(path))?;
+    let allowed = matches!((method, route.accepts_post), (Method::Get, _) | (Method::Post, true));
     if !allowed {
-        let allow = if route.changes_state { "GET, POST" } else { "GET" };
+        let allow = if route.accepts_post { "GET, POST" } else { "GET" };
         return Err(HttpError::method_not_allowed(method.as_str(), allow));
     }
-    (route.handle)(&Query::parse(query, route.parameters)?)
+    let query = Query::parse(query, route.parameters)?;
+    match route.handle {
+        Handler::Query(handle) => handle(&query),
+        Handler::QueryAndBody(handle) => handle(&query, body),
+    }
 }
 
 fn unknown_path(path: &str) -> HttpError {
-    let known: Vec<String> = ROUTES.iter().map(|route| format!("{PREFIX}{}", route.path)).collect();
+    let known: Vec<&str> = ROUTES.iter().map(|route| route.path).collect();
     HttpError::not_found(format!("No endpoint at '{path}'; the endpoints are {}", known.join(", ")))
 }
 
@@ -55,7 +98,7 @@ mod tests {
 
     #[test]
     fn unknown_paths_list_the_endpoints() {
-        let error = route(&Method::Get, "/memory-profiler/strat?duration=5mins").err().unwrap();
+        let error = route(&Method::Get, "/memory-profiler/strat?duration=5mins", b"").err().unwrap();
         assert_eq!(error.status, 404);
         assert!(error.message.starts_with(
             "No endpoint at '/memory-profiler/strat'; the endpoints are /memory-profiler/start, /memory-profiler/stop,"
@@ -64,9 +107,9 @@ mod tests {
 
     #[test]
     fn reads_take_only_get() {
-        let error = route(&Method::Post, "/memory-profiler/state/").err().unwrap();
+        let error = route(&Method::Post, "/memory-profiler/state/", b"").err().unwrap();
         assert_eq!((error.status, error.message.as_str()), (405, "Method POST is not allowed here; use GET"));
-        let error = route(&Method::Delete, "/memory-profiler/stop").err().unwrap();
+        let error = route(&Method::Delete, "/memory-profiler/stop", b"").err().unwrap();
         assert_eq!((error.status, error.message.as_str()), (405, "Method DELETE is not allowed here; use GET, POST"));
     }
 }

@@ -7,6 +7,7 @@ use super::reply::{HttpError, Reply};
 use super::routes::PREFIX;
 use crate::duration;
 use crate::profiler::{FinishedRun, Owner, Profiler, Started};
+use crate::render::Format;
 
 /// `start?duration=5mins`: starts a run ended by a timer, or reports the active one.
 pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {
@@ -55,12 +56,17 @@ pub(super) fn stop(_: &Query) -> Result<Reply, HttpError> {
     Ok(Reply::json(&answer))
 }
 
-/// Where run `id`'s profile can be downloaded, under Mesos's keys.
+/// Where run `id`'s profile can be downloaded: under Mesos's keys, and in every format under `downloads`.
 pub(super) fn profile_urls(id: u64) -> serde_json::Map<String, Value> {
-    [("url_raw_profile", "raw"), ("url_graph_profile", "graph"), ("url_symbolized_profile", "text")]
-        .into_iter()
-        .map(|(key, format)| (key.to_owned(), json!(format!("{PREFIX}/download/{format}?id={id}"))))
-        .collect()
+    let url = |format: &str| json!(format!("{PREFIX}/download/{format}?id={id}"));
+    let mut urls: serde_json::Map<String, Value> =
+        [("url_raw_profile", "raw"), ("url_graph_profile", "graph"), ("url_symbolized_profile", "text")]
+            .into_iter()
+            .map(|(key, format)| (key.to_owned(), url(format)))
+            .collect();
+    let downloads = std::iter::once("raw").chain(Format::ALL.iter().map(|format| format.name()));
+    urls.insert("downloads".to_owned(), downloads.map(|format| (format.to_owned(), url(format))).collect());
+    urls
 }
 
 /// A finished run as `state` lists it.

@@ -1,0 +1,52 @@
+//! pprof's remote symbol protocol, which `jeprof` and `pprof` use to symbolize against a live process:
+//! `GET .../pprof/symbol` answers `num_symbols: 1`; `POST` with `0xADDR+0xADDR...` answers one
+//! `0xADDR function` line per address it knows. And `pprof/cmdline`, where jeprof reads the program name.
+//!
+//! ```text
+//! jeprof --text http://127.0.0.1:5050/memory-profiler/pprof/heap
+//! ```
+
+use super::query::Query;
+use super::reply::{HttpError, Reply};
+use crate::analysis;
+
+/// The most addresses one lookup takes.
+const MAX_ADDRESSES: usize = 100_000;
+
+/// `pprof/symbol`.
+pub(super) fn symbol(_: &Query, body: &[u8]) -> Result<Reply, HttpError> {
+    let body = std::str::from_utf8(body)
+        .map_err(|_| HttpError::bad_request("The addresses must be text: 0x-prefixed hexadecimal joined by '+'"))?;
+    let body = body.trim();
+    if body.is_empty() {
+        return Ok(text("num_symbols: 1\n".to_owned()));
+    }
+    let addresses = body
+        .split('+')
+        .map(|address| {
+            let digits = address.trim().trim_start_matches("0x").trim_start_matches("0X");
+            u64::from_str_radix(digits, 16)
+                .map_err(|_| HttpError::bad_request(format!("'{address}' is not a hexadecimal address")))
+        })
+        .collect::<Result<Vec<u64>, HttpError>>()?;
+    if addresses.len() > MAX_ADDRESSES {
+        return Err(HttpError::new(413, format!("At most {MAX_ADDRESSES} addresses can be looked up at once")));
+    }
+    let names = analysis::live_function_names(&addresses).map_err(HttpError::internal)?;
+    let lines: String = addresses
+        .iter()
+        .zip(names)
+        .filter_map(|(address, name)| name.map(|name| format!("{address:#018x} {name}\n")))
+        .collect();
+    Ok(text(lines))
+}
+
+/// `pprof/cmdline`: the program's arguments, one per line (jeprof takes the first for the program).
+pub(super) fn command_line(_: &Query) -> Result<Reply, HttpError> {
+    let arguments: String = std::env::args_os().map(|argument| format!("{}\n", argument.to_string_lossy())).collect();
+    Ok(text(arguments))
+}
+
+fn text(body: String) -> Reply {
+    Reply::bytes("text/plain; charset=utf-8", body.into_bytes())
+}

@@ -1,0 +1,122 @@
+//! Profiles of finished runs, analyzed and rendered once each and cached while the run is kept.
+//!
+//! A request for something being rendered waits for that render instead of starting its own. The work
+//! happens on memprof's unsampled threads; once it is done, the memory it freed goes back to the system.
+
+use std::collections::HashMap;
+use std::fs;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use once_cell::sync::{Lazy, OnceCell};
+use parking_lot::Mutex;
+
+use crate::analysis::{Analysis, Binaries};
+use crate::heap_profile::HeapProfile;
+use crate::jemalloc;
+use crate::profiler::FinishedRun;
+use crate::render::{Format, RenderOptions};
+
+/// What was asked: a run's profile in a format, maybe as a difference from a base run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Request {
+    run: u64,
+    base: Option<u64>,
+    format: Format,
+    options: RenderOptions,
+}
+
+/// A value computed once, or the error computing it gave.
+type Computed<V> = Arc<OnceCell<Result<Arc<V>, String>>>;
+
+/// Values computed once per key; concurrent callers of the same key share one computation.
+struct OnceMap<K, V> {
+    cells: Mutex<HashMap<K, Computed<V>>>,
+}
+
+impl<K: Eq + Hash + Clone, V> OnceMap<K, V> {
+    fn new() -> Self {
+        Self { cells: Mutex::new(HashMap::new()) }
+    }
+
+    /// The value of `key`, computed by `compute` unless another caller did or is doing it. Errors are not
+    /// kept: the next caller tries again.
+    fn get(&self, key: &K, compute: impl FnOnce() -> Result<V, String>) -> Result<Arc<V>, String> {
+        let cell = Arc::clone(self.cells.lock().entry(key.clone()).or_default());
+        let value = cell.get_or_init(|| compute().map(Arc::new)).clone();
+        if value.is_err() {
+            let mut cells = self.cells.lock();
+            if cells.get(key).is_some_and(|kept| Arc::ptr_eq(kept, &cell)) {
+                cells.remove(key);
+            }
+        }
+        value
+    }
+
+    fn retain(&self, keep: impl Fn(&K) -> bool) {
+        self.cells.lock().retain(|key, _| keep(key));
+    }
+}
+
+static ANALYSES: Lazy<OnceMap<u64, Analysis>> = Lazy::new(OnceMap::new);
+static RENDERED: Lazy<OnceMap<Request, Vec<u8>>> = Lazy::new(OnceMap::new);
+
+/// `run`'s profile in `format` (the difference from `base` when given). `kept` are the ids of the runs
+/// still kept: whatever belongs to other runs is dropped from the cache.
+pub(crate) fn rendered(
+    run: &FinishedRun,
+    base: Option<&FinishedRun>,
+    format: Format,
+    options: &RenderOptions,
+    kept: &[u64],
+) -> Result<Arc<Vec<u8>>, String> {
+    ANALYSES.retain(|id| kept.contains(id));
+    RENDERED.retain(|request| kept.contains(&request.run) && request.base.is_none_or(|base| kept.contains(&base)));
+    let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
+    let result = RENDERED.get(&request, || {
+        let profile = analysis(run)?;
+        let base = base.map(analysis).transpose()?;
+        format.render(&profile, base.as_deref(), options).map_err(|error| error.to_string())
+    });
+    jemalloc::release_unused_memory();
+    result
+}
+
+/// The symbolized profile of `run`.
+fn analysis(run: &FinishedRun) -> Result<Arc<Analysis>, String> {
+    ANALYSES.get(&run.id, || {
+        let text = fs::read_to_string(&run.path).map_err(|error| {
+            format!("Cannot read the profile of run {} at {} ({error})", run.id, run.path.display())
+        })?;
+        let profile = HeapProfile::parse(&text)
+            .map_err(|error| format!("The profile of run {} is malformed: {error}", run.id))?;
+        Ok(Analysis::new(&profile, &Binaries::as_mapped()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn concurrent_callers_share_one_computation_and_errors_are_retried() {
+        let map: OnceMap<u32, u32> = OnceMap::new();
+        let computed = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    let value = map.get(&1, || {
+                        computed.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        Ok(7)
+                    });
+                    assert_eq!(*value.unwrap(), 7);
+                });
+            }
+        });
+        assert_eq!(computed.load(Ordering::SeqCst), 1);
+        assert_eq!(map.get(&2, || Err("disk full".to_owned())), Err("disk full".to_owned()));
+        assert_eq!(*map.get(&2, || Ok(3)).unwrap(), 3);
+    }
+}

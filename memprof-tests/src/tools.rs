@@ -1,0 +1,65 @@
+//! The peers memprof is checked against (jeprof, go tool pprof, objcopy): found on `PATH`, or skipped with
+//! a printed reason. `.ci/run` installs them, so CI always runs those checks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The program `name` on `PATH`; `None`, with the reason printed, when it is not installed.
+///
+/// ```no_run
+/// if let Some(jeprof) = memprof_tests::tools::find("jeprof", "libjemalloc-dev") {
+///     println!("comparing with {}", jeprof.display());
+/// }
+/// ```
+pub fn find(name: &str, debian_package: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|directory| directory.join(name))
+        .find(|candidate| candidate.is_file());
+    if found.is_none() {
+        println!("SKIPPED: `{name}` is not installed (Debian package {debian_package}); this check did not run");
+    }
+    found
+}
+
+/// Runs `program` with `arguments` and returns its output, panicking with its stderr when it fails.
+pub fn run(program: &Path, arguments: &[&str], environment: &[(&str, &Path)]) -> Output {
+    let mut command = Command::new(program);
+    command.args(arguments);
+    for (name, value) in environment {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap_or_else(|error| panic!("{} does not run: {error}", program.display()));
+    assert!(
+        output.status.success(),
+        "{} {arguments:?} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A fresh directory for one test's files, removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// `$TMPDIR/memprof-test-<name>-<pid>`, empty.
+    pub fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("memprof-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+
+    /// A path inside the directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

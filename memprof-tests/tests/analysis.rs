@@ -1,0 +1,233 @@
+//! In-process analysis of real dumps of the example service, checked against what the service really keeps
+//! alive (256 sessions of 64 KiB in `open_session`, 128 blocks of 32 KiB in `index_document`) and against the
+//! real peers: jeprof's totals, `go tool pprof`, an XML parser.
+
+use std::io::Read;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use memprof_tests::http::request_with_body;
+use memprof_tests::process::{PATIENCE, Program, built_binary};
+use memprof_tests::tools::{self, Scratch};
+
+const MIB: f64 = 1_048_576.0;
+
+/// The service, sampling every 16 KiB: each 64 KiB session is then sampled with probability 98% and each
+/// 32 KiB block with 86%, so the unbiased estimate is within a few percent of the truth (at the default
+/// 512 KiB, a few dozen samples would make it ±20%).
+fn finely_sampled_service() -> Program {
+    Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn()
+}
+
+/// Runs a 2-second profiling run to its end and returns its id.
+fn finished_run(service: &Program) -> u64 {
+    let id = service.get_json("/memory-profiler/start?duration=2secs")["id"].as_u64().unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while !service.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["id"].is_null() {
+        assert!(Instant::now() < deadline, "run {id} never ended");
+        thread::sleep(Duration::from_millis(100));
+    }
+    id
+}
+
+fn download(service: &Program, target: &str) -> memprof_tests::http::Response {
+    let response = service.get(target);
+    assert_eq!(response.status, 200, "GET {target}: {}", response.text());
+    response
+}
+
+/// The MB in `Total: <MB> MB`, the first line of the text format.
+fn total_megabytes(text: &str) -> f64 {
+    let line = text.lines().find(|line| line.starts_with("Total: ")).unwrap_or_else(|| panic!("no total: {text}"));
+    line.trim_start_matches("Total: ").trim_end_matches(" MB").parse().unwrap()
+}
+
+/// The flat MB of the row whose function (last column) is `function`.
+fn flat_megabytes(text: &str, function: &str) -> f64 {
+    let row = text
+        .lines()
+        .find(|line| line.ends_with(&format!("% {function}")))
+        .unwrap_or_else(|| panic!("no {function}: {text}"));
+    row.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// An SVG document, checked to be well-formed XML (inferno's carries the SVG 1.1 DOCTYPE).
+fn parse_svg(svg: &str) -> roxmltree::Document<'_> {
+    let options = roxmltree::ParsingOptions { allow_dtd: true, ..roxmltree::ParsingOptions::default() };
+    roxmltree::Document::parse_with_options(svg, options).unwrap_or_else(|error| panic!("{error}: {svg}"))
+}
+
+fn assert_near(actual: f64, expected: f64, tolerance: f64, what: &str) {
+    assert!(
+        (actual - expected).abs() <= expected * tolerance,
+        "{what}: {actual} is not within {tolerance} of {expected}"
+    );
+}
+
+#[test]
+fn text_shows_the_allocating_functions_with_the_bytes_they_keep() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    let response = download(&service, &format!("/memory-profiler/download/text?id={id}"));
+    assert_eq!(response.header("content-type"), Some("text/plain; charset=utf-8"));
+    let text = response.text();
+    assert_near(flat_megabytes(&text, "service::open_session"), 16.0, 0.10, "open_session");
+    assert_near(flat_megabytes(&text, "service::index_document"), 4.0, 0.10, "index_document");
+    assert_near(total_megabytes(&text), 20.0, 0.10, "total");
+    // The allocator and Rust's allocation plumbing are trimmed: nothing is allocated "by" them.
+    for plumbing in ["__rust_alloc", "prof_backtrace_impl", "malloc", "alloc::vec::from_elem"] {
+        assert!(!text.lines().any(|line| line.ends_with(&format!("% {plumbing}"))), "{plumbing}: {text}");
+    }
+    let lines = download(&service, &format!("/memory-profiler/download/text?id={id}&lines=true")).text();
+    let row = lines.lines().find(|line| line.contains("service::open_session ")).unwrap();
+    assert!(row.contains("examples/service.rs:"), "{row}");
+}
+
+#[test]
+fn text_totals_agree_with_jeprof() {
+    let Some(jeprof) = tools::find("jeprof", "libjemalloc-dev") else { return };
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    let scratch = Scratch::new("jeprof");
+    let raw = scratch.join("profile.heap");
+    std::fs::write(&raw, download(&service, &format!("/memory-profiler/download/raw?id={id}")).body).unwrap();
+    let binary = built_binary("service");
+    let theirs = tools::run(&jeprof, &["--text", binary.to_str().unwrap(), raw.to_str().unwrap()], &[]);
+    let theirs = total_megabytes(&String::from_utf8_lossy(&theirs.stdout));
+    let ours = total_megabytes(&download(&service, &format!("/memory-profiler/download/text?id={id}")).text());
+    assert_near(ours, theirs, 0.01, "our total against jeprof's");
+}
+
+#[test]
+fn pprof_output_is_read_by_go_tool_pprof() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    let response = download(&service, &format!("/memory-profiler/download/pprof?id={id}"));
+    assert_eq!(
+        response.header("content-disposition"),
+        Some(format!("attachment; filename=\"memprof.{id}.pb.gz\"").as_str())
+    );
+    let mut protobuf = Vec::new();
+    flate2::read::GzDecoder::new(&response.body[..]).read_to_end(&mut protobuf).expect("gzip");
+    assert!(String::from_utf8_lossy(&protobuf).contains("inuse_space"));
+    let Some(go) = tools::find("go", "golang-go") else { return };
+    let scratch = Scratch::new("pprof");
+    let file = scratch.join("heap.pb.gz");
+    std::fs::write(&file, &response.body).unwrap();
+    let home = scratch.join("home");
+    let report = tools::run(
+        &go,
+        &["tool", "pprof", "-top", "-sample_index=inuse_space", file.to_str().unwrap()],
+        &[("HOME", &home), ("GOCACHE", &home)],
+    );
+    let report = String::from_utf8_lossy(&report.stdout);
+    let session =
+        report.lines().find(|line| line.ends_with("service::open_session")).unwrap_or_else(|| panic!("{report}"));
+    let megabytes: f64 = session.split_whitespace().next().unwrap().trim_end_matches("MB").parse().unwrap();
+    assert_near(megabytes, 16.0, 0.10, "go tool pprof's open_session");
+}
+
+#[test]
+fn flame_graph_and_call_graph_are_svg_naming_the_functions() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    for format in ["flamegraph", "graph"] {
+        let response = download(&service, &format!("/memory-profiler/download/{format}?id={id}"));
+        assert_eq!(response.header("content-type"), Some("image/svg+xml"), "{format}");
+        let svg = response.text();
+        let document = parse_svg(&svg);
+        assert_eq!(document.root_element().tag_name().name(), "svg", "{format}");
+        let texts: Vec<&str> = document.descendants().filter_map(|node| node.text()).collect();
+        for function in ["service::open_session", "service::index_document"] {
+            assert!(texts.iter().any(|text| text.contains(function)), "{format} lacks {function}");
+        }
+    }
+}
+
+#[test]
+fn collapsed_stacks_add_up_to_the_total() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    let folded = download(&service, &format!("/memory-profiler/download/collapsed?id={id}")).text();
+    let mut sum = 0.0;
+    for line in folded.lines() {
+        let (stack, bytes) = line.rsplit_once(' ').unwrap();
+        assert!(stack.starts_with("_start;") || stack.contains(';'), "{line}");
+        sum += bytes.parse::<f64>().unwrap();
+    }
+    assert!(folded.lines().any(|line| line.rsplit_once(' ').unwrap().0.ends_with(";service::open_session")));
+    let total = total_megabytes(&download(&service, &format!("/memory-profiler/download/text?id={id}")).text());
+    assert_near(sum / MIB, total, 0.01, "folded bytes against the text total");
+}
+
+#[test]
+fn a_base_run_gives_differences_in_every_format() {
+    let service = finely_sampled_service();
+    let first = finished_run(&service);
+    let second = finished_run(&service);
+    let query = format!("id={second}&base={first}");
+    // The service's live heap is the same at both ends: the difference is near zero.
+    let text = download(&service, &format!("/memory-profiler/download/text?{query}")).text();
+    assert!(total_megabytes(&text).abs() < 2.0, "{text}");
+    let folded = download(&service, &format!("/memory-profiler/download/collapsed?{query}")).text();
+    for line in folded.lines() {
+        let fields: Vec<&str> = line.rsplitn(3, ' ').collect();
+        assert!(fields.len() == 3 && fields[0].parse::<f64>().is_ok() && fields[1].parse::<f64>().is_ok(), "{line}");
+    }
+    let flame = download(&service, &format!("/memory-profiler/download/flamegraph?{query}")).text();
+    parse_svg(&flame);
+    let pprof = download(&service, &format!("/memory-profiler/download/pprof?{query}"));
+    assert_eq!(&pprof.body[..2], [0x1f, 0x8b], "gzip");
+}
+
+#[test]
+fn concurrent_requests_for_one_render_get_the_same_bytes() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    let address = service.address();
+    let target = format!("/memory-profiler/download/graph?id={id}");
+    let bodies: Vec<Vec<u8>> = thread::scope(|scope| {
+        let requests: Vec<_> =
+            (0..4).map(|_| scope.spawn(|| memprof_tests::http::request(address, "GET", &target).body)).collect();
+        requests.into_iter().map(|request| request.join().unwrap()).collect()
+    });
+    assert!(bodies.windows(2).all(|pair| pair[0] == pair[1]) && !bodies[0].is_empty());
+}
+
+#[test]
+fn the_symbol_service_names_the_live_processs_functions() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    for path in ["/debug/pprof/symbol", "/memory-profiler/pprof/symbol"] {
+        assert_eq!(service.get(path).text(), "num_symbols: 1\n");
+    }
+    let raw = download(&service, &format!("/memory-profiler/download/raw?id={id}")).text();
+    let addresses: Vec<&str> =
+        raw.lines().filter_map(|line| line.strip_prefix("@ ")).flat_map(str::split_whitespace).collect();
+    let response = request_with_body(service.address(), "POST", "/debug/pprof/symbol", addresses.join("+").as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    let names: Vec<String> = response.text().lines().map(|line| line.split_once(' ').unwrap().1.to_owned()).collect();
+    assert!(names.iter().any(|name| name == "service::open_session"), "{names:?}");
+    let bad = request_with_body(service.address(), "POST", "/debug/pprof/symbol", b"0x10+zz");
+    assert_eq!((bad.status, bad.text()), (400, "'zz' is not a hexadecimal address.\n".to_owned()));
+    let program = service.get("/memory-profiler/pprof/cmdline").text();
+    assert!(program.lines().next().unwrap().ends_with("/service"), "{program}");
+}
+
+#[test]
+fn jeprof_symbolizes_against_the_live_process() {
+    let (Some(jeprof), Some(_)) = (tools::find("jeprof", "libjemalloc-dev"), tools::find("curl", "curl")) else {
+        return;
+    };
+    let service = finely_sampled_service();
+    finished_run(&service);
+    let scratch = Scratch::new("jeprof-remote");
+    let url = format!("http://{}/memory-profiler/pprof/heap", service.address());
+    let report = tools::run(
+        &jeprof,
+        &["--text", &url],
+        &[("JEPROF_TMPDIR", &scratch.join("tmp")), ("HOME", &scratch.join("home"))],
+    );
+    let report = String::from_utf8_lossy(&report.stdout);
+    assert!(report.contains("service::open_session"), "{report}");
+}

@@ -1,0 +1,108 @@
+//! `memprof analyze`: the offline analysis of a raw dump, for stripped production binaries, and its errors.
+
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use memprof_tests::process::{PATIENCE, Program, built_binary};
+use memprof_tests::tools::{self, Scratch};
+
+/// `memprof analyze <arguments>`: exit status, stdout, stderr.
+fn analyze(arguments: &[&str]) -> (bool, String, String) {
+    let output = Command::new(built_binary("memprof")).arg("analyze").args(arguments).output().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.success(), text(&output.stdout), text(&output.stderr))
+}
+
+/// A raw dump of a finished 2-second run of the example service, written to `path`.
+fn dump_of_the_service(path: &Path) {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    let id = service.get_json("/memory-profiler/start?duration=2secs")["id"].as_u64().unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let raw = service.get(&format!("/memory-profiler/download/raw?id={id}"));
+        if raw.status == 200 {
+            std::fs::write(path, raw.body).unwrap();
+            return;
+        }
+        assert!(Instant::now() < deadline, "run {id} never ended: {}", raw.text());
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn malformed_dumps_get_line_numbered_errors() {
+    let scratch = Scratch::new("malformed");
+    let counts = "heap_v2/524288\n  t*: 1: 2 [0: 0]\n";
+    let cases = [
+        ("", "line 1: the profile is empty"),
+        ("heap_v1/524288\n", "line 1: expected a `heap_v2/<sample period>` header, found \"heap_v1/524288\""),
+        ("heap_v2/0x10\n", "line 1: invalid sample period \"0x10\""),
+        (&format!("{counts}@ 0x1 0x2\n") as &str, "line 3: this stack has no `t*:` line of counts"),
+        (&format!("{counts}@ 0x1 zz\n  t*: 1: 2 [0: 0]\n"), "line 3: expected a 0x-prefixed address, found \"zz\""),
+        (&format!("{counts}@ 0x1\n  t*: one: 2 [0: 0]\n"), "line 4: invalid object count \" one\""),
+        (
+            &format!("{counts}@ 0x1\n  t*: 1: 2 [0: 0]\n"),
+            "line 4: the profile ends before `MAPPED_LIBRARIES:`; it is truncated",
+        ),
+        (
+            &format!("{counts}@ 0x1\n  t*: 1: 2 [0: 0]\n\nMAPPED_LIBRARIES:\nnot a map line\n"),
+            "line 7: expected `start-end perms offset dev inode [path]`, found \"not a map line\"",
+        ),
+    ];
+    for (index, (dump, message)) in cases.iter().enumerate() {
+        let path = scratch.join(&format!("{index}.heap"));
+        std::fs::write(&path, dump).unwrap();
+        let (succeeded, stdout, stderr) = analyze(&[path.to_str().unwrap()]);
+        assert!(!succeeded && stdout.is_empty(), "{dump:?}");
+        assert_eq!(stderr, format!("memprof: {}: {message}\n", path.display()), "{dump:?}");
+    }
+    let (succeeded, _, stderr) = analyze(&["/nonexistent.heap"]);
+    assert!(!succeeded);
+    assert_eq!(stderr, "memprof: /nonexistent.heap: No such file or directory (os error 2)\n");
+}
+
+#[test]
+fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_info() {
+    let scratch = Scratch::new("offline");
+    let dump = scratch.join("service.heap");
+    dump_of_the_service(&dump);
+    let dump = dump.to_str().unwrap();
+    let original = built_binary("service");
+
+    // The unstripped build, copied elsewhere (as on a developer's machine): full names and lines.
+    std::fs::create_dir_all(scratch.join("build")).unwrap();
+    let unstripped = scratch.join("build/service");
+    std::fs::copy(&original, &unstripped).unwrap();
+    let (succeeded, text, stderr) = analyze(&[dump, "--binary", unstripped.to_str().unwrap(), "--lines"]);
+    assert!(succeeded, "{stderr}");
+    assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
+
+    let output = scratch.join("service.pb.gz");
+    let (succeeded, _, stderr) =
+        analyze(&[dump, "--binary", unstripped.to_str().unwrap(), "--format", "pprof", "-o", output.to_str().unwrap()]);
+    assert!(succeeded, "{stderr}");
+    assert_eq!(&std::fs::read(&output).unwrap()[..2], [0x1f, 0x8b]);
+
+    let Some(objcopy) = tools::find("objcopy", "binutils") else { return };
+    // Stripped of everything: module+offset, never a wrong name.
+    std::fs::create_dir_all(scratch.join("stripped")).unwrap();
+    let stripped = scratch.join("stripped/service");
+    tools::run(&objcopy, &["--strip-all", original.to_str().unwrap(), stripped.to_str().unwrap()], &[]);
+    let (succeeded, text, stderr) = analyze(&[dump, "--binary", stripped.to_str().unwrap()]);
+    assert!(succeeded, "{stderr}");
+    assert!(!text.contains("open_session"), "{text}");
+    assert!(text.lines().nth(1).is_some_and(|row| row.contains("% service+0x")), "{text}");
+
+    // Stripped, with its debug info split off beside it and named by `.gnu_debuglink` (checked by CRC).
+    std::fs::create_dir_all(scratch.join("split")).unwrap();
+    let debug = scratch.join("split/service.debug");
+    let split = scratch.join("split/service");
+    tools::run(&objcopy, &["--only-keep-debug", original.to_str().unwrap(), debug.to_str().unwrap()], &[]);
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    tools::run(&objcopy, &["--strip-all", &link, original.to_str().unwrap(), split.to_str().unwrap()], &[]);
+    let (succeeded, text, stderr) = analyze(&[dump, "--binary", split.to_str().unwrap(), "--lines"]);
+    assert!(succeeded, "{stderr}");
+    assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
+}
