@@ -141,6 +141,11 @@ impl Runs {
         self.finished.back()
     }
 
+    /// How many finished runs are kept.
+    pub(crate) fn kept(&self) -> usize {
+        self.kept
+    }
+
     /// The finished run with this id.
     pub(crate) fn find(&self, id: u64) -> Option<&FinishedRun> {
         self.finished.iter().find(|run| run.id == id)

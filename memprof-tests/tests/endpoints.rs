@@ -253,6 +253,7 @@ fn only_the_last_four_profiles_are_kept() {
     let kept: Vec<u64> =
         state["memory_profiler"]["runs"].as_array().unwrap().iter().map(|run| run["id"].as_u64().unwrap()).collect();
     assert_eq!(kept, ids[1..].iter().rev().copied().collect::<Vec<_>>());
+    assert_eq!(state["memory_profiler"]["keep_runs"], 4);
     let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap();
     assert_eq!(std::fs::read_dir(directory).unwrap().count(), 4);
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={}", ids[0])).status, 404);

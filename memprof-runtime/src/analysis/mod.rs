@@ -300,7 +300,8 @@ impl Analysis {
 fn trimmed_start(probes: &[u64], frames: &HashMap<u64, Vec<Frame>>) -> (usize, usize) {
     for (position, probe) in probes.iter().enumerate() {
         let frames = &frames[probe];
-        if let Some(skip) = frames.iter().position(|frame| !plumbing::is_plumbing(&frame.function)) {
+        let is_plumbing = |frame: &Frame| plumbing::is_plumbing_frame(&frame.function, frame.file.as_deref());
+        if let Some(skip) = frames.iter().position(|frame| !is_plumbing(frame)) {
             return (position, skip);
         }
     }

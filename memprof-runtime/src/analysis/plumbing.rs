@@ -1,6 +1,10 @@
 //! The frames above the allocation site that nobody wants to read: jemalloc taking the sample, the C
 //! allocation functions, and Rust's allocation plumbing (`__rust_alloc`, `alloc::raw_vec`, `Vec` growth,
 //! the global allocator). They are trimmed from the leaf end of every stack, as jeprof trims its own list.
+//!
+//! A frame is recognised by its name, or by its source file when the name is short: inlined frames of a
+//! build with `debug = "line-tables-only"` are named `with_capacity_in<u64, alloc::alloc::Global>`, without
+//! their path, but their file still says they are in the `alloc` crate.
 
 /// jemalloc's and libc's allocation entry points, by exact name.
 const ALLOCATOR_FUNCTIONS: &[&str] = &[
@@ -49,12 +53,34 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "core::iter::traits::iterator::Iterator::collect",
 ];
 
+/// Source files of the allocation plumbing: the `alloc` crate, the allocator traits, the global allocator
+/// and jemalloc itself.
+const PLUMBING_FILES: &[&str] = &[
+    "/library/alloc/src/",
+    "/library/core/src/alloc/",
+    "/library/std/src/alloc.rs",
+    "/tikv-jemallocator-",
+    "/tikv-jemalloc-sys-",
+    "/jemalloc/src/",
+    "/jemalloc/include/",
+];
+
+/// Whether a frame, by its function's name or its source file, belongs to the allocator or Rust's
+/// allocation plumbing.
+///
+/// `Iterator::collect` counts as plumbing too: it only allocates through the collection it builds.
+pub(crate) fn is_plumbing_frame(function: &str, file: Option<&str>) -> bool {
+    let file = file.unwrap_or_default();
+    let short_collect = function.starts_with("collect<") && file.ends_with("/library/core/src/iter/traits/iterator.rs");
+    is_plumbing(function) || short_collect || PLUMBING_FILES.iter().any(|part| file.contains(part))
+}
+
 /// Whether a frame's function belongs to the allocator or Rust's allocation plumbing.
 ///
 /// Trait methods count by the trait or type they belong to: `<alloc::vec::Vec<T> as Clone>::clone` and
 /// `<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem` are plumbing, `<app::Cache as Clone>::clone`
 /// is not.
-pub(crate) fn is_plumbing(function: &str) -> bool {
+fn is_plumbing(function: &str) -> bool {
     if ALLOCATOR_FUNCTIONS.contains(&function) {
         return true;
     }
@@ -99,5 +125,18 @@ mod tests {
         ] {
             assert!(!is_plumbing(user), "{user}");
         }
+    }
+
+    #[test]
+    fn short_names_are_recognised_by_their_file() {
+        let library = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
+        let alloc_file = format!("{library}/alloc/src/raw_vec/mod.rs");
+        assert!(is_plumbing_frame("with_capacity_in<u64, alloc::alloc::Global>", Some(&alloc_file)));
+        let registry = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f";
+        assert!(is_plumbing_frame("alloc", Some(&format!("{registry}/tikv-jemallocator-0.7.0/src/lib.rs"))));
+        let iterator = format!("{library}/core/src/iter/traits/iterator.rs");
+        assert!(is_plumbing_frame("collect<alloc::vec::Vec<u64>>", Some(&iterator)));
+        assert!(!is_plumbing_frame("fold<u64, (), F>", Some(&iterator)));
+        assert!(!is_plumbing_frame("open_session", Some("/work/service/src/main.rs")));
     }
 }

@@ -77,8 +77,10 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
     };
     for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
         let symbol = address.and_then(|address| symbols.containing(address)).map(|symbol| demangle(symbol.name()));
+        // The symbol table names the real (outermost) function with its whole path; DWARF's own name for
+        // it may be short (`-C debuginfo=line-tables-only` keeps no namespaces).
         match (frames.last_mut(), symbol) {
-            (Some(outer), Some(symbol)) if outer.function.is_empty() => outer.function = symbol,
+            (Some(outer), Some(symbol)) => outer.function = symbol,
             (None, Some(symbol)) => frames.push(Frame { function: symbol, file: None, line: None }),
             _ => {}
         }
@@ -232,7 +234,7 @@ impl<'data> DwarfSections<'data> {
 }
 
 /// The frames DWARF knows at `address`, innermost first; a frame whose function DWARF does not name has an
-/// empty name, for the caller to fill from the symbol table.
+/// empty name (the caller names the outermost one from the symbol table).
 fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64) -> Vec<Frame> {
     let Ok(mut iter) = context.find_frames(address).skip_all_loads() else {
         return Vec::new();

@@ -27,6 +27,7 @@ enum Handler {
     QueryAndBody(fn(&Query, &[u8]) -> Result<Reply, HttpError>),
 }
 
+/// A read-only endpoint.
 const fn get(
     path: &'static str,
     parameters: &'static [&'static str],
@@ -35,12 +36,13 @@ const fn get(
     Route { path, accepts_post: false, parameters, handle: Handler::Query(handle) }
 }
 
+/// An endpoint that changes state: POST is allowed too.
 const fn post(
     path: &'static str,
     parameters: &'static [&'static str],
     handle: fn(&Query) -> Result<Reply, HttpError>,
 ) -> Route {
-    Route { path, accepts_post: true, parameters, handle: Handler::Query(handle) }
+    Route { accepts_post: true, ..get(path, parameters, handle) }
 }
 
 const ROUTES: &[Route] = &[

@@ -44,6 +44,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
             "current_run": current_run,
             "latest_run": runs.latest().map(describe_run),
             "runs": runs.finished.iter().rev().map(describe_run).collect::<Vec<_>>(),
+            "keep_runs": runs.kept(),
             "last_failure": runs.last_failure.as_ref().map(|failure| json!({ "id": failure.id, "error": failure.error })),
             "started_externally": active && runs.current.is_none(),
             "lg_prof_sample": lg_sample,

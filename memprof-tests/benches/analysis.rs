@@ -1,0 +1,154 @@
+//! Symbolized analysis, memprof against jeprof, on the same dumps: time and peak memory.
+//!
+//! ```text
+//! cargo bench -p memprof-tests --features large-binary --bench analysis
+//! ```
+//!
+//! For the example service and for a large binary (ten thousand generated modules, ~100 MB of DWARF), it
+//! takes a few profiling runs and measures:
+//! - in the process: the time of `download/text` for a run not rendered yet (the first one with a cold
+//!   symbol cache, the others warm), and the process's peak extra RSS while rendering (peak RSS reset
+//!   through `/proc/<pid>/clear_refs` before each request, minus the RSS before it);
+//! - offline: `memprof analyze --format text` and `jeprof --text` on the same raw dump, wall time and peak
+//!   RSS (GNU time's `%M`; jeprof's includes its `addr2line` and `nm` children).
+//!
+//! Medians of several runs; the figures are printed, never asserted (the machine is noisy).
+
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::tools::{self, Scratch};
+
+const RUNS: usize = 5;
+
+fn main() {
+    let scratch = Scratch::new("bench-analysis");
+    let mut programs = vec![("example service", built_binary("service"))];
+    let large = built_binary("large");
+    if large.is_file() {
+        programs.push(("large binary", large));
+    } else {
+        println!("(the large binary is not built: add --features large-binary)");
+    }
+    println!(
+        "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12} {:>12} {:>12} {:>8}",
+        "program", "binary MB", "debug MB", "cold ms", "warm ms", "extra RSS MB", "offline ms", "jeprof ms", "speed-up"
+    );
+    for (name, binary) in programs {
+        measure(name, &binary, &scratch);
+    }
+}
+
+fn measure(name: &str, binary: &Path, scratch: &Scratch) {
+    let program =
+        Launch::new(binary).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0").spawn();
+    let mut render_times = Vec::new();
+    let mut extra_rss = Vec::new();
+    let mut last = 0;
+    for _ in 0..RUNS {
+        last = finished_run(&program);
+        let before = status_kilobytes(program.pid(), "VmRSS");
+        std::fs::write(format!("/proc/{}/clear_refs", program.pid()), "5").expect("reset the peak RSS");
+        let started = Instant::now();
+        let text = program.get(&format!("/memory-profiler/download/text?id={last}"));
+        render_times.push(started.elapsed());
+        assert_eq!(text.status, 200, "{}", text.text());
+        extra_rss.push(status_kilobytes(program.pid(), "VmHWM").saturating_sub(before));
+    }
+    let raw = scratch.join(&format!("{}.heap", binary.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&raw, program.get(&format!("/memory-profiler/download/raw?id={last}")).body).unwrap();
+    drop(program);
+
+    let memprof = built_binary("memprof");
+    let offline: Vec<(Duration, u64)> = (0..RUNS)
+        .map(|_| timed(&memprof, &["analyze", path(&raw), "--binary", path(binary), "-o", "/dev/null"]))
+        .collect();
+    let jeprof = tools::find("jeprof", "libjemalloc-dev")
+        .map(|jeprof| (0..3).map(|_| timed(&jeprof, &["--text", path(binary), path(&raw)])).collect::<Vec<_>>());
+
+    let warm = median(render_times[1..].to_vec());
+    let offline_time = median(offline.iter().map(|(time, _)| *time).collect());
+    let (jeprof_time, ratio) = match &jeprof {
+        Some(runs) => {
+            let time = median(runs.iter().map(|(time, _)| *time).collect());
+            (format!("{:.0}", millis(time)), format!("{:.0}x", time.as_secs_f64() / offline_time.as_secs_f64()))
+        }
+        None => ("-".to_owned(), "-".to_owned()),
+    };
+    println!(
+        "{name:<16} {:>9.1} {:>11.1} {:>11.1} {:>12.1} {:>12.1} {:>12.1} {jeprof_time:>12} {ratio:>8}",
+        megabytes(std::fs::metadata(binary).unwrap().len()),
+        megabytes(debug_info_bytes(binary)),
+        millis(render_times[0]),
+        millis(warm),
+        *extra_rss.iter().max().unwrap() as f64 / 1024.0,
+        millis(offline_time),
+    );
+    let offline_rss = offline.iter().map(|(_, kilobytes)| *kilobytes).max().unwrap_or(0);
+    let jeprof_rss = jeprof.iter().flatten().map(|(_, kilobytes)| *kilobytes).max().unwrap_or(0);
+    println!(
+        "{:<16} peak RSS of the whole tool: memprof analyze {:.1} MB, jeprof {:.1} MB",
+        "",
+        offline_rss as f64 / 1024.0,
+        jeprof_rss as f64 / 1024.0
+    );
+}
+
+/// Starts a 1-second run, waits for its end, returns its id.
+fn finished_run(program: &Program) -> u64 {
+    let id = program.get_json("/memory-profiler/start?duration=1secs")["id"].as_u64().unwrap();
+    while !program.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["id"].is_null() {
+        thread::sleep(Duration::from_millis(50));
+    }
+    id
+}
+
+/// Wall time and peak RSS (KiB) of a command, through GNU time.
+fn timed(program: &Path, arguments: &[&str]) -> (Duration, u64) {
+    let started = Instant::now();
+    let output = Command::new("/usr/bin/time").arg("-f").arg("%M").arg(program).args(arguments).output().unwrap();
+    let elapsed = started.elapsed();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kilobytes = stderr.lines().last().and_then(|line| line.trim().parse().ok()).unwrap_or(0);
+    (elapsed, kilobytes)
+}
+
+fn status_kilobytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|line| line.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The size of the `.debug_*` sections, from `readelf -S` (0 when it is not installed).
+fn debug_info_bytes(binary: &Path) -> u64 {
+    let Ok(output) = Command::new("readelf").args(["-SW", path(binary)]).output() else { return 0 };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let position = fields.iter().position(|field| field.starts_with(".debug_"))?;
+            u64::from_str_radix(fields.get(position + 4)?, 16).ok()
+        })
+        .sum()
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn millis(time: Duration) -> f64 {
+    time.as_secs_f64() * 1000.0
+}
+
+fn megabytes(bytes: u64) -> f64 {
+    bytes as f64 / 1_048_576.0
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
