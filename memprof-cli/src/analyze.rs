@@ -1,7 +1,6 @@
 //! `memprof analyze`: a raw jemalloc dump, symbolized offline with the unstripped binary, in any format.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
@@ -68,10 +67,7 @@ impl Analyze {
         let options = RenderOptions { lines: self.lines, title: String::new() };
         let rendered =
             Format::from(self.format).render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
-        match &self.output {
-            Some(path) => fs::write(path, rendered).map_err(|error| format!("{}: {error}", path.display())),
-            None => std::io::stdout().write_all(&rendered).map_err(|error| format!("standard output: {error}")),
-        }
+        crate::write_output(&rendered, self.output.as_deref())
     }
 }
 

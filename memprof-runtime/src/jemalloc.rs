@@ -52,6 +52,11 @@ pub(crate) fn profiling_active() -> Result<bool, CtlError> {
     read_bool(b"prof.active\0")
 }
 
+/// `prof.thread_active_init`: whether threads created from now on are sampled (memprof never clears it).
+pub(crate) fn new_threads_sampled() -> Result<bool, CtlError> {
+    read_bool(b"prof.thread_active_init\0")
+}
+
 /// Writes `prof.active` and returns its previous value.
 pub(crate) fn set_profiling_active(active: bool) -> Result<bool, CtlError> {
     // SAFETY: `prof.active` is a read-write `bool` (jemalloc(3)).
@@ -152,11 +157,12 @@ pub(crate) fn heap_stats() -> Result<HeapStats, CtlError> {
     })
 }
 
-/// `malloc_stats_print` with the `J` option: jemalloc's complete statistics as one JSON document.
-pub(crate) fn statistics_json() -> io::Result<Vec<u8>> {
+/// `malloc_stats_print`: jemalloc's complete statistics, as one JSON document (the `J` option) or as the
+/// human-readable report.
+pub(crate) fn statistics(json: bool) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(64 * 1024);
     let mut options = stats_print::Options::default();
-    options.json_format = true;
+    options.json_format = json;
     stats_print::stats_print(&mut out, options)?;
     Ok(out)
 }

@@ -65,6 +65,8 @@ pub(crate) enum Owner {
     Http,
     /// `memprof::scope!` or `memprof::Run`, with the label the code gave.
     Code(String),
+    /// `heap_profile?active=true` (or `memprof activate`), ended by `active=false` or `/stop`.
+    Manual,
 }
 
 /// The run in progress.
@@ -120,6 +122,16 @@ pub(crate) struct Runs {
     pub(crate) store: ProfileStore,
     /// How many finished runs to keep.
     kept: usize,
+    /// Runs started, finished with a profile, and failed, since the program started.
+    pub(crate) counts: RunCounts,
+}
+
+/// How many runs started, finished and failed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RunCounts {
+    pub(crate) started: u64,
+    pub(crate) finished: u64,
+    pub(crate) failed: u64,
 }
 
 impl Default for Runs {
@@ -131,6 +143,7 @@ impl Default for Runs {
             last_id: 0,
             store: ProfileStore::default(),
             kept: DEFAULT_KEPT_RUNS,
+            counts: RunCounts::default(),
         }
     }
 }
@@ -240,6 +253,7 @@ impl Profiler {
         jemalloc::set_profiling_active(true)
             .map_err(|error| Error::Failed(format!("Heap profiling couldn't be enabled (prof.active: {error})")))?;
         runs.current = Some(run.clone());
+        runs.counts.started += 1;
         Ok(Started::New(run))
     }
 
@@ -284,6 +298,7 @@ impl Profiler {
                     path,
                 };
                 runs.keep(finished.clone());
+                runs.counts.finished += 1;
                 Ok(finished)
             }
             Err(error) => {
@@ -293,6 +308,7 @@ impl Profiler {
                 };
                 let message = format!("The heap profile of run {} could not be written: {error}; {kept}", run.id);
                 runs.last_failure = Some(FailedRun { id: run.id, error: message.clone() });
+                runs.counts.failed += 1;
                 Err(Error::Failed(message))
             }
         }
@@ -324,6 +340,15 @@ impl Profiler {
             }
             self.run_ended.wait_until(&mut runs, deadline);
         }
+    }
+
+    /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
+    /// a file the caller deletes once read.
+    pub(crate) fn snapshot(&self) -> Result<PathBuf, Error> {
+        self.check_available()?;
+        let mut runs = self.runs.lock();
+        let id = runs.next_id();
+        runs.store.snapshot(id).map_err(|error| Error::Failed(format!("The heap could not be dumped: {error}")))
     }
 
     /// Ends any run without keeping its profile and removes the profile directory: the program is ending.

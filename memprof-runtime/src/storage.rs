@@ -50,9 +50,18 @@ impl ProfileStore {
 
     /// Dumps the current heap profile as run `id` and returns the finished file's path.
     pub(crate) fn dump(&mut self, id: u64) -> io::Result<PathBuf> {
+        self.dump_as(&format!("profile.{id}.heap"))
+    }
+
+    /// Dumps the current heap profile, outside any run, into a file of its own that the caller deletes.
+    pub(crate) fn snapshot(&mut self, id: u64) -> io::Result<PathBuf> {
+        self.dump_as(&format!("snapshot.{id}.heap"))
+    }
+
+    fn dump_as(&mut self, name: &str) -> io::Result<PathBuf> {
         let directory = self.ensure_directory()?;
-        let partial = directory.join(format!(".profile.{id}.heap.partial"));
-        let finished = directory.join(format!("profile.{id}.heap"));
+        let partial = directory.join(format!(".{name}.partial"));
+        let finished = directory.join(name);
         let written = jemalloc::dump_profile(&partial).and_then(|()| check_profile(&partial));
         if let Err(error) = written.and_then(|()| fs::rename(&partial, &finished)) {
             let _ = fs::remove_file(&partial);

@@ -62,7 +62,7 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
     std::fs::write(&raw, program.get(&format!("/memory-profiler/download/raw?id={last}")).body).unwrap();
     drop(program);
 
-    let memprof = built_binary("memprof");
+    let memprof = built_binary("memprof-tool");
     let offline: Vec<(Duration, u64)> = (0..RUNS)
         .map(|_| timed(&memprof, &["analyze", path(&raw), "--binary", path(binary), "-o", "/dev/null"]))
         .collect();

@@ -10,7 +10,7 @@ use memprof_tests::tools::{self, Scratch};
 
 /// `memprof analyze <arguments>`: exit status, stdout, stderr.
 fn analyze(arguments: &[&str]) -> (bool, String, String) {
-    let output = Command::new(built_binary("memprof")).arg("analyze").args(arguments).output().unwrap();
+    let output = Command::new(built_binary("memprof-tool")).arg("analyze").args(arguments).output().unwrap();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     (output.status.success(), text(&output.stdout), text(&output.stderr))
 }

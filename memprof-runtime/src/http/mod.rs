@@ -1,6 +1,9 @@
 //! The HTTP endpoints: a few named tiny_http worker threads, each answering requests one at a time.
 
+mod controls;
 mod downloads;
+mod live;
+mod metrics;
 mod query;
 mod reply;
 mod routes;

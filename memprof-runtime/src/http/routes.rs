@@ -5,7 +5,7 @@ use tiny_http::Method;
 
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use super::{downloads, runs, state, symbols};
+use super::{controls, downloads, live, metrics, runs, state, symbols};
 
 /// Where Mesos's endpoints live.
 pub(crate) const PREFIX: &str = "/memory-profiler";
@@ -49,7 +49,8 @@ const ROUTES: &[Route] = &[
     post("/memory-profiler/start", &["duration"], runs::start),
     post("/memory-profiler/stop", &[], runs::stop),
     get("/memory-profiler/state", &[], state::state),
-    get("/memory-profiler/statistics", &[], state::statistics),
+    get("/memory-profiler/statistics", &["format"], state::statistics),
+    post("/memory-profiler/heap_profile", &["active", "trigger_dump"], controls::heap_profile),
     get("/memory-profiler/download/raw", &["id"], downloads::raw),
     get("/memory-profiler/download/text", RENDER_PARAMETERS, downloads::text),
     get("/memory-profiler/download/graph", RENDER_PARAMETERS, downloads::graph),
@@ -64,6 +65,8 @@ const ROUTES: &[Route] = &[
         parameters: &[],
         handle: Handler::QueryAndBody(symbols::symbol),
     },
+    get("/debug/pprof/heap", &["seconds", "gc"], live::heap),
+    get("/metrics", &[], metrics::metrics),
     Route {
         path: "/debug/pprof/symbol",
         accepts_post: true,

@@ -86,6 +86,7 @@ pub(super) fn owner_json(owner: &Owner) -> Value {
     match owner {
         Owner::Http => json!("http"),
         Owner::Code(label) => json!(format!("code: {label}")),
+        Owner::Manual => json!("manual"),
     }
 }
 

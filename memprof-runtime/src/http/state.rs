@@ -64,9 +64,20 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
     })))
 }
 
-/// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim.
-pub(super) fn statistics(_: &Query) -> Result<Reply, HttpError> {
-    jemalloc::statistics_json()
-        .map(|json| Reply::bytes("application/json; charset=utf-8", json))
+/// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim; `format=text` for its human-readable
+/// report, as Traffic Server prints it.
+pub(super) fn statistics(query: &Query) -> Result<Reply, HttpError> {
+    let json = match query.get("format") {
+        None | Some("json") => true,
+        Some("text") => false,
+        Some(other) => {
+            return Err(HttpError::bad_request(format!(
+                "Invalid parameter 'format': '{other}'; expected 'json' or 'text'"
+            )));
+        }
+    };
+    let content_type = if json { "application/json; charset=utf-8" } else { "text/plain; charset=utf-8" };
+    jemalloc::statistics(json)
+        .map(|report| Reply::bytes(content_type, report))
         .map_err(|error| HttpError::internal(format!("jemalloc could not print its statistics ({error})")))
 }

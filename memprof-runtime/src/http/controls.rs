@@ -1,0 +1,86 @@
+//! Direct controls, as libmtev's `/mtev/heap_profile` and Traffic Server's `memory_profile` plugin offer
+//! them: read the switches, turn sampling on and off by hand, dump the heap right now.
+//!
+//! Switching on by hand is a run like the others (owner `manual`, no timer): it gets an id, and switching
+//! off dumps its profile among the kept ones. A timed run or one started in code is never switched off
+//! from here (409).
+
+use serde_json::{Value, json};
+
+use super::query::Query;
+use super::reply::{HttpError, Reply};
+use super::runs::{owner_json, profile_urls};
+use crate::jemalloc;
+use crate::profiler::{Error, Owner, Profiler, Started};
+
+/// `heap_profile`: the switches; `?active=true|false` to switch; `?trigger_dump=true` for the heap now.
+pub(super) fn heap_profile(query: &Query) -> Result<Reply, HttpError> {
+    let dump = query.flag("trigger_dump")?;
+    match (query.get("active"), dump) {
+        (Some(_), true) => Err(HttpError::bad_request("Pass either 'active' or 'trigger_dump', not both")),
+        (Some(_), false) => switch(query.flag("active")?),
+        (None, true) => trigger_dump(),
+        (None, false) => Ok(Reply::json(&switches())),
+    }
+}
+
+fn switches() -> Value {
+    let runs = Profiler::global().runs();
+    json!({
+        "opt.prof": Profiler::global().config.profiling_enabled,
+        "prof.active": jemalloc::profiling_active().ok(),
+        "prof.thread_active_init": jemalloc::new_threads_sampled().ok(),
+        "current_run": runs.current.as_ref().map(|run| json!({ "id": run.id, "started_by": owner_json(&run.owner) })),
+    })
+}
+
+fn switch(on: bool) -> Result<Reply, HttpError> {
+    let profiler = Profiler::global();
+    if on {
+        let (run, message) = match profiler.start(Owner::Manual, None)? {
+            Started::New(run) => (run, "Heap profiling switched on"),
+            Started::AlreadyActive(run) if run.owner == Owner::Manual => (run, "Heap profiling is already on"),
+            Started::AlreadyActive(run) => return Err(owned_by_another(run.id, &run.owner)),
+        };
+        let message = format!("{message} as run {}; switch it off with heap_profile?active=false", run.id);
+        return Ok(Reply::json(&json!({ "active": true, "id": run.id, "message": message })));
+    }
+    let current = profiler.runs().current.clone();
+    match current {
+        Some(run) if run.owner == Owner::Manual => {
+            let finished = profiler.stop(Some(run.id))?.ok_or(Error::UnknownRun(run.id))?;
+            let mut answer = json!({
+                "active": false,
+                "id": finished.id,
+                "message": format!("Heap profiling switched off; the profile of run {} is kept", finished.id),
+            });
+            if let Value::Object(fields) = &mut answer {
+                fields.extend(profile_urls(finished.id));
+            }
+            Ok(Reply::json(&answer))
+        }
+        Some(run) => Err(owned_by_another(run.id, &run.owner)),
+        None if jemalloc::profiling_active().unwrap_or(false) => Err(Error::StartedExternally.into()),
+        None => Ok(Reply::json(&json!({ "active": false, "id": null, "message": "Heap profiling is already off" }))),
+    }
+}
+
+fn owned_by_another(id: u64, owner: &Owner) -> HttpError {
+    let by = match owner {
+        Owner::Http => "by /memory-profiler/start; stop it with /memory-profiler/stop or wait for its timer".to_owned(),
+        Owner::Code(label) => format!("by the program's code ({label:?}); it ends when that code is done"),
+        Owner::Manual => "by hand".to_owned(),
+    };
+    HttpError::conflict(format!("Heap profiling run {id} owns profiling, started {by}"))
+}
+
+/// The heap as it is now, streamed back; the file is deleted as soon as it is open.
+fn trigger_dump() -> Result<Reply, HttpError> {
+    let path = Profiler::global().snapshot()?;
+    let file = std::fs::File::open(&path);
+    let _ = std::fs::remove_file(&path);
+    let file =
+        file.map_err(|error| HttpError::internal(format!("Cannot read the dump at {} ({error})", path.display())))?;
+    let name = path.file_name().map_or_else(|| "snapshot.heap".to_owned(), |name| name.to_string_lossy().into_owned());
+    Ok(Reply::download(file, format!("memprof.{name}")))
+}

@@ -1,0 +1,58 @@
+//! Go's `/debug/pprof/heap`: the live heap as a gzip-compressed, symbolized pprof profile, so Parca,
+//! Pyroscope and Grafana Alloy scrape a memprof service as they scrape a Go one. `?seconds=N` answers
+//! the growth over the next N seconds (Parca's `delta` profiles); `gc` (Go's "collect garbage first") is
+//! accepted and has nothing to do here.
+//!
+//! Only allocations made while sampling was on are in the heap profile: leave it on for continuous
+//! profiling (`heap_profile?active=true`).
+
+use std::time::Duration;
+
+use super::query::Query;
+use super::reply::{HttpError, Reply};
+use crate::analysis::{Analysis, Binaries};
+use crate::heap_profile::HeapProfile;
+use crate::jemalloc;
+use crate::profiler::Profiler;
+use crate::render::{Format, RenderOptions};
+
+/// The longest `seconds` a scrape may ask for.
+const MAX_SECONDS: u64 = 60;
+
+/// `/debug/pprof/heap`.
+pub(super) fn heap(query: &Query) -> Result<Reply, HttpError> {
+    let seconds = query
+        .get("seconds")
+        .map(|text| {
+            text.parse::<u64>().ok().filter(|seconds| (1..=MAX_SECONDS).contains(seconds)).ok_or_else(|| {
+                HttpError::bad_request(format!(
+                    "Invalid parameter 'seconds': '{text}'; expected a whole number from 1 to {MAX_SECONDS}"
+                ))
+            })
+        })
+        .transpose()?;
+    let now = snapshot()?;
+    let profile = match seconds {
+        None => now,
+        Some(seconds) => {
+            std::thread::sleep(Duration::from_secs(seconds));
+            snapshot()?.minus(&now)
+        }
+    };
+    let rendered = Format::Pprof.render(&profile, None, &RenderOptions::default());
+    jemalloc::release_unused_memory();
+    let bytes = rendered.map_err(|error| HttpError::internal(error.to_string()))?;
+    Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "heap.pb.gz".to_owned(), true))
+}
+
+/// The heap now, symbolized.
+fn snapshot() -> Result<Analysis, HttpError> {
+    let path = Profiler::global().snapshot()?;
+    let text = std::fs::read_to_string(&path);
+    let _ = std::fs::remove_file(&path);
+    let text =
+        text.map_err(|error| HttpError::internal(format!("Cannot read the dump at {} ({error})", path.display())))?;
+    let profile = HeapProfile::parse(&text)
+        .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))?;
+    Ok(Analysis::new(&profile, &Binaries::as_mapped()))
+}

@@ -1,0 +1,68 @@
+//! `/metrics`: jemalloc's memory counters and the profiler's state in Prometheus's text format (0.0.4).
+
+use std::fmt::Write;
+
+use super::query::Query;
+use super::reply::{HttpError, Reply};
+use crate::jemalloc;
+use crate::profiler::Profiler;
+
+/// `/metrics`.
+pub(super) fn metrics(_: &Query) -> Result<Reply, HttpError> {
+    let mut text = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
+    };
+    if let Ok(stats) = jemalloc::heap_stats() {
+        for (name, value, help) in [
+            ("allocated", stats.allocated, "Bytes in live allocations (jemalloc stats.allocated)."),
+            ("active", stats.active, "Bytes in active pages, allocations and their padding (stats.active)."),
+            ("metadata", stats.metadata, "Bytes of jemalloc's own metadata (stats.metadata)."),
+            ("resident", stats.resident, "Bytes in physically resident pages jemalloc maps (stats.resident)."),
+            ("mapped", stats.mapped, "Bytes in active extents jemalloc maps (stats.mapped)."),
+            ("retained", stats.retained, "Bytes of virtual memory kept for reuse, not returned (stats.retained)."),
+        ] {
+            metric(&format!("memprof_jemalloc_{name}_bytes"), "gauge", help, value as f64);
+        }
+    }
+    let profiler = Profiler::global();
+    let flag = |on: bool| if on { 1.0 } else { 0.0 };
+    metric(
+        "memprof_profiling_enabled",
+        "gauge",
+        "1 when heap profiling is compiled in and enabled (opt.prof).",
+        flag(profiler.config.profiling_enabled),
+    );
+    metric(
+        "memprof_profiling_active",
+        "gauge",
+        "1 while allocations are being sampled (prof.active).",
+        flag(jemalloc::profiling_active().unwrap_or(false)),
+    );
+    if let Ok(lg_sample) = jemalloc::lg_sample() {
+        metric(
+            "memprof_sample_period_bytes",
+            "gauge",
+            "Mean bytes allocated between two samples.",
+            (1u64 << lg_sample) as f64,
+        );
+    }
+    let runs = profiler.runs();
+    let counts = runs.counts;
+    metric("memprof_runs_started_total", "counter", "Profiling runs started.", counts.started as f64);
+    metric(
+        "memprof_runs_finished_total",
+        "counter",
+        "Profiling runs that ended with a profile.",
+        counts.finished as f64,
+    );
+    metric(
+        "memprof_runs_failed_total",
+        "counter",
+        "Profiling runs whose profile could not be written.",
+        counts.failed as f64,
+    );
+    metric("memprof_run_active", "gauge", "1 while a profiling run is active.", flag(runs.current.is_some()));
+    metric("memprof_profiles_kept", "gauge", "Finished profiles kept for download.", runs.finished.len() as f64);
+    Ok(Reply::bytes("text/plain; version=0.0.4; charset=utf-8", text.into_bytes()))
+}

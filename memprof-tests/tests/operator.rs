@@ -1,0 +1,223 @@
+//! The operator's interface against the real example service: libmtev/Traffic Server-style controls,
+//! Prometheus metrics, Go-style `/debug/pprof/heap`, and the `memprof` command-line client.
+
+use std::io::Read;
+use std::process::Command;
+
+use memprof_tests::process::{Program, built_binary};
+use memprof_tests::tools::{self, Scratch};
+
+/// `memprof --url <service> <arguments>`: exit code, stdout, stderr.
+fn memprof(service: &Program, arguments: &[&str]) -> (i32, String, String) {
+    let output = Command::new(built_binary("memprof-tool"))
+        .arg("--url")
+        .arg(format!("http://{}", service.address()))
+        .args(arguments)
+        .env_remove("MEMPROF_URL")
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+#[test]
+fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
+    let service = Program::service().spawn();
+    let switches = service.get_json("/memory-profiler/heap_profile");
+    assert_eq!(switches["opt.prof"], true);
+    assert_eq!(switches["prof.active"], false);
+    assert_eq!(switches["prof.thread_active_init"], true);
+
+    let on = service.get_json("/memory-profiler/heap_profile?active=true");
+    let id = on["id"].as_u64().unwrap();
+    assert_eq!(
+        on["message"],
+        format!("Heap profiling switched on as run {id}; switch it off with heap_profile?active=false")
+    );
+    let again = service.get_json("/memory-profiler/heap_profile?active=true");
+    assert_eq!(
+        (again["id"].as_u64(), again["message"].as_str().unwrap().starts_with("Heap profiling is already on")),
+        (Some(id), true)
+    );
+    assert_eq!(service.get_json("/memory-profiler/heap_profile")["prof.active"], true);
+    assert_eq!(service.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["started_by"], "manual");
+
+    let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true");
+    assert_eq!(dump.status, 200);
+    assert!(dump.text().starts_with("heap_v2/524288\n") && dump.text().contains("\nMAPPED_LIBRARIES:\n"));
+    assert!(dump.header("content-disposition").unwrap().starts_with("attachment; filename=\"memprof.snapshot."));
+
+    let off = service.get_json("/memory-profiler/heap_profile?active=false");
+    assert_eq!((off["active"].as_bool(), off["id"].as_u64()), (Some(false), Some(id)));
+    assert_eq!(off["url_raw_profile"], format!("/memory-profiler/download/raw?id={id}"));
+    assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={id}")).status, 200);
+    let off_again = service.get_json("/memory-profiler/heap_profile?active=false");
+    assert_eq!(off_again["message"], "Heap profiling is already off");
+
+    let timed = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    for switch in ["true", "false"] {
+        let refused = service.get(&format!("/memory-profiler/heap_profile?active={switch}"));
+        assert_eq!(
+            (refused.status, refused.text()),
+            (
+                409,
+                format!(
+                    "Heap profiling run {timed} owns profiling, started by /memory-profiler/start; stop it with /memory-profiler/stop or wait for its timer.\n"
+                )
+            )
+        );
+    }
+    let both = service.get("/memory-profiler/heap_profile?active=true&trigger_dump=true");
+    assert_eq!((both.status, both.text()), (400, "Pass either 'active' or 'trigger_dump', not both.\n".to_owned()));
+}
+
+#[test]
+fn statistics_come_as_json_or_as_jemallocs_text_report() {
+    let service = Program::service().spawn();
+    let text = service.get("/memory-profiler/statistics?format=text");
+    assert_eq!(text.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert!(text.text().starts_with("___ Begin jemalloc statistics ___\n"), "{}", text.text());
+    let bad = service.get("/memory-profiler/statistics?format=xml");
+    assert_eq!(
+        (bad.status, bad.text()),
+        (400, "Invalid parameter 'format': 'xml'; expected 'json' or 'text'.\n".to_owned())
+    );
+}
+
+/// The value of the sample `name` in Prometheus text.
+fn metric(text: &str, name: &str) -> f64 {
+    let line =
+        text.lines().find(|line| line.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
+    line.rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
+#[test]
+fn metrics_are_prometheus_text_that_promtool_accepts() {
+    let service = Program::service().spawn();
+    service.get_json("/memory-profiler/heap_profile?active=true");
+    service.get_json("/memory-profiler/heap_profile?active=false");
+    // The service fills its 20 MiB of sessions and index blocks in its first milliseconds.
+    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
+    let (response, text) = loop {
+        let response = service.get("/metrics");
+        let text = response.text();
+        if metric(&text, "memprof_jemalloc_allocated_bytes") > 20.0 * 1_048_576.0 {
+            break (response, text);
+        }
+        assert!(std::time::Instant::now() < deadline, "the service never held 20 MiB: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(response.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    let value = |name: &str| metric(&text, name);
+    assert!(value("memprof_jemalloc_resident_bytes") >= value("memprof_jemalloc_active_bytes"));
+    assert_eq!(value("memprof_profiling_enabled"), 1.0);
+    assert_eq!(value("memprof_runs_started_total"), 1.0);
+    assert_eq!(value("memprof_runs_finished_total"), 1.0);
+    assert_eq!(value("memprof_profiles_kept"), 1.0);
+    assert_eq!(value("memprof_sample_period_bytes"), 524288.0);
+    let Some(promtool) = tools::find("promtool", "prometheus") else { return };
+    let scratch = Scratch::new("promtool");
+    let file = scratch.join("metrics.txt");
+    std::fs::write(&file, &text).unwrap();
+    let checked =
+        Command::new(promtool).args(["check", "metrics"]).stdin(std::fs::File::open(&file).unwrap()).output().unwrap();
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
+#[test]
+fn debug_pprof_heap_serves_the_live_heap_to_pprof_scrapers() {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    service.get_json("/memory-profiler/heap_profile?active=true");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let response = service.get("/debug/pprof/heap?gc=1");
+    assert_eq!(response.status, 200, "{}", response.text());
+    let mut protobuf = Vec::new();
+    flate2::read::GzDecoder::new(&response.body[..]).read_to_end(&mut protobuf).expect("gzip");
+    assert!(String::from_utf8_lossy(&protobuf).contains("service::open_session"));
+    let delta = service.get("/debug/pprof/heap?seconds=1");
+    assert_eq!(delta.status, 200, "{}", delta.text());
+    let bad = service.get("/debug/pprof/heap?seconds=0");
+    assert_eq!(
+        (bad.status, bad.text()),
+        (400, "Invalid parameter 'seconds': '0'; expected a whole number from 1 to 60.\n".to_owned())
+    );
+    let Some(go) = tools::find("go", "golang-go") else { return };
+    let scratch = Scratch::new("debug-pprof");
+    let file = scratch.join("heap.pb.gz");
+    std::fs::write(&file, &response.body).unwrap();
+    let home = scratch.join("home");
+    let report =
+        tools::run(&go, &["tool", "pprof", "-top", file.to_str().unwrap()], &[("HOME", &home), ("GOCACHE", &home)]);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("service::open_session"));
+}
+
+#[test]
+fn the_cli_drives_a_service_from_start_to_download() {
+    let service = Program::service().spawn();
+    let (code, state, _) = memprof(&service, &["state"]);
+    assert_eq!(code, 0);
+    assert!(state.starts_with("profiling: enabled, sampling off (a sample every 512 KiB)\nrun: none\n"), "{state}");
+
+    let (code, text, stderr) = memprof(&service, &["start", "--duration", "1s", "--wait", "--format", "text"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(text.starts_with("Total: ") && text.contains("% service::open_session\n"), "{text}");
+
+    let (code, json, _) = memprof(&service, &["--json", "state"]);
+    assert_eq!(code, 0);
+    let state: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let first = state["memory_profiler"]["latest_run"]["id"].as_u64().unwrap();
+
+    let (code, on, _) = memprof(&service, &["activate"]);
+    assert!(code == 0 && on.starts_with("Heap profiling switched on as run "), "{on}");
+    let (code, off, _) = memprof(&service, &["deactivate"]);
+    assert!(code == 0 && off.starts_with("Heap profiling switched off; the profile of run "), "{off}");
+    let second = service.get_json("/memory-profiler/state")["memory_profiler"]["latest_run"]["id"].as_u64().unwrap();
+
+    let (code, difference, stderr) = memprof(&service, &["diff", &first.to_string(), &second.to_string()]);
+    assert!(code == 0 && difference.starts_with("Total: "), "{difference}{stderr}");
+    let scratch = Scratch::new("cli");
+    let pprof = scratch.join("second.pb.gz");
+    let (code, _, stderr) = memprof(
+        &service,
+        &["download", "--id", &second.to_string(), "--format", "pprof", "-o", pprof.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(&std::fs::read(&pprof).unwrap()[..2], [0x1f, 0x8b]);
+    let dump = scratch.join("now.heap");
+    let (code, _, _) = memprof(&service, &["dump", "-o", dump.to_str().unwrap()]);
+    assert!(code == 0 && std::fs::read_to_string(&dump).unwrap().starts_with("heap_v2/"));
+    let (code, stats, _) = memprof(&service, &["stats", "--text"]);
+    assert!(code == 0 && stats.starts_with("___ Begin jemalloc statistics ___"));
+
+    let (code, _, stderr) = memprof(&service, &["download", "--id", "7"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.starts_with(&format!(
+            "memprof: No heap profile with id 7; the profiles kept are {first}, {second} (HTTP 404 from http://"
+        )),
+        "{stderr}"
+    );
+    let (code, _, stderr) = memprof(&service, &["start", "--duration", "2x"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("unknown duration unit 'x'"), "{stderr}");
+}
+
+#[test]
+fn the_cli_says_when_the_service_cannot_be_reached() {
+    let output =
+        Command::new(built_binary("memprof-tool")).args(["--url", "http://127.0.0.1:9", "state"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("memprof: cannot reach http://127.0.0.1:9/memory-profiler/state: "), "{stderr}");
+    assert!(
+        stderr.ends_with(
+            "is the service running, with its profiling endpoints switched on (LIBPROCESS_MEMORY_PROFILING=true)?\n"
+        ),
+        "{stderr}"
+    );
+}
