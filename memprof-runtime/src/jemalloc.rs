@@ -144,6 +144,32 @@ pub(crate) struct HeapStats {
     pub(crate) retained: usize,
 }
 
+/// Bytes allocated since the program started, in all arenas: for every small bin and large size class,
+/// `nrequests` times the class's size. Thread caches merge their counts now and then, so it lags a little.
+pub(crate) fn bytes_allocated_since_start() -> Result<u64, CtlError> {
+    tikv_jemalloc_ctl::epoch::advance()?;
+    // SAFETY: `arenas.nbins` and `arenas.nlextents` are `unsigned`; `arenas.bin.<i>.size` and
+    // `arenas.lextent.<i>.size` are `size_t`; `stats.arenas.<i>.{bins,lextents}.<j>.nrequests` are
+    // `uint64_t` (jemalloc(3)); every name is NUL-terminated and `4096` is `MALLCTL_ARENAS_ALL`.
+    unsafe {
+        let classes = |count: &[u8], size: &str, requests: &str| -> Result<u64, CtlError> {
+            let mut total = 0u64;
+            for index in 0..raw::read::<u32>(count)? {
+                let size = raw::read::<usize>(format!("{size}.{index}.size\0").as_bytes())?;
+                let requests =
+                    raw::read::<u64>(format!("stats.arenas.4096.{requests}.{index}.nrequests\0").as_bytes())?;
+                total = total.saturating_add(requests.saturating_mul(size as u64));
+            }
+            Ok(total)
+        };
+        Ok(classes(b"arenas.nbins\0", "arenas.bin", "bins")?.saturating_add(classes(
+            b"arenas.nlextents\0",
+            "arenas.lextent",
+            "lextents",
+        )?))
+    }
+}
+
 /// Advances `epoch` so the counters are fresh, then reads them.
 pub(crate) fn heap_stats() -> Result<HeapStats, CtlError> {
     tikv_jemalloc_ctl::epoch::advance()?;

@@ -15,6 +15,7 @@
 #![cfg(unix)]
 
 mod analysis;
+mod autodump;
 mod duration;
 mod heap_profile;
 mod http;

@@ -67,6 +67,8 @@ pub(crate) enum Owner {
     Code(String),
     /// `heap_profile?active=true` (or `memprof activate`), ended by `active=false` or `/stop`.
     Manual,
+    /// An automatic dump (not a run), with the reason it was taken.
+    Automatic(String),
 }
 
 /// The run in progress.
@@ -117,6 +119,10 @@ pub(crate) struct Runs {
     pub(crate) current: Option<ActiveRun>,
     /// Oldest first.
     pub(crate) finished: VecDeque<FinishedRun>,
+    /// Automatic dumps, oldest first, in a ring of their own (see [`crate::autodump`]).
+    pub(crate) automatic: VecDeque<FinishedRun>,
+    /// Set when the program ends: nothing is dumped any more.
+    closed: bool,
     pub(crate) last_failure: Option<FailedRun>,
     last_id: u64,
     pub(crate) store: ProfileStore,
@@ -139,6 +145,8 @@ impl Default for Runs {
         Self {
             current: None,
             finished: VecDeque::new(),
+            automatic: VecDeque::new(),
+            closed: false,
             last_failure: None,
             last_id: 0,
             store: ProfileStore::default(),
@@ -154,6 +162,14 @@ impl Runs {
         self.finished.back()
     }
 
+    fn check_open(&self) -> Result<(), Error> {
+        if self.closed {
+            Err(Error::Failed("The program is ending; nothing more is dumped".to_owned()))
+        } else {
+            Ok(())
+        }
+    }
+
     /// How many finished runs are kept.
     pub(crate) fn kept(&self) -> usize {
         self.kept
@@ -161,7 +177,12 @@ impl Runs {
 
     /// The finished run with this id.
     pub(crate) fn find(&self, id: u64) -> Option<&FinishedRun> {
-        self.finished.iter().find(|run| run.id == id)
+        self.finished.iter().chain(&self.automatic).find(|run| run.id == id)
+    }
+
+    /// The ids of every profile kept, runs' and automatic dumps'.
+    pub(crate) fn kept_ids(&self) -> Vec<u64> {
+        self.finished.iter().chain(&self.automatic).map(|run| run.id).collect()
     }
 
     /// A new id: milliseconds since the Unix epoch, bumped past the previous id so ids never collide.
@@ -348,7 +369,33 @@ impl Profiler {
         self.check_available()?;
         let mut runs = self.runs.lock();
         let id = runs.next_id();
+        runs.check_open()?;
         runs.store.snapshot(id).map_err(|error| Error::Failed(format!("The heap could not be dumped: {error}")))
+    }
+
+    /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
+    /// files or `max_bytes` in all (the newest always stays).
+    pub(crate) fn automatic_dump(&self, reason: String, keep: usize, max_bytes: u64) -> Result<FinishedRun, Error> {
+        self.check_available()?;
+        let mut runs = self.runs.lock();
+        runs.check_open()?;
+        let id = runs.next_id();
+        let path = runs
+            .store
+            .automatic(id)
+            .map_err(|error| Error::Failed(format!("The automatic heap dump could not be written: {error}")))?;
+        let now = SystemTime::now();
+        let dump = FinishedRun { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
+        runs.automatic.push_back(dump.clone());
+        let size = |run: &FinishedRun| std::fs::metadata(&run.path).map_or(0, |metadata| metadata.len());
+        while runs.automatic.len() > 1
+            && (runs.automatic.len() > keep || runs.automatic.iter().map(size).sum::<u64>() > max_bytes)
+        {
+            if let Some(oldest) = runs.automatic.pop_front() {
+                storage::remove_profile(&oldest.path);
+            }
+        }
+        Ok(dump)
     }
 
     /// Ends any run without keeping its profile and removes the profile directory: the program is ending.
@@ -359,6 +406,8 @@ impl Profiler {
             self.run_ended.notify_all();
         }
         runs.finished.clear();
+        runs.automatic.clear();
+        runs.closed = true;
         runs.store.remove_all();
     }
 }

@@ -61,6 +61,15 @@ pub fn start(options: Options) -> Guard {
             options.lg_prof_sample
         ));
     }
+    match crate::autodump::Settings::from_environment() {
+        Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::autodump::spawn(settings) {
+            Ok(()) => report::info("Automatic heap dumps are on (MEMPROF_DUMP_*)"),
+            Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
+        },
+        Ok(Some(_)) => report::warn("Automatic heap dumps are off: heap profiling is disabled"),
+        Ok(None) => {}
+        Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
+    }
     if endpoints_wanted(options.env) {
         let address = std::env::var(ADDRESS_VARIABLE).unwrap_or_else(|_| options.http.to_owned());
         match http::serve(&address) {

@@ -58,6 +58,11 @@ impl ProfileStore {
         self.dump_as(&format!("snapshot.{id}.heap"))
     }
 
+    /// Dumps the current heap profile as automatic dump `id`.
+    pub(crate) fn automatic(&mut self, id: u64) -> io::Result<PathBuf> {
+        self.dump_as(&format!("automatic.{id}.heap"))
+    }
+
     fn dump_as(&mut self, name: &str) -> io::Result<PathBuf> {
         let directory = self.ensure_directory()?;
         let partial = directory.join(format!(".{name}.partial"));

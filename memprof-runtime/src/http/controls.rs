@@ -69,7 +69,7 @@ fn owned_by_another(id: u64, owner: &Owner) -> HttpError {
     let by = match owner {
         Owner::Http => "by /memory-profiler/start; stop it with /memory-profiler/stop or wait for its timer".to_owned(),
         Owner::Code(label) => format!("by the program's code ({label:?}); it ends when that code is done"),
-        Owner::Manual => "by hand".to_owned(),
+        Owner::Manual | Owner::Automatic(_) => "by hand".to_owned(),
     };
     HttpError::conflict(format!("Heap profiling run {id} owns profiling, started {by}"))
 }

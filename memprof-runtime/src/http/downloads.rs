@@ -53,7 +53,7 @@ fn rendered(query: &Query, format: Format) -> Result<Reply, HttpError> {
     let run = requested_run(query)?;
     let base = query.parse_id("base")?.map(|base| kept_run(base, "base")).transpose()?;
     let options = RenderOptions { lines: query.flag("lines")?, title: String::new() };
-    let kept: Vec<u64> = Profiler::global().runs().finished.iter().map(|run| run.id).collect();
+    let kept = Profiler::global().runs().kept_ids();
     let bytes = rendered::rendered(&run, base.as_ref(), format, &options, &kept).map_err(HttpError::internal)?;
     let name = match &base {
         Some(base) => format!("memprof.{}-minus-{}.{}", run.id, base.id, format.extension()),
@@ -96,7 +96,7 @@ fn kept_run(id: u64, parameter: &str) -> Result<FinishedRun, HttpError> {
     if let Some(failure) = runs.last_failure.as_ref().filter(|failure| failure.id == id) {
         return Err(HttpError::not_found(failure.error.clone()));
     }
-    let kept: Vec<String> = runs.finished.iter().map(|run| run.id.to_string()).collect();
+    let kept: Vec<String> = runs.kept_ids().iter().map(u64::to_string).collect();
     let available = match kept.as_slice() {
         [] => "none has been generated yet".to_owned(),
         ids => format!("the profiles kept are {}", ids.join(", ")),

@@ -87,6 +87,7 @@ pub(super) fn owner_json(owner: &Owner) -> Value {
         Owner::Http => json!("http"),
         Owner::Code(label) => json!(format!("code: {label}")),
         Owner::Manual => json!("manual"),
+        Owner::Automatic(reason) => json!(format!("automatic: {reason}")),
     }
 }
 

@@ -45,6 +45,16 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
             "latest_run": runs.latest().map(describe_run),
             "runs": runs.finished.iter().rev().map(describe_run).collect::<Vec<_>>(),
             "keep_runs": runs.kept(),
+            "automatic_dumps": {
+                "settings": crate::autodump::Settings::from_environment().ok().flatten().map(|settings| json!({
+                    "every_bytes": settings.every,
+                    "high_water_step": settings.high_water_step,
+                    "resident_share": settings.resident_share,
+                    "keep": settings.keep,
+                    "max_bytes": settings.max_bytes,
+                })),
+                "dumps": runs.automatic.iter().rev().map(describe_run).collect::<Vec<_>>(),
+            },
             "last_failure": runs.last_failure.as_ref().map(|failure| json!({ "id": failure.id, "error": failure.error })),
             "started_externally": active && runs.current.is_none(),
             "lg_prof_sample": lg_sample,

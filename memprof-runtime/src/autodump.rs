@@ -1,0 +1,244 @@
+//! Automatic dumps, opt-in through the environment, taken by a watcher thread that reads jemalloc's
+//! counters once a second:
+//!
+//! | variable | dumps |
+//! |---|---|
+//! | `MEMPROF_DUMP_EVERY=1GiB` | each time this many bytes were allocated since the last one (like `lg_prof_interval`) |
+//! | `MEMPROF_DUMP_HIGH_WATER=10%` | at each new high-water mark of `stats.allocated`, 10% above the last one dumped |
+//! | `MEMPROF_DUMP_AT_RESIDENT=90%` | when the resident set crosses 90% of the cgroup's memory limit (else the machine's memory), once per crossing: the heap before an OOM kill |
+//! | `MEMPROF_DUMP_KEEP=8`, `MEMPROF_DUMP_MAX_BYTES=256MiB` | the ring's bounds: the oldest dumps go first (the newest always stays) |
+//!
+//! The dumps are listed in `state` under `automatic_dumps` and downloadable by id like runs. A dump shows
+//! the allocations sampled while sampling was on: for these, leave it on (`memprof activate`, or
+//! `MALLOC_CONF=prof_active:true`).
+
+use std::thread;
+use std::time::Duration;
+
+use crate::jemalloc;
+use crate::profiler::Profiler;
+use crate::report;
+
+/// How often the counters are read.
+const PERIOD: Duration = Duration::from_secs(1);
+
+/// What triggers a dump, and how many are kept.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Settings {
+    /// Bytes allocated between two dumps.
+    pub(crate) every: Option<u64>,
+    /// Growth over the last high-water dump that makes a new one (0.1 = 10%).
+    pub(crate) high_water_step: Option<f64>,
+    /// Share of the memory limit whose crossing by the resident set makes a dump.
+    pub(crate) resident_share: Option<f64>,
+    /// Dumps kept at most.
+    pub(crate) keep: usize,
+    /// Bytes of dumps kept at most.
+    pub(crate) max_bytes: u64,
+}
+
+impl Settings {
+    /// The settings the environment asks for; `None` when it asks for no automatic dumps. A malformed
+    /// value is an error that names the variable.
+    pub(crate) fn from_environment() -> Result<Option<Self>, String> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
+        let parsed = |name: &str, parse: fn(&str) -> Option<f64>, what: &str| -> Result<Option<f64>, String> {
+            lookup(name)
+                .map(|text| parse(text.trim()).ok_or_else(|| format!("{name}={text:?} is not {what}")))
+                .transpose()
+        };
+        let every = parsed("MEMPROF_DUMP_EVERY", parse_bytes, "a size such as 1GiB")?;
+        let high_water_step = parsed("MEMPROF_DUMP_HIGH_WATER", parse_percent, "a percentage such as 10%")?;
+        let resident_share = parsed("MEMPROF_DUMP_AT_RESIDENT", parse_percent, "a percentage such as 90%")?;
+        if every.is_none() && high_water_step.is_none() && resident_share.is_none() {
+            return Ok(None);
+        }
+        let keep = parsed(
+            "MEMPROF_DUMP_KEEP",
+            |text| text.parse::<u16>().ok().filter(|&n| n > 0).map(f64::from),
+            "a count from 1 to 65535",
+        )?;
+        let max_bytes = parsed("MEMPROF_DUMP_MAX_BYTES", parse_bytes, "a size such as 256MiB")?;
+        Ok(Some(Self {
+            every: every.map(|bytes| bytes as u64),
+            high_water_step,
+            resident_share: resident_share.map(|share| share.min(1.0)),
+            keep: keep.map_or(8, |keep| keep as usize),
+            max_bytes: max_bytes.map_or(256 << 20, |bytes| bytes as u64),
+        }))
+    }
+}
+
+/// `1048576`, `512KiB`, `64MiB`, `1GiB` (or `KB`, `MB`, `GB` in powers of 1000), at least 1.
+fn parse_bytes(text: &str) -> Option<f64> {
+    let split = text.find(|character: char| !character.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        _ => return None,
+    };
+    let bytes = number.parse::<u64>().ok()? as f64 * scale;
+    (bytes >= 1.0).then_some(bytes)
+}
+
+/// `10%` as 0.1; from 0.1% to 1000%.
+fn parse_percent(text: &str) -> Option<f64> {
+    let share = text.strip_suffix('%')?.trim().parse::<f64>().ok()? / 100.0;
+    (0.001..=10.0).contains(&share).then_some(share)
+}
+
+/// Starts the watcher thread.
+pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
+    thread::Builder::new()
+        .name("memprof-autodump".to_owned())
+        .spawn(move || {
+            jemalloc::set_this_thread_sampled(false);
+            let mut watcher = Watcher::new(settings);
+            loop {
+                thread::sleep(PERIOD);
+                if let Some(reason) = watcher.due() {
+                    let settings = &watcher.settings;
+                    match Profiler::global().automatic_dump(reason, settings.keep, settings.max_bytes) {
+                        Ok(dump) => {
+                            report::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display()))
+                        }
+                        Err(error) => report::warn(&format!("Automatic heap dump failed: {error}")),
+                    }
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|error| format!("cannot start the automatic dump thread ({error})"))
+}
+
+/// What the watcher remembers between two readings.
+struct Watcher {
+    settings: Settings,
+    /// `bytes_allocated_since_start` at the last allocation-interval dump.
+    allocated_at_last_dump: Option<u64>,
+    /// `stats.allocated` at the last high-water dump.
+    high_water: u64,
+    /// Whether the resident set was above the threshold at the last reading.
+    above_resident_threshold: bool,
+    /// The memory limit the threshold is a share of.
+    memory_limit: Option<u64>,
+}
+
+impl Watcher {
+    fn new(settings: Settings) -> Self {
+        let allocated_at_last_dump = jemalloc::bytes_allocated_since_start().ok();
+        Self {
+            settings,
+            allocated_at_last_dump,
+            high_water: 0,
+            above_resident_threshold: false,
+            memory_limit: memory_limit(),
+        }
+    }
+
+    /// The reason for a dump now, if one is due.
+    fn due(&mut self) -> Option<String> {
+        let mut reasons = Vec::new();
+        if let (Some(every), Ok(total)) = (self.settings.every, jemalloc::bytes_allocated_since_start()) {
+            let since = total.saturating_sub(self.allocated_at_last_dump.unwrap_or(total));
+            if since >= every {
+                self.allocated_at_last_dump = Some(total);
+                reasons.push(format!("{} MiB allocated since the last interval dump", since >> 20));
+            }
+        }
+        if let (Some(step), Ok(stats)) = (self.settings.high_water_step, jemalloc::heap_stats()) {
+            let allocated = stats.allocated as u64;
+            if allocated as f64 > self.high_water as f64 * (1.0 + step) {
+                self.high_water = allocated;
+                reasons.push(format!("new high-water mark, {} MiB allocated", allocated >> 20));
+            }
+        }
+        if let (Some(share), Some(limit), Some(resident)) =
+            (self.settings.resident_share, self.memory_limit, resident_bytes())
+        {
+            let above = resident as f64 >= limit as f64 * share;
+            if above && !self.above_resident_threshold {
+                let percent = format!("{:.1}", share * 100.0);
+                let percent = percent.trim_end_matches(".0");
+                reasons.push(format!(
+                    "resident {} MiB crossed {percent}% of the {} MiB limit",
+                    resident >> 20,
+                    limit >> 20
+                ));
+            }
+            self.above_resident_threshold = above;
+        }
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+}
+
+/// The cgroup's memory limit (v2, then v1), else the machine's memory.
+fn memory_limit() -> Option<u64> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let cgroup = read("/sys/fs/cgroup/memory.max")
+        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .filter(|&limit| limit < 1 << 60);
+    cgroup.or_else(|| kilobytes_field(&read("/proc/meminfo")?, "MemTotal:"))
+}
+
+/// This process's resident set.
+fn resident_bytes() -> Option<u64> {
+    kilobytes_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmRSS:")
+}
+
+/// `Name:   1234 kB` as bytes.
+fn kilobytes_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse::<u64>().ok().map(|kilobytes| kilobytes * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(variables: &[(&str, &str)]) -> Result<Option<Settings>, String> {
+        Settings::from_lookup(|name| variables.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string()))
+    }
+
+    #[test]
+    fn settings_come_from_the_environment() {
+        assert_eq!(settings(&[]), Ok(None));
+        assert_eq!(settings(&[("MEMPROF_DUMP_KEEP", "3")]), Ok(None), "bounds alone ask for nothing");
+        let every = settings(&[("MEMPROF_DUMP_EVERY", "64MiB"), ("MEMPROF_DUMP_KEEP", "3")]).unwrap().unwrap();
+        assert_eq!((every.every, every.keep, every.max_bytes), (Some(64 << 20), 3, 256 << 20));
+        let both =
+            settings(&[("MEMPROF_DUMP_HIGH_WATER", "10%"), ("MEMPROF_DUMP_AT_RESIDENT", "90%")]).unwrap().unwrap();
+        assert_eq!((both.high_water_step, both.resident_share), (Some(0.1), Some(0.9)));
+        assert_eq!(settings(&[("MEMPROF_DUMP_EVERY", "1 GB")]).unwrap().unwrap().every, Some(1_000_000_000));
+    }
+
+    #[test]
+    fn malformed_settings_name_the_variable() {
+        assert_eq!(
+            settings(&[("MEMPROF_DUMP_EVERY", "lots")]),
+            Err("MEMPROF_DUMP_EVERY=\"lots\" is not a size such as 1GiB".to_owned())
+        );
+        assert_eq!(
+            settings(&[("MEMPROF_DUMP_HIGH_WATER", "10")]),
+            Err("MEMPROF_DUMP_HIGH_WATER=\"10\" is not a percentage such as 10%".to_owned())
+        );
+        let zero = settings(&[("MEMPROF_DUMP_AT_RESIDENT", "90%"), ("MEMPROF_DUMP_KEEP", "0")]);
+        assert_eq!(zero, Err("MEMPROF_DUMP_KEEP=\"0\" is not a count from 1 to 65535".to_owned()));
+    }
+
+    #[test]
+    fn proc_fields_are_read_in_kilobytes() {
+        assert_eq!(kilobytes_field("Name:\tx\nVmRSS:\t  2048 kB\n", "VmRSS:"), Some(2048 * 1024));
+        assert!(memory_limit().is_some_and(|limit| limit > 0));
+    }
+}
