@@ -17,7 +17,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::jemalloc;
 use crate::malloc_conf::ConfigReport;
 use crate::report;
-use crate::storage::{self, ProfileStore};
+use crate::storage::ProfileStore;
 
 /// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
 pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
@@ -201,7 +201,7 @@ impl Runs {
     fn drop_oldest(&mut self) {
         while self.finished.len() > self.kept {
             if let Some(oldest) = self.finished.pop_front() {
-                storage::remove_profile(&oldest.path);
+                self.store.remove(&oldest.path);
             }
         }
     }
@@ -365,7 +365,7 @@ impl Profiler {
 
     /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
     /// a file the caller deletes once read.
-    pub(crate) fn snapshot(&self) -> Result<PathBuf, Error> {
+    pub(crate) fn snapshot(&self) -> Result<(std::fs::File, String), Error> {
         self.check_available()?;
         let mut runs = self.runs.lock();
         let id = runs.next_id();
@@ -392,7 +392,7 @@ impl Profiler {
             && (runs.automatic.len() > keep || runs.automatic.iter().map(size).sum::<u64>() > max_bytes)
         {
             if let Some(oldest) = runs.automatic.pop_front() {
-                storage::remove_profile(&oldest.path);
+                runs.store.remove(&oldest.path);
             }
         }
         Ok(dump)

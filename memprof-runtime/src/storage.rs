@@ -1,7 +1,11 @@
-//! Where heap profiles live: one owner-only directory under `TMPDIR` (else `/tmp`), created when the first
-//! profile is written, re-created if something deletes it, and removed when the program ends.
+//! Where heap profiles live: one owner-only directory under `MEMPROF_DIR` (else `TMPDIR`, else `/tmp`),
+//! created when the first profile is written, re-created if something deletes it, and removed when the
+//! program ends. Where no directory can be created (a read-only root filesystem in a container), profiles
+//! are kept in memory instead, in anonymous files (`memfd_create`) that jemalloc writes through
+//! `/proc/self/fd/<n>`.
 
-use std::fs;
+use std::collections::HashMap;
+use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -9,18 +13,31 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 use crate::jemalloc;
+use crate::report;
 
-/// The run directory. Writing a profile goes through a temporary name and a rename, so a download never
+/// The environment variable naming the directory to keep profiles in.
+pub(crate) const DIRECTORY_VARIABLE: &str = "MEMPROF_DIR";
+
+/// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
 #[derive(Debug, Default)]
 pub(crate) struct ProfileStore {
     directory: Option<TempDir>,
+    /// Profiles kept in memory, by the `/proc/self/fd/<n>` path that reads them; closing the file frees it.
+    in_memory: HashMap<PathBuf, File>,
+    /// Whether the fall-back to memory was reported already.
+    reported_in_memory: bool,
 }
 
 impl ProfileStore {
-    /// The directory, if one has been created.
+    /// Where the profiles are: the directory, or `None` before the first one or when they are in memory.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.directory.as_ref().map(TempDir::path)
+    }
+
+    /// Whether profiles are being kept in memory, for want of a writable directory.
+    pub(crate) fn in_memory(&self) -> bool {
+        !self.in_memory.is_empty() && self.directory.is_none()
     }
 
     /// The directory, created (mode 0700, a fresh random name) if it does not exist yet or was deleted.
@@ -29,7 +46,7 @@ impl ProfileStore {
             self.directory = None;
         }
         if self.directory.is_none() {
-            let parent = std::env::temp_dir();
+            let parent = std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from);
             let directory = tempfile::Builder::new()
                 .prefix("memprof.")
                 .permissions(fs::Permissions::from_mode(0o700))
@@ -38,7 +55,7 @@ impl ProfileStore {
                     io::Error::new(
                         error.kind(),
                         format!(
-                            "cannot create a profile directory in {} ({error}); point TMPDIR at a writable directory",
+                            "cannot create a profile directory in {} ({error}); point {DIRECTORY_VARIABLE} or TMPDIR at a writable directory",
                             parent.display()
                         ),
                     )
@@ -53,18 +70,25 @@ impl ProfileStore {
         self.dump_as(&format!("profile.{id}.heap"))
     }
 
-    /// Dumps the current heap profile, outside any run, into a file of its own that the caller deletes.
-    pub(crate) fn snapshot(&mut self, id: u64) -> io::Result<PathBuf> {
-        self.dump_as(&format!("snapshot.{id}.heap"))
-    }
-
     /// Dumps the current heap profile as automatic dump `id`.
     pub(crate) fn automatic(&mut self, id: u64) -> io::Result<PathBuf> {
         self.dump_as(&format!("automatic.{id}.heap"))
     }
 
+    /// Dumps the current heap profile, outside any run, and returns it open, already removed from the store.
+    pub(crate) fn snapshot(&mut self, id: u64) -> io::Result<(File, String)> {
+        let name = format!("snapshot.{id}.heap");
+        let path = self.dump_as(&name)?;
+        let file = File::open(&path);
+        self.remove(&path);
+        Ok((file?, name))
+    }
+
     fn dump_as(&mut self, name: &str) -> io::Result<PathBuf> {
-        let directory = self.ensure_directory()?;
+        let directory = match self.ensure_directory() {
+            Ok(directory) => directory.to_owned(),
+            Err(error) => return self.dump_in_memory(name, &error),
+        };
         let partial = directory.join(format!(".{name}.partial"));
         let finished = directory.join(name);
         let written = jemalloc::dump_profile(&partial).and_then(|()| check_profile(&partial));
@@ -75,8 +99,29 @@ impl ProfileStore {
         Ok(finished)
     }
 
+    /// Dumps into an anonymous in-memory file, because `why` says no directory can be used.
+    fn dump_in_memory(&mut self, name: &str, why: &io::Error) -> io::Result<PathBuf> {
+        let file = File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?);
+        let path = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file)));
+        jemalloc::dump_profile(&path).and_then(|()| check_profile(&path))?;
+        if !self.reported_in_memory {
+            self.reported_in_memory = true;
+            report::warn(&format!("Heap profiles are kept in memory: {why}"));
+        }
+        self.in_memory.insert(path.clone(), file);
+        Ok(path)
+    }
+
+    /// Deletes a profile that is no longer kept. A file already gone is not an error.
+    pub(crate) fn remove(&mut self, path: &Path) {
+        if self.in_memory.remove(path).is_none() {
+            let _ = fs::remove_file(path);
+        }
+    }
+
     /// Removes the directory and every profile in it.
     pub(crate) fn remove_all(&mut self) {
+        self.in_memory.clear();
         if let Some(directory) = self.directory.take() {
             let _ = directory.close();
         }
@@ -95,9 +140,4 @@ fn check_profile(path: &Path) -> io::Result<()> {
             text.len()
         )))
     }
-}
-
-/// Deletes a profile that is no longer kept. A file already gone is not an error.
-pub(crate) fn remove_profile(path: &Path) {
-    let _ = fs::remove_file(path);
 }

@@ -134,35 +134,33 @@ fn malloc_conf_overrides_the_sampling_rate_key_by_key() {
 }
 
 #[test]
-fn an_unwritable_tmpdir_gives_500_and_a_later_run_works() {
+fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made() {
     let scratch = tempfile_directory("unwritable");
     let missing = scratch.join("not-yet");
     let service = Program::service().env("TMPDIR", &missing).spawn();
     let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
-    let failed = service.get("/memory-profiler/stop");
-    assert_eq!(failed.status, 500);
-    let text = failed.text();
-    assert!(
-        text.starts_with(&format!(
-            "The heap profile of run {id} could not be written: cannot create a profile directory in {} (",
-            missing.display()
-        )),
-        "{text}"
-    );
-    assert!(text.ends_with("point TMPDIR at a writable directory; no earlier profile exists.\n"), "{text}");
+    let stopped = service.get_json("/memory-profiler/stop");
+    assert_eq!(stopped["id"].as_u64(), Some(id));
     let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["last_failure"]["id"].as_u64(), Some(id));
-    assert_eq!(state["memory_profiler"]["current_run"]["id"], serde_json::Value::Null);
-    assert_eq!(state["jemalloc"]["profiling_active"], false);
-    assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
+    assert_eq!(state["memory_profiler"]["tmp_dir"], "In memory (no writable directory)");
+    assert!(state["memory_profiler"]["latest_run"]["path"].as_str().unwrap().starts_with("/proc/self/fd/"));
+    assert_eq!(state["memory_profiler"]["last_failure"], serde_json::Value::Null);
+    assert!(service.get(&format!("/memory-profiler/download/raw?id={id}")).text().starts_with("heap_v2/524288\n"));
 
     std::fs::create_dir(&missing).unwrap();
     let second = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
-    let stopped = service.get_json("/memory-profiler/stop");
-    assert_eq!(stopped["id"].as_u64(), Some(second));
-    let download = service.get(&format!("/memory-profiler/download/raw?id={second}"));
-    assert_eq!(download.status, 200);
-    assert!(download.text().starts_with("heap_v2/524288\n"));
+    service.get_json("/memory-profiler/stop");
+    let state = service.get_json("/memory-profiler/state");
+    let path = state["memory_profiler"]["latest_run"]["path"].as_str().unwrap().to_owned();
+    assert!(
+        path.starts_with(missing.to_str().unwrap()) && path.ends_with(&format!("/profile.{second}.heap")),
+        "{path}"
+    );
+    assert!(
+        service.get(&format!("/memory-profiler/download/raw?id={id}")).text().starts_with("heap_v2/"),
+        "the in-memory one is still kept"
+    );
+    drop(service);
     std::fs::remove_dir_all(scratch).unwrap();
 }
 

@@ -74,13 +74,8 @@ fn owned_by_another(id: u64, owner: &Owner) -> HttpError {
     HttpError::conflict(format!("Heap profiling run {id} owns profiling, started {by}"))
 }
 
-/// The heap as it is now, streamed back; the file is deleted as soon as it is open.
+/// The heap as it is now, streamed back (its file is already deleted, or freed when in memory).
 fn trigger_dump() -> Result<Reply, HttpError> {
-    let path = Profiler::global().snapshot()?;
-    let file = std::fs::File::open(&path);
-    let _ = std::fs::remove_file(&path);
-    let file =
-        file.map_err(|error| HttpError::internal(format!("Cannot read the dump at {} ({error})", path.display())))?;
-    let name = path.file_name().map_or_else(|| "snapshot.heap".to_owned(), |name| name.to_string_lossy().into_owned());
+    let (file, name) = Profiler::global().snapshot()?;
     Ok(Reply::download(file, format!("memprof.{name}")))
 }

@@ -6,6 +6,7 @@
 //! Only allocations made while sampling was on are in the heap profile: leave it on for continuous
 //! profiling (`heap_profile?active=true`).
 
+use std::io::Read;
 use std::time::Duration;
 
 use super::query::Query;
@@ -47,11 +48,10 @@ pub(super) fn heap(query: &Query) -> Result<Reply, HttpError> {
 
 /// The heap now, symbolized.
 fn snapshot() -> Result<Analysis, HttpError> {
-    let path = Profiler::global().snapshot()?;
-    let text = std::fs::read_to_string(&path);
-    let _ = std::fs::remove_file(&path);
-    let text =
-        text.map_err(|error| HttpError::internal(format!("Cannot read the dump at {} ({error})", path.display())))?;
+    let (mut file, name) = Profiler::global().snapshot()?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;
     let profile = HeapProfile::parse(&text)
         .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))?;
     Ok(Analysis::new(&profile, &Binaries::as_mapped()))

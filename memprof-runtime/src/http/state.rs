@@ -35,6 +35,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
     });
     let tmp_dir = match runs.store.path() {
         Some(path) => path.display().to_string(),
+        None if runs.store.in_memory() => "In memory (no writable directory)".to_owned(),
         None => "Not yet generated".to_owned(),
     };
     Ok(Reply::json(&json!({
