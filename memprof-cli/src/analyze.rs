@@ -64,7 +64,7 @@ impl Analyze {
         }
         let analysis = analyze(&self.profile, &binaries)?;
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
-        let options = RenderOptions { lines: self.lines, title: String::new() };
+        let options = RenderOptions { lines: self.lines, ..RenderOptions::default() };
         let rendered =
             Format::from(self.format).render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
         crate::write_output(&rendered, self.output.as_deref())

@@ -30,19 +30,41 @@ pub struct HeapProfile {
     pub sample_period: u64,
     /// The live sampled objects and bytes of the whole heap, as written (biased for jeprof).
     pub total: Counts,
+    /// What the whole program allocated since start-up; zero unless jemalloc keeps the totals
+    /// (`prof_accum:true`).
+    pub total_allocated: Counts,
     /// Each allocation stack with its live counts, in file order.
     pub stacks: Vec<Stack>,
     /// The process's memory map at dump time (`MAPPED_LIBRARIES:`).
     pub mappings: Vec<Mapping>,
 }
 
-/// Live objects and bytes as jemalloc writes them.
+/// Sampled objects and bytes as jemalloc writes them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Live sampled objects.
+    /// Sampled objects.
     pub objects: u64,
     /// Their bytes.
     pub bytes: u64,
+}
+
+impl Counts {
+    /// The estimated real objects and bytes behind the samples, unbiased the way jeprof and pprof do:
+    /// `scale = 1 / (1 - exp(-(bytes / objects) / period))`.
+    ///
+    /// ```
+    /// let counts = memprof_runtime::Counts { objects: 1, bytes: 524288 };
+    /// let (objects, bytes) = counts.unbiased(524288);
+    /// assert!((objects - 1.582).abs() < 0.001 && (bytes - 829_440.0).abs() < 100.0);
+    /// ```
+    pub fn unbiased(&self, sample_period: u64) -> (f64, f64) {
+        let (objects, bytes) = (self.objects as f64, self.bytes as f64);
+        if self.objects == 0 || self.bytes == 0 || sample_period <= 1 {
+            return (objects, bytes);
+        }
+        let scale = 1.0 / (1.0 - (-(bytes / objects) / sample_period as f64).exp());
+        (objects * scale, bytes * scale)
+    }
 }
 
 /// One allocation stack.
@@ -54,24 +76,22 @@ pub struct Stack {
     pub objects: u64,
     /// Live bytes of this stack, as written.
     pub bytes: u64,
+    /// Everything this stack allocated since start-up, freed or not (`[cum_objs: cum_bytes]`); zero
+    /// unless jemalloc keeps the totals (`prof_accum:true`).
+    pub allocated: Counts,
 }
 
 impl Stack {
-    /// The estimated real objects and bytes behind the samples, unbiased the way jeprof and pprof do:
-    /// `scale = 1 / (1 - exp(-(bytes / objects) / period))`.
+    /// The estimated real live objects and bytes behind the samples (see [`Counts::unbiased`]).
     ///
     /// ```
-    /// let stack = memprof_runtime::Stack { addresses: vec![0x10], objects: 1, bytes: 524288 };
+    /// use memprof_runtime::{Counts, Stack};
+    /// let stack = Stack { addresses: vec![0x10], objects: 1, bytes: 524288, allocated: Counts::default() };
     /// let (objects, bytes) = stack.unbiased(524288);
     /// assert!((objects - 1.582).abs() < 0.001 && (bytes - 829_440.0).abs() < 100.0);
     /// ```
     pub fn unbiased(&self, sample_period: u64) -> (f64, f64) {
-        let (objects, bytes) = (self.objects as f64, self.bytes as f64);
-        if self.objects == 0 || self.bytes == 0 || sample_period <= 1 {
-            return (objects, bytes);
-        }
-        let scale = 1.0 / (1.0 - (-(bytes / objects) / sample_period as f64).exp());
-        (objects * scale, bytes * scale)
+        Counts { objects: self.objects, bytes: self.bytes }.unbiased(sample_period)
     }
 }
 
@@ -116,8 +136,13 @@ impl HeapProfile {
             .strip_prefix("heap_v2/")
             .ok_or_else(|| error(1, format!("expected a `heap_v2/<sample period>` header, found {header:?}")))?;
         let sample_period = number(sample_period, 10, 1, "sample period")?;
-        let mut profile =
-            HeapProfile { sample_period, total: Counts::default(), stacks: Vec::new(), mappings: Vec::new() };
+        let mut profile = HeapProfile {
+            sample_period,
+            total: Counts::default(),
+            total_allocated: Counts::default(),
+            stacks: Vec::new(),
+            mappings: Vec::new(),
+        };
         let mut awaiting_counts: Option<usize> = None;
         let mut in_maps = false;
         for (line_number, line) in lines {
@@ -144,13 +169,15 @@ impl HeapProfile {
                 if addresses.is_empty() {
                     return Err(error(line_number, "a stack line with no addresses"));
                 }
-                profile.stacks.push(Stack { addresses, objects: 0, bytes: 0 });
+                profile.stacks.push(Stack { addresses, objects: 0, bytes: 0, allocated: Counts::default() });
                 awaiting_counts = Some(line_number);
             } else if let Some(counts) = trimmed.strip_prefix("t*:") {
-                let counts = self::counts(counts, line_number)?;
+                let (counts, allocated) = self::counts(counts, line_number)?;
                 match (awaiting_counts.take(), profile.stacks.last_mut()) {
-                    (Some(_), Some(stack)) => (stack.objects, stack.bytes) = (counts.objects, counts.bytes),
-                    (None, None) => profile.total = counts,
+                    (Some(_), Some(stack)) => {
+                        (stack.objects, stack.bytes, stack.allocated) = (counts.objects, counts.bytes, allocated)
+                    }
+                    (None, None) => (profile.total, profile.total_allocated) = (counts, allocated),
                     _ => return Err(error(line_number, "a second `t*:` line for the same stack")),
                 }
             } else if trimmed.starts_with('t') && trimmed.contains(':') {
@@ -180,13 +207,28 @@ fn number(text: &str, radix: u32, line: usize, what: &str) -> Result<u64, ParseE
     u64::from_str_radix(text.trim(), radix).map_err(|_| error(line, format!("invalid {what} {text:?}")))
 }
 
-/// ` <objects>: <bytes> [<cumulative objects>: <cumulative bytes>] [thread name]`
-fn counts(text: &str, line: usize) -> Result<Counts, ParseError> {
+/// ` <objects>: <bytes> [<cumulative objects>: <cumulative bytes>] [thread name]`: the live counts, and
+/// the cumulative ones (zero when absent).
+fn counts(text: &str, line: usize) -> Result<(Counts, Counts), ParseError> {
     let (objects, rest) = text
         .split_once(':')
         .ok_or_else(|| error(line, format!("expected `<objects>: <bytes> [..]`, found {text:?}")))?;
     let bytes = rest.split_whitespace().next().unwrap_or("");
-    Ok(Counts { objects: number(objects, 10, line, "object count")?, bytes: number(bytes, 10, line, "byte count")? })
+    let live =
+        Counts { objects: number(objects, 10, line, "object count")?, bytes: number(bytes, 10, line, "byte count")? };
+    let cumulative = match rest.split_once('[').and_then(|(_, bracket)| bracket.split_once(']')) {
+        Some((pair, _)) => {
+            let (objects, bytes) = pair
+                .split_once(':')
+                .ok_or_else(|| error(line, format!("expected `[<objects>: <bytes>]`, found {pair:?}")))?;
+            Counts {
+                objects: number(objects, 10, line, "cumulative object count")?,
+                bytes: number(bytes, 10, line, "cumulative byte count")?,
+            }
+        }
+        None => Counts::default(),
+    };
+    Ok((live, cumulative))
 }
 
 /// A memory map in the format of `/proc/<pid>/maps` (as in the dump's `MAPPED_LIBRARIES:` section).
@@ -221,6 +263,20 @@ fn mapping(line: &str, line_number: usize) -> Result<Mapping, ParseError> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn cumulative_counts_are_read_when_jemalloc_keeps_them() {
+        let text =
+            "heap_v2/524288\n  t*: 1: 65536 [9: 600000]\n@ 0x10\n  t*: 1: 65536 [9: 600000]\n\nMAPPED_LIBRARIES:\n";
+        let profile = HeapProfile::parse(text).unwrap();
+        assert_eq!(profile.total_allocated, Counts { objects: 9, bytes: 600000 });
+        assert_eq!(profile.stacks[0].allocated, Counts { objects: 9, bytes: 600000 });
+        let bad = HeapProfile::parse("heap_v2/524288\n  t*: 1: 65536 [9 600000]\n").unwrap_err();
+        assert_eq!(
+            bad,
+            ParseError { line: 2, message: "expected `[<objects>: <bytes>]`, found \"9 600000\"".to_owned() }
+        );
+    }
+
     const DUMP: &str = "heap_v2/524288
   t*: 49: 2737497 [0: 0]
   t4: 0: 0 [0: 0]
@@ -245,8 +301,13 @@ MAPPED_LIBRARIES:
         assert_eq!(
             profile.stacks,
             [
-                Stack { addresses: vec![0x558829eb5b12, 0x558829eb5bf0], objects: 48, bytes: 2671886 },
-                Stack { addresses: vec![0x558829eb5b12], objects: 1, bytes: 65611 },
+                Stack {
+                    addresses: vec![0x558829eb5b12, 0x558829eb5bf0],
+                    objects: 48,
+                    bytes: 2671886,
+                    allocated: Counts::default()
+                },
+                Stack { addresses: vec![0x558829eb5b12], objects: 1, bytes: 65611, allocated: Counts::default() },
             ]
         );
         assert_eq!(profile.mappings.len(), 3);
@@ -295,11 +356,11 @@ MAPPED_LIBRARIES:
     #[test]
     fn unbiasing_matches_jeprof() {
         // jeprof: ratio = (bytes/objects)/period; scale = 1/(1-exp(-ratio)).
-        let stack = Stack { addresses: vec![1], objects: 48, bytes: 2671886 };
+        let stack = Stack { addresses: vec![1], objects: 48, bytes: 2671886, allocated: Counts::default() };
         let (objects, bytes) = stack.unbiased(524288);
         let scale = 1.0 / (1.0 - (-(2671886.0 / 48.0) / 524288.0f64).exp());
         assert!((objects - 48.0 * scale).abs() < 1e-6 && (bytes - 2671886.0 * scale).abs() < 1e-3);
-        let empty = Stack { addresses: vec![1], objects: 0, bytes: 0 };
+        let empty = Stack { addresses: vec![1], objects: 0, bytes: 0, allocated: Counts::default() };
         assert_eq!(empty.unbiased(524288), (0.0, 0.0));
     }
 }

@@ -167,6 +167,11 @@ fn the_cli_drives_a_service_from_start_to_download() {
     assert_eq!(code, 0, "{stderr}");
     assert!(text.starts_with("Total: ") && text.contains("% service::open_session\n"), "{text}");
 
+    let (code, started, _) = memprof(&service, &["start", "--duration", "1m"]);
+    assert!(code == 0 && started.starts_with("Successfully started new heap profiling run."), "{started}");
+    let (code, stopped, _) = memprof(&service, &["stop"]);
+    assert!(code == 0 && stopped.starts_with("Successfully stopped heap profiling run "), "{stopped}");
+
     let (code, json, _) = memprof(&service, &["--json", "state"]);
     assert_eq!(code, 0);
     let state: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -194,14 +199,15 @@ fn the_cli_drives_a_service_from_start_to_download() {
     let (code, stats, _) = memprof(&service, &["stats", "--text"]);
     assert!(code == 0 && stats.starts_with("___ Begin jemalloc statistics ___"));
 
+    let state = service.get_json("/memory-profiler/state");
+    let mut kept: Vec<String> =
+        state["memory_profiler"]["runs"].as_array().unwrap().iter().map(|run| run["id"].to_string()).collect();
+    kept.reverse();
     let (code, _, stderr) = memprof(&service, &["download", "--id", "7"]);
     assert_eq!(code, 1);
-    assert!(
-        stderr.starts_with(&format!(
-            "memprof: No heap profile with id 7; the profiles kept are {first}, {second} (HTTP 404 from http://"
-        )),
-        "{stderr}"
-    );
+    let expected =
+        format!("memprof: No heap profile with id 7; the profiles kept are {} (HTTP 404 from http://", kept.join(", "));
+    assert!(stderr.starts_with(&expected), "{stderr}");
     let (code, _, stderr) = memprof(&service, &["start", "--duration", "2x"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("unknown duration unit 'x'"), "{stderr}");
@@ -320,4 +326,42 @@ fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
         service.get_json("/memory-profiler/stop");
     }
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
+}
+
+#[test]
+fn debug_pprof_allocs_shows_what_was_allocated_and_freed_when_jemalloc_keeps_totals() {
+    let without = Program::service().spawn();
+    let refused = without.get("/debug/pprof/allocs");
+    assert_eq!(refused.status, 503);
+    assert!(
+        refused.text().starts_with(
+            "jemalloc keeps no allocation totals in this process; start it with MALLOC_CONF=prof_accum:true"
+        )
+    );
+
+    let service = Program::service().env("MALLOC_CONF", "prof_accum:true,prof_active:true,lg_prof_sample:14").spawn();
+    service.wait_for_line(|line| line == "service: 0 requests handled");
+    let response = service.get("/debug/pprof/allocs");
+    assert_eq!(response.status, 200, "{}", response.text());
+    let Some(go) = tools::find("go", "golang-go") else { return };
+    let scratch = Scratch::new("debug-pprof-allocs");
+    let file = scratch.join("allocs.pb.gz");
+    std::fs::write(&file, &response.body).unwrap();
+    let home = scratch.join("home");
+    let top = |index: &str| {
+        let report = tools::run(
+            &go,
+            &["tool", "pprof", "-top", &format!("-sample_index={index}"), file.to_str().unwrap()],
+            &[("HOME", &home), ("GOCACHE", &home)],
+        );
+        String::from_utf8_lossy(&report.stdout).into_owned()
+    };
+    // `render_response` frees its buffers at once: it is in what was allocated, not in what is live.
+    let allocated = top("alloc_space");
+    assert!(allocated.lines().any(|line| line.ends_with("service::render_response")), "{allocated}");
+    let live = top("inuse_space");
+    assert!(
+        live.contains("service::open_session") && !live.lines().any(|line| line.ends_with("service::render_response")),
+        "{live}"
+    );
 }

@@ -60,6 +60,8 @@ pub struct Analysis {
     pub locations: Vec<Location>,
     /// The binaries the locations are in.
     pub modules: Vec<Module>,
+    /// Whether the samples carry what was allocated since start-up (jemalloc's `prof_accum:true`).
+    pub has_allocations: bool,
 }
 
 /// One allocation stack.
@@ -71,6 +73,10 @@ pub struct Sample {
     pub objects: f64,
     /// Estimated live bytes (negative in a difference).
     pub bytes: f64,
+    /// Estimated objects allocated since start-up, freed or not (with `prof_accum:true`, else 0).
+    pub allocated_objects: f64,
+    /// Their bytes.
+    pub allocated_bytes: f64,
 }
 
 /// One program counter.
@@ -150,7 +156,11 @@ impl Analysis {
     /// reason is kept in [`Module::problem`].
     pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
         let mappings = MappingIndex::new(&profile.mappings);
-        let mut analysis = Analysis { sample_period: profile.sample_period, ..Analysis::default() };
+        let mut analysis = Analysis {
+            sample_period: profile.sample_period,
+            has_allocations: profile.total_allocated.objects > 0,
+            ..Analysis::default()
+        };
         let mut module_of_mapping: HashMap<usize, usize> = HashMap::new();
         // Every distinct probe address, with the module it is in.
         let mut probes: BTreeMap<u64, Option<usize>> = BTreeMap::new();
@@ -189,7 +199,8 @@ impl Analysis {
                 })
                 .collect();
             let (objects, bytes) = stack.unbiased(profile.sample_period);
-            analysis.samples.push(Sample { locations, objects, bytes });
+            let (allocated_objects, allocated_bytes) = stack.allocated.unbiased(profile.sample_period);
+            analysis.samples.push(Sample { locations, objects, bytes, allocated_objects, allocated_bytes });
         }
         analysis
     }
@@ -220,6 +231,8 @@ impl Analysis {
             locations: sample.locations.iter().map(|location| location + location_offset).collect(),
             objects: -sample.objects,
             bytes: -sample.bytes,
+            allocated_objects: -sample.allocated_objects,
+            allocated_bytes: -sample.allocated_bytes,
         }));
         difference
     }
@@ -348,9 +361,20 @@ pub(crate) fn live_function_names(addresses: &[u64]) -> Result<Vec<Option<String
     // Each address as a one-frame stack: taken as it is, not moved back as a return address.
     let stacks = addresses
         .iter()
-        .map(|&address| crate::heap_profile::Stack { addresses: vec![address], objects: 0, bytes: 0 })
+        .map(|&address| crate::heap_profile::Stack {
+            addresses: vec![address],
+            objects: 0,
+            bytes: 0,
+            allocated: Default::default(),
+        })
         .collect();
-    let profile = HeapProfile { sample_period: 1, total: Default::default(), stacks, mappings };
+    let profile = HeapProfile {
+        sample_period: 1,
+        total: Default::default(),
+        total_allocated: Default::default(),
+        stacks,
+        mappings,
+    };
     let analysis = Analysis::new(&profile, &Binaries::as_mapped());
     Ok(analysis
         .samples

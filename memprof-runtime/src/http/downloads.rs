@@ -52,7 +52,7 @@ pub(super) fn pprof(query: &Query) -> Result<Reply, HttpError> {
 fn rendered(query: &Query, format: Format) -> Result<Reply, HttpError> {
     let run = requested_run(query)?;
     let base = query.parse_id("base")?.map(|base| kept_run(base, "base")).transpose()?;
-    let options = RenderOptions { lines: query.flag("lines")?, title: String::new() };
+    let options = RenderOptions { lines: query.flag("lines")?, ..RenderOptions::default() };
     let kept = Profiler::global().runs().kept_ids();
     let bytes = rendered::rendered(&run, base.as_ref(), format, &options, &kept).map_err(HttpError::internal)?;
     let name = match &base {

@@ -1,7 +1,11 @@
-//! Go's `/debug/pprof/heap`: the live heap as a gzip-compressed, symbolized pprof profile, so Parca,
-//! Pyroscope and Grafana Alloy scrape a memprof service as they scrape a Go one. `?seconds=N` answers
-//! the growth over the next N seconds (Parca's `delta` profiles); `gc` (Go's "collect garbage first") is
-//! accepted and has nothing to do here.
+//! Go's `/debug/pprof/heap` and `/debug/pprof/allocs`: the live heap as a gzip-compressed, symbolized
+//! pprof profile, so Parca, Pyroscope and Grafana Alloy scrape a memprof service as they scrape a Go one.
+//! `?seconds=N` answers the change over the next N seconds (Parca's `delta` profiles); `gc` (Go's
+//! "collect garbage first") is accepted and has nothing to do here.
+//!
+//! `allocs` adds what was allocated since start-up, freed or not (`alloc_objects`, `alloc_space`, its
+//! default), which jemalloc keeps only with `MALLOC_CONF=prof_accum:true`: every allocation stack is then
+//! kept for the program's life, so it is the operator's choice, and without it `allocs` says so (503).
 //!
 //! Only allocations made while sampling was on are in the heap profile: leave it on for continuous
 //! profiling (`heap_profile?active=true`).
@@ -22,6 +26,21 @@ const MAX_SECONDS: u64 = 60;
 
 /// `/debug/pprof/heap`.
 pub(super) fn heap(query: &Query) -> Result<Reply, HttpError> {
+    serve(query, false)
+}
+
+/// `/debug/pprof/allocs`.
+pub(super) fn allocs(query: &Query) -> Result<Reply, HttpError> {
+    if !jemalloc::keeps_allocation_totals() {
+        return Err(HttpError::new(
+            503,
+            "jemalloc keeps no allocation totals in this process; start it with MALLOC_CONF=prof_accum:true (every allocation stack is then kept for the program's life), or scrape /debug/pprof/heap",
+        ));
+    }
+    serve(query, true)
+}
+
+fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
     let seconds = query
         .get("seconds")
         .map(|text| {
@@ -40,10 +59,11 @@ pub(super) fn heap(query: &Query) -> Result<Reply, HttpError> {
             snapshot()?.minus(&now)
         }
     };
-    let rendered = Format::Pprof.render(&profile, None, &RenderOptions::default());
+    let options = RenderOptions { allocations_first, ..RenderOptions::default() };
+    let rendered = Format::Pprof.render(&profile, None, &options);
     jemalloc::release_unused_memory();
     let bytes = rendered.map_err(|error| HttpError::internal(error.to_string()))?;
-    Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "heap.pb.gz".to_owned(), true))
+    Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "profile.pb.gz".to_owned(), true))
 }
 
 /// The heap now, symbolized.

@@ -66,6 +66,7 @@ const ROUTES: &[Route] = &[
         handle: Handler::QueryAndBody(symbols::symbol),
     },
     get("/debug/pprof/heap", &["seconds", "gc"], live::heap),
+    get("/debug/pprof/allocs", &["seconds", "gc"], live::allocs),
     get("/metrics", &[], metrics::metrics),
     Route {
         path: "/debug/pprof/symbol",

@@ -42,6 +42,9 @@ pub struct RenderOptions {
     pub lines: bool,
     /// A title for the formats that show one.
     pub title: String,
+    /// pprof only, for a profile with allocation totals: make `alloc_space` the default sample type, as
+    /// in Go's `allocs` profile (else `inuse_space`, as in `heap`).
+    pub allocations_first: bool,
 }
 
 /// Why a profile could not be rendered.
@@ -114,7 +117,7 @@ impl Format {
             Format::Collapsed => Ok(folded::collapsed(analysis, base, options).into_bytes()),
             Format::FlameGraph => folded::flame_graph(analysis, base, options),
             Format::Graph => Ok(graph::render(difference().as_ref().unwrap_or(analysis), options).into_bytes()),
-            Format::Pprof => pprof::render(difference().as_ref().unwrap_or(analysis)),
+            Format::Pprof => pprof::render(difference().as_ref().unwrap_or(analysis), options.allocations_first),
         };
         rendered.map_err(|error| RenderError(format!("Cannot render the {} format: {error}", self.name())))
     }

@@ -1,6 +1,7 @@
 //! pprof's `profile.proto` (github.com/google/pprof/blob/main/proto/profile.proto), gzip-compressed, with
-//! Go's heap conventions: sample types `inuse_objects/count` and `inuse_space/bytes`, `period_type`
-//! `space/bytes`, `period` = the sampling rate, values already unbiased. Every location carries its
+//! Go's heap conventions: sample types `inuse_objects/count` and `inuse_space/bytes` (preceded by
+//! `alloc_objects` and `alloc_space` when jemalloc keeps allocation totals), `period_type` `space/bytes`,
+//! `period` = the sampling rate, values already unbiased. Every location carries its
 //! functions and lines, and every mapping says so, so pprof never tries to symbolize again.
 
 use std::collections::HashMap;
@@ -135,17 +136,21 @@ impl Strings {
 }
 
 /// The profile, gzip-compressed as pprof files are.
-pub(super) fn render(analysis: &Analysis) -> Result<Vec<u8>, String> {
-    let profile = build(analysis);
+pub(super) fn render(analysis: &Analysis, allocations_first: bool) -> Result<Vec<u8>, String> {
+    let profile = build(analysis, allocations_first);
     let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
     encoder.write_all(&profile.encode_to_vec()).and_then(|()| encoder.finish()).map_err(|error| error.to_string())
 }
 
-fn build(analysis: &Analysis) -> proto::Profile {
+fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
     let mut strings = Strings::new();
     let mut value_type =
         |kind: &str, unit: &str| proto::ValueType { r#type: strings.intern(kind), unit: strings.intern(unit) };
-    let sample_type = vec![value_type("inuse_objects", "count"), value_type("inuse_space", "bytes")];
+    let mut sample_type = Vec::new();
+    if analysis.has_allocations {
+        sample_type.extend([value_type("alloc_objects", "count"), value_type("alloc_space", "bytes")]);
+    }
+    sample_type.extend([value_type("inuse_objects", "count"), value_type("inuse_space", "bytes")]);
     let period_type = Some(value_type("space", "bytes"));
     let mut mapping: Vec<proto::Mapping> = analysis
         .modules
@@ -204,10 +209,17 @@ fn build(analysis: &Analysis) -> proto::Profile {
         .iter()
         .map(|sample| proto::Sample {
             location_id: sample.locations.iter().map(|&location| location as u64 + 1).collect(),
-            value: vec![sample.objects.round() as i64, sample.bytes.round() as i64],
+            value: if analysis.has_allocations {
+                [sample.allocated_objects, sample.allocated_bytes, sample.objects, sample.bytes]
+                    .map(|value| value.round() as i64)
+                    .to_vec()
+            } else {
+                vec![sample.objects.round() as i64, sample.bytes.round() as i64]
+            },
         })
         .collect();
-    let default_sample_type = strings.intern("inuse_space");
+    let default_sample_type =
+        strings.intern(if analysis.has_allocations && allocations_first { "alloc_space" } else { "inuse_space" });
     proto::Profile {
         sample_type,
         sample,
@@ -232,14 +244,21 @@ mod tests {
             |function: &str| Frame { function: function.into(), file: Some("src/app.rs".into()), line: Some(3) };
         let analysis = Analysis {
             sample_period: 524288,
-            samples: vec![Sample { locations: vec![0, 1], objects: 2.4, bytes: 1e6 }],
+            samples: vec![Sample {
+                locations: vec![0, 1],
+                objects: 2.4,
+                bytes: 1e6,
+                allocated_objects: 10.0,
+                allocated_bytes: 4e6,
+            }],
             locations: vec![
                 Location { address: 0x10, module: None, frames: vec![frame("app::alloc"), frame("app::inlined_into")] },
                 Location { address: 0x20, module: None, frames: vec![frame("app::main")] },
             ],
             modules: Vec::new(),
+            has_allocations: false,
         };
-        let profile = build(&analysis);
+        let profile = build(&analysis, true);
         let name = |index: i64| profile.string_table[index as usize].as_str();
         assert_eq!(profile.sample[0].value, [2, 1_000_000]);
         assert_eq!(profile.sample[0].location_id, [1, 2]);
@@ -248,5 +267,10 @@ mod tests {
         assert_eq!(profile.location[0].line.len(), 2);
         assert_eq!(name(profile.default_sample_type), "inuse_space");
         assert_eq!((profile.period, name(profile.sample_type[1].unit)), (524288, "bytes"));
+        let with_totals = build(&Analysis { has_allocations: true, ..analysis }, true);
+        let name = |index: i64| with_totals.string_table[index as usize].as_str();
+        assert_eq!(with_totals.sample[0].value, [10, 4_000_000, 2, 1_000_000]);
+        assert_eq!(name(with_totals.sample_type[1].r#type), "alloc_space");
+        assert_eq!(name(with_totals.default_sample_type), "alloc_space");
     }
 }
