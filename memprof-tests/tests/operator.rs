@@ -365,3 +365,14 @@ fn debug_pprof_allocs_shows_what_was_allocated_and_freed_when_jemalloc_keeps_tot
         "{live}"
     );
 }
+
+#[test]
+fn a_new_high_water_mark_of_allocated_bytes_makes_a_dump() {
+    let service =
+        Program::service().env("MALLOC_CONF", "prof_active:true").env("MEMPROF_DUMP_HIGH_WATER", "10%").spawn();
+    let dumps = automatic_dumps(&service, 1);
+    let reason = dumps.last().unwrap()["started_by"].as_str().unwrap();
+    assert!(reason.starts_with("automatic: new high-water mark, ") && reason.ends_with(" MiB allocated"), "{reason}");
+    let settings = &service.get_json("/memory-profiler/state")["memory_profiler"]["automatic_dumps"]["settings"];
+    assert_eq!((settings["high_water_step"].as_f64(), settings["keep"].as_u64()), (Some(0.1), Some(8)));
+}
