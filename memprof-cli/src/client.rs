@@ -9,6 +9,8 @@ use crate::Failure;
 pub(crate) struct Client {
     base: String,
     agent: ureq::Agent,
+    /// `Bearer <token>`, when the service wants one.
+    authorization: Option<String>,
 }
 
 /// A successful answer.
@@ -25,20 +27,26 @@ impl Answer {
 }
 
 impl Client {
-    /// A client for the service at `url` (`http://host:port`, a trailing slash or path ignored).
-    pub(crate) fn new(url: &str) -> Self {
+    /// A client for the service at `url` (`http://host:port`, a trailing slash or path ignored), sending
+    /// `token` when given.
+    pub(crate) fn new(url: &str, token: Option<&str>) -> Self {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(120)))
             .build();
         let base = url.trim_end_matches('/').trim_end_matches("/memory-profiler").to_owned();
-        Self { base, agent: config.into() }
+        let authorization = token.filter(|token| !token.is_empty()).map(|token| format!("Bearer {token}"));
+        Self { base, agent: config.into(), authorization }
     }
 
     /// `GET path` (below the service's root): the body on 2xx, else the service's message.
     pub(crate) fn get(&self, path: &str) -> Result<Answer, Failure> {
         let url = format!("{}{path}", self.base);
-        let mut response = self.agent.get(&url).call().map_err(|error| {
+        let mut request = self.agent.get(&url);
+        if let Some(authorization) = &self.authorization {
+            request = request.header("Authorization", authorization);
+        }
+        let mut response = request.call().map_err(|error| {
             Failure::Unreachable(format!(
                 "cannot reach {url}: {error}; is the service running, with its profiling endpoints switched on (LIBPROCESS_MEMORY_PROFILING=true)?"
             ))

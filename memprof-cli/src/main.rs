@@ -23,6 +23,9 @@ struct Cli {
     /// The service's profiling endpoints.
     #[arg(long, global = true, env = "MEMPROF_URL", default_value = "http://127.0.0.1:5050")]
     url: String,
+    /// The service's access token, when it requires one.
+    #[arg(long, global = true, env = "MEMPROF_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Print the service's JSON answers as they are, for scripts.
     #[arg(long, global = true)]
     json: bool,
@@ -68,7 +71,7 @@ pub(crate) fn write_output(bytes: &[u8], path: Option<&Path>) -> Result<(), Stri
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Remote(command) => command.run(&client::Client::new(&cli.url), cli.json),
+        Command::Remote(command) => command.run(&client::Client::new(&cli.url, cli.token.as_deref()), cli.json),
         Command::Analyze(command) => command.run().map_err(Failure::Refused),
     };
     match result {

@@ -8,9 +8,10 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `lg_prof_sample`, `keep_runs`, `crate`";
+const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `crate`";
 const DEFAULT_HTTP: &str = "127.0.0.1:5050";
 const DEFAULT_ENV: &str = "LIBPROCESS_MEMORY_PROFILING";
+const DEFAULT_TOKEN_ENV: &str = "MEMPROF_TOKEN";
 const DEFAULT_LG_PROF_SAMPLE: u32 = 19;
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
@@ -22,6 +23,7 @@ const MAX_KEEP_RUNS: u32 = 1000;
 struct Configuration {
     http: String,
     env: String,
+    token_env: String,
     lg_prof_sample: u32,
     keep_runs: u32,
     krate: syn::Path,
@@ -104,6 +106,7 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
     let mut configuration = Configuration {
         http: DEFAULT_HTTP.to_owned(),
         env: DEFAULT_ENV.to_owned(),
+        token_env: DEFAULT_TOKEN_ENV.to_owned(),
         lg_prof_sample: DEFAULT_LG_PROF_SAMPLE,
         keep_runs: DEFAULT_KEEP_RUNS,
         krate: syn::parse_quote!(::memprof),
@@ -125,8 +128,11 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
                 .and_then(|text| check_address(&text, value.span()))
                 .map(|text| configuration.http = text),
             "env" => string_literal(value, "an environment variable name such as \"LIBPROCESS_MEMORY_PROFILING\"")
-                .and_then(|text| check_variable_name(&text, value.span()))
+                .and_then(|text| check_variable_name("env", &text, value.span()))
                 .map(|text| configuration.env = text),
+            "token_env" => string_literal(value, "an environment variable name such as \"PROFILER_TOKEN\"")
+                .and_then(|text| check_variable_name("token_env", &text, value.span()))
+                .map(|text| configuration.token_env = text),
             "lg_prof_sample" => bounded_integer(&key, value, 0..=MAX_LG_PROF_SAMPLE, LG_PROF_SAMPLE_MEANING)
                 .map(|rate| configuration.lg_prof_sample = rate),
             "keep_runs" => bounded_integer(&key, value, 1..=MAX_KEEP_RUNS, KEEP_RUNS_MEANING)
@@ -173,7 +179,7 @@ fn check_address(text: &str, span: Span) -> syn::Result<String> {
     }
 }
 
-fn check_variable_name(text: &str, span: Span) -> syn::Result<String> {
+fn check_variable_name(key: &str, text: &str, span: Span) -> syn::Result<String> {
     let valid = text.chars().next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
         && text.chars().all(|character| character.is_ascii_alphanumeric() || character == '_');
     if valid {
@@ -181,7 +187,7 @@ fn check_variable_name(text: &str, span: Span) -> syn::Result<String> {
     } else {
         Err(syn::Error::new(
             span,
-            format!("`env` must be an environment variable name (letters, digits, `_`), not \"{text}\""),
+            format!("`{key}` must be an environment variable name (letters, digits, `_`), not \"{text}\""),
         ))
     }
 }
@@ -204,7 +210,7 @@ fn bounded_integer(key: &str, value: &Expr, range: std::ops::RangeInclusive<u32>
 /// The expansion: jemalloc installed and armed, then a guard created before the user's first statement.
 #[cfg(feature = "enabled")]
 fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
-    let Configuration { http, env, lg_prof_sample, keep_runs, krate } = configuration;
+    let Configuration { http, env, token_env, lg_prof_sample, keep_runs, krate } = configuration;
     let conf = format!("prof:true,prof_active:false,lg_prof_sample:{lg_prof_sample}");
     let conf = proc_macro2::Literal::c_string(&std::ffi::CString::new(conf).expect("no NUL in the configuration"));
     let ItemFn { attrs, vis, sig, block } = function;
@@ -215,6 +221,7 @@ fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
             let __memprof_guard = #krate::__private::start(#krate::__private::Options {
                 http: #http,
                 env: #env,
+                token_env: #token_env,
                 lg_prof_sample: #lg_prof_sample,
                 keep_runs: #keep_runs,
             });
@@ -305,7 +312,7 @@ mod tests {
     #[test]
     fn the_expansion_arms_profiling_and_keeps_the_body() {
         let output = main(
-            quote!(http = "0.0.0.0:6060", lg_prof_sample = 17, keep_runs = 12),
+            quote!(http = "0.0.0.0:6060", token_env = "PROFILER_TOKEN", lg_prof_sample = 17, keep_runs = 12),
             quote!(
                 fn main() -> Result<(), String> {
                     work()?;
@@ -320,7 +327,7 @@ mod tests {
             "{output}"
         );
         assert!(
-            output.contains("http : \"0.0.0.0:6060\" , env : \"LIBPROCESS_MEMORY_PROFILING\" , lg_prof_sample : 17u32 , keep_runs : 12u32"),
+            output.contains("http : \"0.0.0.0:6060\" , env : \"LIBPROCESS_MEMORY_PROFILING\" , token_env : \"PROFILER_TOKEN\" , lg_prof_sample : 17u32 , keep_runs : 12u32"),
             "{output}"
         );
         assert!(output.ends_with("work () ? ; Ok (()) }"), "{output}");

@@ -11,6 +11,7 @@ use crate::report;
 /// let options = memprof_runtime::Options {
 ///     http: "127.0.0.1:5050",
 ///     env: "LIBPROCESS_MEMORY_PROFILING",
+///     token_env: "MEMPROF_TOKEN",
 ///     lg_prof_sample: 19,
 ///     keep_runs: 4,
 /// };
@@ -22,6 +23,9 @@ pub struct Options {
     pub http: &'static str,
     /// The environment variable that switches the endpoints on when it is `true`.
     pub env: &'static str,
+    /// The environment variable holding the access token (`MEMPROF_TOKEN` unless the attribute says);
+    /// when it is set, every request must send `Authorization: Bearer <token>`.
+    pub token_env: &'static str,
     /// The sampling rate the attribute asked for (the environment may override it).
     pub lg_prof_sample: u32,
     /// How many finished profiles stay downloadable (the oldest is deleted past it); at least 1.
@@ -42,6 +46,7 @@ pub const ADDRESS_VARIABLE: &str = "MEMPROF_ADDR";
 /// let _guard = memprof_runtime::start(memprof_runtime::Options {
 ///     http: "127.0.0.1:5050",
 ///     env: "LIBPROCESS_MEMORY_PROFILING",
+///     token_env: "MEMPROF_TOKEN",
 ///     lg_prof_sample: 19,
 ///     keep_runs: 4,
 /// });
@@ -72,8 +77,18 @@ pub fn start(options: Options) -> Guard {
     }
     if endpoints_wanted(options.env) {
         let address = std::env::var(ADDRESS_VARIABLE).unwrap_or_else(|_| options.http.to_owned());
-        match http::serve(&address) {
-            Ok(bound) => report::info(&format!("Serving heap profiling endpoints on http://{bound}{}/", http::PREFIX)),
+        let token = std::env::var(options.token_env).ok().filter(|token| !token.is_empty());
+        let protected = token.is_some();
+        match http::serve(&address, token) {
+            Ok(bound) => {
+                report::info(&format!("Serving heap profiling endpoints on http://{bound}{}/", http::PREFIX));
+                if !protected && !bound.ip().is_loopback() {
+                    report::warn(&format!(
+                        "The heap profiling endpoints on {bound} are open to anyone who can reach it: profiles show code addresses and the heap's shape, and runs spend CPU and disk; set {} to require a token, or bind 127.0.0.1",
+                        options.token_env
+                    ));
+                }
+            }
             Err(error) => {
                 report::warn(&format!("Heap profiling endpoints are not served: {error}; the program runs on"))
             }
@@ -102,7 +117,7 @@ fn endpoints_wanted(name: &str) -> bool {
 /// directory, so no files are left behind.
 ///
 /// ```no_run
-/// # let options = memprof_runtime::Options { http: "127.0.0.1:0", env: "X", lg_prof_sample: 19, keep_runs: 4 };
+/// # let options = memprof_runtime::Options { http: "127.0.0.1:0", env: "X", token_env: "MEMPROF_TOKEN", lg_prof_sample: 19, keep_runs: 4 };
 /// let guard = memprof_runtime::start(options);
 /// drop(guard); // profiles removed
 /// ```

@@ -70,7 +70,13 @@ pub fn request_with_body(address: SocketAddr, method: &str, target: &str, body: 
     parse(&raw)
 }
 
-fn parse(raw: &[u8]) -> Response {
+/// Parses a whole raw HTTP/1.1 response (for tests that write their own requests).
+///
+/// ```
+/// let response = memprof_tests::http::parse(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+/// assert_eq!((response.status, response.text()), (200, "ok".to_owned()));
+/// ```
+pub fn parse(raw: &[u8]) -> Response {
     let end = raw.windows(4).position(|window| window == b"\r\n\r\n").expect("a complete header");
     let head = String::from_utf8_lossy(&raw[..end]);
     let mut lines = head.split("\r\n");

@@ -1,5 +1,6 @@
 //! The HTTP endpoints: a few named tiny_http worker threads, each answering requests one at a time.
 
+mod auth;
 mod controls;
 mod downloads;
 mod live;
@@ -22,13 +23,16 @@ use tiny_http::{Request, Server};
 use crate::jemalloc;
 use reply::HttpError;
 
+pub(crate) use auth::required as token_required;
 pub(crate) use routes::PREFIX;
 
 /// Worker threads: a slow download or dump on one leaves `state` and `stop` answered by the others.
 const WORKERS: usize = 4;
 
-/// Binds `address` and starts the workers; returns the address really bound (useful with port 0).
-pub(crate) fn serve(address: &str) -> Result<SocketAddr, String> {
+/// Binds `address` and starts the workers; returns the address really bound (useful with port 0). With a
+/// `token`, every request must present it.
+pub(crate) fn serve(address: &str, token: Option<String>) -> Result<SocketAddr, String> {
+    auth::require(token);
     let server = Server::http(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = server.server_addr().to_ip().ok_or_else(|| format!("{address} is not an IP address"))?;
     let server = Arc::new(server);
@@ -55,6 +59,7 @@ fn answer(mut request: Request) {
     let mut body = Vec::new();
     let read = request.as_reader().take(MAX_BODY + 1).read_to_end(&mut body);
     let outcome = match read {
+        _ if let Err(refused) = auth::check(&request) => Ok(Err(refused)),
         Err(error) => Ok(Err(HttpError::bad_request(format!("Cannot read the request body ({error})")))),
         Ok(_) if body.len() as u64 > MAX_BODY => {
             Ok(Err(HttpError::new(413, format!("The request body is larger than {MAX_BODY} bytes"))))

@@ -92,17 +92,24 @@ pub(crate) struct HttpError {
     pub(crate) message: String,
     /// The methods the path allows, for a 405.
     allow: Option<&'static str>,
+    /// Whether to ask for a bearer token (401).
+    www_authenticate: bool,
 }
 
 impl HttpError {
     /// An error with any status.
     pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), allow: None }
+        Self { status, message: message.into(), allow: None, www_authenticate: false }
     }
 
     /// 400: a parameter is malformed.
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, message)
+    }
+
+    /// 401: the token is missing or wrong.
+    pub(crate) fn unauthorized(message: impl Into<String>) -> Self {
+        Self { www_authenticate: true, ..Self::new(401, message) }
     }
 
     /// 404: no such path, run or profile.
@@ -133,6 +140,9 @@ impl HttpError {
             .with_header(header("Content-Type", "text/plain; charset=utf-8"));
         if let Some(allow) = self.allow {
             response.add_header(header("Allow", allow));
+        }
+        if self.www_authenticate {
+            response.add_header(header("WWW-Authenticate", "Bearer realm=\"memprof\""));
         }
         response.boxed()
     }

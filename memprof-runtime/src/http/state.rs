@@ -46,6 +46,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
             "latest_run": runs.latest().map(describe_run),
             "runs": runs.finished.iter().rev().map(describe_run).collect::<Vec<_>>(),
             "keep_runs": runs.kept(),
+            "auth_required": super::token_required(),
             "automatic_dumps": {
                 "settings": crate::autodump::Settings::from_environment().ok().flatten().map(|settings| json!({
                     "every_bytes": settings.every,

@@ -1,0 +1,72 @@
+//! Access control of the endpoints: the shared-secret token, and the warning for an open, non-loopback port.
+
+use std::process::Command;
+
+use memprof_tests::http::Response;
+use memprof_tests::process::{Program, built_binary};
+
+fn request_with_headers(service: &Program, target: &str, headers: &str) -> Response {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n").unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    memprof_tests::http::parse(&raw)
+}
+
+#[test]
+fn with_a_token_every_request_must_present_it() {
+    let service = Program::service().env("MEMPROF_TOKEN", "s3cret-token").spawn();
+    let missing = service.get("/memory-profiler/state");
+    assert_eq!(
+        (missing.status, missing.text()),
+        (
+            401,
+            "These endpoints need a token: send 'Authorization: Bearer <token>' (memprof --token, or MEMPROF_TOKEN).\n"
+                .to_owned()
+        )
+    );
+    assert_eq!(missing.header("www-authenticate"), Some("Bearer realm=\"memprof\""));
+    for wrong in [
+        "Authorization: Bearer s3cret-tokeN\r\n",
+        "Authorization: Bearer s3cret\r\n",
+        "Authorization: Basic czNjcmV0\r\n",
+    ] {
+        let response = request_with_headers(&service, "/memory-profiler/start?duration=1mins", wrong);
+        assert_eq!(response.status, 401, "{wrong}");
+    }
+    let state = request_with_headers(&service, "/memory-profiler/state", "Authorization: Bearer s3cret-token\r\n");
+    assert_eq!(state.status, 200);
+    assert_eq!(state.json()["memory_profiler"]["auth_required"], true);
+    // Nothing was started by the refused requests.
+    assert!(state.json()["memory_profiler"]["current_run"]["id"].is_null());
+
+    let cli = |token: Option<&str>| {
+        let mut command = Command::new(built_binary("memprof-tool"));
+        command.args(["--url", &format!("http://{}", service.address()), "state"]).env_remove("MEMPROF_TOKEN");
+        if let Some(token) = token {
+            command.env("MEMPROF_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    let refused = cli(None);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).starts_with("memprof: These endpoints need a token"));
+    let allowed = cli(Some("s3cret-token"));
+    assert!(allowed.status.success(), "{}", String::from_utf8_lossy(&allowed.stderr));
+}
+
+#[test]
+fn without_a_token_auth_is_off() {
+    let open = Program::service().spawn();
+    assert_eq!(open.get_json("/memory-profiler/state")["memory_profiler"]["auth_required"], false);
+}
+
+#[test]
+fn an_open_port_beyond_loopback_is_reported() {
+    let service = Program::service().env("MEMPROF_ADDR", "0.0.0.0:0").spawn();
+    service.wait_for_line(|line| {
+        line.starts_with("[memprof] WARN The heap profiling endpoints on 0.0.0.0:")
+            && line.ends_with("set MEMPROF_TOKEN to require a token, or bind 127.0.0.1")
+    });
+}
