@@ -1,12 +1,15 @@
 //! Profiles of finished runs, analyzed and rendered once each and cached while the run is kept.
 //!
-//! A request for something being rendered waits for that render instead of starting its own. The work
-//! happens on memprof's unsampled threads; once it is done, the memory it freed goes back to the system.
+//! A request for something being rendered waits for that render instead of starting its own; at most
+//! [`MAX_RENDERS`] different renders run at once, and a request for another one is told to come back
+//! (so a burst of requests cannot take every core and the memory of many symbolizers). The work happens
+//! on memprof's unsampled threads; once it is done, the memory it freed goes back to the system.
 
 use std::collections::HashMap;
 use std::fs;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
@@ -58,6 +61,45 @@ impl<K: Eq + Hash + Clone, V> OnceMap<K, V> {
     }
 }
 
+/// How many different renders (or live snapshots) may run at once.
+pub(crate) const MAX_RENDERS: usize = 2;
+
+static RENDERS_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// A right to do expensive work, held while it runs.
+pub(crate) struct Permit(());
+
+impl Permit {
+    /// A permit, unless [`MAX_RENDERS`] are already out.
+    pub(crate) fn acquire() -> Option<Permit> {
+        let running = RENDERS_RUNNING.fetch_add(1, Ordering::SeqCst);
+        if running < MAX_RENDERS {
+            Some(Permit(()))
+        } else {
+            RENDERS_RUNNING.fetch_sub(1, Ordering::SeqCst);
+            None
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        RENDERS_RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why a render is not served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// [`MAX_RENDERS`] other renders are running; try again shortly.
+    Busy,
+    /// The profile could not be read or rendered.
+    Failed(String),
+}
+
+/// The error a render refused for want of a permit gives (no real message starts with a NUL).
+const BUSY: &str = "\0busy";
+
 static ANALYSES: Lazy<OnceMap<u64, Analysis>> = Lazy::new(OnceMap::new);
 static RENDERED: Lazy<OnceMap<Request, Vec<u8>>> = Lazy::new(OnceMap::new);
 
@@ -69,17 +111,21 @@ pub(crate) fn rendered(
     format: Format,
     options: &RenderOptions,
     kept: &[u64],
-) -> Result<Arc<Vec<u8>>, String> {
+) -> Result<Arc<Vec<u8>>, Failure> {
     ANALYSES.retain(|id| kept.contains(id));
     RENDERED.retain(|request| kept.contains(&request.run) && request.base.is_none_or(|base| kept.contains(&base)));
     let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
     let result = RENDERED.get(&request, || {
+        let Some(_permit) = Permit::acquire() else {
+            // Every caller waiting on this render sees it; it is not kept, so the next one tries again.
+            return Err(BUSY.to_owned());
+        };
         let profile = analysis(run)?;
         let base = base.map(analysis).transpose()?;
         format.render(&profile, base.as_deref(), options).map_err(|error| error.to_string())
     });
     jemalloc::release_unused_memory();
-    result
+    result.map_err(|error| if error == BUSY { Failure::Busy } else { Failure::Failed(error) })
 }
 
 /// The symbolized profile of `run`.
@@ -118,5 +164,16 @@ mod tests {
         assert_eq!(computed.load(Ordering::SeqCst), 1);
         assert_eq!(map.get(&2, || Err("disk full".to_owned())), Err("disk full".to_owned()));
         assert_eq!(*map.get(&2, || Ok(3)).unwrap(), 3);
+    }
+
+    #[test]
+    fn at_most_two_renders_run_at_once() {
+        let first = Permit::acquire().unwrap();
+        let second = Permit::acquire().unwrap();
+        assert!(Permit::acquire().is_none());
+        drop(first);
+        let third = Permit::acquire();
+        assert!(third.is_some());
+        drop((second, third));
     }
 }

@@ -70,3 +70,24 @@ fn an_open_port_beyond_loopback_is_reported() {
             && line.ends_with("set MEMPROF_TOKEN to require a token, or bind 127.0.0.1")
     });
 }
+
+#[test]
+fn oversized_requests_are_refused_and_the_server_lives_on() {
+    let service = Program::service().spawn();
+    let huge_query = format!("/memory-profiler/state?{}", "x".repeat(1 << 20));
+    let response = service.get(&huge_query);
+    assert_eq!((response.status, response.text()), (414, "The request target is longer than 8192 bytes.\n".to_owned()));
+    let many_headers: String = (0..64).map(|index| format!("X-Padding-{index}: {}\r\n", "y".repeat(512))).collect();
+    let response = request_with_headers(&service, "/memory-profiler/state", &many_headers);
+    assert_eq!(
+        (response.status, response.text()),
+        (431, "The request headers are larger than 16384 bytes.\n".to_owned())
+    );
+    let body = vec![b'0'; (1 << 20) + 1];
+    let response = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", &body);
+    assert_eq!(
+        (response.status, response.text()),
+        (413, "The request body is larger than 1048576 bytes.\n".to_owned())
+    );
+    assert_eq!(service.get("/memory-profiler/state").status, 200);
+}

@@ -54,12 +54,20 @@ fn rendered(query: &Query, format: Format) -> Result<Reply, HttpError> {
     let base = query.parse_id("base")?.map(|base| kept_run(base, "base")).transpose()?;
     let options = RenderOptions { lines: query.flag("lines")?, ..RenderOptions::default() };
     let kept = Profiler::global().runs().kept_ids();
-    let bytes = rendered::rendered(&run, base.as_ref(), format, &options, &kept).map_err(HttpError::internal)?;
+    let bytes = rendered::rendered(&run, base.as_ref(), format, &options, &kept).map_err(|failure| match failure {
+        rendered::Failure::Busy => busy(),
+        rendered::Failure::Failed(message) => HttpError::internal(message),
+    })?;
     let name = match &base {
         Some(base) => format!("memprof.{}-minus-{}.{}", run.id, base.id, format.extension()),
         None => format!("memprof.{}.{}", run.id, format.extension()),
     };
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
+}
+
+/// 503: other renders take the capacity; the client retries.
+pub(super) fn busy() -> HttpError {
+    HttpError::busy(format!("{} other profiles are being rendered; try again in a second", rendered::MAX_RENDERS), 1)
 }
 
 /// The run named by `id`, else the latest one; a clear error when there is none to serve.

@@ -51,6 +51,7 @@ fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
             })
         })
         .transpose()?;
+    let _permit = crate::rendered::Permit::acquire().ok_or_else(super::downloads::busy)?;
     let now = snapshot()?;
     let profile = match seconds {
         None => now,

@@ -53,13 +53,30 @@ pub(crate) fn serve(address: &str, token: Option<String>) -> Result<SocketAddr, 
 
 /// The largest request body read (a symbol lookup of some 50,000 addresses).
 const MAX_BODY: u64 = 1 << 20;
+/// The longest request target (path and query) answered.
+const MAX_TARGET: usize = 8 << 10;
+/// The most header bytes (names and values) answered.
+const MAX_HEADERS: usize = 16 << 10;
+
+/// 414 or 431 for a request larger than any memprof endpoint needs.
+fn check_size(request: &Request) -> Result<(), HttpError> {
+    if request.url().len() > MAX_TARGET {
+        return Err(HttpError::new(414, format!("The request target is longer than {MAX_TARGET} bytes")));
+    }
+    let headers: usize =
+        request.headers().iter().map(|header| header.field.as_str().as_str().len() + header.value.as_str().len()).sum();
+    if headers > MAX_HEADERS {
+        return Err(HttpError::new(431, format!("The request headers are larger than {MAX_HEADERS} bytes")));
+    }
+    Ok(())
+}
 
 /// Answers one request; a panic in a handler becomes a 500 and the worker lives on.
 fn answer(mut request: Request) {
     let mut body = Vec::new();
     let read = request.as_reader().take(MAX_BODY + 1).read_to_end(&mut body);
     let outcome = match read {
-        _ if let Err(refused) = auth::check(&request) => Ok(Err(refused)),
+        _ if let Err(refused) = check_size(&request).and_then(|()| auth::check(&request)) => Ok(Err(refused)),
         Err(error) => Ok(Err(HttpError::bad_request(format!("Cannot read the request body ({error})")))),
         Ok(_) if body.len() as u64 > MAX_BODY => {
             Ok(Err(HttpError::new(413, format!("The request body is larger than {MAX_BODY} bytes"))))

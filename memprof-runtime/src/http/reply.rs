@@ -90,16 +90,14 @@ fn header(name: &str, value: &str) -> Header {
 pub(crate) struct HttpError {
     pub(crate) status: u16,
     pub(crate) message: String,
-    /// The methods the path allows, for a 405.
-    allow: Option<&'static str>,
-    /// Whether to ask for a bearer token (401).
-    www_authenticate: bool,
+    /// Headers that go with the status: `Allow` (405), `WWW-Authenticate` (401), `Retry-After` (503).
+    headers: Vec<(&'static str, String)>,
 }
 
 impl HttpError {
     /// An error with any status.
     pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), allow: None, www_authenticate: false }
+        Self { status, message: message.into(), headers: Vec::new() }
     }
 
     /// 400: a parameter is malformed.
@@ -109,7 +107,7 @@ impl HttpError {
 
     /// 401: the token is missing or wrong.
     pub(crate) fn unauthorized(message: impl Into<String>) -> Self {
-        Self { www_authenticate: true, ..Self::new(401, message) }
+        Self { headers: vec![("WWW-Authenticate", "Bearer realm=\"memprof\"".to_owned())], ..Self::new(401, message) }
     }
 
     /// 404: no such path, run or profile.
@@ -119,12 +117,18 @@ impl HttpError {
 
     /// 405: the path does not take this method.
     pub(crate) fn method_not_allowed(method: &str, allow: &'static str) -> Self {
-        Self { allow: Some(allow), ..Self::new(405, format!("Method {method} is not allowed here; use {allow}")) }
+        let message = format!("Method {method} is not allowed here; use {allow}");
+        Self { headers: vec![("Allow", allow.to_owned())], ..Self::new(405, message) }
     }
 
     /// 409: the request conflicts with the profiler's state.
     pub(crate) fn conflict(message: impl Into<String>) -> Self {
         Self::new(409, message)
+    }
+
+    /// 503 with `Retry-After`: too much expensive work is under way; try again in `seconds`.
+    pub(crate) fn busy(message: impl Into<String>, seconds: u32) -> Self {
+        Self { headers: vec![("Retry-After", seconds.to_string())], ..Self::new(503, message) }
     }
 
     /// 500: reading or writing a profile failed.
@@ -138,11 +142,8 @@ impl HttpError {
         let mut response = Response::from_string(body)
             .with_status_code(self.status)
             .with_header(header("Content-Type", "text/plain; charset=utf-8"));
-        if let Some(allow) = self.allow {
-            response.add_header(header("Allow", allow));
-        }
-        if self.www_authenticate {
-            response.add_header(header("WWW-Authenticate", "Bearer realm=\"memprof\""));
+        for (name, value) in &self.headers {
+            response.add_header(header(name, value));
         }
         response.boxed()
     }
