@@ -1,0 +1,141 @@
+//! Faults the profiler survives: a full disk, its directory deleted, clients that go away, a timer that
+//! fires while `stop` is served. Each time: a clear error, a consistent state, the next run works, and the
+//! latest good profile is still there.
+
+use std::io::{Read, Write};
+use std::process::Command;
+
+use memprof_tests::process::Program;
+use memprof_tests::tools::Scratch;
+
+fn run(service: &Program) -> memprof_tests::http::Response {
+    service.get_json("/memory-profiler/start?duration=1mins");
+    service.get("/memory-profiler/stop")
+}
+
+/// A small tmpfs, unmounted when dropped; `None` (with the reason printed) where mounting is not allowed.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(path: std::path::PathBuf, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(&path).unwrap();
+        let mounted =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path).status();
+        if mounted.is_ok_and(|status| status.success()) {
+            Some(Self(path))
+        } else {
+            println!("SKIPPED: cannot mount a tmpfs here (needs root); the full-disk check did not run");
+            None
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_fails_one_run_clearly_and_keeps_the_previous_profile() {
+    let scratch = Scratch::new("full-disk");
+    let Some(disk) = SmallDisk::mount(scratch.join("disk"), "2m") else { return };
+    let service = Program::service().env("MEMPROF_DIR", &disk.0).spawn();
+    let first = run(&service);
+    assert_eq!(first.status, 200, "{}", first.text());
+    let first = first.json()["id"].as_u64().unwrap();
+
+    // Fill the disk but for a few bytes.
+    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
+    while filler.write_all(&[0; 4096]).is_ok() {}
+    let _ = filler.sync_all();
+
+    let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let failed = service.get("/memory-profiler/stop");
+    assert_eq!(failed.status, 500, "{}", failed.text());
+    let message = failed.text();
+    assert!(message.starts_with(&format!("The heap profile of run {id} could not be written: ")), "{message}");
+    assert!(message.ends_with(&format!("the previous profile (id {first}) is still available.\n")), "{message}");
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["last_failure"]["id"].as_u64(), Some(id));
+    assert!(state["memory_profiler"]["current_run"]["id"].is_null());
+    assert_eq!(state["jemalloc"]["profiling_active"], false);
+    assert!(service.get(&format!("/memory-profiler/download/raw?id={first}")).text().starts_with("heap_v2/"));
+    let leftovers: Vec<_> = std::fs::read_dir(state["memory_profiler"]["tmp_dir"].as_str().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(leftovers, [format!("profile.{first}.heap")], "no partial file left");
+
+    drop(filler);
+    std::fs::remove_file(disk.0.join("filler")).unwrap();
+    let after = run(&service);
+    assert_eq!(after.status, 200, "{}", after.text());
+    drop(service);
+}
+
+#[test]
+fn a_deleted_profile_directory_is_made_again() {
+    let service = Program::service().spawn();
+    let first = run(&service).json()["id"].as_u64().unwrap();
+    let directory =
+        service.get_json("/memory-profiler/state")["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    std::fs::remove_dir_all(&directory).unwrap();
+    let gone = service.get(&format!("/memory-profiler/download/raw?id={first}"));
+    assert_eq!(gone.status, 500);
+    assert!(
+        gone.text()
+            .starts_with(&format!("Cannot read the profile of run {first} at {directory}/profile.{first}.heap (")),
+        "{}",
+        gone.text()
+    );
+    let second = run(&service);
+    assert_eq!(second.status, 200, "{}", second.text());
+    let second = second.json()["id"].as_u64().unwrap();
+    let download = service.get(&format!("/memory-profiler/download/raw?id={second}"));
+    assert!(download.text().starts_with("heap_v2/"));
+}
+
+#[test]
+fn clients_that_go_away_mid_download_harm_nothing() {
+    let service = finely_sampled();
+    let id = run(&service).json()["id"].as_u64().unwrap();
+    for target in
+        [format!("/memory-profiler/download/raw?id={id}"), format!("/memory-profiler/download/flamegraph?id={id}")]
+    {
+        for _ in 0..8 {
+            let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+            write!(stream, "GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut first_bytes = [0; 64];
+            let _ = stream.read(&mut first_bytes);
+            drop(stream);
+        }
+    }
+    assert_eq!(service.get("/memory-profiler/state").status, 200);
+    assert!(
+        service.get(&format!("/memory-profiler/download/text?id={id}")).text().contains("% service::open_session\n")
+    );
+}
+
+#[test]
+fn a_timer_firing_while_stop_is_served_ends_the_run_once() {
+    let service = Program::service().spawn();
+    for _ in 0..5 {
+        let id = service.get_json("/memory-profiler/start?duration=1secs")["id"].as_u64().unwrap();
+        // Stop requests hammer the run until after its timer fired.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
+        while std::time::Instant::now() < deadline {
+            let stopped = service.get("/memory-profiler/stop");
+            assert_eq!(stopped.status, 200, "{}", stopped.text());
+        }
+        let state = service.get_json("/memory-profiler/state");
+        assert!(state["memory_profiler"]["current_run"]["id"].is_null());
+        assert!(state["memory_profiler"]["last_failure"].is_null(), "{state}");
+        assert_eq!(state["memory_profiler"]["latest_run"]["id"].as_u64(), Some(id));
+        assert_eq!(state["jemalloc"]["profiling_active"], false);
+    }
+}
+
+fn finely_sampled() -> Program {
+    Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn()
+}
