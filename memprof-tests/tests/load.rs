@@ -1,0 +1,100 @@
+//! A bounded load test, loopback only: 200 requests a second on a mix of endpoints for 60 seconds, runs
+//! started and stopped among them, while the service allocates flat out. Only the expected statuses come
+//! back, nothing leaks (threads, file descriptors, profiles on disk), and the service's own work goes on.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use memprof_tests::process::{PATIENCE, Program};
+
+const CLIENTS: u32 = 4;
+const REQUESTS_PER_SECOND_EACH: u32 = 50;
+const LENGTH: Duration = Duration::from_secs(60);
+
+/// Each endpoint of the mix, with the statuses it may answer under load.
+const MIX: &[(&str, &[u16])] = &[
+    ("/memory-profiler/state", &[200]),
+    ("/memory-profiler/statistics", &[200]),
+    ("/metrics", &[200]),
+    ("/memory-profiler/heap_profile", &[200]),
+    ("/memory-profiler/start?duration=1secs", &[200]),
+    ("/memory-profiler/download/raw", &[200, 404, 409]),
+    ("/memory-profiler/download/text", &[200, 404, 409, 503]),
+    ("/memory-profiler/download/flamegraph", &[200, 404, 409, 503]),
+    ("/memory-profiler/stop", &[200]),
+];
+
+fn count_entries(path: &str) -> usize {
+    std::fs::read_dir(path).map_or(0, |entries| entries.count())
+}
+
+fn handled(service: &Program) -> usize {
+    service.output().iter().filter(|line| line.ends_with(" requests handled")).count()
+}
+
+#[test]
+fn two_hundred_requests_a_second_for_a_minute_leave_nothing_behind() {
+    let service = Program::service().spawn();
+    let pid = service.pid();
+    let address: SocketAddr = service.address();
+    service.get_json("/memory-profiler/state");
+    let (threads_before, fds_before) =
+        (count_entries(&format!("/proc/{pid}/task")), count_entries(&format!("/proc/{pid}/fd")));
+    let handled_before = handled(&service);
+
+    let unexpected: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+    let answered = Mutex::new(0usize);
+    thread::scope(|scope| {
+        for client in 0..CLIENTS {
+            let (unexpected, answered) = (&unexpected, &answered);
+            scope.spawn(move || {
+                let started = Instant::now();
+                let period = Duration::from_secs(1) / REQUESTS_PER_SECOND_EACH;
+                let mut sent = 0u32;
+                while started.elapsed() < LENGTH {
+                    let (target, allowed) = MIX[(sent as usize + client as usize) % MIX.len()];
+                    let response = memprof_tests::http::request(address, "GET", target);
+                    if !allowed.contains(&response.status) {
+                        *unexpected
+                            .lock()
+                            .unwrap()
+                            .entry(format!("{target} -> {}: {}", response.status, response.text()))
+                            .or_default() += 1;
+                    }
+                    *answered.lock().unwrap() += 1;
+                    sent += 1;
+                    if let Some(wait) = (period * sent).checked_sub(started.elapsed()) {
+                        thread::sleep(wait);
+                    }
+                }
+            });
+        }
+    });
+    let unexpected = unexpected.into_inner().unwrap();
+    assert!(unexpected.is_empty(), "unexpected answers: {unexpected:#?}");
+    let answered = answered.into_inner().unwrap();
+    println!("{answered} requests answered in {LENGTH:?}");
+    assert!(answered > 1000, "{answered}");
+
+    // The service's own work went on meanwhile.
+    assert!(handled(&service) > handled_before, "the service's loop made no progress");
+    // No run left behind, at most the kept profiles on disk.
+    service.get("/memory-profiler/stop");
+    let state = service.get_json("/memory-profiler/state");
+    let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    assert!(count_entries(&directory) <= 4, "{directory}");
+    // Threads and descriptors return to where they were (tiny_http's idle connection threads end after a
+    // few seconds).
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (threads, fds) = (count_entries(&format!("/proc/{pid}/task")), count_entries(&format!("/proc/{pid}/fd")));
+        if threads <= threads_before + 1 && fds <= fds_before + 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "threads {threads_before} -> {threads}, descriptors {fds_before} -> {fds}");
+        thread::sleep(Duration::from_millis(500));
+    }
+}
