@@ -37,6 +37,30 @@ pub use render::{Format, RenderError, RenderOptions};
 pub use run::{Profile, Run, Scope};
 pub use startup::{ADDRESS_VARIABLE, Guard, Options, start};
 
+/// The parsers of untrusted input, for the fuzz targets in `fuzz/`; not a public API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __fuzzing {
+    /// The `duration` parameter of `start`.
+    pub fn duration(text: &str) {
+        let _ = crate::duration::parse_run_length(text);
+    }
+
+    /// A query string, as the rendered downloads read it.
+    pub fn query(text: &str) {
+        if let Ok(query) = crate::http::query::Query::parse(text, &["id", "base", "lines", "duration"]) {
+            let _ = (query.parse_id("id"), query.parse_id("base"), query.flag("lines"));
+        }
+    }
+
+    /// A heap profile, parsed and, when it parses, symbolized against this process's binaries.
+    pub fn heap_profile(text: &str) {
+        if let Ok(profile) = crate::HeapProfile::parse(text) {
+            let _ = crate::Analysis::new(&profile, &crate::Binaries::as_mapped());
+        }
+    }
+}
+
 /// What the expansion of `#[memprof::main]` names; not a public API.
 #[doc(hidden)]
 pub mod __private {

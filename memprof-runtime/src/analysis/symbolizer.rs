@@ -269,6 +269,10 @@ struct Identity {
 impl Identity {
     fn of(path: &Path) -> Result<Self, String> {
         let metadata = std::fs::metadata(path).map_err(|error| format!("cannot open {} ({error})", path.display()))?;
+        // A dump names its binaries; one from elsewhere could name a FIFO or a device. Only files are read.
+        if !metadata.is_file() {
+            return Err(format!("{} is not a regular file", path.display()));
+        }
         Ok(Self { path: path.to_owned(), length: metadata.len(), modified: metadata.modified().ok() })
     }
 }

@@ -5,7 +5,7 @@ mod controls;
 mod downloads;
 mod live;
 mod metrics;
-mod query;
+pub(crate) mod query;
 mod reply;
 mod routes;
 mod runs;
