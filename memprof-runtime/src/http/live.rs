@@ -51,7 +51,6 @@ fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
             })
         })
         .transpose()?;
-    let _permit = crate::rendered::Permit::acquire().ok_or_else(super::downloads::busy)?;
     let now = snapshot()?;
     let profile = match seconds {
         None => now,
@@ -67,8 +66,9 @@ fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
     Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "profile.pb.gz".to_owned(), true))
 }
 
-/// The heap now, symbolized.
+/// The heap now, symbolized: expensive work, done under a render permit (not held across `seconds`).
 fn snapshot() -> Result<Analysis, HttpError> {
+    let _permit = crate::rendered::Permit::acquire().ok_or_else(super::downloads::busy)?;
     let (mut file, name) = Profiler::global().snapshot()?;
     let mut text = String::new();
     file.read_to_string(&mut text)
