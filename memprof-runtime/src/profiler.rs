@@ -19,6 +19,9 @@ use crate::malloc_conf::ConfigReport;
 use crate::report;
 use crate::storage::ProfileStore;
 
+/// Where the profile of a run still active when the program ends is written, if anywhere.
+pub(crate) const FINAL_DUMP_VARIABLE: &str = "MEMPROF_FINAL_DUMP";
+
 /// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
 pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
 
@@ -399,11 +402,27 @@ impl Profiler {
     }
 
     /// Ends any run without keeping its profile and removes the profile directory: the program is ending.
+    ///
+    /// A run still active can leave its profile behind, outside the removed directory, at the path in
+    /// `MEMPROF_FINAL_DUMP`.
     pub(crate) fn shut_down(&self) {
         let mut runs = self.runs.lock();
-        if runs.current.take().is_some() {
+        if let Some(run) = runs.current.take() {
             let _ = jemalloc::set_profiling_active(false);
             self.run_ended.notify_all();
+            if let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE) {
+                let path = PathBuf::from(path);
+                match jemalloc::dump_profile(&path) {
+                    Ok(()) => report::info(&format!(
+                        "Heap profiling run {} was active when the program ended; its profile is at {}",
+                        run.id,
+                        path.display()
+                    )),
+                    Err(error) => {
+                        report::warn(&format!("The final heap profile of run {} was not written: {error}", run.id))
+                    }
+                }
+            }
         }
         runs.finished.clear();
         runs.automatic.clear();

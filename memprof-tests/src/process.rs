@@ -150,8 +150,11 @@ impl Launch {
     /// A program at `path`, with a clean memprof environment.
     pub fn new(path: impl AsRef<Path>) -> Self {
         let mut command = Command::new(path.as_ref());
-        for variable in ["LIBPROCESS_MEMORY_PROFILING", "MEMPROF_ADDR", "MALLOC_CONF", "_RJEM_MALLOC_CONF", "RUST_LOG"]
-        {
+        let memprof_variables = std::env::vars_os()
+            .filter_map(|(name, _)| name.into_string().ok())
+            .filter(|name| name.starts_with("MEMPROF_"));
+        let others = ["LIBPROCESS_MEMORY_PROFILING", "MALLOC_CONF", "_RJEM_MALLOC_CONF", "RUST_LOG"].map(str::to_owned);
+        for variable in memprof_variables.chain(others) {
             command.env_remove(variable);
         }
         command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());

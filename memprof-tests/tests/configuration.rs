@@ -165,17 +165,30 @@ fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made()
 }
 
 #[test]
-fn profiles_are_removed_when_main_returns() {
+fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_dump() {
     let scratch = tempfile_directory("cleanup");
-    let mut service = Program::service().env("TMPDIR", &scratch).env("SERVICE_SECONDS", "3").spawn();
+    let elsewhere = tempfile_directory("final-dump");
+    let final_dump = elsewhere.join("final.heap");
+    let mut service = Program::service()
+        .env("TMPDIR", &scratch)
+        .env("SERVICE_SECONDS", "3")
+        .env("MEMPROF_FINAL_DUMP", &final_dump)
+        .spawn();
     service.get_json("/memory-profiler/start?duration=1mins");
     service.get_json("/memory-profiler/stop");
-    service.get_json("/memory-profiler/start?duration=1mins");
+    let active = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 1, "one run directory");
     assert!(service.wait(), "{:?}", service.output());
     assert!(service.output().contains(&"service: done".to_owned()));
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "nothing left in TMPDIR");
+    let expected = format!(
+        "[memprof] INFO Heap profiling run {active} was active when the program ended; its profile is at {}",
+        final_dump.display()
+    );
+    assert!(service.output().contains(&expected), "{:#?}", service.output());
+    assert!(std::fs::read_to_string(&final_dump).unwrap().starts_with("heap_v2/524288\n"));
     std::fs::remove_dir_all(scratch).unwrap();
+    std::fs::remove_dir_all(elsewhere).unwrap();
 }
 
 /// A fresh directory for one test, under the system's temporary directory.
