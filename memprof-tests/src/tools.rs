@@ -40,13 +40,36 @@ pub fn run(program: &Path, arguments: &[&str], environment: &[(&str, &Path)]) ->
     output
 }
 
+/// `go tool pprof -top -sample_index=<index>` of a gzip pprof profile: its report, or `None` (with the
+/// reason printed) where Go is not installed.
+///
+/// ```no_run
+/// let profile = std::fs::read("heap.pb.gz").unwrap();
+/// if let Some(report) = memprof_tests::tools::pprof_top(&profile, "inuse_space") {
+///     assert!(report.contains("service::open_session"));
+/// }
+/// ```
+pub fn pprof_top(profile: &[u8], sample_index: &str) -> Option<String> {
+    let go = find("go", "golang-go")?;
+    let scratch = Scratch::new(&format!("pprof-{sample_index}"));
+    let file = scratch.join("profile.pb.gz");
+    std::fs::write(&file, profile).unwrap();
+    let home = scratch.join("home");
+    let index = format!("-sample_index={sample_index}");
+    let report =
+        run(&go, &["tool", "pprof", "-top", &index, file.to_str().unwrap()], &[("HOME", &home), ("GOCACHE", &home)]);
+    Some(String::from_utf8_lossy(&report.stdout).into_owned())
+}
+
 /// A fresh directory for one test's files, removed when dropped.
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// `$TMPDIR/memprof-test-<name>-<pid>`, empty.
+    /// `$TMPDIR/memprof-test-<name>-<pid>-<n>`, empty; `n` tells apart the directories of one test process.
     pub fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("memprof-test-{name}-{}", std::process::id()));
+        static CREATED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let serial = CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("memprof-test-{name}-{}-{serial}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         Self(path)

@@ -110,17 +110,7 @@ fn pprof_output_is_read_by_go_tool_pprof() {
     let mut protobuf = Vec::new();
     flate2::read::GzDecoder::new(&response.body[..]).read_to_end(&mut protobuf).expect("gzip");
     assert!(String::from_utf8_lossy(&protobuf).contains("inuse_space"));
-    let Some(go) = tools::find("go", "golang-go") else { return };
-    let scratch = Scratch::new("pprof");
-    let file = scratch.join("heap.pb.gz");
-    std::fs::write(&file, &response.body).unwrap();
-    let home = scratch.join("home");
-    let report = tools::run(
-        &go,
-        &["tool", "pprof", "-top", "-sample_index=inuse_space", file.to_str().unwrap()],
-        &[("HOME", &home), ("GOCACHE", &home)],
-    );
-    let report = String::from_utf8_lossy(&report.stdout);
+    let Some(report) = tools::pprof_top(&response.body, "inuse_space") else { return };
     let session =
         report.lines().find(|line| line.ends_with("service::open_session")).unwrap_or_else(|| panic!("{report}"));
     let megabytes: f64 = session.split_whitespace().next().unwrap().trim_end_matches("MB").parse().unwrap();

@@ -146,14 +146,8 @@ fn debug_pprof_heap_serves_the_live_heap_to_pprof_scrapers() {
         (bad.status, bad.text()),
         (400, "Invalid parameter 'seconds': '0'; expected a whole number from 1 to 60.\n".to_owned())
     );
-    let Some(go) = tools::find("go", "golang-go") else { return };
-    let scratch = Scratch::new("debug-pprof");
-    let file = scratch.join("heap.pb.gz");
-    std::fs::write(&file, &response.body).unwrap();
-    let home = scratch.join("home");
-    let report =
-        tools::run(&go, &["tool", "pprof", "-top", file.to_str().unwrap()], &[("HOME", &home), ("GOCACHE", &home)]);
-    assert!(String::from_utf8_lossy(&report.stdout).contains("service::open_session"));
+    let Some(report) = tools::pprof_top(&response.body, "inuse_space") else { return };
+    assert!(report.contains("service::open_session"), "{report}");
 }
 
 #[test]
@@ -343,23 +337,10 @@ fn debug_pprof_allocs_shows_what_was_allocated_and_freed_when_jemalloc_keeps_tot
     service.wait_for_line(|line| line == "service: 0 requests handled");
     let response = service.get("/debug/pprof/allocs");
     assert_eq!(response.status, 200, "{}", response.text());
-    let Some(go) = tools::find("go", "golang-go") else { return };
-    let scratch = Scratch::new("debug-pprof-allocs");
-    let file = scratch.join("allocs.pb.gz");
-    std::fs::write(&file, &response.body).unwrap();
-    let home = scratch.join("home");
-    let top = |index: &str| {
-        let report = tools::run(
-            &go,
-            &["tool", "pprof", "-top", &format!("-sample_index={index}"), file.to_str().unwrap()],
-            &[("HOME", &home), ("GOCACHE", &home)],
-        );
-        String::from_utf8_lossy(&report.stdout).into_owned()
-    };
     // `render_response` frees its buffers at once: it is in what was allocated, not in what is live.
-    let allocated = top("alloc_space");
+    let Some(allocated) = tools::pprof_top(&response.body, "alloc_space") else { return };
     assert!(allocated.lines().any(|line| line.ends_with("service::render_response")), "{allocated}");
-    let live = top("inuse_space");
+    let live = tools::pprof_top(&response.body, "inuse_space").unwrap();
     assert!(
         live.contains("service::open_session") && !live.lines().any(|line| line.ends_with("service::render_response")),
         "{live}"
