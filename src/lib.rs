@@ -59,7 +59,10 @@ pub use memprof_macros::main;
 
 #[cfg(feature = "enabled")]
 #[doc(inline)]
-pub use memprof_runtime::{Counts, Error, HeapProfile, Mapping, ParseError, Profile, Run, Stack};
+pub use memprof_runtime::{
+    Analysis, Binaries, Counts, Error, Format, Frame, HeapProfile, Location, Mapping, Module, ParseError, Profile,
+    RenderError, RenderOptions, Run, Sample, Stack,
+};
 
 /// Profiles one block: a run starts before it and ends after it (also on `?` and panics), and the
 /// block's value is returned. The profile becomes the latest downloadable one ([`Profile::latest`]).
