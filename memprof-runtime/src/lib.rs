@@ -46,6 +46,11 @@ pub mod __fuzzing {
         let _ = crate::duration::parse_run_length(text);
     }
 
+    /// A request head, as the HTTP server reads it off a connection.
+    pub fn request_head(bytes: &[u8]) {
+        let _ = crate::http::parse_request_head(bytes);
+    }
+
     /// A query string, as the rendered downloads read it.
     pub fn query(text: &str) {
         if let Ok(query) = crate::http::query::Query::parse(text, &["id", "base", "lines", "duration"]) {

@@ -1,5 +1,5 @@
 //! `--no-default-features`: the attribute leaves `main` alone, `scope!` is its block, and neither jemalloc
-//! nor tiny_http is compiled. Built with cargo in a target directory of its own (cargo holds a lock on
+//! nor the HTTP server (httparse) is compiled. Built with cargo in a target directory of its own (cargo holds a lock on
 //! the one running this test).
 
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ fn cargo(arguments: &[&str]) -> String {
 #[test]
 fn without_the_enabled_feature_nothing_of_the_profiler_is_compiled() {
     let tree = cargo(&["tree", "-p", "memprof", "--no-default-features", "-e", "normal", "--prefix", "none"]);
-    for absent in ["tikv-jemalloc", "tiny_http", "memprof-runtime"] {
+    for absent in ["tikv-jemalloc", "httparse", "memprof-runtime"] {
         assert!(!tree.contains(absent), "{absent} in:\n{tree}");
     }
 

@@ -36,20 +36,41 @@ fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
     });
 }
 
-#[test]
-fn the_endpoints_run_on_four_named_threads() {
-    let service = Program::service().spawn();
-    // A thread names itself once it runs, so the names may lag the spawn for a moment.
+/// Waits until `count` of the service's threads have exactly `name` (a thread names itself once it runs, so
+/// the names may lag the spawn for a moment).
+fn wait_for_threads(service: &Program, name: &str, count: usize) {
     let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
     loop {
         let names = service.thread_names();
-        let workers = names.iter().filter(|name| name.starts_with("memprof-http-")).count();
-        if workers == 4 {
-            break;
+        if names.iter().filter(|thread| *thread == name).count() == count {
+            return;
         }
-        assert!(workers < 4 && std::time::Instant::now() < deadline, "{names:?}");
+        assert!(std::time::Instant::now() < deadline, "waiting for {count} x {name}: {names:?}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+#[test]
+fn the_endpoints_run_on_one_named_thread_and_one_more_per_open_connection() {
+    use std::io::{Read, Write};
+    let service = Program::service().spawn();
+    wait_for_threads(&service, "memprof-http", 1);
+    wait_for_threads(&service, "memprof-http-c", 0);
+    let mut connections: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = TcpStream::connect(service.address()).unwrap();
+            stream.write_all(b"GET /memory-profiler/state HTTP/1.1\r\n\r\n").unwrap();
+            let mut status = [0; 12];
+            stream.read_exact(&mut status).unwrap();
+            assert_eq!(&status, b"HTTP/1.1 200");
+            stream
+        })
+        .collect();
+    wait_for_threads(&service, "memprof-http-c", 3);
+    connections.truncate(1);
+    wait_for_threads(&service, "memprof-http-c", 1);
+    drop(connections);
+    wait_for_threads(&service, "memprof-http-c", 0);
 }
 
 #[test]

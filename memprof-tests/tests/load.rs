@@ -86,8 +86,8 @@ fn two_hundred_requests_a_second_for_a_minute_leave_nothing_behind() {
     let state = service.get_json("/memory-profiler/state");
     let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
     assert!(count_entries(&directory) <= 4, "{directory}");
-    // Threads and descriptors return to where they were (tiny_http's idle connection threads end after a
-    // few seconds).
+    // Threads and descriptors return to where they were (a kept-alive connection's thread ends when its client
+    // leaves, or after ten idle seconds).
     let deadline = Instant::now() + PATIENCE;
     loop {
         let (threads, fds) = (count_entries(&format!("/proc/{pid}/task")), count_entries(&format!("/proc/{pid}/fd")));

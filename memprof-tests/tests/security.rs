@@ -91,3 +91,29 @@ fn oversized_requests_are_refused_and_the_server_lives_on() {
     );
     assert_eq!(service.get("/memory-profiler/state").status, 200);
 }
+
+/// Slowloris: more stalled clients than the server has places, each halfway through its request head.
+#[test]
+fn stalled_clients_cannot_keep_state_or_stop_out_and_get_408() {
+    use std::io::{Read, Write};
+    let service = Program::service().spawn();
+    let stalled: Vec<std::net::TcpStream> = (0..50)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+            stream.write_all(b"GET /memory-profiler/state HTTP/1.1\r\nHost:").unwrap();
+            stream
+        })
+        .collect();
+    assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_active"], false);
+    let started = service.get_json("/memory-profiler/start?duration=1hrs");
+    let stopped = service.get_json("/memory-profiler/stop");
+    assert_eq!(stopped["message"], format!("Successfully stopped heap profiling run {}.", started["id"]));
+    // The newest stalled client still has its place, until its deadline: then 408 and the connection closes.
+    let mut newest = stalled.last().unwrap().try_clone().unwrap();
+    newest.set_read_timeout(Some(memprof_tests::process::PATIENCE)).unwrap();
+    let mut raw = Vec::new();
+    newest.read_to_end(&mut raw).unwrap();
+    let response = memprof_tests::http::parse(&raw);
+    assert_eq!((response.status, response.text()), (408, "The request was not sent in time.\n".to_owned()));
+    assert_eq!(response.header("connection"), Some("close"));
+}

@@ -1,10 +1,8 @@
 //! What a handler answers: a [`Reply`], or an [`HttpError`] whose text says what happened and what to do.
 
 use std::fs::File;
-use std::io::Cursor;
+use std::io::{self, Write};
 use std::sync::Arc;
-
-use tiny_http::{Header, Response, ResponseBox, StatusCode};
 
 use crate::profiler;
 
@@ -48,41 +46,69 @@ impl Reply {
         Self { status: 200, content_type, body: Body::Shared(bytes), attachment: download.then_some(filename) }
     }
 
-    /// The tiny_http response.
-    pub(crate) fn into_response(self) -> ResponseBox {
-        let mut headers = vec![header("Content-Type", self.content_type), header("Cache-Control", "no-store")];
-        if let Some(filename) = &self.attachment {
-            headers.push(header("Content-Disposition", &format!("attachment; filename=\"{filename}\"")));
+    /// The response to write.
+    pub(crate) fn into_response(self) -> Response {
+        let mut headers = vec![("Cache-Control", "no-store".to_owned())];
+        if let Some(filename) = self.attachment {
+            headers.push(("Content-Disposition", format!("attachment; filename=\"{filename}\"")));
         }
-        let (reader, length): (Box<dyn std::io::Read + Send>, Option<usize>) = match self.body {
-            Body::Bytes(bytes) => {
-                let length = bytes.len();
-                (Box::new(Cursor::new(bytes)), Some(length))
-            }
-            Body::Shared(bytes) => {
-                let length = bytes.len();
-                (Box::new(Cursor::new(SharedBytes(bytes))), Some(length))
-            }
-            Body::File(file) => {
-                let length = file.metadata().ok().and_then(|metadata| usize::try_from(metadata.len()).ok());
-                (Box::new(file), length)
-            }
+        Response { status: self.status, content_type: self.content_type, headers, body: self.body }
+    }
+}
+
+/// What is written back: status, headers and body.
+pub(crate) struct Response {
+    status: u16,
+    content_type: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: Body,
+}
+
+impl Response {
+    /// Writes the response; `keep_alive` says whether the connection stays open after it.
+    pub(crate) fn write_to(self, out: &mut impl Write, keep_alive: bool) -> io::Result<()> {
+        let length = match &self.body {
+            Body::Bytes(bytes) => bytes.len() as u64,
+            Body::Shared(bytes) => bytes.len() as u64,
+            Body::File(file) => file.metadata()?.len(),
         };
-        Response::new(StatusCode(self.status), headers, reader, length, None).boxed()
+        let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        head += &format!("Content-Type: {}\r\nContent-Length: {length}\r\n", self.content_type);
+        for (name, value) in &self.headers {
+            head += &format!("{name}: {value}\r\n");
+        }
+        head += if keep_alive { "\r\n" } else { "Connection: close\r\n\r\n" };
+        out.write_all(head.as_bytes())?;
+        match self.body {
+            Body::Bytes(bytes) => out.write_all(&bytes),
+            Body::Shared(bytes) => out.write_all(&bytes),
+            Body::File(file) => {
+                let copied = io::copy(&mut io::Read::take(file, length), out)?;
+                // A file cut short under us would leave the client waiting for the rest.
+                if copied == length { Ok(()) } else { Err(io::ErrorKind::UnexpectedEof.into()) }
+            }
+        }
     }
 }
 
-/// Cached bytes served without copying them.
-struct SharedBytes(Arc<Vec<u8>>);
-
-impl AsRef<[u8]> for SharedBytes {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
+/// The reason phrase of the statuses memprof answers.
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "",
     }
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("header names and values are ASCII")
 }
 
 /// A failed request: its status code and a message for the operator.
@@ -136,16 +162,15 @@ impl HttpError {
         Self::new(500, message)
     }
 
-    /// The tiny_http response: the message as plain text, ending with ".\n" like Mesos's.
-    pub(crate) fn into_response(self) -> ResponseBox {
+    /// The response: the message as plain text, ending with ".\n" like Mesos's.
+    pub(crate) fn into_response(self) -> Response {
         let body = format!("{}.\n", self.message.trim_end_matches('.'));
-        let mut response = Response::from_string(body)
-            .with_status_code(self.status)
-            .with_header(header("Content-Type", "text/plain; charset=utf-8"));
-        for (name, value) in &self.headers {
-            response.add_header(header(name, value));
+        Response {
+            status: self.status,
+            content_type: "text/plain; charset=utf-8",
+            headers: self.headers,
+            body: Body::Bytes(body.into_bytes()),
         }
-        response.boxed()
     }
 }
 

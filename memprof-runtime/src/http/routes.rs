@@ -1,8 +1,6 @@
 //! The endpoints, with the methods and parameters each takes: Mesos's under `/memory-profiler`, and the
 //! symbol service of pprof's remote protocol under `/debug/pprof` (and, for jeprof, under the prefix).
 
-use tiny_http::Method;
-
 use super::query::Query;
 use super::reply::{HttpError, Reply};
 use super::{controls, downloads, live, metrics, runs, state, symbols};
@@ -77,14 +75,14 @@ const ROUTES: &[Route] = &[
 ];
 
 /// Answers one request. Trailing slashes are ignored, as in Mesos.
-pub(crate) fn route(method: &Method, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
+pub(crate) fn route(method: &str, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let path = path.trim_end_matches('/');
     let route = ROUTES.iter().find(|route| route.path == path).ok_or_else(|| unknown_path(path))?;
-    let allowed = matches!((method, route.accepts_post), (Method::Get, _) | (Method::Post, true));
+    let allowed = matches!((method, route.accepts_post), ("GET", _) | ("POST", true));
     if !allowed {
         let allow = if route.accepts_post { "GET, POST" } else { "GET" };
-        return Err(HttpError::method_not_allowed(method.as_str(), allow));
+        return Err(HttpError::method_not_allowed(method, allow));
     }
     let query = Query::parse(query, route.parameters)?;
     match route.handle {
@@ -104,7 +102,7 @@ mod tests {
 
     #[test]
     fn unknown_paths_list_the_endpoints() {
-        let error = route(&Method::Get, "/memory-profiler/strat?duration=5mins", b"").err().unwrap();
+        let error = route("GET", "/memory-profiler/strat?duration=5mins", b"").err().unwrap();
         assert_eq!(error.status, 404);
         assert!(error.message.starts_with(
             "No endpoint at '/memory-profiler/strat'; the endpoints are /memory-profiler/start, /memory-profiler/stop,"
@@ -113,9 +111,9 @@ mod tests {
 
     #[test]
     fn reads_take_only_get() {
-        let error = route(&Method::Post, "/memory-profiler/state/", b"").err().unwrap();
+        let error = route("POST", "/memory-profiler/state/", b"").err().unwrap();
         assert_eq!((error.status, error.message.as_str()), (405, "Method POST is not allowed here; use GET"));
-        let error = route(&Method::Delete, "/memory-profiler/stop", b"").err().unwrap();
+        let error = route("DELETE", "/memory-profiler/stop", b"").err().unwrap();
         assert_eq!((error.status, error.message.as_str()), (405, "Method DELETE is not allowed here; use GET, POST"));
     }
 }
