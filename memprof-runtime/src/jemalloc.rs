@@ -83,6 +83,9 @@ pub(crate) fn reset_samples(lg_sample: usize) -> Result<(), CtlError> {
 /// `prof.dump`: writes the current heap profile to `path`.
 pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    // jemalloc creates the file with mode 0644; made first, owner-only, it keeps that mode.
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the dump path contains a NUL byte"))?;
     // SAFETY: `prof.dump` takes a `const char *` file name; `c_path` outlives the call and jemalloc does

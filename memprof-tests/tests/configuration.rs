@@ -208,6 +208,8 @@ fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_du
     );
     assert!(service.output().contains(&expected), "{:#?}", service.output());
     assert!(std::fs::read_to_string(&final_dump).unwrap().starts_with("heap_v2/524288\n"));
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&final_dump).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the final dump is the owner's only");
     std::fs::remove_dir_all(scratch).unwrap();
     std::fs::remove_dir_all(elsewhere).unwrap();
 }

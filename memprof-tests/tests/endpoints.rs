@@ -97,7 +97,9 @@ fn a_run_round_trips_from_start_to_a_dump_of_the_services_functions() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(directory).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "{directory}");
-    assert_eq!(std::fs::read_dir(directory).unwrap().count(), 1, "only the finished profile, no partial file");
+    let files: Vec<_> = std::fs::read_dir(directory).unwrap().map(|entry| entry.unwrap().metadata().unwrap()).collect();
+    assert_eq!(files.len(), 1, "only the finished profile, no partial file");
+    assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
 }
 
 #[test]
@@ -194,6 +196,14 @@ fn bad_requests_get_their_status_and_a_clear_message() {
         ("GET", "/memory-profiler/start?duration=0.5secs", 400, "Duration '0.5secs' must be between 1secs and 1days.".into()),
         ("GET", "/memory-profiler/start?duration=25hrs", 400, "Duration '25hrs' must be between 1secs and 1days.".into()),
         ("GET", "/memory-profiler/start?duration=1secs&duration=2secs", 400, "Parameter 'duration' is given more than once.".into()),
+        ("GET", "/memory-profiler/start?duration=99999999999999999999999days", 400, "Could not parse parameter 'duration': '99999999999999999999999days' is too long to represent.".into()),
+        ("GET", "/memory-profiler/start?duration=1e9secs", 400, format!("Could not parse parameter 'duration': unknown duration unit 'e9secs' in '1e9secs'; supported units are {units}.")),
+        ("GET", "/memory-profiler/start?duration=%EF%BC%95secs", 400, "Could not parse parameter 'duration': '５secs' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'.".into()),
+        ("GET", "/memory-profiler/start?duration=5%C2%A0mins", 400, format!("Could not parse parameter 'duration': unknown duration unit '\u{a0}mins' in '5\u{a0}mins'; supported units are {units}.")),
+        ("GET", "/memory-profiler/start?duration=infsecs", 400, "Could not parse parameter 'duration': 'infsecs' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'.".into()),
+        ("GET", "/memory-profiler/download/raw?id=99999999999999999999", 400, "Invalid parameter 'id': '99999999999999999999' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
+        ("GET", "/memory-profiler/download/raw?id=%F0%9F%92%A5", 400, "Invalid parameter 'id': '💥' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
+        ("GET", "/memory-profiler/state?%FF=1", 400, "Unknown parameter '\u{fffd}'; this endpoint takes no parameters.".into()),
         ("GET", "/memory-profiler/start?time=5mins", 400, "Unknown parameter 'time'; expected 'duration'.".into()),
         ("GET", "/memory-profiler/state?verbose=1", 400, "Unknown parameter 'verbose'; this endpoint takes no parameters.".into()),
         ("PUT", "/memory-profiler/start", 405, "Method PUT is not allowed here; use GET, POST.".into()),

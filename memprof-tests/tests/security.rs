@@ -117,3 +117,48 @@ fn stalled_clients_cannot_keep_state_or_stop_out_and_get_408() {
     assert_eq!((response.status, response.text()), (408, "The request was not sent in time.\n".to_owned()));
     assert_eq!(response.header("connection"), Some("close"));
 }
+
+/// Requests that are not HTTP/1.x as it is written, sent byte for byte.
+#[test]
+fn malformed_requests_get_400_and_the_server_lives_on() {
+    use std::io::{Read, Write};
+    let service = Program::service().spawn();
+    let cases: &[(&[u8], u16, &str)] = &[
+        (b"GET /memory-profiler/st\xffate HTTP/1.1\r\n\r\n", 400, "Malformed request (invalid token).\n"),
+        (b"GET /memory-profiler/state HTTP/2.0\r\n\r\n", 400, "Malformed request (invalid HTTP version).\n"),
+        (
+            b"GET /memory-profiler/state HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            400,
+            "Malformed request (invalid header name).\n",
+        ),
+        (b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 400, "Invalid Content-Length '1x'.\n"),
+        (
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 9\r\n\r\n0x1",
+            400,
+            "The request body ended before its announced length.\n",
+        ),
+        (
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            400,
+            "Malformed chunked request body.\n",
+        ),
+        (
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+            501,
+            "Transfer-Encoding 'gzip' is not supported; use chunked.\n",
+        ),
+    ];
+    for (raw, status, message) in cases {
+        let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+        stream.write_all(raw).unwrap();
+        // A request cut short: the client says it has nothing more to send.
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        let response = memprof_tests::http::parse(&answer);
+        assert_eq!((response.status, response.text().as_str()), (*status, *message), "{}", raw.escape_ascii());
+    }
+    // Absolute-form targets (as sent through proxies) are served like paths.
+    let absolute = format!("http://{}/memory-profiler/state", service.address());
+    assert_eq!(memprof_tests::http::request(service.address(), "GET", &absolute).status, 200);
+}

@@ -300,7 +300,7 @@ pub(crate) fn parse_head(buffer: &[u8]) -> Result<Option<Head>, HttpError> {
         Err(httparse::Error::TooManyHeaders) => return Err(headers_too_large()),
         Err(error) => return Err(HttpError::bad_request(format!("Malformed request ({error})"))),
     };
-    let target = request.path.unwrap_or_default();
+    let target = origin_form(request.path.unwrap_or_default());
     if target.len() > MAX_TARGET {
         return Err(target_too_long());
     }
@@ -341,6 +341,14 @@ pub(crate) fn parse_head(buffer: &[u8]) -> Result<Option<Head>, HttpError> {
     }))
 }
 
+/// The path and query of a target in absolute form (`http://host/path?query`, which servers must accept).
+fn origin_form(target: &str) -> &str {
+    let Some(rest) = target.strip_prefix("http://").or_else(|| target.strip_prefix("https://")) else {
+        return target;
+    };
+    rest.find('/').map_or("/", |path| &rest[path..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,6 +377,9 @@ mod tests {
         let chunked = head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
         assert!(matches!(chunked.body, BodyLength::Chunked));
         assert!(parse_head(b"GET /memory-profiler/state HTTP/1.1\r\nHost:").unwrap().is_none());
+        let absolute = head("GET http://127.0.0.1:5050/memory-profiler/state?x=1 HTTP/1.1\r\n\r\n");
+        assert_eq!(absolute.target, "/memory-profiler/state?x=1");
+        assert_eq!(head("GET http://host HTTP/1.1\r\n\r\n").target, "/");
     }
 
     #[test]
