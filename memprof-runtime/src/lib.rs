@@ -18,6 +18,7 @@ mod analysis;
 mod autodump;
 mod duration;
 mod heap_profile;
+mod history;
 mod http;
 mod jemalloc;
 mod malloc_conf;

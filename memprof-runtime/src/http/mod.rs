@@ -4,6 +4,7 @@
 mod auth;
 mod connection;
 mod controls;
+mod dashboard;
 mod downloads;
 mod live;
 mod metrics;
@@ -32,13 +33,15 @@ pub(crate) fn serve(address: &str, token: Option<String>) -> Result<SocketAddr, 
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| format!("cannot listen on {address}: {error}"))?;
     server::start(listener, answer).map_err(|error| format!("cannot start the HTTP thread ({error})"))?;
+    crate::history::start().map_err(|error| format!("cannot start the memory history thread ({error})"))?;
     Ok(bound)
 }
 
-/// Answers one request: checks its credentials, then routes it.
+/// Answers one request: checks its credentials (but for the dashboard page), then routes it.
 fn answer(request: &Request) -> Response {
-    let routed = auth::check(request.authorization.as_deref())
-        .and_then(|()| routes::route(&request.method, &request.target, &request.body));
+    let allowed =
+        if routes::needs_token(&request.target) { auth::check(request.authorization.as_deref()) } else { Ok(()) };
+    let routed = allowed.and_then(|()| routes::route(&request.method, &request.target, &request.body));
     match routed {
         Ok(reply) => reply.into_response(),
         Err(error) => error.into_response(),

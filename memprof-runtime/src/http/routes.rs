@@ -3,7 +3,7 @@
 
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use super::{controls, downloads, live, metrics, runs, state, symbols};
+use super::{controls, dashboard, downloads, live, metrics, runs, state, symbols};
 
 /// Where Mesos's endpoints live.
 pub(crate) const PREFIX: &str = "/memory-profiler";
@@ -43,7 +43,12 @@ const fn post(
     Route { accepts_post: true, ..get(path, parameters, handle) }
 }
 
+/// The dashboard's path: the only one that needs no token.
+const DASHBOARD: &str = "/memory-profiler";
+
 const ROUTES: &[Route] = &[
+    get(DASHBOARD, &[], dashboard::page),
+    get("/memory-profiler/memory", &["since"], dashboard::memory),
     post("/memory-profiler/start", &["duration"], runs::start),
     post("/memory-profiler/stop", &[], runs::stop),
     get("/memory-profiler/state", &[], state::state),
@@ -74,10 +79,20 @@ const ROUTES: &[Route] = &[
     },
 ];
 
-/// Answers one request. Trailing slashes are ignored, as in Mesos.
-pub(crate) fn route(method: &str, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
+/// Whether the request for `url` must carry the token (all but the dashboard page).
+pub(crate) fn needs_token(url: &str) -> bool {
+    split(url).0 != DASHBOARD
+}
+
+/// The path without trailing slashes (ignored, as in Mesos), and the query.
+fn split(url: &str) -> (&str, &str) {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let path = path.trim_end_matches('/');
+    (path.trim_end_matches('/'), query)
+}
+
+/// Answers one request.
+pub(crate) fn route(method: &str, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
+    let (path, query) = split(url);
     let route = ROUTES.iter().find(|route| route.path == path).ok_or_else(|| unknown_path(path))?;
     let allowed = matches!((method, route.accepts_post), ("GET", _) | ("POST", true));
     if !allowed {
@@ -105,7 +120,7 @@ mod tests {
         let error = route("GET", "/memory-profiler/strat?duration=5mins", b"").err().unwrap();
         assert_eq!(error.status, 404);
         assert!(error.message.starts_with(
-            "No endpoint at '/memory-profiler/strat'; the endpoints are /memory-profiler/start, /memory-profiler/stop,"
+            "No endpoint at '/memory-profiler/strat'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start,"
         ));
     }
 

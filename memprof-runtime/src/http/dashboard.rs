@@ -1,0 +1,49 @@
+//! `/memory-profiler/`: one self-contained HTML page (no CDN, no build step; it works on an air-gapped host)
+//! that charts memory, drives runs and shows flame graphs, all through the other endpoints; and
+//! `/memory-profiler/memory`, the readings its chart draws.
+
+use serde_json::json;
+
+use super::query::Query;
+use super::reply::{HttpError, Reply};
+use crate::history;
+
+/// The page, compiled into the runtime.
+const PAGE: &str = include_str!("dashboard.html");
+
+/// `/memory-profiler/`: the dashboard. It holds no data, so it needs no token; it asks for one when the
+/// endpoints it calls answer 401.
+pub(super) fn page(_: &Query) -> Result<Reply, HttpError> {
+    Ok(Reply::bytes("text/html; charset=utf-8", PAGE.as_bytes().to_vec()))
+}
+
+/// `/memory-profiler/memory?since=T`: jemalloc's counters read once a second over the last ten minutes,
+/// oldest first; with `since`, only the readings after time `T` (Unix milliseconds, as each reading's `time`).
+pub(super) fn memory(query: &Query) -> Result<Reply, HttpError> {
+    let since = match query.get("since") {
+        None => 0,
+        Some(text) => text.parse().map_err(|_| {
+            HttpError::bad_request(format!(
+                "Invalid parameter 'since': '{text}' is not a time; give the 'time' of the newest reading you have"
+            ))
+        })?,
+    };
+    let readings: Vec<_> = history::ring()
+        .since(since)
+        .iter()
+        .map(|reading| {
+            json!({
+                "time": reading.time,
+                "allocated": reading.allocated,
+                "active": reading.active,
+                "resident": reading.resident,
+                "retained": reading.retained,
+            })
+        })
+        .collect();
+    Ok(Reply::json(&json!({
+        "interval_seconds": history::PERIOD.as_secs(),
+        "capacity": history::CAPACITY,
+        "readings": readings,
+    })))
+}

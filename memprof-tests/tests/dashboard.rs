@@ -1,0 +1,162 @@
+//! The dashboard in a real browser: headless Chromium driven through ChromeDriver (WebDriver) against the
+//! example service. Skipped, with the reason printed, where Chromium or ChromeDriver is not installed
+//! (Debian packages chromium and chromium-driver; `.ci/run` installs them).
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use memprof_tests::process::{PATIENCE, Program};
+use memprof_tests::tools::find;
+
+/// ChromeDriver on a free loopback port, stopped when dropped.
+struct Driver {
+    process: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start(chromedriver: &Path) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let process = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let deadline = Instant::now() + PATIENCE;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver does not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { process, url: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// A headless Chromium session (no sandbox: CI runs as root).
+    async fn session(&self, chromium: &Path) -> Client {
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".to_owned(),
+            serde_json::json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1500"],
+            }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        ClientBuilder::new(connector).capabilities(capabilities).connect(&self.url).await.expect("a WebDriver session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// A browser showing `service`'s dashboard, or `None` (with the reason printed) where none is installed.
+async fn open_dashboard(service: &Program) -> Option<(Driver, Client)> {
+    let (chromium, chromedriver) = (find("chromium", "chromium")?, find("chromedriver", "chromium-driver")?);
+    let driver = Driver::start(&chromedriver);
+    let client = driver.session(&chromium).await;
+    client.goto(&format!("http://{}/memory-profiler/", service.address())).await.unwrap();
+    Some((driver, client))
+}
+
+/// Waits until `script` (a function body returning a value) returns something other than null or false.
+async fn wait_for(client: &Client, what: &str, script: &str) -> serde_json::Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let value = client.execute(script, vec![]).await.expect("the script runs");
+        if !(value.is_null() || value == false) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "waited in vain for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Saves a screenshot under the test's target directory and prints where it is.
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("a screenshot");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.png"));
+    std::fs::write(&path, &png).unwrap();
+    println!("screenshot: {} ({} bytes)", path.display(), png.len());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_flame_graph() {
+    let service = Program::service().spawn();
+    let Some((_driver, client)) = open_dashboard(&service).await else { return };
+
+    // The state arrives, and the chart draws jemalloc's counters.
+    wait_for(&client, "the idle state", "return document.getElementById('status').textContent === 'Idle';").await;
+    wait_for(&client, "the chart", "return document.querySelector('#chart polyline[data-series=allocated]');").await;
+
+    let duration = client.find(Locator::Id("duration")).await.unwrap();
+    duration.clear().await.unwrap();
+    duration.send_keys("3secs").await.unwrap();
+    client.find(Locator::Id("start")).await.unwrap().click().await.unwrap();
+
+    // While the run goes: its id and a countdown.
+    let run = wait_for(&client, "the run", "return document.getElementById('status').dataset.run || null;").await;
+    let run: u64 = run.as_str().unwrap().parse().unwrap();
+    let message = client.find(Locator::Id("message")).await.unwrap().text().await.unwrap();
+    assert!(message.starts_with("Successfully started new heap profiling run."), "{message}");
+    wait_for(&client, "the countdown", "return document.getElementById('status-detail').dataset.remaining || null;")
+        .await;
+
+    // When it ends: listed with its downloads, and its flame graph shown.
+    wait_for(&client, "the finished run", &format!("return document.getElementById('run-{run}');")).await;
+    let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{run}';");
+    wait_for(&client, "the flame graph", &shown).await;
+    let downloads =
+        client.find(Locator::Css(&format!("#run-{run} td:last-child"))).await.unwrap().text().await.unwrap();
+    assert_eq!(downloads, "raw · text · graph · flamegraph · collapsed · pprof");
+    screenshot(&client, "dashboard").await;
+
+    client.enter_frame(0).await.unwrap();
+    let flame_graph = client.source().await.unwrap();
+    for function in ["open_session", "index_document"] {
+        assert!(flame_graph.contains(function), "{function} is not in the flame graph");
+    }
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_a_token_the_dashboard_asks_for_it_and_then_works() {
+    let service = Program::service().env("MEMPROF_TOKEN", "s3cret").spawn();
+    let Some((_driver, client)) = open_dashboard(&service).await else { return };
+
+    let prompt = "return !document.getElementById('token-panel').hidden;";
+    wait_for(&client, "the token prompt", prompt).await;
+    let hidden = client.execute("return document.getElementById('profiler-panel').hidden;", vec![]).await.unwrap();
+    assert_eq!(hidden, true, "nothing but the prompt shows without the token");
+
+    let input = client.find(Locator::Id("token-input")).await.unwrap();
+    input.send_keys("wrong").await.unwrap();
+    client.find(Locator::Id("token-submit")).await.unwrap().click().await.unwrap();
+    let refused = "return document.getElementById('token-error').textContent === 'That token was refused.';";
+    wait_for(&client, "the refusal", refused).await;
+
+    input.clear().await.unwrap();
+    input.send_keys("s3cret").await.unwrap();
+    client.find(Locator::Id("token-submit")).await.unwrap().click().await.unwrap();
+    wait_for(&client, "the state", "return document.getElementById('status').textContent === 'Idle';").await;
+    wait_for(&client, "the prompt to go", "return document.getElementById('token-panel').hidden;").await;
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_profiling_disabled_the_dashboard_says_so_and_offers_no_run() {
+    let service = Program::service().env("MALLOC_CONF", "prof:false").spawn();
+    let Some((_driver, client)) = open_dashboard(&service).await else { return };
+
+    let banner = wait_for(&client, "the banner", "return document.getElementById('banner').textContent || null;").await;
+    assert!(banner.as_str().unwrap().starts_with("Heap profiling is disabled in this process"), "{banner}");
+    let disabled = client.execute("return document.getElementById('start').disabled;", vec![]).await.unwrap();
+    assert_eq!(disabled, true);
+    client.close().await.unwrap();
+}
