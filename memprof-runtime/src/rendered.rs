@@ -136,7 +136,7 @@ fn analysis(run: &FinishedRun) -> Result<Arc<Analysis>, String> {
         })?;
         let profile = HeapProfile::parse(&text)
             .map_err(|error| format!("The profile of run {} is malformed: {error}", run.id))?;
-        Ok(Analysis::new(&profile, &Binaries::as_mapped()))
+        Ok(Analysis::new(&profile, &Binaries::this_process()))
     })
 }
 

@@ -221,3 +221,24 @@ fn jeprof_symbolizes_against_the_live_process() {
     let report = String::from_utf8_lossy(&report.stdout);
     assert!(report.contains("service::open_session"), "{report}");
 }
+
+/// A deploy replaces the program's file while it runs: the profile is still symbolized with the running image.
+#[test]
+fn a_program_whose_file_was_replaced_is_symbolized_from_its_running_image() {
+    let scratch = Scratch::new("replaced");
+    let copy = scratch.join("service");
+    std::fs::copy(built_binary("service"), &copy).unwrap();
+    let service = memprof_tests::process::Launch::new(&copy)
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .spawn();
+    let id = finished_run(&service);
+    // A new build in its place: written beside it and renamed over it, as deploys do.
+    let next = scratch.join("service.next");
+    std::fs::copy(built_binary("scope"), &next).unwrap();
+    std::fs::rename(&next, &copy).unwrap();
+    let text = download(&service, &format!("/memory-profiler/download/text?id={id}")).text();
+    for function in ["service::open_session", "service::index_document"] {
+        assert!(text.lines().any(|line| line.ends_with(&format!("% {function}"))), "{function}: {text}");
+    }
+}

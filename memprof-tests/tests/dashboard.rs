@@ -120,8 +120,22 @@ async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_
     client.enter_frame(0).await.unwrap();
     let flame_graph = client.source().await.unwrap();
     for function in ["open_session", "index_document"] {
-        assert!(flame_graph.contains(function), "{function} is not in the flame graph");
+        assert!(flame_graph.contains(function), "{function} is not in the flame graph:\n{flame_graph}");
     }
+    client.enter_parent_frame().await.unwrap();
+
+    // Sampling switched on and off by hand makes a second profile; then the difference of the two.
+    client.find(Locator::Id("activate")).await.unwrap().click().await.unwrap();
+    let manual = "return document.getElementById('status').textContent.endsWith('(switched on by hand)') \
+                  && document.getElementById('status').dataset.run;";
+    let second: u64 = wait_for(&client, "the manual run", manual).await.as_str().unwrap().parse().unwrap();
+    client.find(Locator::Id("deactivate")).await.unwrap().click().await.unwrap();
+    let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{second}';");
+    wait_for(&client, "the second flame graph", &shown).await;
+    client.find(Locator::Id("diff-show")).await.unwrap().click().await.unwrap();
+    let title = format!("Flame graph of run {second} minus run {run}");
+    let diff = format!("return document.getElementById('viewer-title').textContent === '{title}';");
+    wait_for(&client, "the difference", &diff).await;
     client.close().await.unwrap();
 }
 

@@ -82,7 +82,11 @@ fn a_run_round_trips_from_start_to_a_dump_of_the_services_functions() {
     assert_eq!(profile.sample_period, 524288);
     let functions = functions_in(&profile, &built_binary("service"));
     for wanted in ["open_session", "index_document"] {
-        assert!(functions.iter().any(|name| name.contains(wanted)), "{wanted} missing from {functions:#?}");
+        assert!(
+            functions.iter().any(|name| name.contains(wanted)),
+            "{wanted} missing from {functions:#?}; the profile:\n{}",
+            download.text()
+        );
     }
     // Without an id, the latest profile; the same bytes.
     let latest = service.get("/memory-profiler/download/raw");

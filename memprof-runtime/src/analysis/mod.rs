@@ -115,15 +115,19 @@ pub struct Module {
 ///
 /// ```
 /// use memprof_runtime::Binaries;
-/// // In the profiled process: the files the dump's memory map names.
-/// let live = Binaries::as_mapped();
+/// // The files the dump's memory map names.
+/// let mapped = Binaries::as_mapped();
+/// // In the profiled process: the same, but the running program's own image if its file was replaced.
+/// let live = Binaries::this_process();
 /// // Offline: an unstripped build stands in for the binary of the same file name (or the main program).
 /// let offline = Binaries::replacing(["/builds/service.debug"]);
-/// # let _ = (live, offline);
+/// # let _ = (mapped, live, offline);
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Binaries {
     replacements: Vec<PathBuf>,
+    /// The dump was taken by this process: its main program can be read through `/proc/self/exe`.
+    this_process: bool,
 }
 
 impl Binaries {
@@ -132,10 +136,17 @@ impl Binaries {
         Self::default()
     }
 
+    /// In the process that took the dump: each binary from its mapped path, except the main program when
+    /// the file at its path is no longer the one running (replaced by a deploy, or deleted): then the
+    /// running image itself, through `/proc/self/exe`.
+    pub fn this_process() -> Self {
+        Self { this_process: true, ..Self::default() }
+    }
+
     /// Read these files instead of the mapped binaries of the same file name; a file whose name matches no
     /// mapped binary replaces the main program (the first binary mapped).
     pub fn replacing<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
-        Self { replacements: files.into_iter().map(Into::into).collect() }
+        Self { replacements: files.into_iter().map(Into::into).collect(), this_process: false }
     }
 
     fn file_for(&self, mapped: &str, main_program: &str) -> PathBuf {
@@ -147,8 +158,19 @@ impl Binaries {
                 .then(|| self.replacements.iter().find(|file| file_name(file) != mapped_name))
                 .flatten()
         };
-        named.or_else(unmatched).cloned().unwrap_or_else(|| PathBuf::from(mapped))
+        let running = || (self.this_process && mapped == main_program).then(|| running_image(mapped)).flatten();
+        named.or_else(unmatched).cloned().or_else(running).unwrap_or_else(|| PathBuf::from(mapped))
     }
+}
+
+/// `/proc/self/exe` when the file at `mapped` is not this process's executable (a different file now, or
+/// none: `/proc/self/maps` then says `(deleted)`).
+fn running_image(mapped: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    const EXE: &str = "/proc/self/exe";
+    let running = std::fs::metadata(EXE).ok()?;
+    let same = std::fs::metadata(mapped).is_ok_and(|file| (file.dev(), file.ino()) == (running.dev(), running.ino()));
+    (!same).then(|| PathBuf::from(EXE))
 }
 
 impl Analysis {

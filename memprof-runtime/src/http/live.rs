@@ -75,5 +75,5 @@ fn snapshot() -> Result<Analysis, HttpError> {
         .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;
     let profile = HeapProfile::parse(&text)
         .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))?;
-    Ok(Analysis::new(&profile, &Binaries::as_mapped()))
+    Ok(Analysis::new(&profile, &Binaries::this_process()))
 }

@@ -5,7 +5,7 @@
 //! use memprof_runtime::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 //!
 //! let profile = HeapProfile::parse(&std::fs::read_to_string("memprof.1795354618996.heap")?)?;
-//! let analysis = Analysis::new(&profile, &Binaries::as_mapped());
+//! let analysis = Analysis::new(&profile, &Binaries::this_process());
 //! let svg = Format::FlameGraph.render(&analysis, None, &RenderOptions::default())?;
 //! std::fs::write("heap.svg", svg)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
