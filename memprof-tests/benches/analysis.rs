@@ -9,8 +9,9 @@
 //! - in the process: the time of `download/text` for a run not rendered yet (the first one with a cold
 //!   symbol cache, the others warm), and the process's peak extra RSS while rendering (peak RSS reset
 //!   through `/proc/<pid>/clear_refs` before each request, minus the RSS before it);
-//! - offline: `memprof analyze --format text` and `jeprof --text` on the same raw dump, wall time and peak
-//!   RSS (GNU time's `%M`; jeprof's includes its `addr2line` and `nm` children).
+//! - offline, on the same raw dump: `memprof analyze` as text, SVG call graph, flame graph and pprof, against
+//!   `jeprof --text` and `jeprof --svg` (which needs graphviz's `dot`): wall time and peak RSS (GNU time's
+//!   `%M`; jeprof's includes its `addr2line`, `nm` and `dot` children).
 //!
 //! Medians of several runs; the figures are printed, never asserted (the machine is noisy).
 
@@ -34,8 +35,8 @@ fn main() {
         println!("(the large binary is not built: add --features large-binary)");
     }
     println!(
-        "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12} {:>12} {:>12} {:>8}",
-        "program", "binary MB", "debug MB", "cold ms", "warm ms", "extra RSS MB", "offline ms", "jeprof ms", "speed-up"
+        "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12}",
+        "program", "binary MB", "debug MB", "cold ms", "warm ms", "extra RSS MB"
     );
     for (name, binary) in programs {
         measure(name, &binary, &scratch);
@@ -62,39 +63,54 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
     std::fs::write(&raw, program.get(&format!("/memory-profiler/download/raw?id={last}")).body).unwrap();
     drop(program);
 
-    let memprof = built_binary("memprof-tool");
-    let offline: Vec<(Duration, u64)> = (0..RUNS)
-        .map(|_| timed(&memprof, &["analyze", path(&raw), "--binary", path(binary), "-o", "/dev/null"]))
-        .collect();
-    let jeprof = tools::find("jeprof", "libjemalloc-dev")
-        .map(|jeprof| (0..3).map(|_| timed(&jeprof, &["--text", path(binary), path(&raw)])).collect::<Vec<_>>());
-
-    let warm = median(render_times[1..].to_vec());
-    let offline_time = median(offline.iter().map(|(time, _)| *time).collect());
-    let (jeprof_time, ratio) = match &jeprof {
-        Some(runs) => {
-            let time = median(runs.iter().map(|(time, _)| *time).collect());
-            (format!("{:.0}", millis(time)), format!("{:.0}x", time.as_secs_f64() / offline_time.as_secs_f64()))
-        }
-        None => ("-".to_owned(), "-".to_owned()),
-    };
     println!(
-        "{name:<16} {:>9.1} {:>11.1} {:>11.1} {:>12.1} {:>12.1} {:>12.1} {jeprof_time:>12} {ratio:>8}",
+        "{name:<16} {:>9.1} {:>11.1} {:>11.1} {:>12.1} {:>12.1}",
         megabytes(std::fs::metadata(binary).unwrap().len()),
         megabytes(debug_info_bytes(binary)),
         millis(render_times[0]),
-        millis(warm),
+        millis(median(render_times[1..].to_vec())),
         *extra_rss.iter().max().unwrap() as f64 / 1024.0,
-        millis(offline_time),
     );
-    let offline_rss = offline.iter().map(|(_, kilobytes)| *kilobytes).max().unwrap_or(0);
-    let jeprof_rss = jeprof.iter().flatten().map(|(_, kilobytes)| *kilobytes).max().unwrap_or(0);
+
+    // Offline, the same dump: `memprof analyze` in each format, against jeprof's text and SVG call graph.
+    let memprof = built_binary("memprof-tool");
+    let jeprof = tools::find("jeprof", "libjemalloc-dev");
+    let dot = tools::find("dot", "graphviz");
     println!(
-        "{:<16} peak RSS of the whole tool: memprof analyze {:.1} MB, jeprof {:.1} MB",
-        "",
-        offline_rss as f64 / 1024.0,
-        jeprof_rss as f64 / 1024.0
+        "{:<16} {:<12} {:>22} {:>22} {:>9}",
+        "", "offline", "memprof ms, peak MB", "jeprof ms, peak MB", "speed-up"
     );
+    for (format, jeprof_format) in
+        [("text", Some("--text")), ("graph", Some("--svg")), ("flamegraph", None), ("pprof", None)]
+    {
+        let ours = repeated(
+            RUNS,
+            &memprof,
+            &["analyze", path(&raw), "--binary", path(binary), "--format", format, "-o", "/dev/null"],
+        );
+        // jeprof draws its SVG with graphviz's dot.
+        let runnable = jeprof_format.filter(|option| *option != "--svg" || dot.is_some());
+        let theirs = match (&jeprof, runnable) {
+            (Some(jeprof), Some(option)) => Some(repeated(3, jeprof, &[option, path(binary), path(&raw)])),
+            _ => None,
+        };
+        let cell =
+            |(time, kilobytes): (Duration, u64)| format!("{:.0}, {:.1}", millis(time), kilobytes as f64 / 1024.0);
+        let (jeprof_cell, speed_up) = match theirs {
+            Some(theirs) => (cell(theirs), format!("{:.0}x", theirs.0.as_secs_f64() / ours.0.as_secs_f64())),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
+        println!("{:<16} {format:<12} {:>22} {jeprof_cell:>22} {speed_up:>9}", "", cell(ours));
+    }
+}
+
+/// The median wall time and the largest peak RSS (KiB) of `runs` runs of a command.
+fn repeated(runs: usize, program: &Path, arguments: &[&str]) -> (Duration, u64) {
+    let measured: Vec<(Duration, u64)> = (0..runs).map(|_| timed(program, arguments)).collect();
+    (
+        median(measured.iter().map(|(time, _)| *time).collect()),
+        measured.iter().map(|(_, kilobytes)| *kilobytes).max().unwrap_or(0),
+    )
 }
 
 /// Starts a 1-second run, waits for its end, returns its id.

@@ -1,134 +1,177 @@
-//! What heap profiling costs the host program: allocation throughput with memprof compiled in and sampling
-//! off, then on at `lg_prof_sample` 17, 19 and 21, on one thread and on all cores, for two workloads.
+//! What heap profiling costs the host program, side by side in one run: allocation throughput, operation
+//! latency (p50, p99) and peak RSS, for two workloads on one thread and on all cores, under
+//! - baselines without memprof's allocator, built by this benchmark from `benches/baseline` into
+//!   `target/bench-baseline`: the system allocator, plain tikv-jemallocator (no profiling compiled in), and
+//!   memprof compiled out (`default-features = false`);
+//! - memprof compiled in: jemalloc with `prof:false`, profiling armed but inactive (the default), and
+//!   sampling on at `lg_prof_sample` 21, 19 (the default) and 17.
 //!
 //! ```text
 //! cargo bench -p memprof-tests --bench overhead
 //! ```
 //!
-//! Each configuration runs in a child process of this benchmark (the sampling rate is fixed at start-up, by
-//! `MALLOC_CONF`), five times; the table shows medians and their ratio to "sampling off". Figures only:
-//! the machine is noisy, nothing is asserted. Not covered yet (issue 5): the system allocator, plain
-//! tikv-jemallocator and memprof compiled out, which need builds of their own.
+//! Each configuration runs in a child process (the allocator and the sampling rate are fixed at start-up),
+//! five times; medians are shown, with the ratio that matters for each column. Figures only: the machine
+//! is noisy, nothing is asserted.
 
-use std::collections::BTreeMap;
-use std::hint::black_box;
+#[path = "common/workloads.rs"]
+mod workloads;
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+
+use workloads::Figures;
 
 const REPEATS: usize = 5;
-const WORKLOAD_TIME: Duration = Duration::from_millis(1500);
+
+/// A configuration measured: its column name and how its child process is started.
+struct Configuration {
+    name: &'static str,
+    launch: Launch,
+    /// The column whose figures the ratio is taken against.
+    against: Option<&'static str>,
+}
+
+enum Launch {
+    /// A baseline program, built with these features.
+    Baseline(PathBuf),
+    /// This benchmark in child mode, with `MALLOC_CONF` and sampling on or off.
+    Memprof { malloc_conf: &'static str, sampling: bool },
+}
 
 #[memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS")]
 fn main() {
     if let Ok(configuration) = std::env::var("MEMPROF_BENCH_CHILD") {
         return child(&configuration);
     }
+    let memprof = |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling };
+    let configurations = [
+        Configuration { name: "system", launch: Launch::Baseline(build_baseline("")), against: None },
+        Configuration {
+            name: "jemalloc",
+            launch: Launch::Baseline(build_baseline("jemalloc")),
+            against: Some("system"),
+        },
+        Configuration {
+            name: "compiled out",
+            launch: Launch::Baseline(build_baseline("memprof-compiled-out")),
+            against: Some("system"),
+        },
+        Configuration { name: "prof:false", launch: memprof("prof:false", false), against: Some("jemalloc") },
+        Configuration { name: "inactive", launch: memprof("", false), against: Some("prof:false") },
+        Configuration { name: "lg 21", launch: memprof("lg_prof_sample:21", true), against: Some("inactive") },
+        Configuration { name: "lg 19", launch: memprof("lg_prof_sample:19", true), against: Some("inactive") },
+        Configuration { name: "lg 17", launch: memprof("lg_prof_sample:17", true), against: Some("inactive") },
+    ];
     let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
-    println!(
-        "{:<14} {:>7} {:>16} {:>16} {:>16} {:>16}",
-        "workload", "threads", "sampling off", "lg 21", "lg 19", "lg 17"
-    );
+    let mut rows = Vec::new();
     for workload in ["mixed-sizes", "json-handler"] {
         for thread_count in [1, threads] {
-            let mut figures = BTreeMap::new();
-            for (name, malloc_conf, active) in [
-                ("off", "", false),
-                ("21", "lg_prof_sample:21", true),
-                ("19", "lg_prof_sample:19", true),
-                ("17", "lg_prof_sample:17", true),
-            ] {
-                let mut runs: Vec<f64> =
-                    (0..REPEATS).map(|_| measure(workload, thread_count, malloc_conf, active)).collect();
-                runs.sort_by(f64::total_cmp);
-                figures.insert(name, runs[REPEATS / 2]);
-            }
-            let off = figures["off"];
-            let cell = |name: &str| format!("{:.2}M/s ({:.2})", figures[name] / 1e6, figures[name] / off);
-            println!(
-                "{workload:<14} {thread_count:>7} {:>16} {:>16} {:>16} {:>16}",
-                format!("{:.2}M/s", off / 1e6),
-                cell("21"),
-                cell("19"),
-                cell("17")
-            );
+            let figures: Vec<Figures> =
+                configurations.iter().map(|configuration| median(configuration, workload, thread_count)).collect();
+            rows.push((format!("{workload}, {thread_count} thr"), figures));
         }
     }
+    let column = |name: &str| configurations.iter().position(|configuration| configuration.name == name).unwrap();
+    let table = |title: &str, cell: &dyn Fn(&[Figures], &Configuration, &Figures) -> String| {
+        println!("\n{title}");
+        print!("{:<22}", "");
+        for configuration in &configurations {
+            print!(" {:>18}", configuration.name);
+        }
+        println!();
+        for (label, row) in &rows {
+            print!("{label:<22}");
+            for (configuration, figures) in configurations.iter().zip(row) {
+                print!(" {:>18}", cell(row, configuration, figures));
+            }
+            println!();
+        }
+    };
+    table(
+        "Throughput, million operations/s (ratio to the column named in the legend)",
+        &|row, configuration, figures| match configuration.against {
+            Some(against) => format!("{:.2} ({:.2})", figures.rate / 1e6, figures.rate / row[column(against)].rate),
+            None => format!("{:.2}", figures.rate / 1e6),
+        },
+    );
+    table("Latency of one operation, p50 / p99 in ns", &|_, _, figures| {
+        format!("{} / {}", figures.p50_ns, figures.p99_ns)
+    });
+    table("Peak RSS, MiB (ratio to inactive)", &|row, _, figures| {
+        let inactive = row[column("inactive")].peak_rss_kib as f64;
+        format!("{:.1} ({:.2})", figures.peak_rss_kib as f64 / 1024.0, figures.peak_rss_kib as f64 / inactive)
+    });
+    println!("\nRatios: jemalloc and compiled out against system; prof:false against jemalloc; inactive against");
+    println!("prof:false; lg 21/19/17 against inactive.");
 }
 
-/// Operations per second of one child process.
-fn measure(workload: &str, threads: usize, malloc_conf: &str, active: bool) -> f64 {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{active}"))
-        .env("MALLOC_CONF", malloc_conf)
-        .output()
-        .unwrap();
+/// Builds the baseline program with `features` and returns its path (a copy per feature set).
+fn build_baseline(features: &str) -> PathBuf {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = tests.parent().unwrap().join("target").join("bench-baseline");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    command.args(["build", "--release", "--quiet", "--manifest-path"]).arg(tests.join("benches/baseline/Cargo.toml"));
+    command.arg("--target-dir").arg(&target);
+    if !features.is_empty() {
+        command.args(["--features", features]);
+    }
+    let status = command.status().expect("cargo runs");
+    assert!(status.success(), "the baseline with features '{features}' does not build");
+    let copy = target.join(format!("baseline-{}", if features.is_empty() { "system" } else { features }));
+    std::fs::copy(target.join("release").join("baseline"), &copy).unwrap();
+    copy
+}
+
+/// The median (by throughput) of [`REPEATS`] measurements.
+fn median(configuration: &Configuration, workload: &str, threads: usize) -> Figures {
+    let mut runs: Vec<Figures> = (0..REPEATS).map(|_| measure(configuration, workload, threads)).collect();
+    runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    runs.swap_remove(REPEATS / 2)
+}
+
+/// One measurement in a child process.
+fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Figures {
+    let mut command = match &configuration.launch {
+        Launch::Baseline(program) => {
+            let mut command = Command::new(program);
+            command.args([workload, &threads.to_string()]);
+            command
+        }
+        Launch::Memprof { malloc_conf, sampling } => {
+            let mut command = Command::new(std::env::current_exe().unwrap());
+            command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling}"));
+            command.env("MALLOC_CONF", malloc_conf);
+            command
+        }
+    };
+    let output = command.output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines()
         .last()
-        .and_then(|line| line.parse().ok())
-        .unwrap_or_else(|| panic!("child failed: {text} {}", String::from_utf8_lossy(&output.stderr)))
+        .and_then(parse_figures)
+        .unwrap_or_else(|| panic!("{} failed: {text} {}", configuration.name, String::from_utf8_lossy(&output.stderr)))
 }
 
-/// In the child: run the workload on `threads` threads, sampling on or off, and print operations/second.
+/// Reads what [`Figures::line`] wrote.
+fn parse_figures(line: &str) -> Option<Figures> {
+    let mut fields = line.split_whitespace();
+    Some(Figures {
+        rate: fields.next()?.parse().ok()?,
+        p50_ns: fields.next()?.parse().ok()?,
+        p99_ns: fields.next()?.parse().ok()?,
+        peak_rss_kib: fields.next()?.parse().ok()?,
+    })
+}
+
+/// In the child: the workload on `threads` threads, sampling on or off; prints the figures.
 fn child(configuration: &str) {
     let mut fields = configuration.split(',');
-    let (workload, threads, active) =
+    let (workload, threads, sampling) =
         (fields.next().unwrap(), fields.next().unwrap().parse::<usize>().unwrap(), fields.next() == Some("true"));
-    let run = active.then(|| memprof::Run::start("overhead").expect("profiling is enabled"));
-    let started = Instant::now();
-    let operations: u64 = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|seed| {
-                scope.spawn(move || match workload {
-                    "mixed-sizes" => mixed_sizes(seed as u64),
-                    _ => json_handler(seed as u64),
-                })
-            })
-            .collect();
-        workers.into_iter().map(|worker| worker.join().unwrap()).sum()
-    });
-    let rate = operations as f64 / started.elapsed().as_secs_f64();
+    let run = sampling.then(|| memprof::Run::start("overhead").expect("profiling is enabled"));
+    let figures = workloads::measure(workload, threads);
     drop(run);
-    println!("{rate}");
-}
-
-/// Allocations of 16 B to 64 KiB, a window of them alive, freed in another order than allocated.
-fn mixed_sizes(seed: u64) -> u64 {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut live: Vec<Vec<u8>> = (0..256).map(|_| Vec::new()).collect();
-    let started = Instant::now();
-    let mut operations = 0;
-    while started.elapsed() < WORKLOAD_TIME {
-        for _ in 0..1024 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let size = 16usize << (state % 13);
-            live[(state >> 16) as usize % 256] = Vec::with_capacity(size);
-            operations += 1;
-        }
-    }
-    black_box(live);
-    operations
-}
-
-/// A request handler: a map of fields built, serialised to JSON, parsed back.
-fn json_handler(seed: u64) -> u64 {
-    let started = Instant::now();
-    let mut operations = 0;
-    while started.elapsed() < WORKLOAD_TIME {
-        let request: BTreeMap<String, serde_json::Value> = (0..16)
-            .map(|field| {
-                (
-                    format!("field-{field}"),
-                    serde_json::json!({ "id": seed + operations, "tags": ["a", "b", field.to_string()] }),
-                )
-            })
-            .collect();
-        let body = serde_json::to_string(&request).unwrap();
-        let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
-        black_box(parsed);
-        operations += 1;
-    }
-    operations
+    println!("{}", figures.line());
 }
