@@ -135,8 +135,9 @@ fn serve_connection(stream: TcpStream, slot: &Slot, handle: Handler) {
     let Ok(mut connection) = Connection::new(stream) else {
         return;
     };
+    // A connection waits for its client from its admission, and again from the moment its answer is ready
+    // (sending it is up to the client too), until the next request has been read.
     loop {
-        slot.set_waiting(true);
         let incoming = connection.next_request();
         slot.set_waiting(false);
         let keep_open = match incoming {
@@ -145,6 +146,7 @@ fn serve_connection(stream: TcpStream, slot: &Slot, handle: Handler) {
                     HttpError::internal("memprof failed while answering this request; see the program's log")
                         .into_response()
                 });
+                slot.set_waiting(true);
                 connection.answer(Some(&request), response)
             }
             Incoming::Refused(error) => connection.answer(None, error.into_response()),
