@@ -17,6 +17,7 @@ use addr2line::gimli;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
 use once_cell::sync::Lazy;
+use once_cell::unsync::OnceCell;
 use parking_lot::Mutex;
 
 use super::Frame;
@@ -120,33 +121,48 @@ fn demangle(name: &str) -> String {
 type Reader<'data> = gimli::EndianSlice<'data, gimli::RunTimeEndian>;
 
 /// The `.debug_*` sections of a binary: borrowed from the map, or decompressed when they are compressed.
-struct DwarfSections<'data> {
-    sections: HashMap<String, Cow<'data, [u8]>>,
+struct DwarfSections<'data, 'file> {
+    binary: &'file object::File<'data>,
+    /// Each section of [`READ`], decompressed on first use.
+    sections: [OnceCell<Option<Cow<'data, [u8]>>>; READ.len()],
     endian: gimli::RunTimeEndian,
 }
 
-impl<'data> DwarfSections<'data> {
-    fn load(binary: &object::File<'data>) -> Self {
-        let sections = binary
-            .sections()
-            .filter_map(|section| {
-                let name = section.name().ok()?;
-                let name =
-                    name.strip_prefix(".zdebug_").map_or_else(|| name.to_owned(), |rest| format!(".debug_{rest}"));
-                let data = name.starts_with(".debug_").then(|| section.uncompressed_data().ok())??;
-                Some((name, data))
-            })
-            .collect();
+/// The sections symbolizing reads; the others (location lists, macros, ...) are never loaded, and these only
+/// when needed: a separate debug file's sections are often compressed, and inflating them costs more than
+/// the lookups.
+const READ: [&str; 10] = [
+    ".debug_abbrev",
+    ".debug_addr",
+    ".debug_aranges",
+    ".debug_info",
+    ".debug_line",
+    ".debug_line_str",
+    ".debug_ranges",
+    ".debug_rnglists",
+    ".debug_str",
+    ".debug_str_offsets",
+];
+
+impl<'data, 'file> DwarfSections<'data, 'file> {
+    fn load(binary: &'file object::File<'data>) -> Self {
         let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-        Self { sections, endian }
+        Self { binary, sections: Default::default(), endian }
     }
 
     fn has_dwarf(&self) -> bool {
-        self.section(".debug_info").is_some_and(|info| !info.is_empty())
+        has_dwarf(self.binary)
     }
 
     fn section(&self, name: &str) -> Option<&[u8]> {
-        self.sections.get(name).map(|data| data.as_ref())
+        let index = READ.iter().position(|read| *read == name)?;
+        let data = self.sections[index].get_or_init(|| {
+            let compressed_name = format!(".zdebug_{}", &name[".debug_".len()..]);
+            let section =
+                self.binary.section_by_name(name).or_else(|| self.binary.section_by_name(&compressed_name))?;
+            section.uncompressed_data().ok()
+        });
+        data.as_deref()
     }
 
     /// The frames of each address (empty where DWARF knows nothing). Addresses are grouped by the
