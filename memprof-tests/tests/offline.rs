@@ -95,11 +95,14 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     assert!(!text.contains("open_session"), "{text}");
     assert!(text.lines().nth(1).is_some_and(|row| row.contains("% service+0x")), "{text}");
 
-    // Stripped, with its debug info split off beside it and named by `.gnu_debuglink` (checked by CRC).
+    // Stripped, with its debug info split off beside it and named by `.gnu_debuglink` (checked by CRC), its
+    // sections zlib-compressed as distributions ship them (only the units looked up are inflated).
     std::fs::create_dir_all(scratch.join("split")).unwrap();
     let debug = scratch.join("split/service.debug");
     let split = scratch.join("split/service");
-    tools::run(&objcopy, &["--only-keep-debug", original.to_str().unwrap(), debug.to_str().unwrap()], &[]);
+    let keep =
+        ["--only-keep-debug", "--compress-debug-sections=zlib", original.to_str().unwrap(), debug.to_str().unwrap()];
+    tools::run(&objcopy, &keep, &[]);
     let link = format!("--add-gnu-debuglink={}", debug.display());
     tools::run(&objcopy, &["--strip-all", &link, original.to_str().unwrap(), split.to_str().unwrap()], &[]);
     let (succeeded, text, stderr) = analyze(&[dump, "--binary", split.to_str().unwrap(), "--lines"]);

@@ -125,6 +125,8 @@ struct DwarfSections<'data, 'file> {
     binary: &'file object::File<'data>,
     /// Each section of [`READ`], decompressed on first use.
     sections: [OnceCell<Option<Cow<'data, [u8]>>>; READ.len()],
+    /// `.debug_info` up to the end of the last unit looked up, when the section is compressed.
+    info_prefix: OnceCell<Option<Vec<u8>>>,
     endian: gimli::RunTimeEndian,
 }
 
@@ -147,7 +149,7 @@ const READ: [&str; 10] = [
 impl<'data, 'file> DwarfSections<'data, 'file> {
     fn load(binary: &'file object::File<'data>) -> Self {
         let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-        Self { binary, sections: Default::default(), endian }
+        Self { binary, sections: Default::default(), info_prefix: OnceCell::new(), endian }
     }
 
     fn has_dwarf(&self) -> bool {
@@ -193,8 +195,9 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
                 by_unit.entry(unit).or_default().push(index);
             }
         }
+        let last_unit = by_unit.keys().next_back().copied().unwrap_or(0);
         for (unit, indices) in by_unit {
-            let Some(context) = self.context(Some(unit)) else { continue };
+            let Some(context) = self.context(Some((unit, last_unit))) else { continue };
             for index in indices {
                 if let Some(address) = addresses[index] {
                     frames[index] = dwarf_frames(&context, address);
@@ -223,9 +226,14 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         ranges
     }
 
-    /// An addr2line context over one unit (the one at `unit` in `.debug_info`), or over all of them.
-    fn context(&self, unit: Option<usize>) -> Option<addr2line::Context<Reader<'_>>> {
-        let info = self.section(".debug_info")?;
+    /// An addr2line context over one unit (the one at the first offset in `.debug_info`, the second being
+    /// that of the last unit to be looked up), or over all of them.
+    fn context(&self, unit: Option<(usize, usize)>) -> Option<addr2line::Context<Reader<'_>>> {
+        let info = match unit {
+            Some((_, last)) => self.info_up_to_unit(last)?,
+            None => self.section(".debug_info")?,
+        };
+        let unit = unit.map(|(offset, _)| offset);
         let info = match unit {
             Some(offset) => {
                 let header =
@@ -247,6 +255,44 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         .ok()?;
         addr2line::Context::from_dwarf(dwarf).ok()
     }
+}
+
+impl DwarfSections<'_, '_> {
+    /// `.debug_info` at least up to the end of the unit at `last`: where the section is zlib-compressed
+    /// (separate debug files often are), only that much of it is inflated.
+    fn info_up_to_unit(&self, last: usize) -> Option<&[u8]> {
+        let compressed = self.binary.section_by_name(".debug_info")?.compressed_data().ok()?;
+        if compressed.format != object::CompressionFormat::Zlib {
+            return self.section(".debug_info");
+        }
+        let prefix = self.info_prefix.get_or_init(|| {
+            let whole = usize::try_from(compressed.uncompressed_size).ok()?;
+            // A unit starts with its length (4 bytes, or 12 in 64-bit DWARF): it says where the unit ends.
+            let start = inflate_prefix(compressed.data, (last + 12).min(whole))?;
+            let (length, format) =
+                gimli::Reader::read_initial_length(&mut gimli::EndianSlice::new(start.get(last..)?, self.endian))
+                    .ok()?;
+            let end = last.saturating_add(usize::from(format.initial_length_size())).saturating_add(length);
+            inflate_prefix(compressed.data, end.min(whole))
+        });
+        prefix.as_deref()
+    }
+}
+
+/// The first `length` bytes of a zlib stream (fewer if it ends before).
+fn inflate_prefix(stream: &[u8], length: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(length);
+    let mut inflater = flate2::Decompress::new(true);
+    while out.len() < length {
+        let consumed = usize::try_from(inflater.total_in()).ok()?;
+        let before = (consumed, out.len());
+        let status = inflater.decompress_vec(stream.get(consumed..)?, &mut out, flate2::FlushDecompress::None).ok()?;
+        let after = (usize::try_from(inflater.total_in()).ok()?, out.len());
+        if status == flate2::Status::StreamEnd || after == before {
+            break;
+        }
+    }
+    Some(out)
 }
 
 /// The frames DWARF knows at `address`, innermost first; a frame whose function DWARF does not name has an
@@ -350,5 +396,22 @@ impl Cache {
                 self.addresses += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zlib_prefix_is_inflated_alone() {
+        use std::io::Write;
+        let data: Vec<u8> = (0..100_000u32).flat_map(|value| (value % 251).to_le_bytes()).collect();
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&data).unwrap();
+        let stream = encoder.finish().unwrap();
+        assert_eq!(inflate_prefix(&stream, 12_345).unwrap(), &data[..12_345]);
+        assert_eq!(inflate_prefix(&stream, data.len() + 10).unwrap(), data);
+        assert_eq!(inflate_prefix(&stream[..stream.len() / 2], 10).unwrap(), &data[..10]);
     }
 }
