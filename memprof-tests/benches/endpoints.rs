@@ -26,7 +26,7 @@ const CLIENTS: u64 = 4;
 const ENDPOINTS: [&str; 3] = ["/memory-profiler/state", "/memory-profiler/statistics", "/metrics"];
 const REPEATS: usize = 3;
 
-#[memprof::main(env = "MEMPROF_BENCH_ENDPOINTS")]
+#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING")]
 fn main() {
     if std::env::var_os("MEMPROF_BENCH_HOST").is_some() {
         let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
@@ -64,7 +64,7 @@ fn main() {
 fn host() -> Program {
     Launch::new(std::env::current_exe().unwrap())
         .env("MEMPROF_BENCH_HOST", "1")
-        .env("MEMPROF_BENCH_ENDPOINTS", "true")
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
         .env("MEMPROF_ADDR", "127.0.0.1:0")
         .spawn()
 }

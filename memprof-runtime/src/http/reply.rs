@@ -41,9 +41,14 @@ impl Reply {
         }
     }
 
+    /// 200 with bytes shared with a cache, sent without copying them.
+    pub(crate) fn shared(content_type: &'static str, bytes: Arc<Vec<u8>>) -> Self {
+        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: None }
+    }
+
     /// 200 with a rendered profile; shown in the browser unless `download` asks to save it as `filename`.
     pub(crate) fn rendered(content_type: &'static str, bytes: Arc<Vec<u8>>, filename: String, download: bool) -> Self {
-        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: download.then_some(filename) }
+        Self { attachment: download.then_some(filename), ..Self::shared(content_type, bytes) }
     }
 
     /// The response to write.

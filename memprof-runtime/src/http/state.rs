@@ -1,5 +1,9 @@
 //! `state` and `statistics`: what the profiler and jemalloc are doing.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 use serde_json::json;
 
 use super::query::Query;
@@ -89,7 +93,27 @@ pub(super) fn statistics(query: &Query) -> Result<Reply, HttpError> {
         }
     };
     let content_type = if json { "application/json; charset=utf-8" } else { "text/plain; charset=utf-8" };
-    jemalloc::statistics(json)
-        .map(|report| Reply::bytes(content_type, report))
-        .map_err(|error| HttpError::internal(format!("jemalloc could not print its statistics ({error})")))
+    let report = recent_statistics(json)
+        .map_err(|error| HttpError::internal(format!("jemalloc could not print its statistics ({error})")))?;
+    Ok(Reply::shared(content_type, report))
+}
+
+/// How long a statistics report is served again instead of printed anew: printing one takes tens of
+/// milliseconds of CPU, and a dashboard or scraper asking often must not take it from the program.
+const STATISTICS_REUSED_FOR: Duration = Duration::from_secs(1);
+
+/// The JSON (or text) report printed less than [`STATISTICS_REUSED_FOR`] ago, else a new one; requests that
+/// arrive while one is printed wait for it.
+fn recent_statistics(json: bool) -> std::io::Result<Arc<Vec<u8>>> {
+    /// When a report was printed, and the report.
+    type Printed = (Instant, Arc<Vec<u8>>);
+    static RECENT: Mutex<[Option<Printed>; 2]> = Mutex::new([None, None]);
+    let mut recent = RECENT.lock();
+    let slot = &mut recent[usize::from(json)];
+    if let Some((_, report)) = slot.as_ref().filter(|(printed, _)| printed.elapsed() < STATISTICS_REUSED_FOR) {
+        return Ok(Arc::clone(report));
+    }
+    let report = Arc::new(jemalloc::statistics(json)?);
+    *slot = Some((Instant::now(), Arc::clone(&report)));
+    Ok(report)
 }
