@@ -91,7 +91,18 @@ pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
     // SAFETY: `prof.dump` takes a `const char *` file name; `c_path` outlives the call and jemalloc does
     // not keep the pointer.
     unsafe { raw::write(b"prof.dump\0", c_path.as_ptr()) }.map_err(|error| {
-        io::Error::other(format!("jemalloc could not write the heap profile to {} ({error})", path.display()))
+        // jemalloc answers EFAULT whatever went wrong; the space left is the likeliest cause worth telling.
+        let space_left = path
+            .parent()
+            .and_then(|directory| rustix::fs::statvfs(directory).ok())
+            .map(|file_system| {
+                format!("; its file system has {} bytes free", file_system.f_bavail * file_system.f_frsize)
+            })
+            .unwrap_or_default();
+        io::Error::other(format!(
+            "jemalloc could not write the heap profile to {} ({error}){space_left}",
+            path.display()
+        ))
     })
 }
 

@@ -1,4 +1,4 @@
-//! Faults the profiler survives: a full disk, its directory deleted, clients that go away, a timer that
+//! Faults the profiler survives: a full or read-only disk, its directory deleted, clients that go away, a timer that
 //! fires while `stop` is served. Each time: a clear error, a consistent state, the next run works, and the
 //! latest good profile is still there.
 
@@ -36,25 +36,38 @@ impl Drop for SmallDisk {
     }
 }
 
-#[test]
-fn a_full_disk_fails_one_run_clearly_and_keeps_the_previous_profile() {
-    let scratch = Scratch::new("full-disk");
+impl SmallDisk {
+    /// Makes the disk read-only (`true`) or writable again, as an administrator would with `mount -o remount`.
+    fn set_read_only(&self, read_only: bool) {
+        let option = if read_only { "remount,ro" } else { "remount,rw" };
+        let status = Command::new("mount").args(["-o", option]).arg(&self.0).status().unwrap();
+        assert!(status.success(), "mount -o {option} failed");
+    }
+}
+
+/// On a disk that `break_disk` makes refuse writes, a run's profile cannot be written: `stop` says so
+/// (with `reason` in the message), the previous profile stays available, no partial file is left, and
+/// once `repair_disk` has run the next run works.
+fn a_disk_refusing_writes_fails_one_run(
+    name: &str,
+    reason: &str,
+    break_disk: impl FnOnce(&SmallDisk),
+    repair_disk: impl FnOnce(&SmallDisk),
+) {
+    let scratch = Scratch::new(name);
     let Some(disk) = SmallDisk::mount(scratch.join("disk"), "2m") else { return };
     let service = Program::service().env("MEMPROF_DIR", &disk.0).spawn();
     let first = run(&service);
     assert_eq!(first.status, 200, "{}", first.text());
     let first = first.json()["id"].as_u64().unwrap();
 
-    // Fill the disk but for a few bytes.
-    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
-    while filler.write_all(&[0; 4096]).is_ok() {}
-    let _ = filler.sync_all();
-
     let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    break_disk(&disk);
     let failed = service.get("/memory-profiler/stop");
     assert_eq!(failed.status, 500, "{}", failed.text());
     let message = failed.text();
     assert!(message.starts_with(&format!("The heap profile of run {id} could not be written: ")), "{message}");
+    assert!(message.contains(reason), "{message}");
     assert!(message.ends_with(&format!("the previous profile (id {first}) is still available.\n")), "{message}");
     let state = service.get_json("/memory-profiler/state");
     assert_eq!(state["memory_profiler"]["last_failure"]["id"].as_u64(), Some(id));
@@ -67,11 +80,36 @@ fn a_full_disk_fails_one_run_clearly_and_keeps_the_previous_profile() {
         .collect();
     assert_eq!(leftovers, [format!("profile.{first}.heap")], "no partial file left");
 
-    drop(filler);
-    std::fs::remove_file(disk.0.join("filler")).unwrap();
+    repair_disk(&disk);
     let after = run(&service);
     assert_eq!(after.status, 200, "{}", after.text());
     drop(service);
+}
+
+#[test]
+fn a_full_disk_fails_one_run_clearly_and_keeps_the_previous_profile() {
+    let filler = |disk: &SmallDisk| disk.0.join("filler");
+    a_disk_refusing_writes_fails_one_run(
+        "full-disk",
+        "its file system has ",
+        |disk| {
+            // Fill the disk but for a few bytes.
+            let mut file = std::fs::File::create(filler(disk)).unwrap();
+            while file.write_all(&[0; 4096]).is_ok() {}
+            let _ = file.sync_all();
+        },
+        |disk| std::fs::remove_file(filler(disk)).unwrap(),
+    );
+}
+
+#[test]
+fn a_read_only_profile_directory_fails_one_run_clearly_and_keeps_the_previous_profile() {
+    a_disk_refusing_writes_fails_one_run(
+        "read-only-disk",
+        "Read-only file system",
+        |disk| disk.set_read_only(true),
+        |disk| disk.set_read_only(false),
+    );
 }
 
 #[test]
