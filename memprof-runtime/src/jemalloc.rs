@@ -1,7 +1,8 @@
 //! Typed access to the jemalloc controls memprof uses.
 //!
 //! Every name comes from the `MALLCTL NAMESPACE` section of jemalloc(3) (5.3). This is the only module of
-//! the runtime that calls `mallctl` directly, and with [`crate::malloc_conf`] the only one with `unsafe`.
+//! the runtime that calls `mallctl` directly; `unsafe` is confined to it, [`crate::malloc_conf`] and
+//! [`crate::unwinder`].
 
 use std::ffi::{CStr, CString, c_char};
 use std::io;
@@ -78,6 +79,14 @@ pub(crate) fn lg_sample() -> Result<usize, CtlError> {
 pub(crate) fn reset_samples(lg_sample: usize) -> Result<(), CtlError> {
     // SAFETY: `prof.reset` takes a `size_t` (the new `lg_sample`).
     unsafe { raw::write(b"prof.reset\0", lg_sample) }
+}
+
+/// `experimental.hooks.prof_backtrace`: makes `hook` (a `prof_backtrace_hook_t`, as an address) the stack
+/// walk of every sample from now on; returns the previous hook's address.
+pub(crate) fn replace_backtrace_hook(hook: usize) -> Result<usize, CtlError> {
+    // SAFETY: the control holds a function pointer, pointer-sized like `usize`; the caller passes the
+    // address of an `extern "C"` function of the `prof_backtrace_hook_t` type, alive for the whole process.
+    unsafe { raw::update(b"experimental.hooks.prof_backtrace\0", hook) }
 }
 
 /// `prof.dump`: writes the current heap profile to `path`.

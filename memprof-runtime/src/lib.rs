@@ -29,6 +29,7 @@ mod report;
 mod run;
 mod startup;
 mod storage;
+mod unwinder;
 
 pub use analysis::{Analysis, Binaries, Frame, Location, Module, Sample};
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};

@@ -18,6 +18,7 @@ use crate::jemalloc;
 use crate::malloc_conf::ConfigReport;
 use crate::report;
 use crate::storage::ProfileStore;
+use crate::unwinder::Unwinder;
 
 /// Where the profile of a run still active when the program ends is written, if anywhere.
 pub(crate) const FINAL_DUMP_VARIABLE: &str = "MEMPROF_FINAL_DUMP";
@@ -216,12 +217,18 @@ pub(crate) struct Profiler {
     /// Wakes the timer of the current run when the run ends early.
     run_ended: Condvar,
     pub(crate) config: ConfigReport,
+    /// How samples walk the stack.
+    pub(crate) unwinder: Unwinder,
 }
 
-static PROFILER: Lazy<Profiler> = Lazy::new(|| Profiler {
-    runs: Mutex::new(Runs::default()),
-    run_ended: Condvar::new(),
-    config: ConfigReport::read(),
+static PROFILER: Lazy<Profiler> = Lazy::new(|| {
+    let config = ConfigReport::read();
+    let unwinder = if config.profiling_enabled {
+        crate::unwinder::install()
+    } else {
+        Unwinder::Libgcc("heap profiling is disabled".to_owned())
+    };
+    Profiler { runs: Mutex::new(Runs::default()), run_ended: Condvar::new(), config, unwinder }
 });
 
 impl Profiler {

@@ -66,6 +66,11 @@ pub fn start(options: Options) -> Guard {
             options.lg_prof_sample
         ));
     }
+    if let crate::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
+        && profiler.config.profiling_enabled
+    {
+        report::info(&format!("Samples walk the stack with libgcc: {reason}"));
+    }
     match crate::autodump::Settings::from_environment() {
         Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::autodump::spawn(settings) {
             Ok(()) => report::info("Automatic heap dumps are on (MEMPROF_DUMP_*)"),

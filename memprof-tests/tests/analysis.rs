@@ -83,6 +83,35 @@ fn text_shows_the_allocating_functions_with_the_bytes_they_keep() {
     assert!(row.contains("examples/service.rs:"), "{row}");
 }
 
+/// The stack (outermost frame first) under which the service's sessions are allocated, from a run's
+/// collapsed stacks.
+fn open_session_stack(service: &Program) -> Vec<String> {
+    let id = finished_run(service);
+    let folded = download(service, &format!("/memory-profiler/download/collapsed?id={id}")).text();
+    let line = folded.lines().find(|line| line.rsplit_once(' ').unwrap().0.ends_with(";service::open_session"));
+    let (stack, _) = line.unwrap_or_else(|| panic!("no open_session: {folded}")).rsplit_once(' ').unwrap();
+    stack.split(';').map(str::to_owned).collect()
+}
+
+#[test]
+fn the_frame_pointer_walk_finds_the_stacks_libgcc_finds() {
+    let by_frame_pointers = finely_sampled_service();
+    let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    assert_eq!(walk, &serde_json::json!({ "method": "frame pointers", "why": null }));
+    let by_libgcc =
+        Program::service().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_UNWINDER", "libgcc").spawn();
+    by_libgcc
+        .wait_for_line(|line| line == "[memprof] INFO Samples walk the stack with libgcc: MEMPROF_UNWINDER=libgcc");
+    let walk = &by_libgcc.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    assert_eq!(walk, &serde_json::json!({ "method": "libgcc", "why": "MEMPROF_UNWINDER=libgcc" }));
+
+    let (fast, slow) = (open_session_stack(&by_frame_pointers), open_session_stack(&by_libgcc));
+    // The same frames, but for the C start-up code below `main` that glibc builds without frame pointers.
+    assert!(slow.ends_with(&fast), "frame pointers: {fast:?}\nlibgcc: {slow:?}");
+    let main = slow.iter().position(|frame| frame == "main").unwrap();
+    assert!(fast.len() >= slow.len() - main, "frame pointers: {fast:?}\nlibgcc: {slow:?}");
+}
+
 #[test]
 fn text_totals_agree_with_jeprof() {
     let Some(jeprof) = tools::find("jeprof", "libjemalloc-dev") else { return };

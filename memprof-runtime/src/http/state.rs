@@ -11,6 +11,7 @@ use super::reply::{HttpError, Reply};
 use super::runs::{describe_run, owner_json};
 use crate::jemalloc;
 use crate::profiler::Profiler;
+use crate::unwinder::Unwinder;
 
 /// `state`: Mesos's object, plus the kept runs, the sampling rate, warnings and heap counters.
 pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
@@ -64,6 +65,10 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
             "last_failure": runs.last_failure.as_ref().map(|failure| json!({ "id": failure.id, "error": failure.error })),
             "started_externally": active && runs.current.is_none(),
             "lg_prof_sample": lg_sample,
+            "stack_walk": {
+                "method": profiler.unwinder.name(),
+                "why": match &profiler.unwinder { Unwinder::Libgcc(reason) => Some(reason), Unwinder::FramePointers => None },
+            },
             "sample_period_bytes": lg_sample.map(|lg| 1u64 << lg),
             "warnings": config.warnings,
             "heap": heap,
