@@ -4,15 +4,17 @@
 //!   `target/bench-baseline`: the system allocator, plain tikv-jemallocator (no profiling compiled in), and
 //!   memprof compiled out (`default-features = false`);
 //! - memprof compiled in: jemalloc with `prof:false`, profiling armed but inactive (the default), and
-//!   sampling on at `lg_prof_sample` 21, 19 (the default) and 17.
+//!   sampling on at `lg_prof_sample` 21, 19 (the default) and 17, the stack walked by frame pointers (the
+//!   workspace keeps them), and at 19 with libgcc's walk (`MEMPROF_UNWINDER=libgcc`) for comparison.
 //!
 //! ```text
 //! cargo bench -p memprof-tests --bench overhead
 //! ```
 //!
-//! Each configuration runs in a child process (the allocator and the sampling rate are fixed at start-up),
-//! five times; medians are shown, with the ratio that matters for each column. Figures only: the machine
-//! is noisy, nothing is asserted.
+//! Each configuration runs in a child process (the allocator and the sampling rate are fixed at start-up).
+//! Five rounds each run every configuration once, in turn, so that a change in the machine's load hits all
+//! of them alike; medians are shown, and each ratio is the median of the five rounds' ratios. Figures only:
+//! the machine is noisy, nothing is asserted.
 
 #[path = "common/workloads.rs"]
 mod workloads;
@@ -35,8 +37,9 @@ struct Configuration {
 enum Launch {
     /// A baseline program, built with these features.
     Baseline(PathBuf),
-    /// This benchmark in child mode, with `MALLOC_CONF` and sampling on or off.
-    Memprof { malloc_conf: &'static str, sampling: bool },
+    /// This benchmark in child mode, with `MALLOC_CONF`, sampling on or off, and the stack walk
+    /// (`MEMPROF_UNWINDER`, empty for the default).
+    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str },
 }
 
 #[memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS")]
@@ -44,7 +47,7 @@ fn main() {
     if let Ok(configuration) = std::env::var("MEMPROF_BENCH_CHILD") {
         return child(&configuration);
     }
-    let memprof = |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling };
+    let memprof = |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling, unwinder: "" };
     let configurations = [
         Configuration { name: "system", launch: Launch::Baseline(build_baseline("")), against: None },
         Configuration {
@@ -62,18 +65,24 @@ fn main() {
         Configuration { name: "lg 21", launch: memprof("lg_prof_sample:21", true), against: Some("inactive") },
         Configuration { name: "lg 19", launch: memprof("lg_prof_sample:19", true), against: Some("inactive") },
         Configuration { name: "lg 17", launch: memprof("lg_prof_sample:17", true), against: Some("inactive") },
+        Configuration {
+            name: "lg 19 libgcc",
+            launch: Launch::Memprof { malloc_conf: "lg_prof_sample:19", sampling: true, unwinder: "libgcc" },
+            against: Some("inactive"),
+        },
     ];
     let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
     let mut rows = Vec::new();
     for workload in ["mixed-sizes", "json-handler"] {
         for thread_count in [1, threads] {
-            let figures: Vec<Figures> =
-                configurations.iter().map(|configuration| median(configuration, workload, thread_count)).collect();
-            rows.push((format!("{workload}, {thread_count} thr"), figures));
+            rows.push((
+                format!("{workload}, {thread_count} thr"),
+                measure_row(&configurations, workload, thread_count),
+            ));
         }
     }
-    let column = |name: &str| configurations.iter().position(|configuration| configuration.name == name).unwrap();
-    let table = |title: &str, cell: &dyn Fn(&[Figures], &Configuration, &Figures) -> String| {
+    let column = |name: &str| column(&configurations, name);
+    let table = |title: &str, cell: &dyn Fn(&Row, usize) -> String| {
         println!("\n{title}");
         print!("{:<22}", "");
         for configuration in &configurations {
@@ -82,28 +91,66 @@ fn main() {
         println!();
         for (label, row) in &rows {
             print!("{label:<22}");
-            for (configuration, figures) in configurations.iter().zip(row) {
-                print!(" {:>18}", cell(row, configuration, figures));
+            for index in 0..configurations.len() {
+                print!(" {:>18}", cell(row, index));
             }
             println!();
         }
     };
-    table(
-        "Throughput, million operations/s (ratio to the column named in the legend)",
-        &|row, configuration, figures| match configuration.against {
-            Some(against) => format!("{:.2} ({:.2})", figures.rate / 1e6, figures.rate / row[column(against)].rate),
-            None => format!("{:.2}", figures.rate / 1e6),
-        },
-    );
-    table("Latency of one operation, p50 / p99 in ns", &|_, _, figures| {
-        format!("{} / {}", figures.p50_ns, figures.p99_ns)
+    table("Throughput, million operations/s (ratio to the column named in the legend)", &|row, index| {
+        let rate = row.medians[index].rate / 1e6;
+        match row.ratios[index] {
+            Some(ratio) => format!("{rate:.2} ({ratio:.2})"),
+            None => format!("{rate:.2}"),
+        }
     });
-    table("Peak RSS, MiB (ratio to inactive)", &|row, _, figures| {
-        let inactive = row[column("inactive")].peak_rss_kib as f64;
-        format!("{:.1} ({:.2})", figures.peak_rss_kib as f64 / 1024.0, figures.peak_rss_kib as f64 / inactive)
+    table("Latency of one operation, p50 / p99 in ns", &|row, index| {
+        format!("{} / {}", row.medians[index].p50_ns, row.medians[index].p99_ns)
+    });
+    table("Peak RSS, MiB (ratio to inactive)", &|row, index| {
+        let (peak, inactive) = (row.medians[index].peak_rss_kib as f64, row.medians[column("inactive")].peak_rss_kib);
+        format!("{:.1} ({:.2})", peak / 1024.0, peak / inactive as f64)
     });
     println!("\nRatios: jemalloc and compiled out against system; prof:false against jemalloc; inactive against");
-    println!("prof:false; lg 21/19/17 against inactive.");
+    println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive.");
+}
+
+/// The column of the configuration named `name`.
+fn column(configurations: &[Configuration], name: &str) -> usize {
+    configurations.iter().position(|configuration| configuration.name == name).unwrap()
+}
+
+/// One workload on one thread count under every configuration.
+struct Row {
+    /// The median figures of each configuration (by throughput).
+    medians: Vec<Figures>,
+    /// For each configuration with a column to compare with, the median of the rounds' throughput ratios.
+    ratios: Vec<Option<f64>>,
+}
+
+/// [`REPEATS`] rounds, each measuring every configuration once, in turn.
+fn measure_row(configurations: &[Configuration], workload: &str, threads: usize) -> Row {
+    let rounds: Vec<Vec<Figures>> = (0..REPEATS)
+        .map(|_| configurations.iter().map(|configuration| measure(configuration, workload, threads)).collect())
+        .collect();
+    let medians = (0..configurations.len())
+        .map(|index| {
+            let mut runs: Vec<&Figures> = rounds.iter().map(|round| &round[index]).collect();
+            runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+            runs[REPEATS / 2].clone()
+        })
+        .collect();
+    let ratios = configurations
+        .iter()
+        .enumerate()
+        .map(|(index, configuration)| {
+            let against = column(configurations, configuration.against?);
+            let mut ratios: Vec<f64> = rounds.iter().map(|round| round[index].rate / round[against].rate).collect();
+            ratios.sort_by(f64::total_cmp);
+            Some(ratios[REPEATS / 2])
+        })
+        .collect();
+    Row { medians, ratios }
 }
 
 /// Builds the baseline program with `features` and returns its path (a copy per feature set).
@@ -124,13 +171,6 @@ fn build_baseline(features: &str) -> PathBuf {
     copy
 }
 
-/// The median (by throughput) of [`REPEATS`] measurements.
-fn median(configuration: &Configuration, workload: &str, threads: usize) -> Figures {
-    let mut runs: Vec<Figures> = (0..REPEATS).map(|_| measure(configuration, workload, threads)).collect();
-    runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
-    runs.swap_remove(REPEATS / 2)
-}
-
 /// One measurement in a child process.
 fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Figures {
     let mut command = match &configuration.launch {
@@ -139,10 +179,11 @@ fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Fig
             command.args([workload, &threads.to_string()]);
             command
         }
-        Launch::Memprof { malloc_conf, sampling } => {
+        Launch::Memprof { malloc_conf, sampling, unwinder } => {
             let mut command = Command::new(std::env::current_exe().unwrap());
             command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling}"));
             command.env("MALLOC_CONF", malloc_conf);
+            command.env("MEMPROF_UNWINDER", unwinder);
             command
         }
     };

@@ -12,6 +12,7 @@ pub const WORKLOAD_TIME: Duration = Duration::from_millis(1500);
 const TIMED_EVERY: u64 = 16;
 
 /// What one measurement gives.
+#[derive(Clone)]
 pub struct Figures {
     /// Operations per second, all threads together.
     pub rate: f64,
