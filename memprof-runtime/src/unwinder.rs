@@ -133,27 +133,36 @@ impl Iterator for FrameWalk {
     }
 }
 
-/// The frame pointer and stack pointer registers of the function this is inlined into; `None` on
-/// architectures the walk does not know.
+/// The frame pointer and stack pointer registers of the function this is inlined into.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn registers() -> Option<(usize, usize)> {
     let (frame, stack): (usize, usize);
     // SAFETY: reads two registers; no memory is touched.
-    #[cfg(target_arch = "x86_64")]
     unsafe {
         std::arch::asm!("mov {}, rbp", "mov {}, rsp", out(reg) frame, out(reg) stack,
             options(nomem, nostack, preserves_flags));
     }
-    // SAFETY: as above.
-    #[cfg(target_arch = "aarch64")]
+    Some((frame, stack))
+}
+
+/// The frame pointer and stack pointer registers of the function this is inlined into.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+fn registers() -> Option<(usize, usize)> {
+    let (frame, stack): (usize, usize);
+    // SAFETY: reads two registers; no memory is touched.
     unsafe {
         std::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) frame, out(reg) stack,
             options(nomem, nostack, preserves_flags));
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    return None;
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     Some((frame, stack))
+}
+
+/// Other architectures: no walk (libgcc's stays).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn registers() -> Option<(usize, usize)> {
+    None
 }
 
 thread_local! {
