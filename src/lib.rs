@@ -22,7 +22,10 @@
 /// - `http = "127.0.0.1:5050"`: where to serve; `MEMPROF_ADDR` overrides it at run time (port 0: any free
 ///   port; the bound address is logged).
 /// - `env = "LIBPROCESS_MEMORY_PROFILING"`: the endpoints are served only when this variable is `true`.
+/// - `token_env = "PROFILER_TOKEN"`: the variable holding the access token (default `MEMPROF_TOKEN`); when it
+///   is set, every request must send `Authorization: Bearer <token>`.
 /// - `lg_prof_sample = 19`: a sample every 2^19 bytes (512 KiB) allocated, on average.
+/// - `keep_runs = 4`: how many finished profiles stay downloadable.
 /// - `crate = "::memprof"`: where the `memprof` crate is, for crates that re-export it.
 ///
 /// It goes on `fn main()` or `fn main() -> Result<..>`. For an async runtime, put it below the runtime's
@@ -36,8 +39,9 @@
 ///     let __memprof_guard = memprof::__private::start(memprof::__private::Options {
 ///         http: "127.0.0.1:5050",
 ///         env: "LIBPROCESS_MEMORY_PROFILING",
+///         token_env: "MEMPROF_TOKEN",
 ///         lg_prof_sample: 19,
-///     keep_runs: 4,
+///         keep_runs: 4,
 ///     });
 ///     /* the body of main */
 /// }
