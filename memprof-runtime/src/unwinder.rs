@@ -11,9 +11,12 @@
 //! `MEMPROF_UNWINDER=libgcc` keeps libgcc's whatever the check says.
 //!
 //! The walk never reads outside the live part of the current thread's stack (from the stack pointer to
-//! the stack's top, found once per thread), so a frame pointer a function reused as a plain register ends
-//! the walk instead of faulting; where the stack's bounds are unknown (an alternate signal stack, a thread
-//! glibc did not make), libgcc's walk takes the sample.
+//! the top of the memory mapping that holds it), so a frame pointer a function reused as a plain register
+//! ends the walk instead of faulting. The mapping is looked up in `/proc/self/maps` at a thread's first
+//! sample, without locks or allocation: a sample can be taken anywhere, even inside glibc's
+//! `pthread_getattr_np` while it holds the thread's own lock (as every new Rust thread does), so the walk
+//! must not call it. Where the stack pointer leaves the known mapping more than a few times (stacks
+//! switched by coroutines), libgcc's walk takes the sample.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint, c_void};
@@ -101,13 +104,13 @@ struct FrameWalk {
 }
 
 impl FrameWalk {
-    /// A walk from the frame of the function this is inlined into; `None` where the stack's bounds are
-    /// unknown or the stack pointer is outside them.
+    /// A walk from the frame of the function this is inlined into; `None` where the mapping holding the
+    /// stack is unknown.
     #[inline(always)]
     fn here() -> Option<Self> {
         let (frame, stack_pointer) = registers()?;
-        let (bottom, top) = this_thread_stack()?;
-        (bottom..top).contains(&stack_pointer).then_some(Self { frame, low: stack_pointer, high: top })
+        let (_, top) = this_thread_stack(stack_pointer)?;
+        Some(Self { frame, low: stack_pointer, high: top })
     }
 }
 
@@ -166,33 +169,86 @@ fn registers() -> Option<(usize, usize)> {
 }
 
 thread_local! {
-    /// This thread's stack, `(bottom, top)`; `(0, 0)` until found, `(1, 1)` where it cannot be.
-    static STACK: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The mapping that held this thread's stack pointer at its last lookup, `(start, end)`, and how many
+    /// lookups the thread has made.
+    static STACK: Cell<((usize, usize), u8)> = const { Cell::new(((0, 0), 0)) };
 }
 
-/// The bounds of the current thread's stack, found once per thread.
-fn this_thread_stack() -> Option<(usize, usize)> {
-    let bounds = STACK.with(|stack| {
-        if stack.get() == (0, 0) {
-            stack.set(ask_pthread_for_stack().unwrap_or((1, 1)));
+/// How many times a thread looks its stack up: once, and again when the main thread's stack grows
+/// below the mapping first seen.
+const STACK_LOOKUPS: u8 = 4;
+
+/// The memory mapping of this thread's stack that holds `stack_pointer`, `(start, end)`.
+fn this_thread_stack(stack_pointer: usize) -> Option<(usize, usize)> {
+    STACK.with(|stack| {
+        let (known, lookups) = stack.get();
+        if (known.0..known.1).contains(&stack_pointer) {
+            return Some(known);
         }
-        stack.get()
-    });
-    (bounds != (1, 1)).then_some(bounds)
-}
-
-/// `pthread_getattr_np` of the current thread: its stack's lowest and highest addresses.
-fn ask_pthread_for_stack() -> Option<(usize, usize)> {
-    let mut attributes = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
-    // SAFETY: `attributes` is initialised by a successful `pthread_getattr_np` and destroyed once.
-    unsafe {
-        if libc::pthread_getattr_np(libc::pthread_self(), attributes.as_mut_ptr()) != 0 {
+        if lookups >= STACK_LOOKUPS {
             return None;
         }
-        let (mut address, mut size) = (std::ptr::null_mut(), 0);
-        let found = libc::pthread_attr_getstack(attributes.as_ptr(), &mut address, &mut size);
-        libc::pthread_attr_destroy(attributes.as_mut_ptr());
-        (found == 0 && size > 0).then(|| (address as usize, address as usize + size))
+        let found = mapping_containing(stack_pointer);
+        stack.set((found.unwrap_or(known), lookups + 1));
+        found
+    })
+}
+
+/// The mapping in `/proc/self/maps` that holds `address`, `(start, end)`.
+///
+/// Reads the file through a buffer on the stack and parses as it goes: no lock, no allocation, so it is
+/// safe wherever the allocator is called from.
+fn mapping_containing(address: usize) -> Option<(usize, usize)> {
+    use std::io::Read;
+    let mut maps = std::fs::File::open("/proc/self/maps").ok()?;
+    let mut buffer = [0u8; 4096];
+    let mut range = MapsRange::default();
+    loop {
+        let read = maps.read(&mut buffer).ok()?;
+        if read == 0 {
+            return None;
+        }
+        for &byte in &buffer[..read] {
+            if let Some((start, end)) = range.push(byte) {
+                if (start..end).contains(&address) {
+                    return Some((start, end));
+                }
+            }
+        }
+    }
+}
+
+/// The address range at the start of each line of `/proc/self/maps` (`start-end perms ...`), fed a byte at
+/// a time.
+#[derive(Default)]
+struct MapsRange {
+    start: usize,
+    end: usize,
+    /// 0: reading the start, 1: reading the end, 2: past the range until the end of the line.
+    field: u8,
+}
+
+impl MapsRange {
+    /// Takes the next byte; returns a line's range when its end is read.
+    fn push(&mut self, byte: u8) -> Option<(usize, usize)> {
+        match (self.field, byte) {
+            (_, b'\n') => *self = Self::default(),
+            (0, b'-') => self.field = 1,
+            (1, b' ') => {
+                self.field = 2;
+                return Some((self.start, self.end));
+            }
+            (0 | 1, _) => {
+                let digit = (byte as char).to_digit(16).map(|digit| digit as usize);
+                let value = if self.field == 0 { &mut self.start } else { &mut self.end };
+                match digit.and_then(|digit| value.checked_mul(16)?.checked_add(digit)) {
+                    Some(next) => *value = next,
+                    None => self.field = 2,
+                }
+            }
+            _ => {}
+        }
+        None
     }
 }
 
@@ -203,7 +259,7 @@ const CHECKED_FRAMES: usize = 6;
 #[inline(never)]
 fn frame_pointers_agree_with_libgcc() -> Result<(), String> {
     let by_frame_pointers: Vec<usize> = FrameWalk::here()
-        .ok_or("the walk knows x86_64 and aarch64 stacks whose bounds pthread gives, not this one")?
+        .ok_or("the walk knows x86_64 and aarch64 stacks in mappings /proc/self/maps lists, not this one")?
         .take(CHECKED_FRAMES)
         .collect();
     agree(&by_frame_pointers, &libgcc_backtrace(CHECKED_FRAMES + 2))
@@ -276,8 +332,9 @@ mod tests {
 
     #[test]
     fn the_walk_stops_within_the_stack_on_every_thread() {
-        let (bottom, top) = this_thread_stack().unwrap();
-        assert!(bottom < top);
+        let (_, stack_pointer) = registers().unwrap();
+        let (bottom, top) = this_thread_stack(stack_pointer).unwrap();
+        assert!(bottom <= stack_pointer && stack_pointer < top);
         let addresses = std::thread::spawn(walk_from_here).join().unwrap();
         assert!(addresses.len() >= 3, "{addresses:x?}");
         assert!(addresses.iter().all(|&address| address > 4096), "{addresses:x?}");
@@ -285,10 +342,30 @@ mod tests {
 
     #[test]
     fn a_walk_from_a_frame_outside_the_stack_yields_nothing() {
-        let (_, top) = this_thread_stack().unwrap();
+        let (_, top) = this_thread_stack(registers().unwrap().1).unwrap();
         let outside = FrameWalk { frame: top + 4096, low: top - 4096, high: top };
         assert_eq!(outside.count(), 0);
         let unaligned = FrameWalk { frame: top - 4095, low: top - 8192, high: top };
         assert_eq!(unaligned.count(), 0);
+    }
+
+    #[test]
+    fn maps_lines_give_their_ranges_and_odd_lines_none() {
+        let maps = "55c07626b000-55c076459000 r--p 00000000 fe:00 10016534    /usr/bin/x y-z 1-2\n\
+                    7ffd1a2b3000-7ffd1a2d4000 rw-p 00000000 00:00 0                          [stack]\n\
+                    ffffffffffffffffff-1 r--p\n\
+                    garbage\n";
+        let mut range = MapsRange::default();
+        let ranges: Vec<_> = maps.bytes().filter_map(|byte| range.push(byte)).collect();
+        assert_eq!(ranges, [(0x55c0_7626_b000, 0x55c0_7645_9000), (0x7ffd_1a2b_3000, 0x7ffd_1a2d_4000)]);
+    }
+
+    #[test]
+    fn the_mapping_of_a_local_holds_it_and_no_mapping_holds_address_zero() {
+        let local = 7u64;
+        let address = &local as *const u64 as usize;
+        let (start, end) = mapping_containing(address).unwrap();
+        assert!(start <= address && address < end);
+        assert_eq!(mapping_containing(0), None);
     }
 }

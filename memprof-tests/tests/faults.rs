@@ -1,6 +1,6 @@
 //! Faults the profiler survives: a full or read-only disk, its directory deleted, clients that go away, a timer that
-//! fires while `stop` is served. Each time: a clear error, a consistent state, the next run works, and the
-//! latest good profile is still there.
+//! fires while `stop` is served, samples taken where glibc holds a lock. Each time: a clear error, a consistent
+//! state, the next run works, and the latest good profile is still there.
 
 use std::io::{Read, Write};
 use std::process::Command;
@@ -174,6 +174,20 @@ fn a_timer_firing_while_stop_is_served_ends_the_run_once() {
         assert_eq!(state["memory_profiler"]["latest_run"]["id"].as_u64(), Some(id));
         assert_eq!(state["jemalloc"]["profiling_active"], false);
     }
+}
+
+/// Sampling every allocation (`lg_prof_sample:0`) samples each new thread's first allocation, made inside
+/// glibc's `pthread_getattr_np` (Rust calls it as a thread starts) while that holds the thread's own lock: the
+/// stack walk must not take the lock again. Each request is a new connection, served by a new thread.
+#[test]
+fn threads_born_while_every_allocation_is_sampled_start_and_serve() {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:0").spawn();
+    service.get_json("/memory-profiler/start?duration=1mins");
+    for _ in 0..50 {
+        assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_active"], true);
+    }
+    let stopped = service.get("/memory-profiler/stop");
+    assert_eq!(stopped.status, 200, "{}", stopped.text());
 }
 
 fn finely_sampled() -> Program {
