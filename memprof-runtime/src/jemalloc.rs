@@ -142,6 +142,22 @@ pub(crate) fn set_this_thread_sampled(sampled: bool) {
     let _ = unsafe { raw::write(b"thread.prof.active\0", sampled) };
 }
 
+/// Runs `work` with the calling thread's sampling off, then puts it back as it was.
+///
+/// For memprof's work on a thread of the program's (`Run::stop` dumping the heap while sampling is on):
+/// its own allocations must not show in the profile it writes.
+pub(crate) fn unsampled<T>(work: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            set_this_thread_sampled(self.0);
+        }
+    }
+    // SAFETY: `thread.prof.active` is a read-write `bool`; ENOENT (profiling disabled) leaves nothing to do.
+    let _restore = unsafe { raw::update(b"thread.prof.active\0", false) }.ok().map(Restore);
+    work()
+}
+
 /// The configuration strings jemalloc read at start-up.
 pub(crate) struct ConfigSources {
     /// `opt.malloc_conf.env_var`: the environment variable's value, as jemalloc read it.

@@ -2,7 +2,7 @@
 //! code that started them.
 //!
 //! A run resets jemalloc's samples (`prof.reset`) so its profile holds only its own window, switches
-//! `prof.active` on, and at its end switches it off and dumps the heap into the [`ProfileStore`]. The last
+//! `prof.active` on, and at its end dumps the heap into the [`ProfileStore`] and switches sampling off. The last
 //! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
 use std::collections::VecDeque;
@@ -307,19 +307,19 @@ impl Profiler {
         }
     }
 
-    /// Ends the current run: sampling off, then the heap dumped into the store.
+    /// Ends the current run: the heap dumped into the store, then sampling off.
+    ///
+    /// The dump comes first: between the two, the program goes on freeing sampled objects (which the
+    /// profile counts out) and allocating their replacements (which it would no longer sample), so a
+    /// profile dumped after switching off reads low on memory that churns.
     fn finish(&self, runs: &mut Runs) -> Result<FinishedRun, Error> {
         let Some(run) = runs.current.take() else {
             unreachable!("finish is only called with a current run");
         };
         self.run_ended.notify_all();
-        if let Err(error) = jemalloc::set_profiling_active(false) {
-            report::warn(&format!(
-                "Could not switch heap profiling off at the end of run {} (prof.active: {error})",
-                run.id
-            ));
-        }
-        match runs.store.dump(run.id) {
+        let dumped = jemalloc::unsampled(|| runs.store.dump(run.id));
+        switch_sampling_off(run.id);
+        match dumped {
             Ok(path) => {
                 let finished = FinishedRun {
                     id: run.id,
@@ -415,11 +415,10 @@ impl Profiler {
     pub(crate) fn shut_down(&self) {
         let mut runs = self.runs.lock();
         if let Some(run) = runs.current.take() {
-            let _ = jemalloc::set_profiling_active(false);
             self.run_ended.notify_all();
             if let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE) {
                 let path = PathBuf::from(path);
-                match jemalloc::dump_profile(&path) {
+                match jemalloc::unsampled(|| jemalloc::dump_profile(&path)) {
                     Ok(()) => report::info(&format!(
                         "Heap profiling run {} was active when the program ended; its profile is at {}",
                         run.id,
@@ -430,10 +429,18 @@ impl Profiler {
                     }
                 }
             }
+            switch_sampling_off(run.id);
         }
         runs.finished.clear();
         runs.automatic.clear();
         runs.closed = true;
         runs.store.remove_all();
+    }
+}
+
+/// Switches sampling off at the end of run `id`; a failure is logged (the run is over either way).
+fn switch_sampling_off(id: u64) {
+    if let Err(error) = jemalloc::set_profiling_active(false) {
+        report::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
     }
 }

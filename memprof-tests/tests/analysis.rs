@@ -12,11 +12,14 @@ use memprof_tests::tools::{self, Scratch};
 
 const MIB: f64 = 1_048_576.0;
 
-/// The service, sampling every 16 KiB: each 64 KiB session is then sampled with probability 98% and each
-/// 32 KiB block with 86%, so the unbiased estimate is within a few percent of the truth (at the default
-/// 512 KiB, a few dozen samples would make it ±20%).
+/// Sampling every 8 KiB: each 64 KiB session is then sampled with probability 99.97% and each 32 KiB block
+/// with 98.2%, so the unbiased estimate of the index's 4 MiB has a standard deviation of 1.2% (at 16 KiB it
+/// is 3.6%; at the default 512 KiB, a few dozen samples would make it ±20%).
+const FINE_SAMPLING: &str = "lg_prof_sample:13";
+
+/// The service, finely sampled.
 fn finely_sampled_service() -> Program {
-    Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn()
+    Program::service().env("MALLOC_CONF", FINE_SAMPLING).spawn()
 }
 
 /// Runs a 2-second profiling run to its end and returns its id.
@@ -71,9 +74,11 @@ fn text_shows_the_allocating_functions_with_the_bytes_they_keep() {
     let response = download(&service, &format!("/memory-profiler/download/text?id={id}"));
     assert_eq!(response.header("content-type"), Some("text/plain; charset=utf-8"));
     let text = response.text();
-    assert_near(flat_megabytes(&text, "service::open_session"), 16.0, 0.10, "open_session");
-    assert_near(flat_megabytes(&text, "service::index_document"), 4.0, 0.10, "index_document");
-    assert_near(total_megabytes(&text), 20.0, 0.10, "total");
+    // Within 5%: more than 4 standard deviations. The index churns (a block replaced every request), so a
+    // profile that missed the last moments of the run, as one dumped after sampling stopped does, reads low.
+    assert_near(flat_megabytes(&text, "service::open_session"), 16.0, 0.05, "open_session");
+    assert_near(flat_megabytes(&text, "service::index_document"), 4.0, 0.05, "index_document");
+    assert_near(total_megabytes(&text), 20.0, 0.05, "total");
     // The allocator and Rust's allocation plumbing are trimmed: nothing is allocated "by" them.
     for plumbing in ["__rust_alloc", "prof_backtrace_impl", "malloc", "alloc::vec::from_elem"] {
         assert!(!text.lines().any(|line| line.ends_with(&format!("% {plumbing}"))), "{plumbing}: {text}");
@@ -98,8 +103,7 @@ fn the_frame_pointer_walk_finds_the_stacks_libgcc_finds() {
     let by_frame_pointers = finely_sampled_service();
     let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
     assert_eq!(walk, &serde_json::json!({ "method": "frame pointers", "why": null }));
-    let by_libgcc =
-        Program::service().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_UNWINDER", "libgcc").spawn();
+    let by_libgcc = Program::service().env("MALLOC_CONF", FINE_SAMPLING).env("MEMPROF_UNWINDER", "libgcc").spawn();
     by_libgcc
         .wait_for_line(|line| line == "[memprof] INFO Samples walk the stack with libgcc: MEMPROF_UNWINDER=libgcc");
     let walk = &by_libgcc.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
