@@ -181,14 +181,10 @@ impl Watcher {
     }
 }
 
-/// The cgroup's memory limit (v2, then v1), else the machine's memory.
+/// The tightest memory limit of the process's cgroups (see [`crate::cgroup`]), else the machine's memory.
 fn memory_limit() -> Option<u64> {
-    let read = |path: &str| std::fs::read_to_string(path).ok();
-    let cgroup = read("/sys/fs/cgroup/memory.max")
-        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
-        .and_then(|text| text.trim().parse::<u64>().ok())
-        .filter(|&limit| limit < 1 << 60);
-    cgroup.or_else(|| kilobytes_field(&read("/proc/meminfo")?, "MemTotal:"))
+    crate::cgroup::memory_limit()
+        .or_else(|| kilobytes_field(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemTotal:"))
 }
 
 /// This process's resident set.

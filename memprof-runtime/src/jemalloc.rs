@@ -43,11 +43,6 @@ pub(crate) fn profiling_enabled() -> bool {
     read_bool(b"opt.prof\0").unwrap_or(false)
 }
 
-/// `opt.prof_accum`: whether dumps carry what each stack allocated since start-up (freed or not).
-pub(crate) fn keeps_allocation_totals() -> bool {
-    read_bool(b"opt.prof_accum\0").unwrap_or(false)
-}
-
 /// `opt.prof_active`: whether sampling was switched on at start-up.
 pub(crate) fn profiling_active_at_start() -> bool {
     read_bool(b"opt.prof_active\0").unwrap_or(false)

@@ -16,6 +16,7 @@
 
 mod analysis;
 mod autodump;
+mod cgroup;
 mod duration;
 mod heap_profile;
 mod history;

@@ -92,6 +92,18 @@ pub fn parse(raw: &[u8]) -> Response {
     response
 }
 
+/// The length of a whole response with a `Content-Length` at the start of `raw`, once all of it is there.
+///
+/// ```
+/// assert_eq!(memprof_tests::http::complete_length(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), Some(40));
+/// assert_eq!(memprof_tests::http::complete_length(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\no"), None);
+/// ```
+pub fn complete_length(raw: &[u8]) -> Option<usize> {
+    let end = raw.windows(4).position(|window| window == b"\r\n\r\n")? + 4;
+    let length: usize = parse(&raw[..end]).header("content-length")?.parse().ok()?;
+    (raw.len() >= end + length).then_some(end + length)
+}
+
 fn dechunk(mut chunked: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
     loop {

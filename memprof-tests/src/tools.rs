@@ -50,14 +50,27 @@ pub fn run(program: &Path, arguments: &[&str], environment: &[(&str, &Path)]) ->
 /// }
 /// ```
 pub fn pprof_top(profile: &[u8], sample_index: &str) -> Option<String> {
+    pprof(profile, &["-top", &format!("-sample_index={sample_index}")])
+}
+
+/// `go tool pprof <options>` of a gzip pprof profile: its report, or `None` (with the reason printed) where
+/// Go is not installed.
+///
+/// ```no_run
+/// let profile = std::fs::read("heap.pb.gz").unwrap();
+/// if let Some(comments) = memprof_tests::tools::pprof(&profile, &["-comments"]) {
+///     println!("{comments}");
+/// }
+/// ```
+pub fn pprof(profile: &[u8], options: &[&str]) -> Option<String> {
     let go = find("go", "golang-go")?;
-    let scratch = Scratch::new(&format!("pprof-{sample_index}"));
+    let scratch = Scratch::new("pprof");
     let file = scratch.join("profile.pb.gz");
     std::fs::write(&file, profile).unwrap();
     let home = scratch.join("home");
-    let index = format!("-sample_index={sample_index}");
-    let report =
-        run(&go, &["tool", "pprof", "-top", &index, file.to_str().unwrap()], &[("HOME", &home), ("GOCACHE", &home)]);
+    let arguments: Vec<&str> =
+        ["tool", "pprof"].into_iter().chain(options.iter().copied()).chain([file.to_str().unwrap()]).collect();
+    let report = run(&go, &arguments, &[("HOME", &home), ("GOCACHE", &home)]);
     Some(String::from_utf8_lossy(&report.stdout).into_owned())
 }
 

@@ -210,8 +210,8 @@ fn bad_requests_get_their_status_and_a_clear_message() {
         ("GET", "/memory-profiler/state?%FF=1", 400, "Unknown parameter '\u{fffd}'; this endpoint takes no parameters.".into()),
         ("GET", "/memory-profiler/start?time=5mins", 400, "Unknown parameter 'time'; expected 'duration'.".into()),
         ("GET", "/memory-profiler/state?verbose=1", 400, "Unknown parameter 'verbose'; this endpoint takes no parameters.".into()),
-        ("PUT", "/memory-profiler/start", 405, "Method PUT is not allowed here; use GET, POST.".into()),
-        ("POST", "/memory-profiler/statistics", 405, "Method POST is not allowed here; use GET.".into()),
+        ("PUT", "/memory-profiler/start", 405, "Method PUT is not allowed here; use GET, HEAD, POST.".into()),
+        ("POST", "/memory-profiler/statistics", 405, "Method POST is not allowed here; use GET, HEAD.".into()),
         ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/heap_profile, /memory-profiler/download/raw, /memory-profiler/download/text, /memory-profiler/download/graph, /memory-profiler/download/flamegraph, /memory-profiler/download/collapsed, /memory-profiler/download/pprof, /memory-profiler/pprof/heap, /memory-profiler/pprof/cmdline, /memory-profiler/pprof/symbol, /debug/pprof/heap, /debug/pprof/allocs, /metrics, /debug/pprof/symbol.".into()),
     ];
     for (method, target, status, message) in cases {
@@ -220,7 +220,7 @@ fn bad_requests_get_their_status_and_a_clear_message() {
         assert_eq!(response.header("content-type"), Some("text/plain; charset=utf-8"), "{method} {target}");
     }
     let not_allowed = memprof_tests::http::request(service.address(), "DELETE", "/memory-profiler/stop");
-    assert_eq!(not_allowed.header("allow"), Some("GET, POST"));
+    assert_eq!(not_allowed.header("allow"), Some("GET, HEAD, POST"));
 
     // Nothing above started a run; a trailing slash and POST are accepted, as in Mesos.
     let started = memprof_tests::http::request(service.address(), "POST", "/memory-profiler/start/?duration=1secs");

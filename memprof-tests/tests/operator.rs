@@ -324,14 +324,19 @@ fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
 
 #[test]
 fn debug_pprof_allocs_shows_what_was_allocated_and_freed_when_jemalloc_keeps_totals() {
-    let without = Program::service().spawn();
-    let refused = without.get("/debug/pprof/allocs");
-    assert_eq!(refused.status, 503);
-    assert!(
-        refused.text().starts_with(
-            "jemalloc keeps no allocation totals in this process; start it with MALLOC_CONF=prof_accum:true"
-        )
-    );
+    // Without totals (Parca's and Alloy's default scrape path): the in-use profile, and a comment saying why.
+    let without = Program::service().env("MALLOC_CONF", "prof_active:true,lg_prof_sample:14").spawn();
+    without.wait_for_line(|line| line == "service: 0 requests handled");
+    let in_use = without.get("/debug/pprof/allocs");
+    assert_eq!(in_use.status, 200, "{}", in_use.text());
+    if let Some(comments) = tools::pprof(&in_use.body, &["-comments"]) {
+        assert_eq!(
+            comments.trim(),
+            "This is the in-use heap (inuse_objects, inuse_space): jemalloc keeps allocation totals (alloc_objects, alloc_space) only when the program starts with MALLOC_CONF=prof_accum:true"
+        );
+        let top = tools::pprof_top(&in_use.body, "inuse_space").unwrap();
+        assert!(top.lines().any(|line| line.ends_with("service::open_session")), "{top}");
+    }
 
     let service = Program::service().env("MALLOC_CONF", "prof_accum:true,prof_active:true,lg_prof_sample:14").spawn();
     service.wait_for_line(|line| line == "service: 0 requests handled");

@@ -147,6 +147,18 @@ fn malformed_requests_get_400_and_the_server_lives_on() {
             501,
             "Transfer-Encoding 'gzip' is not supported; use chunked.\n",
         ),
+        // Bodies two parties could frame differently (request smuggling behind a proxy).
+        (
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\n0x1",
+            400,
+            "A request cannot have more than one Content-Length.\n",
+        ),
+        (
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400,
+            "A request cannot have both Transfer-Encoding and Content-Length.\n",
+        ),
+        (b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: +3\r\n\r\n0x1", 400, "Invalid Content-Length '+3'.\n"),
     ];
     for (raw, status, message) in cases {
         let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
@@ -161,4 +173,43 @@ fn malformed_requests_get_400_and_the_server_lives_on() {
     // Absolute-form targets (as sent through proxies) are served like paths.
     let absolute = format!("http://{}/memory-profiler/state", service.address());
     assert_eq!(memprof_tests::http::request(service.address(), "GET", &absolute).status, 200);
+}
+
+/// RFC 9110 details a proxy or monitor relies on: `HEAD` wherever `GET` is allowed, a `Date` on every answer,
+/// and an HTTP/1.0 client's `Connection: keep-alive` answered in kind on a connection that stays open.
+#[test]
+fn head_date_and_http_1_0_keep_alive() {
+    use std::io::{Read, Write};
+    let service = Program::service().spawn();
+    let get = service.get("/memory-profiler/state");
+    let head = memprof_tests::http::request(service.address(), "HEAD", "/memory-profiler/state");
+    assert_eq!(head.status, 200);
+    assert_eq!(head.body, b"", "HEAD sends no body");
+    assert_eq!(head.header("content-type"), get.header("content-type"));
+    let length: usize = head.header("content-length").unwrap().parse().unwrap();
+    assert!(length > 100, "HEAD announces the GET answer's length: {length}");
+    let date = get.header("date").expect("a Date header");
+    let sent = httpdate::parse_http_date(date).unwrap_or_else(|error| panic!("{date:?}: {error}"));
+    let skew = std::time::SystemTime::now().duration_since(sent).unwrap_or_default();
+    assert!(skew < std::time::Duration::from_secs(60), "{date}");
+    let not_found = memprof_tests::http::request(service.address(), "HEAD", "/memory-profiler/nowhere");
+    assert_eq!((not_found.status, not_found.body.len()), (404, 0));
+
+    // Two requests on one HTTP/1.0 connection: the first answer says keep-alive, the second closes.
+    let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+    stream.set_read_timeout(Some(memprof_tests::process::PATIENCE)).unwrap();
+    stream.write_all(b"GET /memory-profiler/state HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    let mut first = Vec::new();
+    while memprof_tests::http::complete_length(&first).is_none() {
+        let mut chunk = [0; 4096];
+        let read = stream.read(&mut chunk).unwrap();
+        assert!(read > 0, "the connection closed after the first answer");
+        first.extend_from_slice(&chunk[..read]);
+    }
+    assert_eq!(memprof_tests::http::parse(&first).header("connection"), Some("keep-alive"));
+    stream.write_all(b"GET /memory-profiler/state HTTP/1.0\r\n\r\n").unwrap();
+    let mut second = Vec::new();
+    stream.read_to_end(&mut second).unwrap();
+    let second = memprof_tests::http::parse(&second);
+    assert_eq!((second.status, second.header("connection")), (200, Some("close")));
 }

@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::reply::{HttpError, Response};
+use super::reply::{Framing, HttpError, Persistence, Response};
 
 /// The longest request target (path and query) answered.
 pub(crate) const MAX_TARGET: usize = 8 << 10;
@@ -40,8 +40,8 @@ pub(crate) struct Request {
     pub(crate) authorization: Option<String>,
     /// The body, de-chunked.
     pub(crate) body: Vec<u8>,
-    /// Whether the client keeps the connection for another request.
-    keep_alive: bool,
+    /// Whether the client keeps the connection for another request, and whether the answer must say so.
+    persistence: Persistence,
 }
 
 /// What the next read off a connection gave.
@@ -84,8 +84,12 @@ impl Connection {
 
     /// Writes `response`; returns whether the connection can take another request.
     pub(crate) fn answer(&mut self, request: Option<&Request>, response: Response) -> bool {
-        let keep_alive = request.is_some_and(|request| request.keep_alive);
-        let written = response.write_to(&mut self.stream, keep_alive).and_then(|()| self.stream.flush());
+        let framing = request.map_or(Framing::CLOSE, |request| Framing {
+            connection: request.persistence,
+            head_only: request.method == "HEAD",
+        });
+        let keep_alive = framing.connection != Persistence::Close;
+        let written = response.write_to(&mut self.stream, framing).and_then(|()| self.stream.flush());
         if written.is_ok() && keep_alive {
             return true;
         }
@@ -136,7 +140,7 @@ impl Connection {
             target: head.target,
             authorization: head.authorization,
             body,
-            keep_alive: head.keep_alive,
+            persistence: head.persistence,
         }))
     }
 
@@ -286,7 +290,7 @@ pub(crate) struct Head {
     target: String,
     authorization: Option<String>,
     body: BodyLength,
-    keep_alive: bool,
+    persistence: Persistence,
     expects_continue: bool,
 }
 
@@ -307,38 +311,60 @@ pub(crate) fn parse_head(buffer: &[u8]) -> Result<Option<Head>, HttpError> {
     if request.headers.iter().map(|field| field.name.len() + field.value.len()).sum::<usize>() > MAX_HEADERS {
         return Err(headers_too_large());
     }
-    let field = |name: &str| {
-        let mut values = request.headers.iter().filter(|field| field.name.eq_ignore_ascii_case(name));
-        values.next().map(|field| String::from_utf8_lossy(field.value).trim().to_owned())
+    let values = |name: &str| -> Vec<String> {
+        let matching = request.headers.iter().filter(|field| field.name.eq_ignore_ascii_case(name));
+        matching.map(|field| String::from_utf8_lossy(field.value).trim().to_owned()).collect()
     };
+    let field = |name: &str| values(name).into_iter().next();
     let has_token = |name: &str, token: &str| {
         field(name).is_some_and(|value| value.split(',').any(|part| part.trim().eq_ignore_ascii_case(token)))
     };
-    let body = match (field("transfer-encoding"), field("content-length")) {
-        (Some(_), Some(_)) => {
+    // A request whose body's end two parties could read differently is refused: behind a proxy that reads
+    // it the other way, the rest would be taken for a second request (request smuggling, RFC 9112 6.3).
+    let codings = values("transfer-encoding");
+    let lengths = values("content-length");
+    let body = match (codings.as_slice(), lengths.as_slice()) {
+        ([_, ..], [_, ..]) => {
             return Err(HttpError::bad_request("A request cannot have both Transfer-Encoding and Content-Length"));
         }
-        (Some(coding), None) if coding.eq_ignore_ascii_case("chunked") => BodyLength::Chunked,
-        (Some(coding), None) => {
+        ([_, _, ..], []) => {
+            return Err(HttpError::bad_request("A request cannot have more than one Transfer-Encoding"));
+        }
+        ([], [_, _, ..]) => return Err(HttpError::bad_request("A request cannot have more than one Content-Length")),
+        ([coding], []) if coding.eq_ignore_ascii_case("chunked") => BodyLength::Chunked,
+        ([coding], []) => {
             return Err(HttpError::new(501, format!("Transfer-Encoding '{coding}' is not supported; use chunked")));
         }
-        (None, Some(length)) => match length.parse::<usize>() {
-            Ok(length) if length > MAX_BODY => return Err(body_too_large()),
-            Ok(length) => BodyLength::Fixed(length),
-            Err(_) => return Err(HttpError::bad_request(format!("Invalid Content-Length '{length}'"))),
+        ([], [length]) => match parse_content_length(length) {
+            Some(length) if length > MAX_BODY => return Err(body_too_large()),
+            Some(length) => BodyLength::Fixed(length),
+            None => return Err(HttpError::bad_request(format!("Invalid Content-Length '{length}'"))),
         },
-        (None, None) => BodyLength::Fixed(0),
+        ([], []) => BodyLength::Fixed(0),
     };
-    let http_1_1 = request.version == Some(1);
+    let persistence = match request.version {
+        Some(1) if has_token("connection", "close") => Persistence::Close,
+        Some(1) => Persistence::KeepAlive,
+        _ if has_token("connection", "keep-alive") => Persistence::KeepAliveSaid,
+        _ => Persistence::Close,
+    };
     Ok(Some(Head {
         length,
         method: request.method.unwrap_or_default().to_owned(),
         target: target.to_owned(),
         authorization: field("authorization"),
         body,
-        keep_alive: if http_1_1 { !has_token("connection", "close") } else { has_token("connection", "keep-alive") },
-        expects_continue: http_1_1 && has_token("expect", "100-continue"),
+        persistence,
+        expects_continue: request.version == Some(1) && has_token("expect", "100-continue"),
     }))
+}
+
+/// `Content-Length`: digits only (`+5`, ` 5` or `0x5` are refused, which `str::parse` would not all do).
+fn parse_content_length(text: &str) -> Option<usize> {
+    if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok().or(Some(usize::MAX))
 }
 
 /// The path and query of a target in absolute form (`http://host/path?query`, which servers must accept).
@@ -368,12 +394,14 @@ mod tests {
     fn heads_say_how_the_body_ends_and_whether_the_connection_stays() {
         let get = head("GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n");
         assert_eq!((get.method.as_str(), get.target.as_str()), ("GET", "/memory-profiler/state"));
-        assert_eq!((get.authorization.as_deref(), get.keep_alive), (Some("Bearer t"), true));
+        assert_eq!((get.authorization.as_deref(), get.persistence), (Some("Bearer t"), Persistence::KeepAlive));
         assert!(matches!(get.body, BodyLength::Fixed(0)));
         let post = head("POST /s HTTP/1.1\r\ncontent-length: 12\r\nConnection: close\r\nExpect: 100-continue\r\n\r\n");
-        assert!(matches!(post.body, BodyLength::Fixed(12)) && !post.keep_alive && post.expects_continue);
-        let old = head("GET / HTTP/1.0\r\n\r\n");
-        assert!(!old.keep_alive);
+        assert!(matches!(post.body, BodyLength::Fixed(12)) && post.expects_continue);
+        assert_eq!(post.persistence, Persistence::Close);
+        assert_eq!(head("GET / HTTP/1.0\r\n\r\n").persistence, Persistence::Close);
+        let kept = head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+        assert_eq!(kept.persistence, Persistence::KeepAliveSaid);
         let chunked = head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
         assert!(matches!(chunked.body, BodyLength::Chunked));
         assert!(parse_head(b"GET /memory-profiler/state HTTP/1.1\r\nHost:").unwrap().is_none());
@@ -390,7 +418,23 @@ mod tests {
         );
         assert_eq!(refusal("GET / HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n").0, 413);
         assert_eq!(refusal("GET / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").0, 501);
-        assert_eq!(refusal("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n").0, 400);
+        assert_eq!(
+            refusal("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n"),
+            (400, "A request cannot have both Transfer-Encoding and Content-Length".into())
+        );
+        assert_eq!(
+            refusal("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"),
+            (400, "A request cannot have more than one Content-Length".into())
+        );
+        assert_eq!(
+            refusal("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            (400, "A request cannot have more than one Transfer-Encoding".into())
+        );
+        for length in ["+5", "0x5", "5 5", "", "5.0"] {
+            let request = format!("POST / HTTP/1.1\r\nContent-Length: {length}\r\n\r\n");
+            assert_eq!(refusal(&request), (400, format!("Invalid Content-Length '{length}'")), "{length:?}");
+        }
+        assert_eq!(refusal(&format!("POST / HTTP/1.1\r\nContent-Length: {}0\r\n\r\n", usize::MAX)).0, 413);
         assert_eq!(refusal("GET\x01 / HTTP/1.1\r\n\r\n"), (400, "Malformed request (invalid token)".into()));
         let many: String = (0..200).map(|index| format!("X-{index}: y\r\n")).collect();
         assert_eq!(refusal(&format!("GET / HTTP/1.1\r\n{many}\r\n")).0, 431);

@@ -5,7 +5,9 @@
 //!
 //! `allocs` adds what was allocated since start-up, freed or not (`alloc_objects`, `alloc_space`, its
 //! default), which jemalloc keeps only with `MALLOC_CONF=prof_accum:true`: every allocation stack is then
-//! kept for the program's life, so it is the operator's choice, and without it `allocs` says so (503).
+//! kept for the program's life, so it is the operator's choice. Without it `allocs` answers the in-use
+//! profile, as Go's two endpoints differ only in their default sample type, with a pprof comment saying so:
+//! it is the path Parca and Grafana Alloy scrape by default, and an error there would be a gap in a fleet.
 //!
 //! Only allocations made while sampling was on are in the heap profile: leave it on for continuous
 //! profiling (`heap_profile?active=true`).
@@ -31,12 +33,6 @@ pub(super) fn heap(query: &Query) -> Result<Reply, HttpError> {
 
 /// `/debug/pprof/allocs`.
 pub(super) fn allocs(query: &Query) -> Result<Reply, HttpError> {
-    if !jemalloc::keeps_allocation_totals() {
-        return Err(HttpError::new(
-            503,
-            "jemalloc keeps no allocation totals in this process; start it with MALLOC_CONF=prof_accum:true (every allocation stack is then kept for the program's life), or scrape /debug/pprof/heap",
-        ));
-    }
     serve(query, true)
 }
 

@@ -70,20 +70,30 @@ pub(crate) struct Response {
 }
 
 impl Response {
-    /// Writes the response; `keep_alive` says whether the connection stays open after it.
-    pub(crate) fn write_to(self, out: &mut impl Write, keep_alive: bool) -> io::Result<()> {
+    /// Writes the response as `framing` says: whether the connection stays open after it, and whether the
+    /// body is sent (not for `HEAD`, whose answer has the `GET` answer's head, `Content-Length` included).
+    pub(crate) fn write_to(self, out: &mut impl Write, framing: Framing) -> io::Result<()> {
         let length = match &self.body {
             Body::Bytes(bytes) => bytes.len() as u64,
             Body::Shared(bytes) => bytes.len() as u64,
             Body::File(file) => file.metadata()?.len(),
         };
         let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        head += &format!("Date: {}\r\n", httpdate::fmt_http_date(std::time::SystemTime::now()));
         head += &format!("Content-Type: {}\r\nContent-Length: {length}\r\n", self.content_type);
         for (name, value) in &self.headers {
             head += &format!("{name}: {value}\r\n");
         }
-        head += if keep_alive { "\r\n" } else { "Connection: close\r\n\r\n" };
+        head += match framing.connection {
+            Persistence::Close => "Connection: close\r\n\r\n",
+            Persistence::KeepAlive => "\r\n",
+            // An HTTP/1.0 client keeps the connection only when the answer says so too.
+            Persistence::KeepAliveSaid => "Connection: keep-alive\r\n\r\n",
+        };
         out.write_all(head.as_bytes())?;
+        if framing.head_only {
+            return Ok(());
+        }
         match self.body {
             Body::Bytes(bytes) => out.write_all(&bytes),
             Body::Shared(bytes) => out.write_all(&bytes),
@@ -94,6 +104,31 @@ impl Response {
             }
         }
     }
+}
+
+/// How a response is framed on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Framing {
+    /// What becomes of the connection after the response.
+    pub(crate) connection: Persistence,
+    /// Only the head is sent: the answer to a `HEAD` request.
+    pub(crate) head_only: bool,
+}
+
+impl Framing {
+    /// A whole response, after which the connection is closed.
+    pub(crate) const CLOSE: Self = Self { connection: Persistence::Close, head_only: false };
+}
+
+/// Whether a connection stays open after a response, and whether the response must say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Persistence {
+    /// Closed: `Connection: close`.
+    Close,
+    /// Kept, as HTTP/1.1 does unless told otherwise.
+    KeepAlive,
+    /// Kept for an HTTP/1.0 client that asked with `Connection: keep-alive`, echoed back.
+    KeepAliveSaid,
 }
 
 /// The reason phrase of the statuses memprof answers.

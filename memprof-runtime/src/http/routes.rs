@@ -94,9 +94,10 @@ fn split(url: &str) -> (&str, &str) {
 pub(crate) fn route(method: &str, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
     let (path, query) = split(url);
     let route = ROUTES.iter().find(|route| route.path == path).ok_or_else(|| unknown_path(path))?;
-    let allowed = matches!((method, route.accepts_post), ("GET", _) | ("POST", true));
+    // HEAD wherever GET is allowed (RFC 9110 9.3.2): the same answer, of which only the head is sent.
+    let allowed = matches!((method, route.accepts_post), ("GET" | "HEAD", _) | ("POST", true));
     if !allowed {
-        let allow = if route.accepts_post { "GET, POST" } else { "GET" };
+        let allow = if route.accepts_post { "GET, HEAD, POST" } else { "GET, HEAD" };
         return Err(HttpError::method_not_allowed(method, allow));
     }
     let query = Query::parse(query, route.parameters)?;
@@ -127,8 +128,11 @@ mod tests {
     #[test]
     fn reads_take_only_get() {
         let error = route("POST", "/memory-profiler/state/", b"").err().unwrap();
-        assert_eq!((error.status, error.message.as_str()), (405, "Method POST is not allowed here; use GET"));
+        assert_eq!((error.status, error.message.as_str()), (405, "Method POST is not allowed here; use GET, HEAD"));
         let error = route("DELETE", "/memory-profiler/stop", b"").err().unwrap();
-        assert_eq!((error.status, error.message.as_str()), (405, "Method DELETE is not allowed here; use GET, POST"));
+        assert_eq!(
+            (error.status, error.message.as_str()),
+            (405, "Method DELETE is not allowed here; use GET, HEAD, POST")
+        );
     }
 }

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::connection::{Connection, Incoming, Request};
-use super::reply::{HttpError, Response};
-use crate::jemalloc;
+use super::reply::{Framing, HttpError, Response};
+use crate::{jemalloc, report};
 
 /// The most connections served at once.
 pub(crate) const MAX_CONNECTIONS: usize = 32;
@@ -42,7 +42,9 @@ fn accept_forever(listener: &TcpListener, handle: Handler) {
             Err(error) => {
                 // Out of descriptors or memory, say: wait and go on; the server never gives up.
                 if !failures_reported {
-                    log::warn!("Cannot accept a connection on the heap profiling endpoints ({error}); retrying");
+                    report::warn(&format!(
+                        "Cannot accept a connection on the heap profiling endpoints ({error}); retrying"
+                    ));
                     failures_reported = true;
                 }
                 thread::sleep(Duration::from_millis(100));
@@ -58,7 +60,7 @@ fn accept_forever(listener: &TcpListener, handle: Handler) {
             serve_connection(stream, &slot, handle);
         });
         if let Err(error) = spawned {
-            log::warn!("Cannot start a thread for a connection to the heap profiling endpoints ({error})");
+            report::warn(&format!("Cannot start a thread for a connection to the heap profiling endpoints ({error})"));
         }
     }
 }
@@ -123,7 +125,7 @@ impl Drop for Slot {
 fn refuse(mut stream: TcpStream) {
     let busy = HttpError::busy(format!("More than {MAX_CONNECTIONS} connections are busy; try again"), 1);
     let mut bytes = Vec::new();
-    if busy.into_response().write_to(&mut bytes, false).is_ok() && stream.set_nonblocking(true).is_ok() {
+    if busy.into_response().write_to(&mut bytes, Framing::CLOSE).is_ok() && stream.set_nonblocking(true).is_ok() {
         let _ = stream.write_all(&bytes);
         // Unread bytes would make closing reset the connection, and the client might lose the answer.
         let _ = io::Read::read(&mut stream, &mut [0; 4096]);

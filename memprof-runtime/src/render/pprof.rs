@@ -33,6 +33,8 @@ mod proto {
         pub(super) period_type: Option<ValueType>,
         #[prost(int64, tag = "12")]
         pub(super) period: i64,
+        #[prost(int64, repeated, tag = "13")]
+        pub(super) comment: Vec<i64>,
         #[prost(int64, tag = "14")]
         pub(super) default_sample_type: i64,
     }
@@ -142,6 +144,9 @@ pub(super) fn render(analysis: &Analysis, allocations_first: bool) -> Result<Vec
     encoder.write_all(&profile.encode_to_vec()).and_then(|()| encoder.finish()).map_err(|error| error.to_string())
 }
 
+/// The comment of an allocations profile without allocation totals.
+pub(crate) const NO_ALLOCATION_TOTALS: &str = "This is the in-use heap (inuse_objects, inuse_space): jemalloc keeps allocation totals (alloc_objects, alloc_space) only when the program starts with MALLOC_CONF=prof_accum:true";
+
 fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
     let mut strings = Strings::new();
     let mut value_type =
@@ -220,6 +225,12 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
         .collect();
     let default_sample_type =
         strings.intern(if analysis.has_allocations && allocations_first { "alloc_space" } else { "inuse_space" });
+    // Asked for allocation totals that jemalloc does not keep: the in-use heap, saying why (`pprof -comments`).
+    let comment = if allocations_first && !analysis.has_allocations {
+        vec![strings.intern(NO_ALLOCATION_TOTALS)]
+    } else {
+        Vec::new()
+    };
     proto::Profile {
         sample_type,
         sample,
@@ -229,6 +240,7 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
         string_table: strings.table,
         period_type,
         period: analysis.sample_period as i64,
+        comment,
         default_sample_type,
     }
 }
@@ -267,10 +279,14 @@ mod tests {
         assert_eq!(profile.location[0].line.len(), 2);
         assert_eq!(name(profile.default_sample_type), "inuse_space");
         assert_eq!((profile.period, name(profile.sample_type[1].unit)), (524288, "bytes"));
+        let comments: Vec<&str> = profile.comment.iter().map(|&index| name(index)).collect();
+        assert_eq!(comments, [NO_ALLOCATION_TOTALS], "allocations asked for, none kept");
+        assert!(build(&analysis, false).comment.is_empty());
         let with_totals = build(&Analysis { has_allocations: true, ..analysis }, true);
         let name = |index: i64| with_totals.string_table[index as usize].as_str();
         assert_eq!(with_totals.sample[0].value, [10, 4_000_000, 2, 1_000_000]);
         assert_eq!(name(with_totals.sample_type[1].r#type), "alloc_space");
         assert_eq!(name(with_totals.default_sample_type), "alloc_space");
+        assert!(with_totals.comment.is_empty());
     }
 }
