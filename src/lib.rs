@@ -26,29 +26,33 @@
 ///   is set, every request must send `Authorization: Bearer <token>`.
 /// - `lg_prof_sample = 19`: a sample every 2^19 bytes (512 KiB) allocated, on average.
 /// - `keep_runs = 4`: how many finished profiles stay downloadable.
+/// - `allocator = false`: for a program that declares its own `#[global_allocator]` (tikv-jemallocator):
+///   no allocator and no `malloc_conf` are emitted; add [`malloc_conf!`] beside the allocator, or start the
+///   program with `MALLOC_CONF=prof:true,prof_active:false`. What is missing is reported at start and in
+///   `state`.
+/// - `dump_on_sigterm = true`: SIGTERM ends memprof as returning from `main` does (a run still active
+///   leaves its profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then the program; for
+///   programs with no SIGTERM handler of their own ([`Options::dump_on_sigterm`]).
 /// - `crate = "::memprof"`: where the `memprof` crate is, for crates that re-export it.
 ///
 /// It goes on `fn main()` or `fn main() -> Result<..>`. For an async runtime, put it below the runtime's
-/// attribute: `#[tokio::main] #[memprof::main] async fn main()`.
+/// attribute: `#[tokio::main] #[memprof::main] async fn main()`. A program that sets up its logger first,
+/// so that memprof's start-up messages go to it, uses [`allocator!`] and [`start`] instead.
 ///
 /// # Equivalent code
 ///
 /// ```ignore
-/// memprof::__private::install!(c"prof:true,prof_active:false,lg_prof_sample:19");
+/// memprof::__private::allocator!();
+/// memprof::__private::malloc_conf!(memprof::__private::MallocConf::new(c"prof:true,prof_active:false,lg_prof_sample:17"));
 /// fn main() {
-///     let __memprof_guard = memprof::__private::start(memprof::__private::Options {
-///         http: "127.0.0.1:5050",
-///         env: "LIBPROCESS_MEMORY_PROFILING",
-///         token_env: "MEMPROF_TOKEN",
-///         lg_prof_sample: 19,
-///         keep_runs: 4,
-///     });
+///     let __memprof_guard = memprof::__private::start(memprof::__private::Options::new().http("0.0.0.0:6060"));
 ///     /* the body of main */
 /// }
 /// ```
 ///
-/// `install!` makes tikv-jemallocator the `#[global_allocator]` and exports the `malloc_conf` symbol that
-/// jemalloc reads before its first allocation. The guard removes the profiles when `main` returns.
+/// `allocator!` makes tikv-jemallocator the `#[global_allocator]`, and `malloc_conf!` exports the symbol
+/// that jemalloc reads before its first allocation. Only the arguments given become [`Options`] calls. The
+/// guard removes the profiles when `main` returns.
 ///
 /// ```no_run
 /// #[memprof::main(http = "0.0.0.0:6060", lg_prof_sample = 17)]
@@ -64,9 +68,118 @@ pub use memprof_macros::main;
 #[cfg(feature = "enabled")]
 #[doc(inline)]
 pub use memprof_runtime::{
-    Analysis, Binaries, Counts, Error, Format, Frame, HeapProfile, Location, Mapping, Module, ParseError, Profile,
-    RenderError, RenderOptions, Run, Sample, Stack,
+    Analysis, Binaries, Counts, Error, Format, Frame, Guard, HeapProfile, Location, Mapping, Module, Options,
+    ParseError, Profile, RenderError, RenderOptions, Run, Sample, Stack, shutdown, start,
 };
+
+#[cfg(not(feature = "enabled"))]
+mod disabled;
+#[cfg(not(feature = "enabled"))]
+pub use disabled::{Guard, Options, shutdown, start};
+
+/// memprof's endpoints as a handler over the `http` crate's types, for the program's own HTTP server
+/// (feature `http`). Compiled out (without `enabled`), every request is answered 404.
+#[cfg(feature = "http")]
+pub mod endpoints {
+    #[cfg(feature = "enabled")]
+    #[doc(inline)]
+    pub use memprof_runtime::endpoints::respond;
+
+    #[cfg(not(feature = "enabled"))]
+    pub use crate::disabled::respond;
+}
+
+/// memprof's endpoints as axum routers to nest in the program's own (feature `axum`):
+/// `.nest("/memory-profiler", memprof::axum::router())` and
+/// `.nest("/debug/pprof", memprof::axum::debug_pprof_router())`. Compiled out (without `enabled`), they are
+/// empty routers.
+#[cfg(feature = "axum")]
+pub mod axum {
+    #[cfg(feature = "enabled")]
+    #[doc(inline)]
+    pub use memprof_runtime::axum::{MAX_IN_FLIGHT, debug_pprof_router, router};
+
+    #[cfg(not(feature = "enabled"))]
+    pub use crate::disabled::{debug_pprof_router, router};
+}
+
+/// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]
+/// itself instead of using `#[memprof::main]` (to set up its logger first, say). Goes at the crate root of
+/// the binary. The configuration string defaults to `prof:true,prof_active:false`; any other must keep
+/// `prof:true`. Compiled out, it is nothing.
+///
+/// ```no_run
+/// memprof::allocator!();
+///
+/// fn main() {
+///     // env_logger::init();  // first: memprof's start-up messages then go to the logger
+///     let _memprof = memprof::start(memprof::Options::new().http("127.0.0.1:6060"));
+/// }
+/// ```
+#[macro_export]
+macro_rules! allocator {
+    ($($conf:literal)?) => {
+        $crate::__allocator_if_enabled!();
+        $crate::malloc_conf!($($conf)?);
+    };
+}
+
+/// Exports the `malloc_conf` symbol jemalloc reads before its first allocation, for a program that
+/// declares its own `#[global_allocator]` (tikv-jemallocator 0.7, the version memprof links: two versions
+/// of jemalloc cannot be linked into one program). Goes at the crate root of the binary, beside the
+/// allocator. The string defaults to `prof:true,prof_active:false`; add your own keys to it (all of them:
+/// a program exports one `malloc_conf`). Compiled out, it is nothing.
+///
+/// ```no_run
+/// #[global_allocator]
+/// static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+///
+/// memprof::malloc_conf!("prof:true,prof_active:false,background_thread:true");
+///
+/// #[memprof::main(allocator = false)]
+/// fn main() {}
+/// ```
+#[macro_export]
+macro_rules! malloc_conf {
+    () => {
+        $crate::__malloc_conf_if_enabled!($crate::__private::MallocConf::PROFILING);
+    };
+    ($conf:literal) => {
+        $crate::__malloc_conf_if_enabled!($crate::__private::MallocConf::with_nul(concat!($conf, "\0").as_bytes()));
+    };
+}
+
+#[cfg(feature = "enabled")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __allocator_if_enabled {
+    () => {
+        $crate::__private::allocator!();
+    };
+}
+
+#[cfg(not(feature = "enabled"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __allocator_if_enabled {
+    () => {};
+}
+
+#[cfg(feature = "enabled")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __malloc_conf_if_enabled {
+    ($conf:expr) => {
+        $crate::__private::malloc_conf!($conf);
+    };
+}
+
+#[cfg(not(feature = "enabled"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __malloc_conf_if_enabled {
+    ($conf:expr) => {};
+}
 
 /// Profiles one block: a run starts before it and ends after it (also on `?` and panics), and the
 /// block's value is returned. The profile becomes the latest downloadable one ([`Profile::latest`]).
@@ -110,5 +223,9 @@ macro_rules! scope {
 #[doc(hidden)]
 pub mod __private {
     #[cfg(feature = "enabled")]
-    pub use memprof_runtime::{__private::install, Options, Scope, start};
+    pub use memprof_runtime::{
+        Options, Scope,
+        __private::{MallocConf, allocator, malloc_conf},
+        start,
+    };
 }

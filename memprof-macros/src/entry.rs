@@ -8,24 +8,23 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `crate`";
-const DEFAULT_HTTP: &str = "127.0.0.1:5050";
-const DEFAULT_ENV: &str = "LIBPROCESS_MEMORY_PROFILING";
-const DEFAULT_TOKEN_ENV: &str = "MEMPROF_TOKEN";
-const DEFAULT_LG_PROF_SAMPLE: u32 = 19;
+const KEYS: &str =
+    "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
-/// How many finished profiles stay downloadable, by default and at most.
-const DEFAULT_KEEP_RUNS: u32 = 4;
+/// The most finished profiles kept.
 const MAX_KEEP_RUNS: u32 = 1000;
 
-/// The checked arguments.
+/// The checked arguments: each `None` unless given, so the runtime's defaults apply (defined once, there).
 struct Configuration {
-    http: String,
-    env: String,
-    token_env: String,
-    lg_prof_sample: u32,
-    keep_runs: u32,
+    http: Option<String>,
+    env: Option<String>,
+    token_env: Option<String>,
+    lg_prof_sample: Option<(u32, Span)>,
+    keep_runs: Option<u32>,
+    /// Whether to install jemalloc as the global allocator and export `malloc_conf` (default true).
+    allocator: bool,
+    dump_on_sigterm: Option<bool>,
     krate: syn::Path,
 }
 
@@ -104,11 +103,13 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
     };
     let mut seen: Vec<String> = Vec::new();
     let mut configuration = Configuration {
-        http: DEFAULT_HTTP.to_owned(),
-        env: DEFAULT_ENV.to_owned(),
-        token_env: DEFAULT_TOKEN_ENV.to_owned(),
-        lg_prof_sample: DEFAULT_LG_PROF_SAMPLE,
-        keep_runs: DEFAULT_KEEP_RUNS,
+        http: None,
+        env: None,
+        token_env: None,
+        lg_prof_sample: None,
+        keep_runs: None,
+        allocator: true,
+        dump_on_sigterm: None,
         krate: syn::parse_quote!(::memprof),
     };
     for meta in metas {
@@ -126,17 +127,20 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         let result = match key.as_str() {
             "http" => string_literal(value, "an address such as \"127.0.0.1:5050\"")
                 .and_then(|text| check_address(&text, value.span()))
-                .map(|text| configuration.http = text),
+                .map(|text| configuration.http = Some(text)),
             "env" => string_literal(value, "an environment variable name such as \"LIBPROCESS_MEMORY_PROFILING\"")
                 .and_then(|text| check_variable_name("env", &text, value.span()))
-                .map(|text| configuration.env = text),
+                .map(|text| configuration.env = Some(text)),
             "token_env" => string_literal(value, "an environment variable name such as \"PROFILER_TOKEN\"")
                 .and_then(|text| check_variable_name("token_env", &text, value.span()))
-                .map(|text| configuration.token_env = text),
+                .map(|text| configuration.token_env = Some(text)),
             "lg_prof_sample" => bounded_integer(&key, value, 0..=MAX_LG_PROF_SAMPLE, LG_PROF_SAMPLE_MEANING)
-                .map(|rate| configuration.lg_prof_sample = rate),
+                .map(|rate| configuration.lg_prof_sample = Some((rate, value.span()))),
             "keep_runs" => bounded_integer(&key, value, 1..=MAX_KEEP_RUNS, KEEP_RUNS_MEANING)
-                .map(|count| configuration.keep_runs = count),
+                .map(|count| configuration.keep_runs = Some(count)),
+            "allocator" => boolean(&key, value, ALLOCATOR_MEANING).map(|install| configuration.allocator = install),
+            "dump_on_sigterm" => boolean(&key, value, DUMP_ON_SIGTERM_MEANING)
+                .map(|dump| configuration.dump_on_sigterm = Some(dump)),
             "crate" => string_literal(value, "a path such as \"::memprof\"")
                 .and_then(|text| {
                     syn::parse_str(&text).map_err(|_| {
@@ -155,6 +159,12 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         if let Err(error) = result {
             errors.push(error);
         }
+    }
+    if let (false, Some((_, span))) = (configuration.allocator, configuration.lg_prof_sample) {
+        errors.at(
+            span,
+            "`lg_prof_sample` goes into the malloc_conf that `allocator = false` leaves out; give it to `memprof::malloc_conf!(\"prof:true,prof_active:false,lg_prof_sample:N\")` instead",
+        );
     }
     Some(configuration)
 }
@@ -194,6 +204,17 @@ fn check_variable_name(key: &str, text: &str, span: Span) -> syn::Result<String>
 
 const LG_PROF_SAMPLE_MEANING: &str = "log2 of the mean bytes between samples; 19 = 512 KiB";
 const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4";
+const ALLOCATOR_MEANING: &str =
+    "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
+const DUMP_ON_SIGTERM_MEANING: &str = "whether SIGTERM ends memprof as returning from `main` does, then the program";
+
+/// The value of `key`: `true` or `false`, else an error saying what it means.
+fn boolean(key: &str, value: &Expr, meaning: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Bool(flag), .. }) => Ok(flag.value),
+        _ => Err(syn::Error::new(value.span(), format!("`{key}` must be `true` or `false` ({meaning})"))),
+    }
+}
 
 /// The value of `key`: a whole number in `range`, else an error saying what it means.
 fn bounded_integer(key: &str, value: &Expr, range: std::ops::RangeInclusive<u32>, meaning: &str) -> syn::Result<u32> {
@@ -207,27 +228,49 @@ fn bounded_integer(key: &str, value: &Expr, range: std::ops::RangeInclusive<u32>
     })
 }
 
-/// The expansion: jemalloc installed and armed, then a guard created before the user's first statement.
+/// The expansion: jemalloc installed and armed (unless `allocator = false`), then a guard created before the
+/// user's first statement, from the options that were given.
 #[cfg(feature = "enabled")]
 fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
-    let Configuration { http, env, token_env, lg_prof_sample, keep_runs, krate } = configuration;
-    let conf = format!("prof:true,prof_active:false,lg_prof_sample:{lg_prof_sample}");
-    let conf = proc_macro2::Literal::c_string(&std::ffi::CString::new(conf).expect("no NUL in the configuration"));
+    let krate = &configuration.krate;
+    let install = configuration.allocator.then(|| {
+        let conf = match configuration.lg_prof_sample {
+            Some((rate, _)) => {
+                let text = format!("prof:true,prof_active:false,lg_prof_sample:{rate}");
+                let text = std::ffi::CString::new(text).expect("no NUL in the configuration");
+                let literal = proc_macro2::Literal::c_string(&text);
+                quote!(#krate::__private::MallocConf::new(#literal))
+            }
+            None => quote!(#krate::__private::MallocConf::PROFILING),
+        };
+        quote! {
+            #krate::__private::allocator!();
+            #krate::__private::malloc_conf!(#conf);
+        }
+    });
+    let strings = [("http", &configuration.http), ("env", &configuration.env), ("token_env", &configuration.token_env)];
+    let mut options: Vec<TokenStream> = strings
+        .into_iter()
+        .filter_map(|(key, value)| value.as_ref().map(|value| option_call(key, quote!(#value))))
+        .collect();
+    options.extend(configuration.keep_runs.map(|count| option_call("keep_runs", quote!(#count))));
+    options.extend(configuration.dump_on_sigterm.map(|dump| option_call("dump_on_sigterm", quote!(#dump))));
     let ItemFn { attrs, vis, sig, block } = function;
     let statements = &block.stmts;
     quote! {
-        #krate::__private::install!(#conf);
+        #install
         #(#attrs)* #vis #sig {
-            let __memprof_guard = #krate::__private::start(#krate::__private::Options {
-                http: #http,
-                env: #env,
-                token_env: #token_env,
-                lg_prof_sample: #lg_prof_sample,
-                keep_runs: #keep_runs,
-            });
+            let __memprof_guard = #krate::__private::start(#krate::__private::Options::new() #(#options)*);
             #(#statements)*
         }
     }
+}
+
+/// `.key(value)`, a builder call on `Options`.
+#[cfg(feature = "enabled")]
+fn option_call(key: &str, value: TokenStream) -> TokenStream {
+    let method = proc_macro2::Ident::new(key, Span::call_site());
+    quote!(.#method(#value))
 }
 
 /// Compiled out: the function exactly as written.
@@ -321,15 +364,38 @@ mod tests {
             ),
         )
         .to_string();
+        assert!(output.starts_with(":: memprof :: __private :: allocator ! () ; :: memprof :: __private :: malloc_conf ! (:: memprof :: __private :: MallocConf :: new (c\"prof:true,prof_active:false,lg_prof_sample:17\")) ;"), "{output}");
         assert!(
-            output
-                .contains(":: memprof :: __private :: install ! (c\"prof:true,prof_active:false,lg_prof_sample:17\")"),
-            "{output}"
-        );
-        assert!(
-            output.contains("http : \"0.0.0.0:6060\" , env : \"LIBPROCESS_MEMORY_PROFILING\" , token_env : \"PROFILER_TOKEN\" , lg_prof_sample : 17u32 , keep_runs : 12u32"),
+            output.contains("start (:: memprof :: __private :: Options :: new () . http (\"0.0.0.0:6060\") . token_env (\"PROFILER_TOKEN\") . keep_runs (12u32)) ;"),
             "{output}"
         );
         assert!(output.ends_with("work () ? ; Ok (()) }"), "{output}");
+    }
+
+    #[cfg(feature = "enabled")]
+    #[test]
+    fn without_arguments_the_runtime_defaults_apply() {
+        let output = main(quote!(), quote!(fn main() {})).to_string();
+        assert!(output.contains("malloc_conf ! (:: memprof :: __private :: MallocConf :: PROFILING) ;"), "{output}");
+        assert!(output.contains("start (:: memprof :: __private :: Options :: new ()) ;"), "{output}");
+    }
+
+    #[cfg(feature = "enabled")]
+    #[test]
+    fn a_program_with_its_own_allocator_gets_no_allocator_and_no_malloc_conf() {
+        let output = main(quote!(allocator = false, dump_on_sigterm = true), quote!(fn main() {})).to_string();
+        assert!(!output.contains("allocator !") && !output.contains("malloc_conf !"), "{output}");
+        assert!(output.contains("Options :: new () . dump_on_sigterm (true)) ;"), "{output}");
+    }
+
+    #[test]
+    fn allocator_false_refuses_a_sampling_rate_it_could_not_export() {
+        let errors = errors_of(quote!(allocator = false, lg_prof_sample = 17), quote!(fn main() {}));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("`lg_prof_sample` goes into the malloc_conf that `allocator = false` leaves out"));
+        let errors = errors_of(quote!(allocator = "no", dump_on_sigterm = 1), quote!(fn main() {}));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("`allocator` must be `true` or `false`"), "{errors:?}");
+        assert!(errors[1].starts_with("`dump_on_sigterm` must be `true` or `false`"), "{errors:?}");
     }
 }

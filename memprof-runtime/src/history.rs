@@ -6,7 +6,6 @@ use std::collections::VecDeque;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use crate::jemalloc;
@@ -48,15 +47,22 @@ impl Ring {
     }
 }
 
-static RING: Lazy<Mutex<Ring>> = Lazy::new(|| Mutex::new(Ring::default()));
+static RING: Mutex<Ring> = Mutex::new(Ring { readings: VecDeque::new() });
+
+/// Whether the reading thread runs.
+static STARTED: Mutex<bool> = Mutex::new(false);
 
 /// The readings kept.
 pub(crate) fn ring() -> parking_lot::MutexGuard<'static, Ring> {
     RING.lock()
 }
 
-/// Starts the thread that takes a reading every [`PERIOD`].
+/// Starts the thread that takes a reading every [`PERIOD`], unless it runs already.
 pub(crate) fn start() -> std::io::Result<()> {
+    let mut started = STARTED.lock();
+    if *started {
+        return Ok(());
+    }
     thread::Builder::new().name("memprof-history".to_owned()).spawn(|| {
         jemalloc::set_this_thread_sampled(false);
         RING.lock().readings.reserve_exact(CAPACITY);
@@ -74,6 +80,7 @@ pub(crate) fn start() -> std::io::Result<()> {
             thread::sleep(PERIOD);
         }
     })?;
+    *started = true;
     Ok(())
 }
 

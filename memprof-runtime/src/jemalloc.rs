@@ -48,6 +48,22 @@ pub(crate) fn profiling_active_at_start() -> bool {
     read_bool(b"opt.prof_active\0").unwrap_or(false)
 }
 
+/// Whether allocations through the global allocator go to this jemalloc: its per-thread counter
+/// `thread.allocated` moves when this thread allocates (folly's and Mesos's test).
+pub(crate) fn serves_allocations() -> bool {
+    let allocated = || {
+        // SAFETY: `thread.allocated` is a read-only `uint64_t` (jemalloc(3), with `--enable-stats`).
+        unsafe { raw::read::<u64>(b"thread.allocated\0") }
+    };
+    let Ok(before) = allocated() else {
+        return false;
+    };
+    let probe = std::hint::black_box(vec![0u8; 4096]);
+    let after = allocated();
+    drop(probe);
+    after.is_ok_and(|after| after != before)
+}
+
 /// `prof.active`: whether allocations are being sampled now.
 pub(crate) fn profiling_active() -> Result<bool, CtlError> {
     read_bool(b"prof.active\0")

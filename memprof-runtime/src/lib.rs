@@ -16,8 +16,12 @@
 
 mod analysis;
 mod autodump;
+#[cfg(feature = "axum")]
+pub mod axum;
 mod cgroup;
 mod duration;
+#[cfg(feature = "http")]
+pub mod endpoints;
 mod heap_profile;
 mod history;
 mod http;
@@ -28,17 +32,21 @@ mod render;
 mod rendered;
 mod report;
 mod run;
+mod sigterm;
+mod stale;
 mod startup;
 mod storage;
 mod unwinder;
 
 pub use analysis::{Analysis, Binaries, Frame, Location, Module, Sample};
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
-pub use malloc_conf::MallocConf;
+pub use malloc_conf::{MallocConf, PROFILING_CONF};
 pub use profiler::Error;
 pub use render::{Format, RenderError, RenderOptions};
 pub use run::{Profile, Run, Scope};
-pub use startup::{ADDRESS_VARIABLE, Guard, Options, start};
+pub use startup::{
+    ADDRESS_VARIABLE, DEFAULT_ADDRESS, DEFAULT_SWITCH_VARIABLE, DEFAULT_TOKEN_VARIABLE, Guard, Options, shutdown, start,
+};
 
 /// The parsers of untrusted input, for the fuzz targets in `fuzz/`; not a public API.
 #[cfg(feature = "fuzzing")]
@@ -72,7 +80,7 @@ pub mod __fuzzing {
 /// What the expansion of `#[memprof::main]` names; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::__install as install;
     pub use crate::MallocConf;
+    pub use crate::{__allocator as allocator, __malloc_conf as malloc_conf};
     pub use tikv_jemallocator::Jemalloc;
 }

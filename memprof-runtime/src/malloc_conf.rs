@@ -25,29 +25,62 @@ pub struct MallocConf(*const c_char);
 unsafe impl Sync for MallocConf {}
 
 impl MallocConf {
+    /// [`PROFILING_CONF`]: profiling armed, sampling off until a run starts.
+    pub const PROFILING: Self = Self::new(c"prof:true,prof_active:false");
+
     /// Wraps a configuration string such as `c"prof:true,prof_active:false"`.
     pub const fn new(conf: &'static CStr) -> Self {
         Self(conf.as_ptr())
     }
+
+    /// Wraps a configuration string given as NUL-terminated bytes (`concat!("prof:true", "\0")`); in a
+    /// `static`, a missing or inner NUL is a compile error.
+    ///
+    /// ```
+    /// let conf = memprof_runtime::MallocConf::with_nul(b"prof:true\0");
+    /// # drop(conf);
+    /// ```
+    pub const fn with_nul(bytes: &'static [u8]) -> Self {
+        match CStr::from_bytes_with_nul(bytes) {
+            Ok(conf) => Self::new(conf),
+            Err(_) => panic!("a malloc_conf string ends with its only NUL byte"),
+        }
+    }
 }
 
-/// Installs jemalloc as the global allocator and exports the configuration symbol jemalloc reads at start.
-///
-/// Expanded once, in the binary crate, by `#[memprof::main]`, so the symbol is always linked (a static in a
-/// library that nothing references is silently dropped). The symbol is `malloc_conf` where
-/// tikv-jemalloc-sys builds jemalloc unprefixed, and `_rjem_malloc_conf` on Apple, Android and DragonFly,
-/// where it is prefixed.
+/// The configuration memprof needs: profiling compiled in and armed, sampling off until a run starts
+/// ([`MallocConf::PROFILING`] exports it).
+pub const PROFILING_CONF: &str = "prof:true,prof_active:false";
+
+/// Makes tikv-jemallocator the global allocator. Expanded by `#[memprof::main]` (unless
+/// `allocator = false`) and by `memprof::allocator!()`.
 ///
 /// ```ignore
-/// memprof::__private::install!(c"prof:true,prof_active:false,lg_prof_sample:19");
+/// memprof::__private::allocator!();
 /// ```
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __install {
-    ($conf:literal) => {
+macro_rules! __allocator {
+    () => {
         #[global_allocator]
         static __MEMPROF_ALLOCATOR: $crate::__private::Jemalloc = $crate::__private::Jemalloc;
+    };
+}
 
+/// Exports the configuration symbol jemalloc reads at start, holding `$conf` (a `MallocConf`).
+///
+/// Expanded in the binary crate (by `#[memprof::main]` or `memprof::malloc_conf!()`), so the symbol is
+/// always linked (a static in a library that nothing references is silently dropped). The symbol is
+/// `malloc_conf` where tikv-jemalloc-sys builds jemalloc unprefixed, and `_rjem_malloc_conf` on Apple,
+/// Android and DragonFly, where it is prefixed.
+///
+/// ```ignore
+/// memprof::__private::malloc_conf!(memprof::__private::MallocConf::new(c"prof:true,prof_active:false"));
+/// ```
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __malloc_conf {
+    ($conf:expr) => {
         #[cfg_attr(
             any(target_os = "android", target_os = "dragonfly", target_vendor = "apple"),
             unsafe(export_name = "_rjem_malloc_conf")
@@ -57,7 +90,7 @@ macro_rules! __install {
             unsafe(export_name = "malloc_conf")
         )]
         #[used]
-        static __MEMPROF_MALLOC_CONF: $crate::__private::MallocConf = $crate::__private::MallocConf::new($conf);
+        static __MEMPROF_MALLOC_CONF: $crate::__private::MallocConf = $conf;
     };
 }
 
@@ -80,6 +113,18 @@ pub(crate) struct ConfigReport {
 }
 
 impl ConfigReport {
+    /// What an operator may want to know that is not a problem: the environment overriding the sampling
+    /// rate the exported `malloc_conf` asks for.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let asked = self.exported.as_deref().and_then(|conf| option_value(conf, "lg_prof_sample"));
+        match (asked, jemalloc::lg_sample()) {
+            (Some(asked), Ok(actual)) if self.profiling_enabled && asked != actual.to_string() => vec![format!(
+                "Sampling every 2^{actual} bytes on average, as the environment asks (the exported malloc_conf says 2^{asked})"
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     /// Reads jemalloc's configuration and explains anything that keeps memprof from working as intended.
     pub(crate) fn read() -> Self {
         let sources = jemalloc::config_sources();
@@ -87,6 +132,9 @@ impl ConfigReport {
         let profiling_enabled = compiled_in && jemalloc::profiling_enabled();
         let started_externally = profiling_enabled && jemalloc::profiling_active_at_start();
         let mut warnings = ignored_variable_warnings(sources.environment.as_deref(), |name| std::env::var(name).ok());
+        if !jemalloc::serves_allocations() {
+            warnings.push("jemalloc does not serve this program's allocations: its #[global_allocator] is another allocator, so profiles would miss them. Make `tikv_jemallocator::Jemalloc` the global allocator, or let #[memprof::main] install it (drop `allocator = false`).".to_owned());
+        }
         if !compiled_in {
             warnings.push("jemalloc was built without profiling support (config.prof is false), so heap profiling is unavailable.".to_owned());
         } else if !profiling_enabled {
@@ -113,12 +161,19 @@ fn disabled_warning(sources: &jemalloc::ConfigSources) -> String {
         (Some(environment), _) if environment.contains("prof:false") => format!(
             "Heap profiling is disabled by the environment (MALLOC_CONF=\"{environment}\"); remove `prof:false` to enable it."
         ),
-        (_, None) => "Heap profiling is disabled: memprof's malloc_conf symbol was not linked into this binary; put #[memprof::main] on its fn main.".to_owned(),
-        _ => format!(
-            "Heap profiling is disabled by the jemalloc configuration ({}).",
+        (_, None) => format!(
+            "Heap profiling is disabled: jemalloc was not asked to profile. Add `memprof::malloc_conf!();` at the crate root of the binary (beside its #[global_allocator]), which exports malloc_conf=\"{PROFILING_CONF}\"; or start the program with MALLOC_CONF={PROFILING_CONF}."
+        ),
+        (_, Some(exported)) => format!(
+            "Heap profiling is disabled by the jemalloc configuration ({}); add `{PROFILING_CONF}` to the exported malloc_conf (now \"{exported}\").",
             describe_source(sources)
         ),
     }
+}
+
+/// The value of `key` in a configuration string (`key:value,...`), the last one if repeated (as jemalloc).
+fn option_value<'a>(conf: &'a str, key: &str) -> Option<&'a str> {
+    conf.split(',').filter_map(|pair| pair.split_once(':')).filter(|(name, _)| *name == key).map(|(_, value)| value).last()
 }
 
 /// Names the configuration strings that are set, for a message.
@@ -166,6 +221,14 @@ mod tests {
             warnings,
             ["_RJEM_MALLOC_CONF=\"prof:false\" is set but ignored: this jemalloc build reads MALLOC_CONF."]
         );
+    }
+
+    #[test]
+    fn option_values_are_read_as_jemalloc_reads_them() {
+        let conf = "prof:true,lg_prof_sample:19,prof_active:false,lg_prof_sample:17";
+        assert_eq!(option_value(conf, "lg_prof_sample"), Some("17"));
+        assert_eq!(option_value(conf, "prof"), Some("true"));
+        assert_eq!(option_value(conf, "prof_accum"), None);
     }
 
     #[test]

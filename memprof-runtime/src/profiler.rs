@@ -8,10 +8,10 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::jemalloc;
@@ -221,7 +221,7 @@ pub(crate) struct Profiler {
     pub(crate) unwinder: Unwinder,
 }
 
-static PROFILER: Lazy<Profiler> = Lazy::new(|| {
+static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
     let config = ConfigReport::read();
     let unwinder = if config.profiling_enabled {
         crate::unwinder::install()
@@ -416,18 +416,24 @@ impl Profiler {
         let mut runs = self.runs.lock();
         if let Some(run) = runs.current.take() {
             self.run_ended.notify_all();
-            if let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE) {
-                let path = PathBuf::from(path);
-                match jemalloc::unsampled(|| jemalloc::dump_profile(&path)) {
-                    Ok(()) => report::info(&format!(
-                        "Heap profiling run {} was active when the program ended; its profile is at {}",
-                        run.id,
-                        path.display()
-                    )),
-                    Err(error) => {
-                        report::warn(&format!("The final heap profile of run {} was not written: {error}", run.id))
+            match std::env::var_os(FINAL_DUMP_VARIABLE) {
+                Some(path) => {
+                    let path = PathBuf::from(path);
+                    match jemalloc::unsampled(|| jemalloc::dump_profile(&path)) {
+                        Ok(()) => report::info(&format!(
+                            "Heap profiling run {} was active when the program ended; its profile is at {}",
+                            run.id,
+                            path.display()
+                        )),
+                        Err(error) => {
+                            report::warn(&format!("The final heap profile of run {} was not written: {error}", run.id))
+                        }
                     }
                 }
+                None => report::info(&format!(
+                    "Heap profiling run {} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)",
+                    run.id
+                )),
             }
             switch_sampling_off(run.id);
         }

@@ -11,7 +11,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use once_cell::sync::{Lazy, OnceCell};
+use std::sync::{LazyLock, OnceLock};
 use parking_lot::Mutex;
 
 use crate::analysis::{Analysis, Binaries};
@@ -30,7 +30,7 @@ struct Request {
 }
 
 /// A value computed once, or the error computing it gave.
-type Computed<V> = Arc<OnceCell<Result<Arc<V>, String>>>;
+type Computed<V> = Arc<OnceLock<Result<Arc<V>, String>>>;
 
 /// Values computed once per key; concurrent callers of the same key share one computation.
 struct OnceMap<K, V> {
@@ -100,8 +100,8 @@ pub(crate) enum Failure {
 /// The error a render refused for want of a permit gives (no real message starts with a NUL).
 const BUSY: &str = "\0busy";
 
-static ANALYSES: Lazy<OnceMap<u64, Analysis>> = Lazy::new(OnceMap::new);
-static RENDERED: Lazy<OnceMap<Request, Vec<u8>>> = Lazy::new(OnceMap::new);
+static ANALYSES: LazyLock<OnceMap<u64, Analysis>> = LazyLock::new(OnceMap::new);
+static RENDERED: LazyLock<OnceMap<Request, Vec<u8>>> = LazyLock::new(OnceMap::new);
 
 /// `run`'s profile in `format` (the difference from `base` when given). `kept` are the ids of the runs
 /// still kept: whatever belongs to other runs is dropped from the cache.

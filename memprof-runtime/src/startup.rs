@@ -1,70 +1,135 @@
-//! What `#[memprof::main]` runs first in `main`: check jemalloc's configuration, serve the endpoints when
-//! asked to, and clean up when `main` returns.
+//! Setting memprof up in a program: [`start`] checks jemalloc's configuration, serves the endpoints when
+//! asked to, and returns a [`Guard`] that cleans up when `main` returns; [`shutdown`] does the same from a
+//! program's own signal handler. `#[memprof::main]` calls [`start`] first thing in `main`; a program that
+//! sets up its logger first calls it itself, after the logger.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::http;
-use crate::profiler::Profiler;
+use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
 use crate::report;
 
-/// The attribute's arguments, as the expanded `main` passes them.
+/// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
+/// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
 ///
 /// ```
-/// let options = memprof_runtime::Options {
-///     http: "127.0.0.1:5050",
-///     env: "LIBPROCESS_MEMORY_PROFILING",
-///     token_env: "MEMPROF_TOKEN",
-///     lg_prof_sample: 19,
-///     keep_runs: 4,
-/// };
-/// assert_eq!(options.http, "127.0.0.1:5050");
+/// let options = memprof_runtime::Options::new()
+///     .http("0.0.0.0:6060")
+///     .env("PROFILING")
+///     .token_env("PROFILER_TOKEN")
+///     .keep_runs(8)
+///     .dump_on_sigterm(true);
+/// assert_eq!(options, memprof_runtime::Options::new().http("0.0.0.0:6060").env("PROFILING")
+///     .token_env("PROFILER_TOKEN").keep_runs(8).dump_on_sigterm(true));
 /// ```
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// The address to serve the endpoints on, unless `MEMPROF_ADDR` says otherwise.
-    pub http: &'static str,
-    /// The environment variable that switches the endpoints on when it is `true`.
-    pub env: &'static str,
-    /// The environment variable holding the access token (`MEMPROF_TOKEN` unless the attribute says);
-    /// when it is set, every request must send `Authorization: Bearer <token>`.
-    pub token_env: &'static str,
-    /// The sampling rate the attribute asked for (the environment may override it).
-    pub lg_prof_sample: u32,
-    /// How many finished profiles stay downloadable (the oldest is deleted past it); at least 1.
-    pub keep_runs: u32,
+    http: String,
+    env: String,
+    token_env: String,
+    keep_runs: u32,
+    dump_on_sigterm: bool,
 }
 
-/// The environment variable that overrides the attribute's `http` address at run time.
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            http: DEFAULT_ADDRESS.to_owned(),
+            env: DEFAULT_SWITCH_VARIABLE.to_owned(),
+            token_env: DEFAULT_TOKEN_VARIABLE.to_owned(),
+            keep_runs: DEFAULT_KEPT_RUNS as u32,
+            dump_on_sigterm: false,
+        }
+    }
+}
+
+/// Where the built-in server listens unless told otherwise.
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:5050";
+/// The variable that switches the built-in server on with `true`, unless told otherwise (Mesos's name).
+pub const DEFAULT_SWITCH_VARIABLE: &str = "LIBPROCESS_MEMORY_PROFILING";
+/// The variable holding the access token, unless told otherwise.
+pub const DEFAULT_TOKEN_VARIABLE: &str = "MEMPROF_TOKEN";
+
+impl Options {
+    /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
+    /// `MEMPROF_TOKEN`, four profiles kept, SIGTERM left to the program.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The address of the built-in server (`host:port`; port 0 picks a free one, which is logged).
+    /// `MEMPROF_ADDR` overrides it at run time.
+    pub fn http(mut self, address: impl Into<String>) -> Self {
+        self.http = address.into();
+        self
+    }
+
+    /// The environment variable that switches the built-in server on when it is `true`.
+    pub fn env(mut self, variable: impl Into<String>) -> Self {
+        self.env = variable.into();
+        self
+    }
+
+    /// The environment variable holding the access token; when it is set, every request (to the built-in
+    /// server or a mounted router) must send `Authorization: Bearer <token>`.
+    pub fn token_env(mut self, variable: impl Into<String>) -> Self {
+        self.token_env = variable.into();
+        self
+    }
+
+    /// How many finished profiles stay downloadable (at least 1; the oldest is deleted past it).
+    pub fn keep_runs(mut self, count: u32) -> Self {
+        self.keep_runs = count;
+        self
+    }
+
+    /// On SIGTERM, end memprof as `main` returning would ([`shutdown`]: a run still active leaves its
+    /// profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then let the signal terminate
+    /// the program as it would have. For programs with no SIGTERM handler of their own; a program that
+    /// has one calls [`shutdown`] from it instead.
+    pub fn dump_on_sigterm(mut self, enabled: bool) -> Self {
+        self.dump_on_sigterm = enabled;
+        self
+    }
+}
+
+/// The environment variable that overrides the `http` address at run time.
 ///
 /// ```text
 /// MEMPROF_ADDR=0.0.0.0:6060 LIBPROCESS_MEMORY_PROFILING=true ./service
 /// ```
 pub const ADDRESS_VARIABLE: &str = "MEMPROF_ADDR";
 
-/// Set-up at the start of `main`. Reports configuration problems once, never panics; keep the returned
-/// guard alive until `main` returns.
+/// Whether [`start`] ran already.
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Sets memprof up: reports jemalloc's configuration (through the program's logger, if it installed one
+/// before), removes profile directories that memprof processes which no longer exist left behind, starts
+/// automatic dumps if asked to, and serves the endpoints when the `env` variable is `true`. Never panics
+/// and never stops the program: problems are reported and profiling does without. Keep the returned
+/// guard alive until `main` returns. A second call reports itself and does nothing.
 ///
 /// ```no_run
-/// let _guard = memprof_runtime::start(memprof_runtime::Options {
-///     http: "127.0.0.1:5050",
-///     env: "LIBPROCESS_MEMORY_PROFILING",
-///     token_env: "MEMPROF_TOKEN",
-///     lg_prof_sample: 19,
-///     keep_runs: 4,
-/// });
+/// fn main() {
+///     // env_logger::init();  // first, so memprof's messages go to it
+///     let _memprof = memprof_runtime::start(memprof_runtime::Options::new().http("127.0.0.1:6060"));
+///     // the program
+/// }
 /// ```
 pub fn start(options: Options) -> Guard {
+    if STARTED.swap(true, Ordering::SeqCst) {
+        report::warn("memprof::start was called again; only the first call counts");
+        return Guard { owns_shutdown: false };
+    }
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
+    let parent = crate::storage::parent_directory();
+    crate::jemalloc::unsampled(|| crate::stale::remove_directories_of_ended_processes(&parent));
     for warning in &profiler.config.warnings {
         report::warn(warning);
     }
-    if let Ok(actual) = crate::jemalloc::lg_sample()
-        && profiler.config.profiling_enabled
-        && actual != options.lg_prof_sample as usize
-    {
-        report::info(&format!(
-            "Sampling every 2^{actual} bytes on average, as the environment asks (the attribute says 2^{})",
-            options.lg_prof_sample
-        ));
+    for note in profiler.config.notes() {
+        report::info(&note);
     }
     if let crate::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
         && profiler.config.profiling_enabled
@@ -80,26 +145,34 @@ pub fn start(options: Options) -> Guard {
         Ok(None) => {}
         Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
     }
-    if endpoints_wanted(options.env) {
-        let address = std::env::var(ADDRESS_VARIABLE).unwrap_or_else(|_| options.http.to_owned());
-        let token = std::env::var(options.token_env).ok().filter(|token| !token.is_empty());
-        let protected = token.is_some();
-        match http::serve(&address, token) {
-            Ok(bound) => {
-                report::info(&format!("Serving heap profiling endpoints on http://{bound}{}/", http::PREFIX));
-                if !protected && !bound.ip().is_loopback() {
-                    report::warn(&format!(
-                        "The heap profiling endpoints on {bound} are open to anyone who can reach it: profiles show code addresses and the heap's shape, and runs spend CPU and disk; set {} to require a token, or bind 127.0.0.1",
-                        options.token_env
-                    ));
-                }
-            }
-            Err(error) => {
-                report::warn(&format!("Heap profiling endpoints are not served: {error}; the program runs on"))
+    let token = std::env::var(&options.token_env).ok().filter(|token| !token.is_empty());
+    http::require_token(token);
+    if endpoints_wanted(&options.env) {
+        serve(&options);
+    }
+    if options.dump_on_sigterm
+        && let Err(error) = crate::sigterm::watch()
+    {
+        report::warn(&format!("SIGTERM will not leave a final profile: {error}"));
+    }
+    Guard { owns_shutdown: true }
+}
+
+/// Starts the built-in server, reporting where, or why not.
+fn serve(options: &Options) {
+    let address = std::env::var(ADDRESS_VARIABLE).unwrap_or_else(|_| options.http.clone());
+    match http::serve(&address) {
+        Ok(bound) => {
+            report::info(&format!("Serving heap profiling endpoints on http://{bound}{}/", http::PREFIX));
+            if !http::token_required() && !bound.ip().is_loopback() {
+                report::warn(&format!(
+                    "The heap profiling endpoints on {bound} are open to anyone who can reach it: profiles show code addresses and the heap's shape, and runs spend CPU and disk; set {} to require a token, or bind 127.0.0.1",
+                    options.token_env
+                ));
             }
         }
+        Err(error) => report::warn(&format!("Heap profiling endpoints are not served: {error}; the program runs on")),
     }
-    Guard { _private: () }
 }
 
 /// Whether the environment variable `name` asks for the endpoints (`true`); anything but `true`, `false`
@@ -118,22 +191,39 @@ fn endpoints_wanted(name: &str) -> bool {
     }
 }
 
-/// Returned by [`start`]; when dropped (as `main` returns) it ends any run and removes the profile
-/// directory, so no files are left behind.
+/// Ends memprof as the program ends: a run still active is stopped (its profile left at the path in
+/// `MEMPROF_FINAL_DUMP`, if set) and the profile directory is removed. Call it from a program's own
+/// SIGTERM handler, before the program exits without returning from `main`; calling it again, or
+/// dropping the [`Guard`] later, does nothing more.
 ///
 /// ```no_run
-/// # let options = memprof_runtime::Options { http: "127.0.0.1:0", env: "X", token_env: "MEMPROF_TOKEN", lg_prof_sample: 19, keep_runs: 4 };
-/// let guard = memprof_runtime::start(options);
+/// // In the program's own SIGTERM handling (a tokio `signal(SignalKind::terminate())` branch, say), when
+/// // it ends the process without returning from `main`:
+/// memprof_runtime::shutdown();
+/// std::process::exit(0);
+/// ```
+pub fn shutdown() {
+    Profiler::global().shut_down();
+}
+
+/// Returned by [`start`]; when dropped (as `main` returns) it calls [`shutdown`], so no files are left
+/// behind.
+///
+/// ```no_run
+/// let guard = memprof_runtime::start(memprof_runtime::Options::new().http("127.0.0.1:0"));
 /// drop(guard); // profiles removed
 /// ```
 #[must_use = "profiles are removed when the guard is dropped"]
 #[derive(Debug)]
 pub struct Guard {
-    _private: (),
+    /// Whether this guard came from the first [`start`] (only that one shuts memprof down).
+    owns_shutdown: bool,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        Profiler::global().shut_down();
+        if self.owns_shutdown {
+            shutdown();
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! created when the first profile is written, re-created if something deletes it, and removed when the
 //! program ends. Where no directory can be created (a read-only root filesystem in a container), profiles
 //! are kept in memory instead, in anonymous files (`memfd_create`) that jemalloc writes through
-//! `/proc/self/fd/<n>`.
+//! `/proc/self/fd/<n>`. Each directory records its owner (see [`crate::stale`]), so one left behind by a
+//! killed process is removed by the next memprof process that starts.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -12,11 +13,16 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use crate::jemalloc;
 use crate::report;
+use crate::{jemalloc, stale};
 
 /// The environment variable naming the directory to keep profiles in.
 pub(crate) const DIRECTORY_VARIABLE: &str = "MEMPROF_DIR";
+
+/// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
+pub(crate) fn parent_directory() -> PathBuf {
+    std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
+}
 
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
@@ -46,9 +52,9 @@ impl ProfileStore {
             self.directory = None;
         }
         if self.directory.is_none() {
-            let parent = std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from);
+            let parent = parent_directory();
             let directory = tempfile::Builder::new()
-                .prefix("memprof.")
+                .prefix(stale::DIRECTORY_PREFIX)
                 .permissions(fs::Permissions::from_mode(0o700))
                 .tempdir_in(&parent)
                 .map_err(|error| {
@@ -60,6 +66,8 @@ impl ProfileStore {
                         ),
                     )
                 })?;
+            // Without its owner on record, a directory left by a killed process could never be removed.
+            stale::claim(directory.path())?;
             self.directory = Some(directory);
         }
         Ok(self.directory.as_ref().map(TempDir::path).expect("created above"))

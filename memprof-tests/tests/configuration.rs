@@ -146,7 +146,7 @@ fn the_prefixed_variable_is_reported_as_ignored() {
 fn malloc_conf_overrides_the_sampling_rate_key_by_key() {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:17").spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] INFO Sampling every 2^17 bytes on average, as the environment asks (the attribute says 2^19)"
+        line == "[memprof] INFO Sampling every 2^17 bytes on average, as the environment asks (the exported malloc_conf says 2^19)"
     });
     let state = service.get_json("/memory-profiler/state");
     assert_eq!(state["memory_profiler"]["sample_period_bytes"], 131072);

@@ -16,8 +16,8 @@ use std::time::SystemTime;
 use addr2line::gimli;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
-use once_cell::sync::Lazy;
-use once_cell::unsync::OnceCell;
+use std::sync::LazyLock;
+use std::cell::OnceCell;
 use parking_lot::Mutex;
 
 use super::Frame;
@@ -342,7 +342,7 @@ impl Identity {
 /// At most this many resolved addresses are cached in all (a few MB); past it the cache starts over.
 const CACHED_ADDRESSES: usize = 1 << 16;
 
-static CACHE: Lazy<Mutex<Cache>> = Lazy::new(|| Mutex::new(Cache::default()));
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::default()));
 
 /// Resolved addresses per binary, and what the binary said about itself.
 #[derive(Default)]

@@ -2,12 +2,12 @@
 //! <token>`, compared in constant time; anything else is 401. Profiles show code addresses and the shape of
 //! the heap, and the endpoints can spend CPU and disk: treat them as an admin port.
 
-use once_cell::sync::OnceCell;
+use std::sync::OnceLock;
 use subtle::ConstantTimeEq;
 
 use super::reply::HttpError;
 
-static TOKEN: OnceCell<Option<String>> = OnceCell::new();
+static TOKEN: OnceLock<Option<String>> = OnceLock::new();
 
 /// Sets the token (once, when the endpoints start); an empty token counts as none.
 pub(crate) fn require(token: Option<String>) {

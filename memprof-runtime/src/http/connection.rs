@@ -44,6 +44,14 @@ pub(crate) struct Request {
     persistence: Persistence,
 }
 
+impl Request {
+    /// A request that came through the program's own HTTP server (see [`crate::endpoints`]).
+    #[cfg(feature = "http")]
+    pub(crate) fn mounted(method: String, target: String, authorization: Option<String>, body: Vec<u8>) -> Self {
+        Self { method, target, authorization, body, persistence: Persistence::KeepAlive }
+    }
+}
+
 /// What the next read off a connection gave.
 pub(crate) enum Incoming {
     /// A whole request.
@@ -259,7 +267,8 @@ fn truncated() -> Failure {
     HttpError::bad_request("The request body ended before its announced length").into()
 }
 
-fn body_too_large() -> HttpError {
+/// 413: a body larger than any endpoint takes.
+pub(crate) fn body_too_large() -> HttpError {
     HttpError::new(413, format!("The request body is larger than {MAX_BODY} bytes"))
 }
 

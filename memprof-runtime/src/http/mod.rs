@@ -18,7 +18,11 @@ mod symbols;
 
 use std::net::{SocketAddr, TcpListener};
 
-use connection::Request;
+pub(crate) use connection::Request;
+#[cfg(feature = "http")]
+pub(crate) use connection::{MAX_BODY, MAX_TARGET, body_too_large};
+#[cfg(feature = "http")]
+pub(crate) use reply::HttpError;
 use reply::Response;
 
 pub(crate) use auth::required as token_required;
@@ -26,15 +30,27 @@ pub(crate) use auth::required as token_required;
 pub(crate) use connection::parse_head as parse_request_head;
 pub(crate) use routes::PREFIX;
 
-/// Binds `address` and starts serving; returns the address really bound (useful with port 0). With a
-/// `token`, every request must present it.
-pub(crate) fn serve(address: &str, token: Option<String>) -> Result<SocketAddr, String> {
+/// Sets the token every request must present from now on, if any (once, at start-up).
+pub(crate) fn require_token(token: Option<String>) {
     auth::require(token);
+}
+
+/// Binds `address` and starts serving; returns the address really bound (useful with port 0).
+pub(crate) fn serve(address: &str) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| format!("cannot listen on {address}: {error}"))?;
     server::start(listener, answer).map_err(|error| format!("cannot start the HTTP thread ({error})"))?;
     crate::history::start().map_err(|error| format!("cannot start the memory history thread ({error})"))?;
     Ok(bound)
+}
+
+/// Answers a request that came through the program's own HTTP server, as the built-in server would.
+#[cfg(feature = "http")]
+pub(crate) fn answer_mounted(request: &Request) -> Response {
+    if let Err(error) = crate::history::start() {
+        crate::report::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
+    }
+    reply::guarded(|| answer(request))
 }
 
 /// Answers one request: checks its credentials (but for the dashboard page), then routes it.

@@ -106,6 +106,38 @@ impl Response {
     }
 }
 
+/// Answers with what `handle` returns, or 500 if it panics: a bug in one handler must not take the
+/// connection's thread, or the program's, down with it.
+pub(crate) fn guarded(handle: impl FnOnce() -> Response) -> Response {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(handle)).unwrap_or_else(|_| {
+        HttpError::internal("memprof failed while answering this request; see the program's log").into_response()
+    })
+}
+
+#[cfg(feature = "http")]
+impl Response {
+    /// The response as the `http` crate's type, its body read whole. The server it goes to adds `Date` and
+    /// `Content-Length`, and drops the body of an answer to `HEAD`.
+    pub(crate) fn into_http(self) -> io::Result<::http::Response<Vec<u8>>> {
+        let body = match self.body {
+            Body::Bytes(bytes) => bytes,
+            Body::Shared(bytes) => bytes.to_vec(),
+            Body::File(mut file) => {
+                let mut bytes = Vec::new();
+                io::Read::read_to_end(&mut file, &mut bytes)?;
+                bytes
+            }
+        };
+        let mut response = ::http::Response::builder()
+            .status(self.status)
+            .header(::http::header::CONTENT_TYPE, self.content_type);
+        for (name, value) in self.headers {
+            response = response.header(name, value);
+        }
+        response.body(body).map_err(io::Error::other)
+    }
+}
+
 /// How a response is framed on its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Framing {

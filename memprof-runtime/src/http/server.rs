@@ -6,7 +6,6 @@
 
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -15,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::connection::{Connection, Incoming, Request};
-use super::reply::{Framing, HttpError, Response};
+use super::reply::{Framing, HttpError, Response, guarded};
 use crate::{jemalloc, report};
 
 /// The most connections served at once.
@@ -144,10 +143,7 @@ fn serve_connection(stream: TcpStream, slot: &Slot, handle: Handler) {
         slot.set_waiting(false);
         let keep_open = match incoming {
             Incoming::Request(request) => {
-                let response = panic::catch_unwind(AssertUnwindSafe(|| handle(&request))).unwrap_or_else(|_| {
-                    HttpError::internal("memprof failed while answering this request; see the program's log")
-                        .into_response()
-                });
+                let response = guarded(|| handle(&request));
                 slot.set_waiting(true);
                 connection.answer(Some(&request), response)
             }

@@ -1,0 +1,106 @@
+//! What the API is when the profiler is compiled out (no `enabled` feature): the same names, doing
+//! nothing, so a program that calls [`start`] or mounts the routers builds either way.
+
+/// The settings [`start`] takes; compiled out, they are kept nowhere.
+///
+/// ```
+/// let options = memprof::Options::new().http("127.0.0.1:6060").keep_runs(8);
+/// let _guard = memprof::start(options);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    _private: (),
+}
+
+impl Options {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The built-in server's address; ignored.
+    pub fn http(self, _address: impl Into<String>) -> Self {
+        self
+    }
+
+    /// The variable that switches the built-in server on; ignored.
+    pub fn env(self, _variable: impl Into<String>) -> Self {
+        self
+    }
+
+    /// The variable holding the access token; ignored.
+    pub fn token_env(self, _variable: impl Into<String>) -> Self {
+        self
+    }
+
+    /// How many finished profiles are kept; ignored.
+    pub fn keep_runs(self, _count: u32) -> Self {
+        self
+    }
+
+    /// Whether SIGTERM ends memprof first; ignored.
+    pub fn dump_on_sigterm(self, _enabled: bool) -> Self {
+        self
+    }
+}
+
+/// Compiled out: does nothing.
+///
+/// ```
+/// let _guard = memprof::start(memprof::Options::new());
+/// ```
+pub fn start(_options: Options) -> Guard {
+    Guard { _private: () }
+}
+
+/// Compiled out: does nothing.
+///
+/// ```
+/// memprof::shutdown();
+/// ```
+pub fn shutdown() {}
+
+/// Returned by [`start`]; compiled out, it holds nothing.
+///
+/// ```
+/// let guard = memprof::start(memprof::Options::new());
+/// drop(guard);
+/// ```
+#[must_use = "profiles are removed when the guard is dropped"]
+#[derive(Debug)]
+pub struct Guard {
+    _private: (),
+}
+
+/// Compiled out: every request is answered 404.
+///
+/// ```
+/// let request = http::Request::get("/memory-profiler/state").body(Vec::new()).unwrap();
+/// assert_eq!(memprof::endpoints::respond(request).status(), 404);
+/// ```
+#[cfg(feature = "http")]
+pub fn respond(_request: http::Request<Vec<u8>>) -> http::Response<Vec<u8>> {
+    let mut response = http::Response::new(b"memprof is compiled out of this program.\n".to_vec());
+    *response.status_mut() = http::StatusCode::NOT_FOUND;
+    response
+}
+
+/// Compiled out: an empty router.
+///
+/// ```
+/// let app: axum::Router = axum::Router::new().nest("/memory-profiler", memprof::axum::router());
+/// ```
+#[cfg(feature = "axum")]
+pub fn router() -> axum::Router {
+    axum::Router::new()
+}
+
+/// Compiled out: an empty router.
+///
+/// ```
+/// let app: axum::Router = axum::Router::new().nest("/debug/pprof", memprof::axum::debug_pprof_router());
+/// ```
+#[cfg(feature = "axum")]
+pub fn debug_pprof_router() -> axum::Router {
+    axum::Router::new()
+}
