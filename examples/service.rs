@@ -10,7 +10,9 @@
 //! - `index_document`: 128 index blocks of 32 KiB, 4 MiB;
 //! - `render_response`: nothing; its buffers are freed at once.
 //!
-//! `SERVICE_SECONDS=N` makes it return from `main` after N seconds (it runs until killed otherwise).
+//! `SERVICE_SECONDS=N` makes it return from `main` after N seconds (it runs until killed otherwise). It has
+//! no SIGTERM handler of its own, so `dump_on_sigterm` lets memprof end first when systemd or Kubernetes
+//! stops it: a run in progress leaves its profile at `MEMPROF_FINAL_DUMP`, and no directory is left behind.
 
 use std::collections::VecDeque;
 use std::hint::black_box;
@@ -24,7 +26,7 @@ const SESSION_BYTES: usize = 64 * 1024;
 const INDEX_BLOCKS: usize = 128;
 const INDEX_WORDS: usize = 32 * 1024 / 8;
 
-#[memprof::main(http = "127.0.0.1:5050", env = "LIBPROCESS_MEMORY_PROFILING")]
+#[memprof::main(http = "127.0.0.1:5050", env = "LIBPROCESS_MEMORY_PROFILING", dump_on_sigterm = true)]
 fn main() {
     let stop_after = std::env::var("SERVICE_SECONDS").ok().and_then(|text| text.parse().ok()).map(Duration::from_secs);
     let started = Instant::now();

@@ -224,8 +224,7 @@ macro_rules! scope {
 pub mod __private {
     #[cfg(feature = "enabled")]
     pub use memprof_runtime::{
-        Options, Scope,
         __private::{MallocConf, allocator, malloc_conf},
-        start,
+        Options, Scope, start,
     };
 }

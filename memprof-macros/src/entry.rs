@@ -8,8 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str =
-    "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `crate`";
+const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
 /// The most finished profiles kept.
@@ -139,8 +138,9 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
             "keep_runs" => bounded_integer(&key, value, 1..=MAX_KEEP_RUNS, KEEP_RUNS_MEANING)
                 .map(|count| configuration.keep_runs = Some(count)),
             "allocator" => boolean(&key, value, ALLOCATOR_MEANING).map(|install| configuration.allocator = install),
-            "dump_on_sigterm" => boolean(&key, value, DUMP_ON_SIGTERM_MEANING)
-                .map(|dump| configuration.dump_on_sigterm = Some(dump)),
+            "dump_on_sigterm" => {
+                boolean(&key, value, DUMP_ON_SIGTERM_MEANING).map(|dump| configuration.dump_on_sigterm = Some(dump))
+            }
             "crate" => string_literal(value, "a path such as \"::memprof\"")
                 .and_then(|text| {
                     syn::parse_str(&text).map_err(|_| {
@@ -204,8 +204,7 @@ fn check_variable_name(key: &str, text: &str, span: Span) -> syn::Result<String>
 
 const LG_PROF_SAMPLE_MEANING: &str = "log2 of the mean bytes between samples; 19 = 512 KiB";
 const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4";
-const ALLOCATOR_MEANING: &str =
-    "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
+const ALLOCATOR_MEANING: &str = "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
 const DUMP_ON_SIGTERM_MEANING: &str = "whether SIGTERM ends memprof as returning from `main` does, then the program";
 
 /// The value of `key`: `true` or `false`, else an error saying what it means.
@@ -375,7 +374,13 @@ mod tests {
     #[cfg(feature = "enabled")]
     #[test]
     fn without_arguments_the_runtime_defaults_apply() {
-        let output = main(quote!(), quote!(fn main() {})).to_string();
+        let output = main(
+            quote!(),
+            quote!(
+                fn main() {}
+            ),
+        )
+        .to_string();
         assert!(output.contains("malloc_conf ! (:: memprof :: __private :: MallocConf :: PROFILING) ;"), "{output}");
         assert!(output.contains("start (:: memprof :: __private :: Options :: new ()) ;"), "{output}");
     }
@@ -383,17 +388,35 @@ mod tests {
     #[cfg(feature = "enabled")]
     #[test]
     fn a_program_with_its_own_allocator_gets_no_allocator_and_no_malloc_conf() {
-        let output = main(quote!(allocator = false, dump_on_sigterm = true), quote!(fn main() {})).to_string();
+        let output = main(
+            quote!(allocator = false, dump_on_sigterm = true),
+            quote!(
+                fn main() {}
+            ),
+        )
+        .to_string();
         assert!(!output.contains("allocator !") && !output.contains("malloc_conf !"), "{output}");
         assert!(output.contains("Options :: new () . dump_on_sigterm (true)) ;"), "{output}");
     }
 
     #[test]
     fn allocator_false_refuses_a_sampling_rate_it_could_not_export() {
-        let errors = errors_of(quote!(allocator = false, lg_prof_sample = 17), quote!(fn main() {}));
+        let errors = errors_of(
+            quote!(allocator = false, lg_prof_sample = 17),
+            quote!(
+                fn main() {}
+            ),
+        );
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].starts_with("`lg_prof_sample` goes into the malloc_conf that `allocator = false` leaves out"));
-        let errors = errors_of(quote!(allocator = "no", dump_on_sigterm = 1), quote!(fn main() {}));
+        assert!(
+            errors[0].starts_with("`lg_prof_sample` goes into the malloc_conf that `allocator = false` leaves out")
+        );
+        let errors = errors_of(
+            quote!(allocator = "no", dump_on_sigterm = 1),
+            quote!(
+                fn main() {}
+            ),
+        );
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(errors[0].starts_with("`allocator` must be `true` or `false`"), "{errors:?}");
         assert!(errors[1].starts_with("`dump_on_sigterm` must be `true` or `false`"), "{errors:?}");

@@ -30,7 +30,8 @@ pub const MAX_IN_FLIGHT: usize = 32;
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 /// Mesos's endpoints, the dashboard and jeprof's `pprof/*`, to nest at `/memory-profiler` (the dashboard
-/// page asks for its data there).
+/// page asks for its data there). axum's `nest` routes `/memory-profiler` and the paths below it, but not
+/// `/memory-profiler/`: the dashboard is at `/memory-profiler`.
 ///
 /// ```no_run
 /// let app: axum::Router = axum::Router::new().nest("/memory-profiler", memprof_runtime::axum::router());

@@ -27,9 +27,10 @@ pub fn respond(request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
     if body.len() > MAX_BODY {
         return refusal(http::body_too_large());
     }
-    let authorization = parts.headers.get(::http::header::AUTHORIZATION).map(|value| {
-        String::from_utf8_lossy(value.as_bytes()).trim().to_owned()
-    });
+    let authorization = parts
+        .headers
+        .get(::http::header::AUTHORIZATION)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_owned());
     let request = Request::mounted(parts.method.as_str().to_owned(), target.to_owned(), authorization, body);
     jemalloc::unsampled(|| {
         http::answer_mounted(&request).into_http().unwrap_or_else(|error| {

@@ -114,12 +114,15 @@ pub(crate) struct ConfigReport {
 
 impl ConfigReport {
     /// What an operator may want to know that is not a problem: the environment overriding the sampling
-    /// rate the exported `malloc_conf` asks for.
+    /// rate the exported `malloc_conf` asks for (jemalloc's default, 2^19, where it names none).
     pub(crate) fn notes(&self) -> Vec<String> {
-        let asked = self.exported.as_deref().and_then(|conf| option_value(conf, "lg_prof_sample"));
+        /// `LG_PROF_SAMPLE_DEFAULT` in jemalloc.
+        const DEFAULT_LG_SAMPLE: &str = "19";
+        let asked =
+            self.exported.as_deref().map(|conf| option_value(conf, "lg_prof_sample").unwrap_or(DEFAULT_LG_SAMPLE));
         match (asked, jemalloc::lg_sample()) {
             (Some(asked), Ok(actual)) if self.profiling_enabled && asked != actual.to_string() => vec![format!(
-                "Sampling every 2^{actual} bytes on average, as the environment asks (the exported malloc_conf says 2^{asked})"
+                "Sampling every 2^{actual} bytes on average, as the environment asks (the program's malloc_conf asks for 2^{asked})"
             )],
             _ => Vec::new(),
         }
@@ -173,7 +176,11 @@ fn disabled_warning(sources: &jemalloc::ConfigSources) -> String {
 
 /// The value of `key` in a configuration string (`key:value,...`), the last one if repeated (as jemalloc).
 fn option_value<'a>(conf: &'a str, key: &str) -> Option<&'a str> {
-    conf.split(',').filter_map(|pair| pair.split_once(':')).filter(|(name, _)| *name == key).map(|(_, value)| value).last()
+    conf.split(',')
+        .filter_map(|pair| pair.split_once(':'))
+        .filter(|(name, _)| *name == key)
+        .map(|(_, value)| value)
+        .last()
 }
 
 /// Names the configuration strings that are set, for a message.

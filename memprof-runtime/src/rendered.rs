@@ -11,8 +11,8 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use std::sync::{LazyLock, OnceLock};
 use parking_lot::Mutex;
+use std::sync::{LazyLock, OnceLock};
 
 use crate::analysis::{Analysis, Binaries};
 use crate::heap_profile::HeapProfile;

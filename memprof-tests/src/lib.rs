@@ -1,6 +1,7 @@
 //! Helpers for memprof's acceptance tests: spawn a real binary, talk real HTTP to it, read real dumps.
 #![warn(missing_docs)]
 
+pub mod acceptance;
 pub mod heap;
 pub mod http;
 pub mod process;

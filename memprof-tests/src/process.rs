@@ -41,6 +41,8 @@ pub struct Program {
 pub struct Launch {
     command: Command,
     wait_for_endpoints: bool,
+    /// The line, other than memprof's, that says where the endpoints are: `marker` then `http://address/`.
+    serving_marker: &'static str,
 }
 
 impl Program {
@@ -91,16 +93,30 @@ impl Program {
 
     /// Waits for the program to exit on its own and returns whether it succeeded.
     pub fn wait(&mut self) -> bool {
+        self.wait_for_exit().success()
+    }
+
+    /// Waits for the program to exit on its own and returns how it ended.
+    ///
+    /// # Panics
+    /// When it does not end within [`PATIENCE`].
+    pub fn wait_for_exit(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().unwrap() {
                 // Let the readers take the last lines.
                 thread::sleep(Duration::from_millis(100));
-                return status.success();
+                return status;
             }
             thread::sleep(Duration::from_millis(50));
         }
         panic!("the program did not exit; it printed:\n{}", self.output().join("\n"));
+    }
+
+    /// Sends the program a signal by name (`TERM`, `KILL`), as `kill -TERM <pid>` does.
+    pub fn signal(&self, name: &str) {
+        let sent = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status().unwrap();
+        assert!(sent.success(), "kill -{name} {}", self.pid());
     }
 
     /// The endpoints' address.
@@ -158,7 +174,15 @@ impl Launch {
             command.env_remove(variable);
         }
         command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        Self { command, wait_for_endpoints: false }
+        Self { command, wait_for_endpoints: false, serving_marker: SERVING }
+    }
+
+    /// Waits, at start, for a line with `marker` followed by the address (`marker127.0.0.1:3000/`): for a
+    /// program that serves the endpoints from its own server.
+    pub fn serving_at(mut self, marker: &'static str) -> Self {
+        self.wait_for_endpoints = true;
+        self.serving_marker = marker;
+        self
     }
 
     /// Sets an environment variable.
@@ -193,8 +217,9 @@ impl Launch {
         collect_lines(child.stderr.take().unwrap(), Arc::clone(&output));
         let mut program = Program { child, output, address: None };
         if self.wait_for_endpoints {
-            let line = program.wait_for_line(|line| line.contains(SERVING));
-            let address = line.split(SERVING).nth(1).and_then(|rest| rest.split('/').next()).unwrap();
+            let marker = self.serving_marker;
+            let line = program.wait_for_line(|line| line.contains(marker));
+            let address = line.split(marker).nth(1).and_then(|rest| rest.split('/').next()).unwrap();
             program.address = Some(address.parse().unwrap());
         }
         program

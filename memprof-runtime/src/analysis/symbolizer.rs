@@ -16,9 +16,9 @@ use std::time::SystemTime;
 use addr2line::gimli;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
-use std::sync::LazyLock;
-use std::cell::OnceCell;
 use parking_lot::Mutex;
+use std::cell::OnceCell;
+use std::sync::LazyLock;
 
 use super::Frame;
 use super::debug_file;

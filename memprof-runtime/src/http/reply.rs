@@ -128,9 +128,8 @@ impl Response {
                 bytes
             }
         };
-        let mut response = ::http::Response::builder()
-            .status(self.status)
-            .header(::http::header::CONTENT_TYPE, self.content_type);
+        let mut response =
+            ::http::Response::builder().status(self.status).header(::http::header::CONTENT_TYPE, self.content_type);
         for (name, value) in self.headers {
             response = response.header(name, value);
         }

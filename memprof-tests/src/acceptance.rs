@@ -1,0 +1,275 @@
+//! The acceptance checks of the Mesos-compatible endpoints, written once and run against every way a program
+//! serves them: the built-in server of the example service (`tests/endpoints.rs`) and the axum service that
+//! mounts memprof's routers on its own (`tests/adoption.rs`).
+
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use memprof::HeapProfile;
+use serde_json::Value;
+
+use crate::heap::functions_in;
+use crate::process::{PATIENCE, Program};
+
+/// Starts a run of `duration` and returns its id, checking Mesos's message.
+pub fn start(service: &Program, duration: &str) -> u64 {
+    let started = service.get_json(&format!("/memory-profiler/start?duration={duration}"));
+    assert_eq!(
+        started["message"].as_str().unwrap(),
+        format!(
+            "Successfully started new heap profiling run. After the run ends, download its profile from /memory-profiler/download/raw?id={}.",
+            started["id"]
+        )
+    );
+    started["id"].as_u64().unwrap()
+}
+
+/// Polls `state` until no run is active.
+pub fn wait_until_idle(service: &Program) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let state = service.get_json("/memory-profiler/state");
+        if state["memory_profiler"]["current_run"]["id"].is_null() {
+            return state;
+        }
+        assert!(Instant::now() < deadline, "the run never ended: {state}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The heap profiles in a profile directory (beside them: the `owner` file).
+pub fn profiles_in(directory: &str) -> Vec<std::fs::DirEntry> {
+    std::fs::read_dir(directory)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".heap"))
+        .collect()
+}
+
+/// A run from `start` to its raw dump, whose stacks pass through each of `allocating`, functions of the
+/// program at `binary`; state, stop's answer, downloads and the profile directory along the way.
+///
+/// ```no_run
+/// let service = memprof_tests::process::Program::service().spawn();
+/// let binary = memprof_tests::process::built_binary("service");
+/// memprof_tests::acceptance::a_run_round_trips(&service, &binary, &["open_session"]);
+/// ```
+pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) {
+    let id = start(service, "1mins");
+
+    let state = service.get_json("/memory-profiler/state");
+    let current = &state["memory_profiler"]["current_run"];
+    assert_eq!(current["id"].as_u64(), Some(id));
+    let remaining = current["remaining_seconds"].as_f64().unwrap();
+    assert!(remaining > 0.0 && remaining <= 60.0, "{remaining}");
+    assert_eq!(state["jemalloc"]["profiling_active"], true);
+    assert_eq!(state["jemalloc"]["profiling_enabled"], true);
+    assert_eq!(state["jemalloc"]["malloc_conf"]["exported"], "prof:true,prof_active:false");
+
+    let while_active = service.get("/memory-profiler/download/raw");
+    assert_eq!(while_active.status, 409);
+    assert_eq!(
+        while_active.text(),
+        format!(
+            "Heap profiling run {id} is active; pass an 'id' explicitly to download an earlier profile, or stop the run first.\n"
+        )
+    );
+    let same_run = service.get(&format!("/memory-profiler/download/raw?id={id}"));
+    assert_eq!(
+        (same_run.status, same_run.text()),
+        (409, format!("Run {id} is still active; stop it first or wait for it to end.\n"))
+    );
+
+    // Let the service allocate under sampling for a while; the assertions below do not depend on how long.
+    thread::sleep(Duration::from_secs(2));
+    let stopped = service.get_json("/memory-profiler/stop");
+    assert_eq!(stopped["id"].as_u64(), Some(id));
+    assert_eq!(stopped["message"], format!("Successfully stopped heap profiling run {id}."));
+    assert_eq!(stopped["url_raw_profile"], format!("/memory-profiler/download/raw?id={id}"));
+    assert_eq!(stopped["url_graph_profile"], format!("/memory-profiler/download/graph?id={id}"));
+    assert_eq!(stopped["url_symbolized_profile"], format!("/memory-profiler/download/text?id={id}"));
+
+    let download = service.get(&format!("/memory-profiler/download/raw?id={id}"));
+    assert_eq!(download.status, 200);
+    assert_eq!(download.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(
+        download.header("content-disposition"),
+        Some(format!("attachment; filename=\"memprof.{id}.heap\"").as_str())
+    );
+    let profile = HeapProfile::parse(&download.text()).unwrap();
+    assert_eq!(profile.sample_period, 524288);
+    let functions = functions_in(&profile, binary);
+    for wanted in allocating {
+        assert!(
+            functions.iter().any(|name| name.contains(wanted)),
+            "{wanted} missing from {functions:#?}; the profile:\n{}",
+            download.text()
+        );
+    }
+    // Without an id, the latest profile; the same bytes.
+    let latest = service.get("/memory-profiler/download/raw");
+    assert_eq!((latest.status, latest.body), (200, download.body));
+
+    let state = service.get_json("/memory-profiler/state");
+    let latest_run = &state["memory_profiler"]["latest_run"];
+    assert_eq!(latest_run["id"].as_u64(), Some(id));
+    assert_eq!(latest_run["started_by"], "http");
+    assert_eq!(state["jemalloc"]["profiling_active"], false);
+    let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(directory).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{directory}");
+    let files: Vec<_> = profiles_in(directory).iter().map(|entry| entry.metadata().unwrap()).collect();
+    assert_eq!(files.len(), 1, "only the finished profile, no partial file");
+    let names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert_eq!(names.len(), 2, "the profile and the owner file, nothing else: {names:?}");
+    assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
+}
+
+/// A timed run ends by itself; its profile stays downloadable during the next run.
+pub fn the_timer_ends_a_run(service: &Program) {
+    let first = start(service, "1secs");
+    let state = wait_until_idle(service);
+    assert_eq!(state["memory_profiler"]["latest_run"]["id"].as_u64(), Some(first));
+
+    let second = start(service, "0.5mins");
+    assert!(second > first, "ids increase: {first} then {second}");
+    let download = service.get(&format!("/memory-profiler/download/raw?id={first}"));
+    assert_eq!(download.status, 200);
+    assert_eq!(HeapProfile::parse(&download.text()).unwrap().sample_period, 524288);
+}
+
+/// 32 simultaneous starts make exactly one run.
+pub fn concurrent_starts_make_one_run(service: &Program) {
+    let address = service.address();
+    let barrier = Arc::new(Barrier::new(32));
+    let answers: Vec<Value> = (0..32)
+        .map(|_| {
+            let barrier = Arc::clone(&barrier);
+            thread::spawn(move || {
+                barrier.wait();
+                crate::http::request(address, "GET", "/memory-profiler/start?duration=1mins").json()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|handle| handle.join().unwrap())
+        .collect();
+    let ids: std::collections::BTreeSet<u64> = answers.iter().map(|answer| answer["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 1, "{answers:#?}");
+    let new_runs =
+        answers.iter().filter(|answer| answer["message"].as_str().unwrap().starts_with("Successfully started")).count();
+    assert_eq!(new_runs, 1, "{answers:#?}");
+    let already = answers
+        .iter()
+        .filter(|answer| answer["message"].as_str().unwrap().starts_with("Heap profiling is already active."))
+        .count();
+    assert_eq!(already, 31);
+}
+
+/// `stop` without a run is a no-op that says so, also after a run.
+pub fn stop_without_a_run_says_so(service: &Program) {
+    let nothing = service.get_json("/memory-profiler/stop");
+    assert_eq!(
+        nothing,
+        serde_json::json!({ "id": null, "message": "No heap profiling run is active; nothing was stopped." })
+    );
+
+    let id = start(service, "1mins");
+    service.get_json("/memory-profiler/stop");
+    let again = service.get_json("/memory-profiler/stop");
+    assert_eq!(again["id"].as_u64(), Some(id));
+    assert_eq!(
+        again["message"],
+        format!("No heap profiling run is active; nothing was stopped. The latest profile is run {id}.")
+    );
+}
+
+/// `statistics` is jemalloc's JSON.
+pub fn statistics_are_jemallocs_json(service: &Program) {
+    let response = service.get("/memory-profiler/statistics");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json; charset=utf-8"));
+    let statistics = response.json();
+    let jemalloc = &statistics["jemalloc"];
+    assert!(jemalloc["version"].as_str().unwrap().starts_with("5.3"), "{}", jemalloc["version"]);
+    assert_eq!(jemalloc["config"]["prof"], true);
+    assert_eq!(jemalloc["opt"]["prof"], true);
+    assert_eq!(jemalloc["opt"]["prof_active"], false);
+    assert_eq!(jemalloc["opt"]["lg_prof_sample"], 19);
+    assert!(jemalloc["stats"]["allocated"].as_u64().unwrap() > 0);
+}
+
+/// Every error path, with its exact status and message.
+pub fn bad_requests_are_refused_clearly(service: &Program) {
+    let units = "'ns', 'us', 'ms', 'secs', 'mins', 'hrs', 'days', 'weeks'";
+    let cases: &[(&str, &str, u16, String)] = &[
+        ("GET", "/memory-profiler/download/raw", 404, "No heap profile has been generated yet; start a run with /memory-profiler/start?duration=30secs.".into()),
+        ("GET", "/memory-profiler/download/raw?id=42", 404, "No heap profile with id 42; none has been generated yet.".into()),
+        ("GET", "/memory-profiler/download/raw?id=abc", 400, "Invalid parameter 'id': 'abc' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
+        ("GET", "/memory-profiler/download/text?id=-1", 400, "Invalid parameter 'id': '-1' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
+        ("GET", "/memory-profiler/start?duration=600", 400, format!("Could not parse parameter 'duration': '600' has no unit; write a number followed by one of {units}, such as '30secs'.")),
+        ("GET", "/memory-profiler/start?duration=5m", 400, format!("Could not parse parameter 'duration': unknown duration unit 'm' in '5m'; supported units are {units}.")),
+        ("GET", "/memory-profiler/start?duration=-5mins", 400, "Could not parse parameter 'duration': '-5mins' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'.".into()),
+        ("GET", "/memory-profiler/start?duration=0.5secs", 400, "Duration '0.5secs' must be between 1secs and 1days.".into()),
+        ("GET", "/memory-profiler/start?duration=25hrs", 400, "Duration '25hrs' must be between 1secs and 1days.".into()),
+        ("GET", "/memory-profiler/start?duration=1secs&duration=2secs", 400, "Parameter 'duration' is given more than once.".into()),
+        ("GET", "/memory-profiler/start?duration=99999999999999999999999days", 400, "Could not parse parameter 'duration': '99999999999999999999999days' is too long to represent.".into()),
+        ("GET", "/memory-profiler/start?duration=1e9secs", 400, format!("Could not parse parameter 'duration': unknown duration unit 'e9secs' in '1e9secs'; supported units are {units}.")),
+        ("GET", "/memory-profiler/start?duration=%EF%BC%95secs", 400, "Could not parse parameter 'duration': '５secs' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'.".into()),
+        ("GET", "/memory-profiler/start?duration=5%C2%A0mins", 400, format!("Could not parse parameter 'duration': unknown duration unit '\u{a0}mins' in '5\u{a0}mins'; supported units are {units}.")),
+        ("GET", "/memory-profiler/start?duration=infsecs", 400, "Could not parse parameter 'duration': 'infsecs' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'.".into()),
+        ("GET", "/memory-profiler/download/raw?id=99999999999999999999", 400, "Invalid parameter 'id': '99999999999999999999' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
+        ("GET", "/memory-profiler/download/raw?id=%F0%9F%92%A5", 400, "Invalid parameter 'id': '💥' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
+        ("GET", "/memory-profiler/state?%FF=1", 400, "Unknown parameter '\u{fffd}'; this endpoint takes no parameters.".into()),
+        ("GET", "/memory-profiler/start?time=5mins", 400, "Unknown parameter 'time'; expected 'duration'.".into()),
+        ("GET", "/memory-profiler/state?verbose=1", 400, "Unknown parameter 'verbose'; this endpoint takes no parameters.".into()),
+        ("PUT", "/memory-profiler/start", 405, "Method PUT is not allowed here; use GET, HEAD, POST.".into()),
+        ("POST", "/memory-profiler/statistics", 405, "Method POST is not allowed here; use GET, HEAD.".into()),
+        ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/heap_profile, /memory-profiler/download/raw, /memory-profiler/download/text, /memory-profiler/download/graph, /memory-profiler/download/flamegraph, /memory-profiler/download/collapsed, /memory-profiler/download/pprof, /memory-profiler/pprof/heap, /memory-profiler/pprof/cmdline, /memory-profiler/pprof/symbol, /debug/pprof/heap, /debug/pprof/allocs, /metrics, /debug/pprof/symbol.".into()),
+    ];
+    for (method, target, status, message) in cases {
+        let response = crate::http::request(service.address(), method, target);
+        assert_eq!((response.status, response.text()), (*status, format!("{message}\n")), "{method} {target}");
+        assert_eq!(response.header("content-type"), Some("text/plain; charset=utf-8"), "{method} {target}");
+    }
+    let not_allowed = crate::http::request(service.address(), "DELETE", "/memory-profiler/stop");
+    assert_eq!(not_allowed.header("allow"), Some("GET, HEAD, POST"));
+
+    // Nothing above started a run; a trailing slash and POST are accepted, as in Mesos.
+    let started = crate::http::request(service.address(), "POST", "/memory-profiler/start/?duration=1secs");
+    assert_eq!(started.status, 200, "{}", started.text());
+    let id = started.json()["id"].as_u64().unwrap();
+    wait_until_idle(service);
+    for (target, message) in [
+        (
+            format!("/memory-profiler/download/text?id={id}&base=7"),
+            format!("No heap profile with base 7; the profiles kept are {id}.\n"),
+        ),
+        (
+            format!("/memory-profiler/download/flamegraph?id={id}&lines=1"),
+            "Invalid parameter 'lines': '1' is neither true nor false.\n".to_owned(),
+        ),
+        (
+            "/memory-profiler/download/pprof?lines=true".to_owned(),
+            "Unknown parameter 'lines'; expected 'id', 'base'.\n".to_owned(),
+        ),
+    ] {
+        let response = service.get(&target);
+        assert_eq!(
+            (response.status, response.text()),
+            (if message.starts_with("No heap") { 404 } else { 400 }, message),
+            "{target}"
+        );
+    }
+    let stale = service.get("/memory-profiler/download/raw?id=7");
+    assert_eq!(
+        (stale.status, stale.text()),
+        (404, format!("No heap profile with id 7; the profiles kept are {id}.\n"))
+    );
+}

@@ -1,0 +1,177 @@
+//! memprof in a service shaped like production ones: tokio and axum, its own jemalloc allocator, its
+//! logger set up first, memprof's endpoints nested in its own router (`examples/axum-service`, a
+//! workspace of its own so that memprof's `axum` feature does not unify with this one's). The acceptance
+//! checks of the built-in server pass against it too.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use memprof_tests::acceptance;
+use memprof_tests::process::Launch;
+use memprof_tests::tools;
+
+/// Builds `examples/axum-service` once per test process, in a target directory of its own (cargo holds
+/// a lock on the one running this test), and returns the directory of its binaries.
+fn adopters() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let target = workspace.join("target").join("adopters");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let manifest = workspace.join("examples").join("axum-service").join("Cargo.toml");
+        let output = Command::new(cargo)
+            .args(["build", "--locked", "--bins", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "building {}: {}",
+            manifest.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        target.join("debug")
+    })
+}
+
+/// The axum service on a free port, waited for until it listens.
+fn axum_service() -> Launch {
+    Launch::new(adopters().join("axum-service"))
+        .env("ADDR", "127.0.0.1:0")
+        .serving_at("axum-service: listening on http://")
+}
+
+const ALLOCATING: [&str; 2] = ["new_session", "new_index_block"];
+
+#[test]
+fn a_run_round_trips_through_the_mounted_router() {
+    let service = axum_service().spawn();
+    assert_eq!(service.get("/").text(), "axum-service\n", "the service's own routes are its own");
+    acceptance::a_run_round_trips(&service, &adopters().join("axum-service"), &ALLOCATING);
+}
+
+#[test]
+fn the_timer_ends_a_run_through_the_mounted_router() {
+    acceptance::the_timer_ends_a_run(&axum_service().spawn());
+}
+
+#[test]
+fn concurrent_starts_through_the_mounted_router_make_one_run() {
+    acceptance::concurrent_starts_make_one_run(&axum_service().spawn());
+}
+
+#[test]
+fn stop_without_a_run_through_the_mounted_router_says_so() {
+    acceptance::stop_without_a_run_says_so(&axum_service().spawn());
+}
+
+#[test]
+fn statistics_through_the_mounted_router_are_jemallocs_json() {
+    acceptance::statistics_are_jemallocs_json(&axum_service().spawn());
+}
+
+#[test]
+fn bad_requests_through_the_mounted_router_are_refused_as_by_the_built_in_server() {
+    acceptance::bad_requests_are_refused_clearly(&axum_service().spawn());
+}
+
+#[test]
+fn memprofs_messages_go_to_the_programs_logger_and_its_work_is_never_sampled() {
+    let service = axum_service().spawn();
+    let id = acceptance::start(&service, "2secs");
+    for _ in 0..50 {
+        assert_eq!(service.get("/memory-profiler/state").status, 200);
+    }
+    acceptance::wait_until_idle(&service);
+    let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    assert!(text.contains("axum_service::new_session"), "{text}");
+    assert!(!text.contains("memprof_runtime::"), "memprof's own work was sampled:\n{text}");
+    // env_logger's format, not memprof's stand-in for programs without a logger.
+    let ended = service.wait_for_line(|line| line.contains(&format!("Heap profiling run {id} ended")));
+    assert!(ended.starts_with('[') && ended.contains(" INFO  memprof] Heap profiling run"), "{ended}");
+    assert!(!service.output().iter().any(|line| line.starts_with("[memprof]")), "{:#?}", service.output());
+}
+
+#[test]
+fn parca_and_alloy_scrape_the_mounted_debug_pprof_paths() {
+    let service = axum_service().env("MALLOC_CONF", "prof_active:true,lg_prof_sample:14").spawn();
+    service.wait_for_line(|line| line.contains("listening"));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    for path in ["/debug/pprof/heap", "/debug/pprof/allocs"] {
+        let response = service.get(path);
+        assert_eq!(response.status, 200, "{path}: {}", response.text());
+        assert_eq!(response.header("content-type"), Some("application/octet-stream"), "{path}");
+        let Some(top) = tools::pprof_top(&response.body, "inuse_space") else { return };
+        assert!(top.lines().any(|line| line.ends_with("axum_service::new_session")), "{path}:\n{top}");
+    }
+    let head = memprof_tests::http::request(service.address(), "HEAD", "/memory-profiler/state");
+    assert_eq!((head.status, head.body.len()), (200, 0));
+}
+
+#[test]
+fn the_token_guards_the_mounted_endpoints_and_nothing_else() {
+    let service = axum_service().env("MEMPROF_TOKEN", "s3cret").spawn();
+    assert_eq!(service.get("/").status, 200, "the service's own routes are untouched");
+    let refused = service.get("/memory-profiler/state");
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.header("www-authenticate"), Some("Bearer realm=\"memprof\""));
+    assert_eq!(service.get("/debug/pprof/heap").status, 401);
+    // The dashboard page holds no data. (axum's `nest` routes `/memory-profiler`, not `/memory-profiler/`.)
+    assert_eq!(service.get("/memory-profiler").status, 200, "the dashboard page holds no data");
+    let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+    use std::io::{Read, Write};
+    stream
+        .write_all(b"GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let allowed = memprof_tests::http::parse(&raw);
+    assert_eq!(allowed.status, 200);
+    assert_eq!(allowed.json()["memory_profiler"]["auth_required"], true);
+}
+
+#[test]
+fn sigterm_is_the_services_own_and_its_graceful_end_cleans_up() {
+    let scratch = tools::Scratch::new("axum-sigterm");
+    let final_dump = scratch.join("final.heap");
+    let mut service = axum_service().env("MEMPROF_FINAL_DUMP", &final_dump).spawn();
+    acceptance::start(&service, "1mins");
+    service.get_json("/memory-profiler/stop");
+    let directory =
+        service.get_json("/memory-profiler/state")["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    acceptance::start(&service, "1mins");
+    service.signal("TERM");
+    assert!(service.wait(), "graceful shutdown: {:#?}", service.output());
+    assert_eq!(service.output().iter().filter(|line| *line == "axum-service: done").count(), 1);
+    assert!(!Path::new(&directory).exists(), "{directory} was left behind");
+    assert!(std::fs::read_to_string(&final_dump).unwrap().starts_with("heap_v2/"));
+}
+
+#[test]
+fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
+    let missing = || {
+        Launch::new(adopters().join("missing-conf"))
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+    };
+    let advice = "Heap profiling is disabled: jemalloc was not asked to profile. Add `memprof::malloc_conf!();` at the crate root of the binary (beside its #[global_allocator]), which exports malloc_conf=\"prof:true,prof_active:false\"; or start the program with MALLOC_CONF=prof:true,prof_active:false.";
+    let service = missing().spawn();
+    service.wait_for_line(|line| line == format!("[memprof] WARN {advice}"));
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["warnings"], serde_json::json!([advice]));
+    assert_eq!(state["jemalloc"]["profiling_enabled"], false);
+    let refused = service.get("/memory-profiler/start?duration=1mins");
+    assert_eq!((refused.status, refused.text()), (503, format!("{advice}\n")));
+
+    // Told through the environment instead, it profiles.
+    let told = missing().env("MALLOC_CONF", "prof:true,prof_active:false").spawn();
+    assert_eq!(told.get_json("/memory-profiler/state")["memory_profiler"]["warnings"], serde_json::json!([]));
+    let id = acceptance::start(&told, "1mins");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(told.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
+    let text = told.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    assert!(text.contains("missing_conf::main"), "{text}");
+}

@@ -1,0 +1,78 @@
+//! How a service's life ends, as services really end: SIGTERM from systemd, Kubernetes or `docker stop`
+//! (the opt-in final dump), and SIGKILL (whose leftovers the next memprof process removes).
+
+use std::os::unix::process::ExitStatusExt;
+
+use memprof::HeapProfile;
+use memprof_tests::acceptance::start;
+use memprof_tests::heap::functions_in;
+use memprof_tests::process::{Program, built_binary};
+use memprof_tests::tools::Scratch;
+
+/// The profile directory of a service, as `state` names it.
+fn profile_directory(service: &Program) -> std::path::PathBuf {
+    let state = service.get_json("/memory-profiler/state");
+    state["memory_profiler"]["tmp_dir"].as_str().unwrap().into()
+}
+
+#[test]
+fn sigterm_leaves_the_active_runs_profile_and_no_directory() {
+    let scratch = Scratch::new("sigterm");
+    let final_dump = scratch.join("final.heap");
+    let mut service = Program::service().env("MEMPROF_FINAL_DUMP", &final_dump).spawn();
+    // A finished run makes the directory; a second one is active when the signal comes.
+    start(&service, "1mins");
+    service.get_json("/memory-profiler/stop");
+    let directory = profile_directory(&service);
+    assert!(directory.join("owner").is_file());
+    let active = start(&service, "1mins");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    service.signal("TERM");
+    let status = service.wait_for_exit();
+    assert_eq!(status.signal(), Some(15), "the program still ends as killed by SIGTERM: {status:?}");
+    assert!(!directory.exists(), "{} was left behind", directory.display());
+    let profile = HeapProfile::parse(&std::fs::read_to_string(&final_dump).unwrap()).unwrap();
+    let functions = functions_in(&profile, &built_binary("service"));
+    assert!(functions.iter().any(|name| name.contains("open_session")), "{functions:#?}");
+    let said = format!(
+        "[memprof] INFO Heap profiling run {active} was active when the program ended; its profile is at {}",
+        final_dump.display()
+    );
+    assert!(service.output().contains(&said), "{:#?}", service.output());
+}
+
+#[test]
+fn directories_of_killed_processes_are_removed_at_the_next_start_and_live_ones_kept() {
+    let scratch = Scratch::new("stale");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let launch = || Program::service().env("MEMPROF_DIR", &parent);
+    let with_a_profile = |service: &Program| {
+        start(service, "1mins");
+        service.get_json("/memory-profiler/stop");
+        profile_directory(service)
+    };
+
+    let mut killed = launch().spawn();
+    let killed_directory = with_a_profile(&killed);
+    killed.signal("KILL");
+    killed.wait_for_exit();
+    assert!(killed_directory.is_dir(), "SIGKILL leaves the directory, as nothing can run then");
+    let alive = launch().spawn();
+    let alive_directory = with_a_profile(&alive);
+    // Not memprof's: no owner on record.
+    let unknown = parent.join("memprof.unknown");
+    std::fs::create_dir(&unknown).unwrap();
+
+    let next = launch().spawn();
+    next.wait_for_line(|line| {
+        line == format!(
+            "[memprof] INFO Removed 1 profile directory left in {} by memprof processes that no longer run",
+            parent.display()
+        )
+    });
+    assert!(!killed_directory.exists());
+    assert!(alive_directory.is_dir() && unknown.is_dir());
+    assert_eq!(alive.get("/memory-profiler/download/raw").status, 200, "the live service's profile is untouched");
+}
