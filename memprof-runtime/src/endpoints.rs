@@ -66,9 +66,11 @@ mod tests {
         let bad = get("/memory-profiler/start?duration=600");
         assert_eq!(bad.status(), 400);
         let wrong_method = respond(::http::Request::delete("/memory-profiler/state").body(Vec::new()).unwrap());
-        assert_eq!((wrong_method.status(), &wrong_method.headers()["allow"]), (405, &"GET, HEAD"));
+        assert_eq!(wrong_method.status(), 405);
+        assert_eq!(wrong_method.headers()["allow"], "GET, HEAD");
         let page = get("/memory-profiler/");
-        assert_eq!((page.status(), &page.headers()["content-type"]), (200, &"text/html; charset=utf-8"));
+        assert_eq!(page.status(), 200);
+        assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
         let long = get(&format!("/memory-profiler/state?{}", "a".repeat(MAX_TARGET)));
         assert_eq!(long.status(), 414);
         let large = respond(::http::Request::post("/debug/pprof/symbol").body(vec![b'0'; MAX_BODY + 1]).unwrap());

@@ -176,11 +176,7 @@ fn disabled_warning(sources: &jemalloc::ConfigSources) -> String {
 
 /// The value of `key` in a configuration string (`key:value,...`), the last one if repeated (as jemalloc).
 fn option_value<'a>(conf: &'a str, key: &str) -> Option<&'a str> {
-    conf.split(',')
-        .filter_map(|pair| pair.split_once(':'))
-        .filter(|(name, _)| *name == key)
-        .map(|(_, value)| value)
-        .last()
+    conf.rsplit(',').filter_map(|pair| pair.split_once(':')).find(|(name, _)| *name == key).map(|(_, value)| value)
 }
 
 /// Names the configuration strings that are set, for a message.

@@ -71,7 +71,7 @@ pub(crate) fn claim(directory: &Path) -> io::Result<()> {
 
 /// Removes the profile directories in `parent` whose owners ended, and reports how many there were.
 pub(crate) fn remove_directories_of_ended_processes(parent: &Path) {
-    let removed = remove_stale(parent, |pid| Owner::of(pid));
+    let removed = remove_stale(parent, Owner::of);
     if removed > 0 {
         report::info(&format!(
             "Removed {removed} profile director{} left in {} by memprof processes that no longer run",

@@ -110,11 +110,9 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 /// guard alive until `main` returns. A second call reports itself and does nothing.
 ///
 /// ```no_run
-/// fn main() {
-///     // env_logger::init();  // first, so memprof's messages go to it
-///     let _memprof = memprof_runtime::start(memprof_runtime::Options::new().http("127.0.0.1:6060"));
-///     // the program
-/// }
+/// // env_logger::init();  // first, so memprof's messages go to it
+/// let _memprof = memprof_runtime::start(memprof_runtime::Options::new().http("127.0.0.1:6060"));
+/// // the program
 /// ```
 pub fn start(options: Options) -> Guard {
     if STARTED.swap(true, Ordering::SeqCst) {

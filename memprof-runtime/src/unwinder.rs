@@ -120,7 +120,7 @@ impl Iterator for FrameWalk {
     fn next(&mut self) -> Option<usize> {
         let frame = self.frame;
         let word = std::mem::size_of::<usize>();
-        if frame < self.low || frame > self.high.checked_sub(2 * word)? || frame % word != 0 {
+        if frame < self.low || frame > self.high.checked_sub(2 * word)? || !frame.is_multiple_of(word) {
             return None;
         }
         // SAFETY: `frame` and the word after it lie between the stack pointer and the top of this thread's
@@ -209,10 +209,10 @@ fn mapping_containing(address: usize) -> Option<(usize, usize)> {
             return None;
         }
         for &byte in &buffer[..read] {
-            if let Some((start, end)) = range.push(byte) {
-                if (start..end).contains(&address) {
-                    return Some((start, end));
-                }
+            if let Some((start, end)) = range.push(byte)
+                && (start..end).contains(&address)
+            {
+                return Some((start, end));
             }
         }
     }

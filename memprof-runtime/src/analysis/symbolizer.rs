@@ -63,10 +63,10 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
     let dwarf_source = debug_binary.as_ref().filter(|debug| has_dwarf(debug)).unwrap_or(&binary);
 
     let mut symbols = binary.symbol_map();
-    if symbols.symbols().is_empty() {
-        if let Some(debug) = &debug_binary {
-            symbols = debug.symbol_map();
-        }
+    if symbols.symbols().is_empty()
+        && let Some(debug) = &debug_binary
+    {
+        symbols = debug.symbol_map();
     }
     let sections = DwarfSections::load(dwarf_source);
     let mut frames = sections.resolve(&addresses);

@@ -64,7 +64,7 @@ fn repeat(mut operation: impl FnMut(), time: Duration) -> (u64, Vec<u64>) {
     let mut operations = 0u64;
     while started.elapsed() < time {
         for _ in 0..64 {
-            if operations % TIMED_EVERY == 0 {
+            if operations.is_multiple_of(TIMED_EVERY) {
                 let begun = Instant::now();
                 operation();
                 latencies.push(begun.elapsed().as_nanos() as u64);
