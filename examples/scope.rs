@@ -35,7 +35,8 @@ fn main() -> Result<(), memprof::Error> {
     let outer = outer.stop()?;
     println!("nested: inner ran unprofiled, outer is run {}", outer.id());
     let directory = outer.path().parent().expect("profiles live in a directory");
-    let kept = std::fs::read_dir(directory).map_or(0, |entries| entries.count());
+    let is_profile = |entry: &std::fs::DirEntry| entry.file_name().to_string_lossy().ends_with(".heap");
+    let kept = std::fs::read_dir(directory).map_or(0, |entries| entries.flatten().filter(is_profile).count());
     println!("kept: {kept} profiles on disk");
 
     println!("done: {} {} {} {:?}", table.len(), parsed.len(), inner.len(), early);

@@ -127,10 +127,11 @@ macro_rules! allocator {
 /// Exports the `malloc_conf` symbol jemalloc reads before its first allocation, for a program that
 /// declares its own `#[global_allocator]` (tikv-jemallocator 0.7, the version memprof links: two versions
 /// of jemalloc cannot be linked into one program). Goes at the crate root of the binary, beside the
-/// allocator. The string defaults to `prof:true,prof_active:false`; add your own keys to it (all of them:
+/// allocator (`examples/axum-service` builds and runs this shape; the example below is not compiled
+/// here, where tikv-jemallocator is not a dependency of the program). The string defaults to `prof:true,prof_active:false`; add your own keys to it (all of them:
 /// a program exports one `malloc_conf`). Compiled out, it is nothing.
 ///
-/// ```no_run
+/// ```ignore
 /// #[global_allocator]
 /// static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///

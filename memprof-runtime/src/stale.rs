@@ -30,9 +30,14 @@ struct Owner {
 }
 
 impl Owner {
-    /// The process `pid` as it is now, if it exists.
+    /// The process `pid` as it is now, if it exists and has not ended (a zombie has: its parent has yet
+    /// to reap it, and in a container whose first process reaps nothing, it never will).
     fn of(pid: u32) -> Option<Self> {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+        if state == "Z" || state == "X" {
+            return None;
+        }
         Some(Owner { pid, start_time: start_time(&stat)?, boot_id: boot_id()? })
     }
 

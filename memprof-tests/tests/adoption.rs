@@ -166,8 +166,8 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     let refused = service.get("/memory-profiler/start?duration=1mins");
     assert_eq!((refused.status, refused.text()), (503, format!("{advice}\n")));
 
-    // Told through the environment instead, it profiles.
-    let told = missing().env("MALLOC_CONF", "prof:true,prof_active:false").spawn();
+    // Told through the environment instead, it profiles (every 16 KiB: the program allocates slowly).
+    let told = missing().env("MALLOC_CONF", "prof:true,prof_active:false,lg_prof_sample:14").spawn();
     assert_eq!(told.get_json("/memory-profiler/state")["memory_profiler"]["warnings"], serde_json::json!([]));
     let id = acceptance::start(&told, "1mins");
     std::thread::sleep(std::time::Duration::from_secs(1));

@@ -59,20 +59,24 @@ fn directories_of_killed_processes_are_removed_at_the_next_start_and_live_ones_k
     killed.signal("KILL");
     killed.wait_for_exit();
     assert!(killed_directory.is_dir(), "SIGKILL leaves the directory, as nothing can run then");
-    let alive = launch().spawn();
-    let alive_directory = with_a_profile(&alive);
     // Not memprof's: no owner on record.
     let unknown = parent.join("memprof.unknown");
     std::fs::create_dir(&unknown).unwrap();
 
-    let next = launch().spawn();
-    next.wait_for_line(|line| {
+    let alive = launch().spawn();
+    alive.wait_for_line(|line| {
         line == format!(
             "[memprof] INFO Removed 1 profile directory left in {} by memprof processes that no longer run",
             parent.display()
         )
     });
     assert!(!killed_directory.exists());
+    let alive_directory = with_a_profile(&alive);
+
+    // A live process's directory is never touched.
+    let next = launch().spawn();
+    start(&next, "1mins");
     assert!(alive_directory.is_dir() && unknown.is_dir());
+    assert!(!next.output().iter().any(|line| line.contains("Removed")), "{:#?}", next.output());
     assert_eq!(alive.get("/memory-profiler/download/raw").status, 200, "the live service's profile is untouched");
 }
