@@ -3,8 +3,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, ValueEnum};
-use memprof_runtime::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+use clap::Args;
+use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
 /// Symbolize a raw heap profile (download/raw) and write it as text, folded stacks, a flame graph, a
 /// call graph or pprof.
@@ -19,8 +19,8 @@ pub(crate) struct Analyze {
     #[arg(long = "binary", value_name = "FILE")]
     binaries: Vec<PathBuf>,
     /// The output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
     /// Show what grew since this earlier raw profile of the same program.
     #[arg(long, value_name = "PROFILE")]
     base: Option<PathBuf>,
@@ -30,28 +30,6 @@ pub(crate) struct Analyze {
     /// Where to write the result (default: standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-}
-
-/// The formats of [`Format`], as command-line values.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum OutputFormat {
-    Text,
-    Collapsed,
-    Flamegraph,
-    Graph,
-    Pprof,
-}
-
-impl From<OutputFormat> for Format {
-    fn from(format: OutputFormat) -> Self {
-        match format {
-            OutputFormat::Text => Format::Text,
-            OutputFormat::Collapsed => Format::Collapsed,
-            OutputFormat::Flamegraph => Format::FlameGraph,
-            OutputFormat::Graph => Format::Graph,
-            OutputFormat::Pprof => Format::Pprof,
-        }
-    }
 }
 
 impl Analyze {
@@ -65,8 +43,7 @@ impl Analyze {
         let analysis = analyze(&self.profile, &binaries)?;
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
         let options = RenderOptions { lines: self.lines, ..RenderOptions::default() };
-        let rendered =
-            Format::from(self.format).render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
+        let rendered = self.format.render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
         crate::write_output(&rendered, self.output.as_deref())
     }
 }

@@ -1,11 +1,14 @@
 //! The subcommands that drive a running service's endpoints.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::thread;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use memprof_analysis::Format;
 use serde_json::Value;
 
 use crate::Failure;
@@ -70,8 +73,8 @@ pub(crate) enum Remote {
 #[derive(Debug, Args)]
 pub(crate) struct Output {
     /// The format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = Download::Rendered(Format::Text))]
+    format: Download,
     /// By source line instead of by function (text, graph, flamegraph, collapsed).
     #[arg(long)]
     lines: bool,
@@ -80,14 +83,33 @@ pub(crate) struct Output {
     output: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
+/// What a download is: jemalloc's raw dump, or a rendered [`Format`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Download {
     Raw,
-    Text,
-    Collapsed,
-    Flamegraph,
-    Graph,
-    Pprof,
+    Rendered(Format),
+}
+
+impl Download {
+    /// The endpoint's last path segment, and the command-line value.
+    fn name(self) -> &'static str {
+        match self {
+            Download::Raw => "raw",
+            Download::Rendered(format) => format.name(),
+        }
+    }
+}
+
+impl ValueEnum for Download {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: LazyLock<Vec<Download>> =
+            LazyLock::new(|| std::iter::once(Download::Raw).chain(Format::ALL.map(Download::Rendered)).collect());
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
 }
 
 impl Remote {
@@ -110,7 +132,7 @@ impl Remote {
                 write_output(&client.get("/memory-profiler/heap_profile?trigger_dump=true")?.body, output.as_ref())
             }
             Remote::Diff { base, id, output } => {
-                if output.format == Format::Raw {
+                if output.format == Download::Raw {
                     return Err(Failure::Refused(
                         "a difference has no raw format; pick text, collapsed, flamegraph, graph or pprof".to_owned(),
                     ));
@@ -156,14 +178,13 @@ fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> R
 }
 
 fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output) -> Result<(), Failure> {
-    let format = output.format.to_possible_value().expect("every format has a name");
     let mut query: Vec<String> = Vec::new();
     query.extend(id.map(|id| format!("id={id}")));
     query.extend(base.map(|base| format!("base={base}")));
     if output.lines {
         query.push("lines=true".to_owned());
     }
-    let path = format!("/memory-profiler/download/{}?{}", format.get_name(), query.join("&"));
+    let path = format!("/memory-profiler/download/{}?{}", output.format.name(), query.join("&"));
     write_output(&client.get(&path)?.body, output.output.as_ref())
 }
 

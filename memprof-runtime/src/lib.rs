@@ -14,7 +14,6 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![cfg(unix)]
 
-mod analysis;
 mod autodump;
 #[cfg(feature = "axum")]
 pub mod axum;
@@ -22,13 +21,11 @@ mod cgroup;
 mod duration;
 #[cfg(feature = "http")]
 pub mod endpoints;
-mod heap_profile;
 mod history;
 mod http;
 mod jemalloc;
 mod malloc_conf;
 mod profiler;
-mod render;
 mod rendered;
 mod report;
 mod run;
@@ -38,11 +35,12 @@ mod startup;
 mod storage;
 mod unwinder;
 
-pub use analysis::{Analysis, Binaries, Frame, Location, Module, Sample};
-pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use malloc_conf::{MallocConf, PROFILING_CONF};
+pub use memprof_analysis::{
+    Analysis, Binaries, Counts, Format, Frame, HeapProfile, Location, Mapping, Module, ParseError, RenderError,
+    RenderOptions, Sample, Stack,
+};
 pub use profiler::Error;
-pub use render::{Format, RenderError, RenderOptions};
 pub use run::{Profile, Run, Scope};
 pub use startup::{
     ADDRESS_VARIABLE, DEFAULT_ADDRESS, DEFAULT_SWITCH_VARIABLE, DEFAULT_TOKEN_VARIABLE, Guard, Options, shutdown, start,

@@ -14,11 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use std::sync::{LazyLock, OnceLock};
 
-use crate::analysis::{Analysis, Binaries};
-use crate::heap_profile::HeapProfile;
 use crate::jemalloc;
 use crate::profiler::FinishedRun;
-use crate::render::{Format, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
 /// What was asked: a run's profile in a format, maybe as a difference from a base run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

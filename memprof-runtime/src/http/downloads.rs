@@ -6,8 +6,8 @@ use super::query::Query;
 use super::reply::{HttpError, Reply};
 use super::routes::PREFIX;
 use crate::profiler::{FinishedRun, Profiler};
-use crate::render::{Format, RenderOptions};
 use crate::rendered;
+use memprof_analysis::{Format, RenderOptions};
 
 /// `download/raw`: jemalloc's heap profile file, as it dumped it.
 pub(super) fn raw(query: &Query) -> Result<Reply, HttpError> {

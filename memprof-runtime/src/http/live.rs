@@ -17,11 +17,9 @@ use std::time::Duration;
 
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use crate::analysis::{Analysis, Binaries};
-use crate::heap_profile::HeapProfile;
 use crate::jemalloc;
 use crate::profiler::Profiler;
-use crate::render::{Format, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;

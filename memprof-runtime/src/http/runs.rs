@@ -7,7 +7,7 @@ use super::reply::{HttpError, Reply};
 use super::routes::PREFIX;
 use crate::duration;
 use crate::profiler::{FinishedRun, Owner, Profiler, Started};
-use crate::render::Format;
+use memprof_analysis::Format;
 
 /// `start?duration=5mins`: starts a run ended by a timer, or reports the active one.
 pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {

@@ -8,7 +8,6 @@
 
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use crate::analysis;
 
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 100_000;
@@ -32,7 +31,7 @@ pub(super) fn symbol(_: &Query, body: &[u8]) -> Result<Reply, HttpError> {
     if addresses.len() > MAX_ADDRESSES {
         return Err(HttpError::new(413, format!("At most {MAX_ADDRESSES} addresses can be looked up at once")));
     }
-    let names = analysis::live_function_names(&addresses).map_err(HttpError::internal)?;
+    let names = memprof_analysis::function_names_in_this_process(&addresses).map_err(HttpError::internal)?;
     let lines: String = addresses
         .iter()
         .zip(names)

@@ -18,11 +18,11 @@ use std::fmt;
 ///
 /// ```
 /// let text = "heap_v2/524288\n  t*: 1: 65536 [0: 0]\n@ 0x10 0x20\n  t*: 1: 65536 [0: 0]\n\nMAPPED_LIBRARIES:\n";
-/// let profile = memprof_runtime::HeapProfile::parse(text)?;
+/// let profile = memprof_analysis::HeapProfile::parse(text)?;
 /// assert_eq!(profile.sample_period, 524288);
 /// assert_eq!(profile.stacks[0].addresses, [0x10, 0x20]);
 /// assert_eq!(profile.stacks[0].bytes, 65536);
-/// # Ok::<(), memprof_runtime::ParseError>(())
+/// # Ok::<(), memprof_analysis::ParseError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeapProfile {
@@ -53,7 +53,7 @@ impl Counts {
     /// `scale = 1 / (1 - exp(-(bytes / objects) / period))`.
     ///
     /// ```
-    /// let counts = memprof_runtime::Counts { objects: 1, bytes: 524288 };
+    /// let counts = memprof_analysis::Counts { objects: 1, bytes: 524288 };
     /// let (objects, bytes) = counts.unbiased(524288);
     /// assert!((objects - 1.582).abs() < 0.001 && (bytes - 829_440.0).abs() < 100.0);
     /// ```
@@ -85,7 +85,7 @@ impl Stack {
     /// The estimated real live objects and bytes behind the samples (see [`Counts::unbiased`]).
     ///
     /// ```
-    /// use memprof_runtime::{Counts, Stack};
+    /// use memprof_analysis::{Counts, Stack};
     /// let stack = Stack { addresses: vec![0x10], objects: 1, bytes: 524288, allocated: Counts::default() };
     /// let (objects, bytes) = stack.unbiased(524288);
     /// assert!((objects - 1.582).abs() < 0.001 && (bytes - 829_440.0).abs() < 100.0);

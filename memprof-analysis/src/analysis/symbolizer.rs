@@ -91,6 +91,7 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
     Ok(resolved)
 }
 
+#[allow(unsafe_code)]
 fn map_file(path: &Path) -> Result<Mmap, String> {
     let file = File::open(path).map_err(|error| format!("cannot open {} ({error})", path.display()))?;
     // SAFETY: the map is only read, and only while `resolve` runs. A binary rewritten in place meanwhile

@@ -2,7 +2,7 @@
 //! allocator's own frames trimmed, the counts unbiased. The renderers in [`crate::render`] read this.
 //!
 //! ```no_run
-//! use memprof_runtime::{Analysis, Binaries, HeapProfile};
+//! use memprof_analysis::{Analysis, Binaries, HeapProfile};
 //!
 //! let dump = std::fs::read_to_string("memprof.1795354618996.heap")?;
 //! let profile = HeapProfile::parse(&dump)?;
@@ -37,7 +37,7 @@ impl Frame {
     /// The function, or the function with its `file:line` when `with_line` is set and known.
     ///
     /// ```
-    /// let frame = memprof_runtime::Frame { function: "app::load".into(), file: Some("src/app.rs".into()), line: Some(7) };
+    /// let frame = memprof_analysis::Frame { function: "app::load".into(), file: Some("src/app.rs".into()), line: Some(7) };
     /// assert_eq!(frame.label(false), "app::load");
     /// assert_eq!(frame.label(true), "app::load src/app.rs:7");
     /// ```
@@ -114,7 +114,7 @@ pub struct Module {
 /// Which files to read symbols from.
 ///
 /// ```
-/// use memprof_runtime::Binaries;
+/// use memprof_analysis::Binaries;
 /// // The files the dump's memory map names.
 /// let mapped = Binaries::as_mapped();
 /// // In the profiled process: the same, but the running program's own image if its file was replaced.
@@ -376,7 +376,14 @@ impl MappingIndex {
 
 /// The function at each of `addresses` of this process (the innermost inlined one, allocator frames
 /// skipped), as pprof's symbol service answers; `None` where nothing is known.
-pub(crate) fn live_function_names(addresses: &[u64]) -> Result<Vec<Option<String>>, String> {
+///
+/// ```
+/// let here = memprof_analysis::function_names_in_this_process as usize as u64;
+/// let names = memprof_analysis::function_names_in_this_process(&[here, 0]).unwrap();
+/// assert_eq!(names.len(), 2);
+/// assert_eq!(names[1], None);
+/// ```
+pub fn function_names_in_this_process(addresses: &[u64]) -> Result<Vec<Option<String>>, String> {
     let maps =
         std::fs::read_to_string("/proc/self/maps").map_err(|error| format!("Cannot read /proc/self/maps ({error})"))?;
     let mappings = crate::heap_profile::parse_maps(&maps).map_err(|error| format!("/proc/self/maps {error}"))?;

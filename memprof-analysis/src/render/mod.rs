@@ -2,7 +2,7 @@
 //! graph, and pprof's protobuf. Each can show the difference from a base profile.
 //!
 //! ```no_run
-//! use memprof_runtime::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+//! use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 //!
 //! let profile = HeapProfile::parse(&std::fs::read_to_string("memprof.1795354618996.heap")?)?;
 //! let analysis = Analysis::new(&profile, &Binaries::this_process());
@@ -20,14 +20,16 @@ use std::fmt;
 
 use crate::analysis::Analysis;
 
-/// An output format.
+/// An output format. With the `clap` feature, a command-line value named as [`Format::name`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
     /// jeprof's `--text` table: flat, flat%, sum%, cum, cum% and the function, in MB.
     Text,
     /// Folded stacks, `outer;...;allocating function <bytes>` per line (Brendan Gregg's format).
     Collapsed,
     /// An interactive SVG flame graph.
+    #[cfg_attr(feature = "clap", value(name = "flamegraph"))]
     FlameGraph,
     /// An SVG call graph: boxes sized by the bytes a function allocated, edges weighted by bytes.
     Graph,
@@ -66,7 +68,7 @@ impl Format {
     /// The name used in URLs and on the command line.
     ///
     /// ```
-    /// use memprof_runtime::Format;
+    /// use memprof_analysis::Format;
     /// assert_eq!(Format::FlameGraph.name(), "flamegraph");
     /// assert_eq!(Format::from_name("pprof"), Some(Format::Pprof));
     /// ```

@@ -1,0 +1,25 @@
+//! memprof's analysis of jemalloc heap profiles, usable on its own: parse a `heap_v2` dump
+//! ([`HeapProfile`]), symbolize it against the binaries it was taken from ([`Analysis`]), and render it
+//! as jeprof's text table, folded stacks, a flame graph, a call graph or pprof's protobuf ([`Format`]).
+//! It needs no jemalloc and no server, so the offline `memprof analyze` tool builds without jemalloc's C
+//! sources, on any platform, and a program can render profiles from its own code.
+//!
+//! ```no_run
+//! use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+//!
+//! let profile = HeapProfile::parse(&std::fs::read_to_string("memprof.1795354618996.heap")?)?;
+//! let analysis = Analysis::new(&profile, &Binaries::replacing(["target/release/service"]));
+//! let pprof = Format::Pprof.render(&analysis, None, &RenderOptions::default())?;
+//! std::fs::write("heap.pb.gz", pprof)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+#![deny(unsafe_code)]
+
+mod analysis;
+mod heap_profile;
+mod render;
+
+pub use analysis::{Analysis, Binaries, Frame, Location, Module, Sample, function_names_in_this_process};
+pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
+pub use render::{Format, RenderError, RenderOptions};
