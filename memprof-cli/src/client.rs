@@ -19,10 +19,11 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    /// The body as JSON.
-    pub(crate) fn json(&self) -> Result<serde_json::Value, Failure> {
-        serde_json::from_slice(&self.body)
-            .map_err(|error| Failure::Refused(format!("the service answered something that is not JSON ({error})")))
+    /// The body as one of the service's typed answers ([`memprof_wire`]).
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, Failure> {
+        serde_json::from_slice(&self.body).map_err(|error| {
+            Failure::Refused(format!("the service answered something memprof does not understand ({error})"))
+        })
     }
 }
 

@@ -9,10 +9,10 @@ use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use memprof_analysis::Format;
-use serde_json::Value;
+use memprof_wire::{CurrentRun, RunAnswer, Started, State, paths};
 
 use crate::Failure;
-use crate::client::Client;
+use crate::client::{Answer, Client};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Remote {
@@ -115,21 +115,19 @@ impl ValueEnum for Download {
 impl Remote {
     pub(crate) fn run(self, client: &Client, json: bool) -> Result<(), Failure> {
         match self {
-            Remote::State => {
-                let state = client.get("/memory-profiler/state")?.json()?;
-                print_json_or(json, &state, describe_state)
-            }
+            Remote::State => print_or(json, &client.get(paths::STATE)?, |state: State| describe_state(&state)),
             Remote::Stats { text } => {
                 let query = if text { "?format=text" } else { "" };
-                write_output(&client.get(&format!("/memory-profiler/statistics{query}"))?.body, None)
+                write_output(&client.get(&format!("{}{query}", paths::STATISTICS))?.body, None)
             }
             Remote::Start { duration, wait, output } => start(client, json, &duration, wait.then_some(output)),
-            Remote::Stop => message_of(client, json, "/memory-profiler/stop"),
+            Remote::Stop => message_of(client, json, paths::STOP),
             Remote::Download { id, base, output } => download(client, id, base, &output),
-            Remote::Activate => message_of(client, json, "/memory-profiler/heap_profile?active=true"),
-            Remote::Deactivate => message_of(client, json, "/memory-profiler/heap_profile?active=false"),
+            Remote::Activate => message_of(client, json, &format!("{}?active=true", paths::HEAP_PROFILE)),
+            Remote::Deactivate => message_of(client, json, &format!("{}?active=false", paths::HEAP_PROFILE)),
             Remote::Dump { output } => {
-                write_output(&client.get("/memory-profiler/heap_profile?trigger_dump=true")?.body, output.as_ref())
+                let dump = client.get(&format!("{}?trigger_dump=true", paths::HEAP_PROFILE))?;
+                write_output(&dump.body, output.as_ref())
             }
             Remote::Diff { base, id, output } => {
                 if output.format == Download::Raw {
@@ -145,18 +143,17 @@ impl Remote {
 
 /// Prints the answer's `message` (or the whole answer with `--json`).
 fn message_of(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
-    let answer = client.get(path)?.json()?;
-    print_json_or(json, &answer, |answer| answer["message"].as_str().unwrap_or_default().to_owned())
+    print_or(json, &client.get(path)?, |answer: RunAnswer| answer.message)
 }
 
 fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> Result<(), Failure> {
     let duration = mesos_duration(duration);
-    let started = client.get(&format!("/memory-profiler/start?duration={duration}"))?.json()?;
-    let id = started["id"].as_u64().ok_or_else(|| Failure::Refused(format!("no run id in {started}")))?;
+    let answer = client.get(&format!("{}?duration={duration}", paths::START))?;
+    let started: Started = answer.parse()?;
     let Some(output) = wait else {
-        return print_json_or(json, &started, |answer| answer["message"].as_str().unwrap_or_default().to_owned());
+        return print_or(json, &answer, |started: Started| started.message);
     };
-    let total = started["remaining_seconds"].as_f64().unwrap_or(0.0);
+    let (id, total) = (started.id, started.remaining_seconds.unwrap_or(0.0));
     let bar = ProgressBar::new((total * 10.0) as u64).with_style(
         ProgressStyle::with_template("run {msg} [{bar:40}] {elapsed} of the run, {eta} left")
             .expect("a valid template")
@@ -164,13 +161,12 @@ fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> R
     );
     bar.set_message(id.to_string());
     loop {
-        let state = client.get("/memory-profiler/state")?.json()?;
-        let current = &state["memory_profiler"]["current_run"];
-        if current["id"].as_u64() != Some(id) {
-            break;
-        }
-        let remaining = current["remaining_seconds"].as_f64().unwrap_or(0.0);
-        bar.set_position(((total - remaining).max(0.0) * 10.0) as u64);
+        let state: State = client.get(paths::STATE)?.parse()?;
+        let remaining = match state.memory_profiler.current_run {
+            CurrentRun::Active { id: current, remaining_seconds, .. } if current == id => remaining_seconds,
+            _ => break,
+        };
+        bar.set_position(((total - remaining.unwrap_or(0.0)).max(0.0) * 10.0) as u64);
         thread::sleep(Duration::from_millis(250));
     }
     bar.finish_and_clear();
@@ -184,7 +180,7 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
     if output.lines {
         query.push("lines=true".to_owned());
     }
-    let path = format!("/memory-profiler/download/{}?{}", output.format.name(), query.join("&"));
+    let path = format!("{}?{}", paths::download(output.format.name()), query.join("&"));
     write_output(&client.get(&path)?.body, output.output.as_ref())
 }
 
@@ -192,8 +188,14 @@ fn write_output(bytes: &[u8], path: Option<&PathBuf>) -> Result<(), Failure> {
     crate::write_output(bytes, path.map(PathBuf::as_path)).map_err(Failure::Refused)
 }
 
-fn print_json_or(json: bool, value: &Value, describe: impl Fn(&Value) -> String) -> Result<(), Failure> {
-    let text = if json { value.to_string() } else { describe(value) };
+/// Prints the service's answer as it is with `--json` (for scripts), else as `describe` tells it.
+fn print_or<T: serde::de::DeserializeOwned>(
+    json: bool,
+    answer: &Answer,
+    describe: impl FnOnce(T) -> String,
+) -> Result<(), Failure> {
+    let text =
+        if json { String::from_utf8_lossy(&answer.body).trim_end().to_owned() } else { describe(answer.parse()?) };
     println!("{text}");
     Ok(())
 }
@@ -213,42 +215,39 @@ fn mesos_duration(text: &str) -> String {
 }
 
 /// `state` for a person.
-fn describe_state(state: &Value) -> String {
-    let profiler = &state["memory_profiler"];
-    let jemalloc = &state["jemalloc"];
+fn describe_state(state: &State) -> String {
+    let (profiler, jemalloc) = (&state.memory_profiler, &state.jemalloc);
     let mut lines = Vec::new();
-    let period = profiler["sample_period_bytes"]
-        .as_u64()
+    let period = profiler
+        .sample_period_bytes
         .map_or_else(String::new, |bytes| format!(" (a sample every {} KiB)", bytes / 1024));
-    lines.push(match (jemalloc["profiling_enabled"].as_bool(), jemalloc["profiling_active"].as_bool()) {
-        (Some(true), Some(true)) => format!("profiling: enabled, sampling on{period}"),
-        (Some(true), _) => format!("profiling: enabled, sampling off{period}"),
-        _ => "profiling: disabled in this process".to_owned(),
+    lines.push(match (jemalloc.profiling_enabled, jemalloc.profiling_active) {
+        (true, true) => format!("profiling: enabled, sampling on{period}"),
+        (true, false) => format!("profiling: enabled, sampling off{period}"),
+        (false, _) => "profiling: disabled in this process".to_owned(),
     });
-    let current = &profiler["current_run"];
-    lines.push(match (current["id"].as_u64(), current["remaining_seconds"].as_f64()) {
-        (Some(id), Some(left)) => {
-            format!("run: {id} ({}), {left:.1} s left", current["started_by"].as_str().unwrap_or("?"))
+    lines.push(match &profiler.current_run {
+        CurrentRun::Active { id, remaining_seconds: Some(left), started_by } => {
+            format!("run: {id} ({started_by}), {left:.1} s left")
         }
-        (Some(id), None) => format!("run: {id} ({}), until stopped", current["started_by"].as_str().unwrap_or("?")),
-        (None, _) => "run: none".to_owned(),
+        CurrentRun::Active { id, remaining_seconds: None, started_by } => {
+            format!("run: {id} ({started_by}), until stopped")
+        }
+        CurrentRun::Idle { .. } => "run: none".to_owned(),
     });
-    let kept: Vec<String> = profiler["runs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|run| format!("{} ({})", run["id"], run["started_by"].as_str().unwrap_or("?")))
-        .collect();
+    let kept: Vec<String> = profiler.runs.iter().map(|run| format!("{} ({})", run.id, run.started_by)).collect();
     lines.push(format!(
         "kept profiles, newest first: {}",
         if kept.is_empty() { "none".to_owned() } else { kept.join(", ") }
     ));
-    let heap = &profiler["heap"];
-    let megabytes = |key: &str| heap[key].as_f64().unwrap_or(0.0) / 1_048_576.0;
-    lines.push(format!("heap: {:.1} MB allocated, {:.1} MB resident", megabytes("allocated"), megabytes("resident")));
-    for warning in profiler["warnings"].as_array().into_iter().flatten() {
-        lines.push(format!("warning: {}", warning.as_str().unwrap_or_default()));
-    }
+    let heap = profiler.heap.unwrap_or_default();
+    let megabytes = |bytes: usize| bytes as f64 / 1_048_576.0;
+    lines.push(format!(
+        "heap: {:.1} MB allocated, {:.1} MB resident",
+        megabytes(heap.allocated),
+        megabytes(heap.resident)
+    ));
+    lines.extend(profiler.warnings.iter().map(|warning| format!("warning: {warning}")));
     lines.join("\n")
 }
 

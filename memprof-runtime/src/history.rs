@@ -8,22 +8,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use memprof_wire::Reading;
+
 use crate::jemalloc;
 
 /// How often the counters are read.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 /// How many readings are kept: ten minutes.
 pub(crate) const CAPACITY: usize = 600;
-
-/// One reading of the counters, in bytes, at `time` (Unix milliseconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Reading {
-    pub(crate) time: u64,
-    pub(crate) allocated: usize,
-    pub(crate) active: usize,
-    pub(crate) resident: usize,
-    pub(crate) retained: usize,
-}
 
 /// The newest readings, oldest first.
 #[derive(Debug, Default)]
@@ -67,15 +59,9 @@ pub(crate) fn start() -> std::io::Result<()> {
         jemalloc::set_this_thread_sampled(false);
         RING.lock().readings.reserve_exact(CAPACITY);
         loop {
-            if let Ok(stats) = jemalloc::heap_stats() {
+            if let Ok(counters) = jemalloc::heap_stats() {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
-                RING.lock().push(Reading {
-                    time,
-                    allocated: stats.allocated,
-                    active: stats.active,
-                    resident: stats.resident,
-                    retained: stats.retained,
-                });
+                RING.lock().push(Reading { time, counters });
             }
             thread::sleep(PERIOD);
         }
@@ -89,7 +75,7 @@ mod tests {
     use super::*;
 
     fn reading(time: u64) -> Reading {
-        Reading { time, allocated: 1, active: 2, resident: 3, retained: 4 }
+        Reading { time, counters: memprof_wire::HeapCounters { allocated: 1, ..Default::default() } }
     }
 
     #[test]

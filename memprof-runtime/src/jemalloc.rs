@@ -188,17 +188,6 @@ pub(crate) fn config_sources() -> ConfigSources {
     }
 }
 
-/// jemalloc's process-wide memory counters, in bytes (`stats.*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HeapStats {
-    pub(crate) allocated: usize,
-    pub(crate) active: usize,
-    pub(crate) metadata: usize,
-    pub(crate) resident: usize,
-    pub(crate) mapped: usize,
-    pub(crate) retained: usize,
-}
-
 /// Bytes allocated since the program started, in all arenas: for every small bin and large size class,
 /// `nrequests` times the class's size. Thread caches merge their counts now and then, so it lags a little.
 pub(crate) fn bytes_allocated_since_start() -> Result<u64, CtlError> {
@@ -225,10 +214,10 @@ pub(crate) fn bytes_allocated_since_start() -> Result<u64, CtlError> {
     }
 }
 
-/// Advances `epoch` so the counters are fresh, then reads them.
-pub(crate) fn heap_stats() -> Result<HeapStats, CtlError> {
+/// jemalloc's process-wide memory counters (`stats.*`): advances `epoch` so they are fresh, then reads them.
+pub(crate) fn heap_stats() -> Result<memprof_wire::HeapCounters, CtlError> {
     tikv_jemalloc_ctl::epoch::advance()?;
-    Ok(HeapStats {
+    Ok(memprof_wire::HeapCounters {
         allocated: stats::allocated::read()?,
         active: stats::active::read()?,
         metadata: stats::metadata::read()?,

@@ -21,7 +21,7 @@ fn adopters() -> &'static Path {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let manifest = workspace.join("examples").join("axum-service").join("Cargo.toml");
         let output = Command::new(cargo)
-            .args(["build", "--locked", "--bins", "--manifest-path"])
+            .args(["build", "--bins", "--manifest-path"])
             .arg(&manifest)
             .arg("--target-dir")
             .arg(&target)

@@ -110,6 +110,11 @@ async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_
 
     // When it ends: listed with its downloads, and its flame graph shown.
     wait_for(&client, "the finished run", &format!("return document.getElementById('run-{run}');")).await;
+    // The message line no longer says the run was started: it says the run ended.
+    let ended = format!("return document.getElementById('message').dataset.ended === '{run}';");
+    wait_for(&client, "the message that the run ended", &ended).await;
+    let message = client.find(Locator::Id("message")).await.unwrap().text().await.unwrap();
+    assert_eq!(message, format!("Run {run} has ended; its profile is listed below."));
     let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{run}';");
     wait_for(&client, "the flame graph", &shown).await;
     let downloads =

@@ -5,13 +5,12 @@
 //! off dumps its profile among the kept ones. A timed run or one started in code is never switched off
 //! from here (409).
 
-use serde_json::{Value, json};
-
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use super::runs::{owner_json, profile_urls};
+use super::runs::{owner_name, profile_urls};
 use crate::jemalloc;
 use crate::profiler::{Error, Owner, Profiler, Started};
+use memprof_wire::{RunAnswer, RunOwner, Switches};
 
 /// `heap_profile`: the switches; `?active=true|false` to switch; `?trigger_dump=true` for the heap now.
 pub(super) fn heap_profile(query: &Query) -> Result<Reply, HttpError> {
@@ -24,14 +23,14 @@ pub(super) fn heap_profile(query: &Query) -> Result<Reply, HttpError> {
     }
 }
 
-fn switches() -> Value {
+fn switches() -> Switches {
     let runs = Profiler::global().runs();
-    json!({
-        "opt.prof": Profiler::global().config.profiling_enabled,
-        "prof.active": jemalloc::profiling_active().ok(),
-        "prof.thread_active_init": jemalloc::new_threads_sampled().ok(),
-        "current_run": runs.current.as_ref().map(|run| json!({ "id": run.id, "started_by": owner_json(&run.owner) })),
-    })
+    Switches {
+        profiling_enabled: Profiler::global().config.profiling_enabled,
+        profiling_active: jemalloc::profiling_active().ok(),
+        new_threads_sampled: jemalloc::new_threads_sampled().ok(),
+        current_run: runs.current.as_ref().map(|run| RunOwner { id: run.id, started_by: owner_name(&run.owner) }),
+    }
 }
 
 fn switch(on: bool) -> Result<Reply, HttpError> {
@@ -43,25 +42,27 @@ fn switch(on: bool) -> Result<Reply, HttpError> {
             Started::AlreadyActive(run) => return Err(owned_by_another(run.id, &run.owner)),
         };
         let message = format!("{message} as run {}; switch it off with heap_profile?active=false", run.id);
-        return Ok(Reply::json(&json!({ "active": true, "id": run.id, "message": message })));
+        return Ok(Reply::json(&RunAnswer { active: Some(true), id: Some(run.id), message, urls: None }));
     }
     let current = profiler.runs().current.clone();
     match current {
         Some(run) if run.owner == Owner::Manual => {
             let finished = profiler.stop(Some(run.id))?.ok_or(Error::UnknownRun(run.id))?;
-            let mut answer = json!({
-                "active": false,
-                "id": finished.id,
-                "message": format!("Heap profiling switched off; the profile of run {} is kept", finished.id),
-            });
-            if let Value::Object(fields) = &mut answer {
-                fields.extend(profile_urls(finished.id));
-            }
-            Ok(Reply::json(&answer))
+            Ok(Reply::json(&RunAnswer {
+                active: Some(false),
+                id: Some(finished.id),
+                message: format!("Heap profiling switched off; the profile of run {} is kept", finished.id),
+                urls: Some(profile_urls(finished.id)),
+            }))
         }
         Some(run) => Err(owned_by_another(run.id, &run.owner)),
         None if jemalloc::profiling_active().unwrap_or(false) => Err(Error::StartedExternally.into()),
-        None => Ok(Reply::json(&json!({ "active": false, "id": null, "message": "Heap profiling is already off" }))),
+        None => Ok(Reply::json(&RunAnswer {
+            active: Some(false),
+            id: None,
+            message: "Heap profiling is already off".to_owned(),
+            urls: None,
+        })),
     }
 }
 

@@ -2,8 +2,6 @@
 //! that charts memory, drives runs and shows flame graphs, all through the other endpoints; and
 //! `/memory-profiler/memory`, the readings its chart draws.
 
-use serde_json::json;
-
 use super::query::Query;
 use super::reply::{HttpError, Reply};
 use crate::history;
@@ -28,22 +26,9 @@ pub(super) fn memory(query: &Query) -> Result<Reply, HttpError> {
             ))
         })?,
     };
-    let readings: Vec<_> = history::ring()
-        .since(since)
-        .iter()
-        .map(|reading| {
-            json!({
-                "time": reading.time,
-                "allocated": reading.allocated,
-                "active": reading.active,
-                "resident": reading.resident,
-                "retained": reading.retained,
-            })
-        })
-        .collect();
-    Ok(Reply::json(&json!({
-        "interval_seconds": history::PERIOD.as_secs(),
-        "capacity": history::CAPACITY,
-        "readings": readings,
-    })))
+    Ok(Reply::json(&memprof_wire::Memory {
+        interval_seconds: history::PERIOD.as_secs(),
+        capacity: history::CAPACITY,
+        readings: history::ring().since(since),
+    }))
 }

@@ -21,9 +21,10 @@ enum Body {
 }
 
 impl Reply {
-    /// 200 with a JSON document.
-    pub(crate) fn json(value: &serde_json::Value) -> Self {
-        Self::bytes("application/json; charset=utf-8", value.to_string().into_bytes())
+    /// 200 with a JSON document (a type of [`memprof_wire`]).
+    pub(crate) fn json(value: &impl serde::Serialize) -> Self {
+        let body = serde_json::to_vec(value).unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}").into_bytes());
+        Self::bytes("application/json; charset=utf-8", body)
     }
 
     /// 200 with bytes of the given type.

@@ -5,8 +5,7 @@ use super::query::Query;
 use super::reply::{HttpError, Reply};
 use super::{controls, dashboard, downloads, live, metrics, runs, state, symbols};
 
-/// Where Mesos's endpoints live.
-pub(crate) const PREFIX: &str = "/memory-profiler";
+pub(crate) use memprof_wire::paths::{self, PREFIX};
 
 /// The parameters of the rendered downloads.
 const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines"];
@@ -44,35 +43,35 @@ const fn post(
 }
 
 /// The dashboard's path: the only one that needs no token.
-const DASHBOARD: &str = "/memory-profiler";
+const DASHBOARD: &str = PREFIX;
 
 const ROUTES: &[Route] = &[
     get(DASHBOARD, &[], dashboard::page),
-    get("/memory-profiler/memory", &["since"], dashboard::memory),
-    post("/memory-profiler/start", &["duration"], runs::start),
-    post("/memory-profiler/stop", &[], runs::stop),
-    get("/memory-profiler/state", &[], state::state),
-    get("/memory-profiler/statistics", &["format"], state::statistics),
-    post("/memory-profiler/heap_profile", &["active", "trigger_dump"], controls::heap_profile),
-    get("/memory-profiler/download/raw", &["id"], downloads::raw),
-    get("/memory-profiler/download/text", RENDER_PARAMETERS, downloads::text),
-    get("/memory-profiler/download/graph", RENDER_PARAMETERS, downloads::graph),
-    get("/memory-profiler/download/flamegraph", RENDER_PARAMETERS, downloads::flame_graph),
-    get("/memory-profiler/download/collapsed", RENDER_PARAMETERS, downloads::collapsed),
-    get("/memory-profiler/download/pprof", &["id", "base"], downloads::pprof),
-    get("/memory-profiler/pprof/heap", &[], downloads::raw),
-    get("/memory-profiler/pprof/cmdline", &[], symbols::command_line),
+    get(paths::MEMORY, &["since"], dashboard::memory),
+    post(paths::START, &["duration"], runs::start),
+    post(paths::STOP, &[], runs::stop),
+    get(paths::STATE, &[], state::state),
+    get(paths::STATISTICS, &["format"], state::statistics),
+    post(paths::HEAP_PROFILE, &["active", "trigger_dump"], controls::heap_profile),
+    get(paths::DOWNLOAD_RAW, &["id"], downloads::raw),
+    get(paths::DOWNLOAD_TEXT, RENDER_PARAMETERS, downloads::text),
+    get(paths::DOWNLOAD_GRAPH, RENDER_PARAMETERS, downloads::graph),
+    get(paths::DOWNLOAD_FLAMEGRAPH, RENDER_PARAMETERS, downloads::flame_graph),
+    get(paths::DOWNLOAD_COLLAPSED, RENDER_PARAMETERS, downloads::collapsed),
+    get(paths::DOWNLOAD_PPROF, &["id", "base"], downloads::pprof),
+    get(paths::PPROF_HEAP, &[], downloads::raw),
+    get(paths::PPROF_CMDLINE, &[], symbols::command_line),
     Route {
-        path: "/memory-profiler/pprof/symbol",
+        path: paths::PPROF_SYMBOL,
         accepts_post: true,
         parameters: &[],
         handle: Handler::QueryAndBody(symbols::symbol),
     },
-    get("/debug/pprof/heap", &["seconds", "gc"], live::heap),
-    get("/debug/pprof/allocs", &["seconds", "gc"], live::allocs),
-    get("/metrics", &[], metrics::metrics),
+    get(paths::DEBUG_PPROF_HEAP, &["seconds", "gc"], live::heap),
+    get(paths::DEBUG_PPROF_ALLOCS, &["seconds", "gc"], live::allocs),
+    get(paths::METRICS, &[], metrics::metrics),
     Route {
-        path: "/debug/pprof/symbol",
+        path: paths::DEBUG_PPROF_SYMBOL,
         accepts_post: true,
         parameters: &[],
         handle: Handler::QueryAndBody(symbols::symbol),

@@ -1,13 +1,11 @@
 //! `start` and `stop`: the Mesos run life cycle.
 
-use serde_json::{Value, json};
-
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use super::routes::PREFIX;
 use crate::duration;
 use crate::profiler::{FinishedRun, Owner, Profiler, Started};
 use memprof_analysis::Format;
+use memprof_wire::{KeptProfile, ProfileUrls, RunAnswer, Started as StartedAnswer};
 
 /// `start?duration=5mins`: starts a run ended by a timer, or reports the active one.
 pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {
@@ -19,17 +17,15 @@ pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {
         Started::New(run) => (run, "Successfully started new heap profiling run"),
         Started::AlreadyActive(run) => (run, "Heap profiling is already active"),
     };
-    Ok(Reply::json(&json!({
-        "id": run.id,
-        "remaining_seconds": run.remaining_seconds(),
-        "message": format!(
-            "{message}. After the run ends, download its profile from {PREFIX}/download/raw?id={}.",
-            run.id
-        ),
-    })))
+    let raw = memprof_wire::paths::download_of(run.id, "raw");
+    Ok(Reply::json(&StartedAnswer {
+        id: run.id,
+        remaining_seconds: run.remaining_seconds(),
+        message: format!("{message}. After the run ends, download its profile from {raw}."),
+    }))
 }
 
-/// `stop`: ends the active run and says where its profile is; with no run, a no-op that says so.
+/// `stop`: ends the current run and says where its profile is; with no run, says so and names the latest.
 pub(super) fn stop(_: &Query) -> Result<Reply, HttpError> {
     let profiler = Profiler::global();
     let (run, message) = match profiler.stop(None)? {
@@ -49,45 +45,34 @@ pub(super) fn stop(_: &Query) -> Result<Reply, HttpError> {
             (latest, message)
         }
     };
-    let mut answer = json!({ "id": run.as_ref().map(|run| run.id), "message": message });
-    if let (Some(run), Value::Object(fields)) = (&run, &mut answer) {
-        fields.extend(profile_urls(run.id));
+    let id = run.as_ref().map(|run| run.id);
+    Ok(Reply::json(&RunAnswer { active: None, id, message, urls: id.map(profile_urls) }))
+}
+
+/// Where profile `id` is downloaded, in every format.
+pub(super) fn profile_urls(id: u64) -> ProfileUrls {
+    ProfileUrls::of(id, Format::ALL.iter().map(|format| format.name()))
+}
+
+/// A kept profile, as `state` lists it.
+pub(super) fn describe_run(run: &FinishedRun) -> KeptProfile {
+    KeptProfile {
+        id: run.id,
+        started_by: owner_name(&run.owner),
+        started: unix_seconds(run.started),
+        stopped: unix_seconds(run.stopped),
+        path: run.path.display().to_string(),
+        urls: profile_urls(run.id),
     }
-    Ok(Reply::json(&answer))
 }
 
-/// Where run `id`'s profile can be downloaded: under Mesos's keys, and in every format under `downloads`.
-pub(super) fn profile_urls(id: u64) -> serde_json::Map<String, Value> {
-    let url = |format: &str| json!(format!("{PREFIX}/download/{format}?id={id}"));
-    let mut urls: serde_json::Map<String, Value> =
-        [("url_raw_profile", "raw"), ("url_graph_profile", "graph"), ("url_symbolized_profile", "text")]
-            .into_iter()
-            .map(|(key, format)| (key.to_owned(), url(format)))
-            .collect();
-    let downloads = std::iter::once("raw").chain(Format::ALL.iter().map(|format| format.name()));
-    urls.insert("downloads".to_owned(), downloads.map(|format| (format.to_owned(), url(format))).collect());
-    urls
-}
-
-/// A finished run as `state` lists it.
-pub(super) fn describe_run(run: &FinishedRun) -> Value {
-    let mut fields = serde_json::Map::new();
-    fields.insert("id".to_owned(), json!(run.id));
-    fields.insert("started_by".to_owned(), owner_json(&run.owner));
-    fields.insert("started".to_owned(), json!(unix_seconds(run.started)));
-    fields.insert("stopped".to_owned(), json!(unix_seconds(run.stopped)));
-    fields.insert("path".to_owned(), json!(run.path.display().to_string()));
-    fields.extend(profile_urls(run.id));
-    Value::Object(fields)
-}
-
-/// `"http"` for runs started by `/start`, else the label the code gave.
-pub(super) fn owner_json(owner: &Owner) -> Value {
+/// Who started a run, as the endpoints say it.
+pub(super) fn owner_name(owner: &Owner) -> String {
     match owner {
-        Owner::Http => json!("http"),
-        Owner::Code(label) => json!(format!("code: {label}")),
-        Owner::Manual => json!("manual"),
-        Owner::Automatic(reason) => json!(format!("automatic: {reason}")),
+        Owner::Http => "http".to_owned(),
+        Owner::Code(label) => format!("code: {label}"),
+        Owner::Manual => "manual".to_owned(),
+        Owner::Automatic(reason) => format!("automatic: {reason}"),
     }
 }
 

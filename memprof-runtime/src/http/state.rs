@@ -3,12 +3,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use memprof_wire::{
+    AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, ProfilerState,
+    StackWalk, State,
+};
 use parking_lot::Mutex;
-use serde_json::json;
 
 use super::query::Query;
 use super::reply::{HttpError, Reply};
-use super::runs::{describe_run, owner_json};
+use super::runs::{describe_run, owner_name};
 use crate::jemalloc;
 use crate::profiler::Profiler;
 use crate::unwinder::Unwinder;
@@ -20,69 +23,66 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
     let runs = profiler.runs();
     let active = jemalloc::profiling_active().unwrap_or(false);
     let current_run = match &runs.current {
-        Some(run) => json!({
-            "id": run.id,
-            "remaining_seconds": run.remaining_seconds(),
-            "started_by": owner_json(&run.owner),
-        }),
-        None => json!({ "id": null }),
+        Some(run) => CurrentRun::Active {
+            id: run.id,
+            remaining_seconds: run.remaining_seconds(),
+            started_by: owner_name(&run.owner),
+        },
+        None => CurrentRun::Idle { id: () },
     };
     let lg_sample = jemalloc::lg_sample().ok();
-    let heap = jemalloc::heap_stats().ok().map(|stats| {
-        json!({
-            "allocated": stats.allocated,
-            "active": stats.active,
-            "metadata": stats.metadata,
-            "resident": stats.resident,
-            "mapped": stats.mapped,
-            "retained": stats.retained,
-        })
-    });
     let tmp_dir = match runs.store.path() {
         Some(path) => path.display().to_string(),
         None if runs.store.in_memory() => "In memory (no writable directory)".to_owned(),
         None => "Not yet generated".to_owned(),
     };
-    Ok(Reply::json(&json!({
-        "memory_profiler": {
-            "jemalloc_detected": true,
-            "tmp_dir": tmp_dir,
-            "current_run": current_run,
-            "latest_run": runs.latest().map(describe_run),
-            "runs": runs.finished.iter().rev().map(describe_run).collect::<Vec<_>>(),
-            "keep_runs": runs.kept(),
-            "auth_required": super::token_required(),
-            "automatic_dumps": {
-                "settings": crate::autodump::Settings::from_environment().ok().flatten().map(|settings| json!({
-                    "every_bytes": settings.every,
-                    "high_water_step": settings.high_water_step,
-                    "resident_share": settings.resident_share,
-                    "keep": settings.keep,
-                    "max_bytes": settings.max_bytes,
-                })),
-                "dumps": runs.automatic.iter().rev().map(describe_run).collect::<Vec<_>>(),
+    let settings = crate::autodump::Settings::from_environment().ok().flatten().map(|settings| AutomaticDumpSettings {
+        every_bytes: settings.every,
+        high_water_step: settings.high_water_step,
+        resident_share: settings.resident_share,
+        keep: settings.keep,
+        max_bytes: settings.max_bytes,
+    });
+    Ok(Reply::json(&State {
+        memory_profiler: ProfilerState {
+            jemalloc_detected: true,
+            tmp_dir,
+            current_run,
+            latest_run: runs.latest().map(describe_run),
+            runs: runs.finished.iter().rev().map(describe_run).collect(),
+            keep_runs: runs.kept(),
+            auth_required: super::token_required(),
+            automatic_dumps: AutomaticDumps {
+                settings,
+                dumps: runs.automatic.iter().rev().map(describe_run).collect(),
             },
-            "last_failure": runs.last_failure.as_ref().map(|failure| json!({ "id": failure.id, "error": failure.error })),
-            "started_externally": active && runs.current.is_none(),
-            "lg_prof_sample": lg_sample,
-            "stack_walk": {
-                "method": profiler.unwinder.name(),
-                "why": match &profiler.unwinder { Unwinder::Libgcc(reason) => Some(reason), Unwinder::FramePointers => None },
+            last_failure: runs
+                .last_failure
+                .as_ref()
+                .map(|failure| Failure { id: failure.id, error: failure.error.clone() }),
+            started_externally: active && runs.current.is_none(),
+            lg_prof_sample: lg_sample,
+            stack_walk: StackWalk {
+                method: profiler.unwinder.name().to_owned(),
+                why: match &profiler.unwinder {
+                    Unwinder::Libgcc(reason) => Some(reason.clone()),
+                    Unwinder::FramePointers => None,
+                },
             },
-            "sample_period_bytes": lg_sample.map(|lg| 1u64 << lg),
-            "warnings": config.warnings,
-            "heap": heap,
+            sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
+            warnings: config.warnings.clone(),
+            heap: jemalloc::heap_stats().ok(),
         },
-        "jemalloc": {
-            "malloc_conf": {
-                "environment": config.environment,
-                "build_options": config.built_in,
-                "exported": config.exported,
+        jemalloc: JemallocState {
+            malloc_conf: MallocConfSources {
+                environment: config.environment.clone(),
+                build_options: config.built_in.clone(),
+                exported: config.exported.clone(),
             },
-            "profiling_enabled": config.profiling_enabled,
-            "profiling_active": active,
+            profiling_enabled: config.profiling_enabled,
+            profiling_active: active,
         },
-    })))
+    }))
 }
 
 /// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim; `format=text` for its human-readable

@@ -1,0 +1,374 @@
+//! What memprof's endpoints say, as typed values: the paths ([`paths`]) and the JSON answers of `start`,
+//! `stop`, `state`, `heap_profile` and `memory`, serialized by the server and read back by the `memprof`
+//! tool and anyone else's client. The field names are Mesos's where Mesos has the field.
+//!
+//! ```
+//! let answer = r#"{"id":1795354618996,"remaining_seconds":30.0,"message":"Successfully started new heap profiling run."}"#;
+//! let started: memprof_wire::Started = serde_json::from_str(answer).unwrap();
+//! assert_eq!(started.id, 1795354618996);
+//! ```
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+#![deny(unsafe_code)]
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The endpoints' paths.
+///
+/// ```
+/// assert_eq!(memprof_wire::paths::download("text"), "/memory-profiler/download/text");
+/// ```
+pub mod paths {
+    /// Where Mesos's endpoints live (and the dashboard page).
+    pub const PREFIX: &str = "/memory-profiler";
+    /// Starts a run: `?duration=5mins`.
+    pub const START: &str = "/memory-profiler/start";
+    /// Ends the run.
+    pub const STOP: &str = "/memory-profiler/stop";
+    /// The profiler's and jemalloc's state: [`crate::State`].
+    pub const STATE: &str = "/memory-profiler/state";
+    /// jemalloc's `malloc_stats_print`: JSON, or `?format=text`.
+    pub const STATISTICS: &str = "/memory-profiler/statistics";
+    /// libmtev's switches: `?active=true|false`, `?trigger_dump=true`.
+    pub const HEAP_PROFILE: &str = "/memory-profiler/heap_profile";
+    /// The dashboard chart's readings: [`crate::Memory`].
+    pub const MEMORY: &str = "/memory-profiler/memory";
+    /// A kept profile, as jemalloc dumped it: `?id=`.
+    pub const DOWNLOAD_RAW: &str = "/memory-profiler/download/raw";
+    /// jeprof's text table.
+    pub const DOWNLOAD_TEXT: &str = "/memory-profiler/download/text";
+    /// The SVG call graph.
+    pub const DOWNLOAD_GRAPH: &str = "/memory-profiler/download/graph";
+    /// The SVG flame graph.
+    pub const DOWNLOAD_FLAMEGRAPH: &str = "/memory-profiler/download/flamegraph";
+    /// Folded stacks.
+    pub const DOWNLOAD_COLLAPSED: &str = "/memory-profiler/download/collapsed";
+    /// gzip pprof.
+    pub const DOWNLOAD_PPROF: &str = "/memory-profiler/download/pprof";
+    /// jeprof's remote protocol: the latest dump, symbols, command line.
+    pub const PPROF_HEAP: &str = "/memory-profiler/pprof/heap";
+    /// jeprof's symbol lookups.
+    pub const PPROF_SYMBOL: &str = "/memory-profiler/pprof/symbol";
+    /// jeprof's command line of the program.
+    pub const PPROF_CMDLINE: &str = "/memory-profiler/pprof/cmdline";
+    /// Go's live heap, as Parca and Alloy scrape it.
+    pub const DEBUG_PPROF_HEAP: &str = "/debug/pprof/heap";
+    /// Go's allocations profile.
+    pub const DEBUG_PPROF_ALLOCS: &str = "/debug/pprof/allocs";
+    /// pprof's symbol service.
+    pub const DEBUG_PPROF_SYMBOL: &str = "/debug/pprof/symbol";
+    /// Prometheus text.
+    pub const METRICS: &str = "/metrics";
+
+    /// The download of a profile as `format` (`raw`, `text`, `pprof`, ...).
+    pub fn download(format: &str) -> String {
+        format!("{PREFIX}/download/{format}")
+    }
+
+    /// The download of profile `id` as `format`.
+    ///
+    /// ```
+    /// assert_eq!(memprof_wire::paths::download_of(7, "raw"), "/memory-profiler/download/raw?id=7");
+    /// ```
+    pub fn download_of(id: u64, format: &str) -> String {
+        format!("{}?id={id}", download(format))
+    }
+}
+
+/// `start`'s answer (Mesos's fields, `id` and `remaining_seconds` as numbers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Started {
+    /// The run's id.
+    pub id: u64,
+    /// Seconds until its timer ends it.
+    pub remaining_seconds: Option<f64>,
+    /// What happened, and where the profile will be.
+    pub message: String,
+}
+
+/// The answer of `stop`, and of `heap_profile?active=true|false` (which adds `active`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunAnswer {
+    /// Whether sampling is on after the request (`heap_profile?active=` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<bool>,
+    /// The run stopped, or the latest one; `null` when there is none.
+    pub id: Option<u64>,
+    /// What happened.
+    pub message: String,
+    /// Where that run's profile is, when there is one.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub urls: Option<ProfileUrls>,
+}
+
+/// Where a kept profile is downloaded (Mesos's three URLs, and one per format).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileUrls {
+    /// `download/raw?id=`.
+    pub url_raw_profile: String,
+    /// `download/graph?id=`.
+    pub url_graph_profile: String,
+    /// `download/text?id=`.
+    pub url_symbolized_profile: String,
+    /// Every format's download, by format name (`raw`, `text`, `collapsed`, ...).
+    pub downloads: BTreeMap<String, String>,
+}
+
+impl ProfileUrls {
+    /// The URLs of profile `id`, in `raw` and each of `formats`.
+    ///
+    /// ```
+    /// let urls = memprof_wire::ProfileUrls::of(7, ["text", "pprof"]);
+    /// assert_eq!(urls.url_symbolized_profile, "/memory-profiler/download/text?id=7");
+    /// assert_eq!(urls.downloads.len(), 3);
+    /// ```
+    pub fn of<'a>(id: u64, formats: impl IntoIterator<Item = &'a str>) -> Self {
+        let downloads = std::iter::once("raw").chain(formats);
+        Self {
+            url_raw_profile: paths::download_of(id, "raw"),
+            url_graph_profile: paths::download_of(id, "graph"),
+            url_symbolized_profile: paths::download_of(id, "text"),
+            downloads: downloads.map(|format| (format.to_owned(), paths::download_of(id, format))).collect(),
+        }
+    }
+}
+
+/// A kept profile: a finished run's, or an automatic dump's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptProfile {
+    /// Its id.
+    pub id: u64,
+    /// Who started it: `http`, `manual`, `code: <label>`, `automatic: <reason>`.
+    pub started_by: String,
+    /// When it started, in Unix seconds.
+    pub started: f64,
+    /// When it stopped, in Unix seconds.
+    pub stopped: f64,
+    /// The file.
+    pub path: String,
+    /// Its downloads.
+    #[serde(flatten)]
+    pub urls: ProfileUrls,
+}
+
+/// `heap_profile` without parameters: libmtev's switches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Switches {
+    /// Heap profiling is enabled in this process.
+    #[serde(rename = "opt.prof")]
+    pub profiling_enabled: bool,
+    /// Allocations are being sampled now.
+    #[serde(rename = "prof.active")]
+    pub profiling_active: Option<bool>,
+    /// Threads created from now on are sampled.
+    #[serde(rename = "prof.thread_active_init")]
+    pub new_threads_sampled: Option<bool>,
+    /// The run in progress.
+    pub current_run: Option<RunOwner>,
+}
+
+/// A run and who started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOwner {
+    /// Its id.
+    pub id: u64,
+    /// Who started it: `http`, `manual`, `code: <label>`.
+    pub started_by: String,
+}
+
+/// `state`: Mesos's object, plus what memprof adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// The profiler.
+    pub memory_profiler: ProfilerState,
+    /// jemalloc's configuration and switches.
+    pub jemalloc: JemallocState,
+}
+
+/// `state.memory_profiler`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfilerState {
+    /// Always true: memprof is jemalloc's.
+    pub jemalloc_detected: bool,
+    /// Where profiles are written (Mesos's field).
+    pub tmp_dir: String,
+    /// The run in progress.
+    pub current_run: CurrentRun,
+    /// The newest kept profile of a run.
+    pub latest_run: Option<KeptProfile>,
+    /// The kept profiles of runs, newest first.
+    pub runs: Vec<KeptProfile>,
+    /// How many are kept.
+    pub keep_runs: usize,
+    /// Whether requests need the token.
+    pub auth_required: bool,
+    /// Automatic dumps: their settings in force, and the kept dumps, newest first.
+    pub automatic_dumps: AutomaticDumps,
+    /// The last run that failed to write its profile.
+    pub last_failure: Option<Failure>,
+    /// Whether sampling was switched on outside memprof's runs.
+    pub started_externally: bool,
+    /// log2 of the mean bytes between samples.
+    pub lg_prof_sample: Option<usize>,
+    /// How samples walk the stack.
+    pub stack_walk: StackWalk,
+    /// Mean bytes between samples.
+    pub sample_period_bytes: Option<u64>,
+    /// Problems an operator should know about.
+    pub warnings: Vec<String>,
+    /// jemalloc's counters now.
+    pub heap: Option<HeapCounters>,
+}
+
+/// The run in progress, or `{"id": null}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CurrentRun {
+    /// A run is active.
+    Active {
+        /// Its id.
+        id: u64,
+        /// Seconds until its timer ends it; `null` for runs that end when their code says so.
+        remaining_seconds: Option<f64>,
+        /// Who started it.
+        started_by: String,
+    },
+    /// No run: `{"id": null}`.
+    Idle {
+        /// Always `null`.
+        id: (),
+    },
+}
+
+/// `state.memory_profiler.automatic_dumps`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutomaticDumps {
+    /// The settings in force (`MEMPROF_DUMP_*`), or `null` when off.
+    pub settings: Option<AutomaticDumpSettings>,
+    /// The kept dumps, newest first.
+    pub dumps: Vec<KeptProfile>,
+}
+
+/// When automatic dumps are taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutomaticDumpSettings {
+    /// A dump each time this many bytes were allocated.
+    pub every_bytes: Option<u64>,
+    /// A dump at each new high-water mark this share above the last one.
+    pub high_water_step: Option<f64>,
+    /// A dump when the resident set crosses this share of the memory limit.
+    pub resident_share: Option<f64>,
+    /// How many dumps are kept.
+    pub keep: usize,
+    /// How many bytes of dumps are kept.
+    pub max_bytes: u64,
+}
+
+/// A run whose profile could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Its id.
+    pub id: u64,
+    /// Why.
+    pub error: String,
+}
+
+/// `state.memory_profiler.stack_walk`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackWalk {
+    /// `frame pointers` or `libgcc`.
+    pub method: String,
+    /// Why libgcc, when it is.
+    pub why: Option<String>,
+}
+
+/// jemalloc's process-wide counters, in bytes (`stats.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HeapCounters {
+    /// Bytes in live allocations.
+    pub allocated: usize,
+    /// Bytes in active pages.
+    pub active: usize,
+    /// Bytes of jemalloc's own metadata.
+    pub metadata: usize,
+    /// Bytes in resident pages.
+    pub resident: usize,
+    /// Bytes in mapped extents.
+    pub mapped: usize,
+    /// Bytes kept for reuse.
+    pub retained: usize,
+}
+
+/// `state.jemalloc`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JemallocState {
+    /// Where jemalloc's configuration came from.
+    pub malloc_conf: MallocConfSources,
+    /// `opt.prof`.
+    pub profiling_enabled: bool,
+    /// `prof.active`.
+    pub profiling_active: bool,
+}
+
+/// The configuration strings jemalloc read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MallocConfSources {
+    /// The environment's (Mesos's field).
+    pub environment: Option<String>,
+    /// The one built into jemalloc (Mesos's field).
+    pub build_options: Option<String>,
+    /// The exported `malloc_conf` symbol's.
+    pub exported: Option<String>,
+}
+
+/// `memory`: the dashboard chart's readings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// Seconds between readings.
+    pub interval_seconds: u64,
+    /// How many readings are kept.
+    pub capacity: usize,
+    /// The readings after `since`, oldest first.
+    pub readings: Vec<Reading>,
+}
+
+/// One reading of jemalloc's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reading {
+    /// When, in Unix milliseconds.
+    pub time: u64,
+    /// The counters.
+    #[serde(flatten)]
+    pub counters: HeapCounters,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_current_run_is_mesoss_null_id() {
+        assert_eq!(serde_json::to_string(&CurrentRun::Idle { id: () }).unwrap(), r#"{"id":null}"#);
+        let active: CurrentRun =
+            serde_json::from_str(r#"{"id":7,"remaining_seconds":null,"started_by":"code: load"}"#).unwrap();
+        assert_eq!(active, CurrentRun::Active { id: 7, remaining_seconds: None, started_by: "code: load".into() });
+        assert_eq!(serde_json::from_str::<CurrentRun>(r#"{"id":null}"#).unwrap(), CurrentRun::Idle { id: () });
+    }
+
+    #[test]
+    fn stop_without_a_run_has_no_urls_and_with_one_has_mesoss_three() {
+        let idle = RunAnswer { active: None, id: None, message: "No run.".into(), urls: None };
+        assert_eq!(serde_json::to_string(&idle).unwrap(), r#"{"id":null,"message":"No run."}"#);
+        let stopped = RunAnswer {
+            active: None,
+            id: Some(7),
+            message: "RunAnswer.".into(),
+            urls: Some(ProfileUrls::of(7, ["text"])),
+        };
+        let json: serde_json::Value = serde_json::to_value(&stopped).unwrap();
+        assert_eq!(json["url_raw_profile"], "/memory-profiler/download/raw?id=7");
+        assert_eq!(json["downloads"]["text"], "/memory-profiler/download/text?id=7");
+        assert_eq!(serde_json::from_value::<RunAnswer>(json).unwrap(), stopped);
+    }
+}
