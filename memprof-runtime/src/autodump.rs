@@ -15,9 +15,14 @@
 use std::thread;
 use std::time::Duration;
 
-use crate::jemalloc;
 use crate::profiler::Profiler;
 use crate::report;
+use crate::{environment, jemalloc};
+
+/// How many automatic dumps are kept unless `MEMPROF_DUMP_KEEP` says otherwise.
+const DEFAULT_KEPT_DUMPS: usize = 8;
+/// How many bytes of automatic dumps are kept unless `MEMPROF_DUMP_MAX_BYTES` says otherwise.
+const DEFAULT_KEPT_DUMP_BYTES: u64 = 256 << 20;
 
 /// How often the counters are read.
 const PERIOD: Duration = Duration::from_secs(1);
@@ -50,24 +55,24 @@ impl Settings {
                 .map(|text| parse(text.trim()).ok_or_else(|| format!("{name}={text:?} is not {what}")))
                 .transpose()
         };
-        let every = parsed("MEMPROF_DUMP_EVERY", parse_bytes, "a size such as 1GiB")?;
-        let high_water_step = parsed("MEMPROF_DUMP_HIGH_WATER", parse_percent, "a percentage such as 10%")?;
-        let resident_share = parsed("MEMPROF_DUMP_AT_RESIDENT", parse_percent, "a percentage such as 90%")?;
+        let every = parsed(environment::DUMP_EVERY, parse_bytes, "a size such as 1GiB")?;
+        let high_water_step = parsed(environment::DUMP_HIGH_WATER, parse_percent, "a percentage such as 10%")?;
+        let resident_share = parsed(environment::DUMP_AT_RESIDENT, parse_percent, "a percentage such as 90%")?;
         if every.is_none() && high_water_step.is_none() && resident_share.is_none() {
             return Ok(None);
         }
         let keep = parsed(
-            "MEMPROF_DUMP_KEEP",
+            environment::DUMP_KEEP,
             |text| text.parse::<u16>().ok().filter(|&n| n > 0).map(f64::from),
             "a count from 1 to 65535",
         )?;
-        let max_bytes = parsed("MEMPROF_DUMP_MAX_BYTES", parse_bytes, "a size such as 256MiB")?;
+        let max_bytes = parsed(environment::DUMP_MAX_BYTES, parse_bytes, "a size such as 256MiB")?;
         Ok(Some(Self {
             every: every.map(|bytes| bytes as u64),
             high_water_step,
             resident_share: resident_share.map(|share| share.min(1.0)),
-            keep: keep.map_or(8, |keep| keep as usize),
-            max_bytes: max_bytes.map_or(256 << 20, |bytes| bytes as u64),
+            keep: keep.map_or(DEFAULT_KEPT_DUMPS, |keep| keep as usize),
+            max_bytes: max_bytes.map_or(DEFAULT_KEPT_DUMP_BYTES, |bytes| bytes as u64),
         }))
     }
 }

@@ -3,6 +3,7 @@
 //! Every name comes from the `MALLCTL NAMESPACE` section of jemalloc(3) (5.3). This is the only module of
 //! the runtime that calls `mallctl` directly; `unsafe` is confined to it, [`crate::malloc_conf`] and
 //! [`crate::unwinder`].
+#![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, c_char};
 use std::io;

@@ -12,6 +12,8 @@
 //! # Ok::<(), memprof_runtime::Error>(())
 //! ```
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+// `unsafe` only where jemalloc is called or its symbols exported: `jemalloc`, `malloc_conf`, `unwinder`.
+#![deny(unsafe_code)]
 #![cfg(unix)]
 
 mod autodump;
@@ -21,6 +23,7 @@ mod cgroup;
 mod duration;
 #[cfg(feature = "http")]
 pub mod endpoints;
+pub mod environment;
 mod history;
 mod http;
 mod jemalloc;
@@ -42,9 +45,7 @@ pub use memprof_analysis::{
 };
 pub use profiler::Error;
 pub use run::{Profile, Run, Scope};
-pub use startup::{
-    ADDRESS_VARIABLE, DEFAULT_ADDRESS, DEFAULT_SWITCH_VARIABLE, DEFAULT_TOKEN_VARIABLE, Guard, Options, shutdown, start,
-};
+pub use startup::{DEFAULT_ADDRESS, Guard, Options, shutdown, start};
 
 /// The parsers of untrusted input, for the fuzz targets in `fuzz/`; not a public API.
 #[cfg(feature = "fuzzing")]

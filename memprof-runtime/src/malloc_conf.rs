@@ -4,6 +4,7 @@
 //! jemalloc reads its options once, before its first allocation, from (in order, later keys winning) the
 //! built-in string, the exported `malloc_conf` symbol and the `MALLOC_CONF` environment variable
 //! (`_RJEM_MALLOC_CONF` in prefixed builds). `prof:true` must be among them by then: it cannot be set later.
+#![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_char};
 
@@ -94,8 +95,8 @@ macro_rules! __malloc_conf {
     };
 }
 
-/// The environment variables jemalloc may read its options from, the one this build reads first.
-const CONFIG_VARIABLES: [&str; 2] = ["MALLOC_CONF", "_RJEM_MALLOC_CONF"];
+/// The environment variables jemalloc may read its options from: unprefixed builds', then prefixed ones'.
+const CONFIG_VARIABLES: [&str; 2] = [crate::environment::MALLOC_CONF, crate::environment::PREFIXED_MALLOC_CONF];
 
 /// What the process's jemalloc configuration means for profiling, read once at start.
 #[derive(Debug, Clone)]

@@ -20,8 +20,7 @@ use crate::report;
 use crate::storage::ProfileStore;
 use crate::unwinder::Unwinder;
 
-/// Where the profile of a run still active when the program ends is written, if anywhere.
-pub(crate) const FINAL_DUMP_VARIABLE: &str = "MEMPROF_FINAL_DUMP";
+use crate::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
 
 /// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
 pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;

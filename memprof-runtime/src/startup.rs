@@ -5,9 +5,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::http;
 use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
 use crate::report;
+use crate::{environment, http};
 
 /// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
 /// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
@@ -35,8 +35,8 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             http: DEFAULT_ADDRESS.to_owned(),
-            env: DEFAULT_SWITCH_VARIABLE.to_owned(),
-            token_env: DEFAULT_TOKEN_VARIABLE.to_owned(),
+            env: environment::SWITCH.to_owned(),
+            token_env: environment::TOKEN.to_owned(),
             keep_runs: DEFAULT_KEPT_RUNS as u32,
             dump_on_sigterm: false,
         }
@@ -45,10 +45,6 @@ impl Default for Options {
 
 /// Where the built-in server listens unless told otherwise.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:5050";
-/// The variable that switches the built-in server on with `true`, unless told otherwise (Mesos's name).
-pub const DEFAULT_SWITCH_VARIABLE: &str = "LIBPROCESS_MEMORY_PROFILING";
-/// The variable holding the access token, unless told otherwise.
-pub const DEFAULT_TOKEN_VARIABLE: &str = "MEMPROF_TOKEN";
 
 impl Options {
     /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
@@ -92,13 +88,6 @@ impl Options {
         self
     }
 }
-
-/// The environment variable that overrides the `http` address at run time.
-///
-/// ```text
-/// MEMPROF_ADDR=0.0.0.0:6060 LIBPROCESS_MEMORY_PROFILING=true ./service
-/// ```
-pub const ADDRESS_VARIABLE: &str = "MEMPROF_ADDR";
 
 /// Whether [`start`] ran already.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -158,7 +147,7 @@ pub fn start(options: Options) -> Guard {
 
 /// Starts the built-in server, reporting where, or why not.
 fn serve(options: &Options) {
-    let address = std::env::var(ADDRESS_VARIABLE).unwrap_or_else(|_| options.http.clone());
+    let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
     match http::serve(&address) {
         Ok(bound) => {
             report::info(&format!("Serving heap profiling endpoints on http://{bound}{}/", http::PREFIX));

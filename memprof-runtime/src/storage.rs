@@ -16,8 +16,7 @@ use tempfile::TempDir;
 use crate::report;
 use crate::{jemalloc, stale};
 
-/// The environment variable naming the directory to keep profiles in.
-pub(crate) const DIRECTORY_VARIABLE: &str = "MEMPROF_DIR";
+use crate::environment::DIRECTORY as DIRECTORY_VARIABLE;
 
 /// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
 pub(crate) fn parent_directory() -> PathBuf {

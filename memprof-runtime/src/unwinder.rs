@@ -17,13 +17,13 @@
 //! `pthread_getattr_np` while it holds the thread's own lock (as every new Rust thread does), so the walk
 //! must not call it. Where the stack pointer leaves the known mapping more than a few times (stacks
 //! switched by coroutines), libgcc's walk takes the sample.
+#![allow(unsafe_code)]
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The environment variable that can keep libgcc's walk (`libgcc`).
-pub(crate) const UNWINDER_VARIABLE: &str = "MEMPROF_UNWINDER";
+use crate::environment::UNWINDER as UNWINDER_VARIABLE;
 
 /// jemalloc's `prof_backtrace_hook_t`: fills `frames` with up to `max` return addresses and sets `len`.
 type BacktraceHook = unsafe extern "C" fn(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint);

@@ -1,0 +1,71 @@
+//! Every environment variable memprof reads, in one place, with what it does. The README's table of
+//! variables is checked against [`ALL`] by a test (`memprof-tests/tests/documentation.rs`), so neither can
+//! name a variable the other does not.
+//!
+//! ```
+//! let names: Vec<&str> = memprof_runtime::environment::ALL.iter().map(|variable| variable.name).collect();
+//! assert!(names.contains(&"MEMPROF_ADDR"));
+//! ```
+
+/// A variable and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// What it does, in one sentence.
+    pub meaning: &'static str,
+}
+
+/// Switches the built-in server on with `true` (unless the program names another variable).
+pub const SWITCH: &str = "LIBPROCESS_MEMORY_PROFILING";
+/// The built-in server's address, overriding the program's.
+pub const ADDRESS: &str = "MEMPROF_ADDR";
+/// The access token (unless the program names another variable).
+pub const TOKEN: &str = "MEMPROF_TOKEN";
+/// Where a run still active at the end leaves its profile.
+pub const FINAL_DUMP: &str = "MEMPROF_FINAL_DUMP";
+/// Where profile directories are made.
+pub const DIRECTORY: &str = "MEMPROF_DIR";
+/// `libgcc`: samples walk the stack with libgcc even where frame pointers would do.
+pub const UNWINDER: &str = "MEMPROF_UNWINDER";
+/// A dump each time this many bytes were allocated.
+pub const DUMP_EVERY: &str = "MEMPROF_DUMP_EVERY";
+/// A dump at each new high-water mark this much above the last.
+pub const DUMP_HIGH_WATER: &str = "MEMPROF_DUMP_HIGH_WATER";
+/// A dump when the resident set crosses this share of the memory limit.
+pub const DUMP_AT_RESIDENT: &str = "MEMPROF_DUMP_AT_RESIDENT";
+/// How many automatic dumps are kept.
+pub const DUMP_KEEP: &str = "MEMPROF_DUMP_KEEP";
+/// How many bytes of automatic dumps are kept.
+pub const DUMP_MAX_BYTES: &str = "MEMPROF_DUMP_MAX_BYTES";
+/// jemalloc's own configuration, read by unprefixed builds (Linux).
+pub const MALLOC_CONF: &str = "MALLOC_CONF";
+/// jemalloc's own configuration, read by prefixed builds (Apple, Android, DragonFly).
+pub const PREFIXED_MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
+
+/// Every variable memprof reads.
+pub const ALL: &[Variable] = &[
+    Variable { name: SWITCH, meaning: "`true` serves the built-in endpoints (the program may name another variable)" },
+    Variable { name: ADDRESS, meaning: "the built-in server's address, over the program's own" },
+    Variable { name: TOKEN, meaning: "the token every request must send (the program may name another variable)" },
+    Variable { name: FINAL_DUMP, meaning: "where a run still active when the program ends leaves its profile" },
+    Variable { name: DIRECTORY, meaning: "where profile directories are made (else TMPDIR, else /tmp)" },
+    Variable { name: "TMPDIR", meaning: "where profile directories are made without MEMPROF_DIR" },
+    Variable { name: UNWINDER, meaning: "`libgcc`: samples walk the stack with libgcc, not frame pointers" },
+    Variable { name: DUMP_EVERY, meaning: "an automatic dump each time this many bytes were allocated" },
+    Variable {
+        name: DUMP_HIGH_WATER,
+        meaning: "an automatic dump at each new high-water mark this much above the last",
+    },
+    Variable {
+        name: DUMP_AT_RESIDENT,
+        meaning: "an automatic dump when the resident set crosses this share of the limit",
+    },
+    Variable { name: DUMP_KEEP, meaning: "how many automatic dumps are kept" },
+    Variable { name: DUMP_MAX_BYTES, meaning: "how many bytes of automatic dumps are kept" },
+    Variable { name: MALLOC_CONF, meaning: "jemalloc's configuration; memprof reports what it changes" },
+    Variable {
+        name: PREFIXED_MALLOC_CONF,
+        meaning: "jemalloc's configuration in prefixed builds; reported when ignored",
+    },
+];
