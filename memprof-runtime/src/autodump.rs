@@ -102,7 +102,16 @@ fn parse_percent(text: &str) -> Option<f64> {
 }
 
 /// Starts the watcher thread.
+/// The settings of the running watcher, if automatic dumps are on.
+static IN_FORCE: std::sync::OnceLock<Settings> = std::sync::OnceLock::new();
+
+/// The settings automatic dumps run with, if they are on (not the environment read again).
+pub(crate) fn settings_in_force() -> Option<&'static Settings> {
+    IN_FORCE.get()
+}
+
 pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
+    let in_force = settings.clone();
     thread::Builder::new()
         .name("memprof-autodump".to_owned())
         .spawn(move || {
@@ -121,7 +130,9 @@ pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
                 }
             }
         })
-        .map(drop)
+        .map(|_| {
+            let _ = IN_FORCE.set(in_force);
+        })
         .map_err(|error| format!("cannot start the automatic dump thread ({error})"))
 }
 

@@ -43,7 +43,7 @@ pub use memprof_analysis::{
     Analysis, Binaries, Counts, Format, Frame, HeapProfile, Location, Mapping, Module, ParseError, RenderError,
     RenderOptions, Sample, Stack,
 };
-pub use profiler::Error;
+pub use profiler::{DumpOf, Error};
 pub use run::{Profile, Run, Scope};
 pub use startup::{DEFAULT_ADDRESS, Guard, Options, shutdown, start};
 

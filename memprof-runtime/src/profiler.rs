@@ -41,8 +41,47 @@ pub enum Error {
     Busy(u64),
     /// No run or profile has this id.
     UnknownRun(u64),
-    /// jemalloc refused a control write, or the profile could not be written.
-    Failed(String),
+    /// jemalloc refused a control: what memprof was doing, the control's name, and jemalloc's error.
+    Control {
+        /// What memprof was doing, such as "Cannot switch sampling on".
+        doing: &'static str,
+        /// The `mallctl` name.
+        control: &'static str,
+        /// jemalloc's error.
+        error: String,
+    },
+    /// A heap profile could not be written.
+    Dump {
+        /// Which dump.
+        of: DumpOf,
+        /// Why, as the file system or jemalloc said it.
+        error: String,
+    },
+    /// A thread memprof needs could not be started.
+    Thread {
+        /// Which thread, such as "the run's timer".
+        purpose: &'static str,
+        /// Why.
+        error: String,
+    },
+    /// The program is ending: nothing more is dumped.
+    Ending,
+}
+
+/// Which heap profile could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DumpOf {
+    /// Run `id`'s; `previous` is the profile still available, if any.
+    Run {
+        /// The run.
+        id: u64,
+        /// The newest profile kept, which stays downloadable.
+        previous: Option<u64>,
+    },
+    /// The heap as it is now, outside any run.
+    Snapshot,
+    /// An automatic dump.
+    Automatic,
 }
 
 impl fmt::Display for Error {
@@ -54,7 +93,20 @@ impl fmt::Display for Error {
             ),
             Error::Busy(id) => write!(formatter, "Heap profiling run {id} is already active; stop it or wait for it to end"),
             Error::UnknownRun(id) => write!(formatter, "There is no heap profiling run with id {id}"),
-            Error::Failed(why) => write!(formatter, "{why}"),
+            Error::Control { doing, control, error } => write!(formatter, "{doing} ({control}: {error})"),
+            Error::Dump { of: DumpOf::Run { id, previous }, error } => {
+                write!(formatter, "The heap profile of run {id} could not be written: {error}; ")?;
+                match previous {
+                    Some(previous) => write!(formatter, "the previous profile (id {previous}) is still available"),
+                    None => formatter.write_str("no earlier profile exists"),
+                }
+            }
+            Error::Dump { of: DumpOf::Snapshot, error } => write!(formatter, "The heap could not be dumped: {error}"),
+            Error::Dump { of: DumpOf::Automatic, error } => {
+                write!(formatter, "The automatic heap dump could not be written: {error}")
+            }
+            Error::Thread { purpose, error } => write!(formatter, "Cannot start {purpose} thread ({error})"),
+            Error::Ending => formatter.write_str("The program is ending; nothing more is dumped"),
         }
     }
 }
@@ -92,7 +144,7 @@ impl ActiveRun {
 
 /// A run that ended with a profile on disk.
 #[derive(Debug, Clone)]
-pub(crate) struct FinishedRun {
+pub(crate) struct KeptProfile {
     pub(crate) id: u64,
     pub(crate) owner: Owner,
     pub(crate) started: SystemTime,
@@ -100,11 +152,26 @@ pub(crate) struct FinishedRun {
     pub(crate) path: PathBuf,
 }
 
+/// Why a profile asked for by id (or the latest, without one) cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LookupError {
+    /// Without an id: a run is active (its profile does not exist yet, and "the latest" would be ambiguous).
+    RunActive(u64),
+    /// That id is the active run's.
+    StillActive(u64),
+    /// That run failed to write its profile.
+    Failed(Error),
+    /// No profile has that id; these are kept.
+    NotKept { id: u64, kept: Vec<u64> },
+    /// Without an id: no profile was ever written.
+    NoneYet,
+}
+
 /// A run that ended without a profile.
 #[derive(Debug, Clone)]
 pub(crate) struct FailedRun {
     pub(crate) id: u64,
-    pub(crate) error: String,
+    pub(crate) error: Error,
 }
 
 /// What `start` did.
@@ -121,9 +188,9 @@ pub(crate) enum Started {
 pub(crate) struct Runs {
     pub(crate) current: Option<ActiveRun>,
     /// Oldest first.
-    pub(crate) finished: VecDeque<FinishedRun>,
+    pub(crate) finished: VecDeque<KeptProfile>,
     /// Automatic dumps, oldest first, in a ring of their own (see [`crate::autodump`]).
-    pub(crate) automatic: VecDeque<FinishedRun>,
+    pub(crate) automatic: VecDeque<KeptProfile>,
     /// Set when the program ends: nothing is dumped any more.
     closed: bool,
     pub(crate) last_failure: Option<FailedRun>,
@@ -161,16 +228,12 @@ impl Default for Runs {
 
 impl Runs {
     /// The newest finished run.
-    pub(crate) fn latest(&self) -> Option<&FinishedRun> {
+    pub(crate) fn latest(&self) -> Option<&KeptProfile> {
         self.finished.back()
     }
 
     fn check_open(&self) -> Result<(), Error> {
-        if self.closed {
-            Err(Error::Failed("The program is ending; nothing more is dumped".to_owned()))
-        } else {
-            Ok(())
-        }
+        if self.closed { Err(Error::Ending) } else { Ok(()) }
     }
 
     /// How many finished runs are kept.
@@ -179,7 +242,7 @@ impl Runs {
     }
 
     /// The finished run with this id.
-    pub(crate) fn find(&self, id: u64) -> Option<&FinishedRun> {
+    pub(crate) fn find(&self, id: u64) -> Option<&KeptProfile> {
         self.finished.iter().chain(&self.automatic).find(|run| run.id == id)
     }
 
@@ -195,7 +258,13 @@ impl Runs {
         self.last_id
     }
 
-    fn keep(&mut self, run: FinishedRun) {
+    /// Deletes a profile no longer kept, and every render of it.
+    fn evict(&mut self, profile: &KeptProfile) {
+        self.store.remove(&profile.path);
+        crate::rendered::forget(profile.id);
+    }
+
+    fn keep(&mut self, run: KeptProfile) {
         self.finished.push_back(run);
         self.drop_oldest();
     }
@@ -204,7 +273,7 @@ impl Runs {
     fn drop_oldest(&mut self) {
         while self.finished.len() > self.kept {
             if let Some(oldest) = self.finished.pop_front() {
-                self.store.remove(&oldest.path);
+                self.evict(&oldest);
             }
         }
     }
@@ -236,6 +305,28 @@ impl Profiler {
         &PROFILER
     }
 
+    /// The kept profile `id`, or the latest one without an id, under one lock.
+    pub(crate) fn profile(&self, id: Option<u64>) -> Result<KeptProfile, LookupError> {
+        let runs = self.runs.lock();
+        let current = runs.current.as_ref().map(|run| run.id);
+        let Some(id) = id else {
+            if let Some(current) = current {
+                return Err(LookupError::RunActive(current));
+            }
+            return runs.latest().cloned().ok_or(LookupError::NoneYet);
+        };
+        if let Some(profile) = runs.find(id) {
+            return Ok(profile.clone());
+        }
+        if current == Some(id) {
+            return Err(LookupError::StillActive(id));
+        }
+        match runs.last_failure.as_ref().filter(|failure| failure.id == id) {
+            Some(failure) => Err(LookupError::Failed(failure.error.clone())),
+            None => Err(LookupError::NotKept { id, kept: runs.kept_ids() }),
+        }
+    }
+
     /// A consistent view of the runs, for reading (hold it briefly).
     pub(crate) fn runs(&self) -> MutexGuard<'_, Runs> {
         self.runs.lock()
@@ -264,13 +355,15 @@ impl Profiler {
         if let Some(current) = &runs.current {
             return Ok(Started::AlreadyActive(current.clone()));
         }
-        if jemalloc::profiling_active().map_err(|error| Error::Failed(format!("Cannot read prof.active ({error})")))? {
+        if jemalloc::profiling_active()
+            .map_err(|error| control("Cannot read whether sampling is on", "prof.active", error))?
+        {
             return Err(Error::StartedExternally);
         }
         let lg_sample =
-            jemalloc::lg_sample().map_err(|error| Error::Failed(format!("Cannot read prof.lg_sample ({error})")))?;
+            jemalloc::lg_sample().map_err(|error| control("Cannot read the sampling rate", "prof.lg_sample", error))?;
         jemalloc::reset_samples(lg_sample)
-            .map_err(|error| Error::Failed(format!("Cannot reset the heap profile (prof.reset: {error})")))?;
+            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))?;
         let run = ActiveRun {
             id: runs.next_id(),
             owner,
@@ -281,7 +374,7 @@ impl Profiler {
             self.spawn_timer(run.id, deadline)?;
         }
         jemalloc::set_profiling_active(true)
-            .map_err(|error| Error::Failed(format!("Heap profiling couldn't be enabled (prof.active: {error})")))?;
+            .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
         runs.current = Some(run.clone());
         runs.counts.started += 1;
         Ok(Started::New(run))
@@ -289,7 +382,7 @@ impl Profiler {
 
     /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
     /// run that already ended, its profile is returned; with no id and no run, the result is `None`.
-    pub(crate) fn stop(&self, id: Option<u64>) -> Result<Option<FinishedRun>, Error> {
+    pub(crate) fn stop(&self, id: Option<u64>) -> Result<Option<KeptProfile>, Error> {
         self.check_available()?;
         let mut runs = self.runs.lock();
         let current_id = runs.current.as_ref().map(|run| run.id);
@@ -300,7 +393,7 @@ impl Profiler {
             (None, None) => Ok(None),
             (Some(id), _) => match (runs.find(id), &runs.last_failure) {
                 (Some(run), _) => Ok(Some(run.clone())),
-                (None, Some(failure)) if failure.id == id => Err(Error::Failed(failure.error.clone())),
+                (None, Some(failure)) if failure.id == id => Err(failure.error.clone()),
                 (None, _) => Err(Error::UnknownRun(id)),
             },
         }
@@ -311,7 +404,7 @@ impl Profiler {
     /// The dump comes first: between the two, the program goes on freeing sampled objects (which the
     /// profile counts out) and allocating their replacements (which it would no longer sample), so a
     /// profile dumped after switching off reads low on memory that churns.
-    fn finish(&self, runs: &mut Runs) -> Result<FinishedRun, Error> {
+    fn finish(&self, runs: &mut Runs) -> Result<KeptProfile, Error> {
         let Some(run) = runs.current.take() else {
             unreachable!("finish is only called with a current run");
         };
@@ -320,7 +413,7 @@ impl Profiler {
         switch_sampling_off(run.id);
         match dumped {
             Ok(path) => {
-                let finished = FinishedRun {
+                let finished = KeptProfile {
                     id: run.id,
                     owner: run.owner,
                     started: run.started,
@@ -332,14 +425,11 @@ impl Profiler {
                 Ok(finished)
             }
             Err(error) => {
-                let kept = match runs.latest() {
-                    Some(latest) => format!("the previous profile (id {}) is still available", latest.id),
-                    None => "no earlier profile exists".to_owned(),
-                };
-                let message = format!("The heap profile of run {} could not be written: {error}; {kept}", run.id);
-                runs.last_failure = Some(FailedRun { id: run.id, error: message.clone() });
+                let of = DumpOf::Run { id: run.id, previous: runs.latest().map(|latest| latest.id) };
+                let error = Error::Dump { of, error: error.to_string() };
+                runs.last_failure = Some(FailedRun { id: run.id, error: error.clone() });
                 runs.counts.failed += 1;
-                Err(Error::Failed(message))
+                Err(error)
             }
         }
     }
@@ -353,7 +443,7 @@ impl Profiler {
                 self.end_at(id, deadline);
             })
             .map(drop)
-            .map_err(|error| Error::Failed(format!("Cannot start the run's timer thread ({error})")))
+            .map_err(|error| Error::Thread { purpose: "the run's timer", error: error.to_string() })
     }
 
     fn end_at(&self, id: u64, deadline: Instant) {
@@ -379,12 +469,12 @@ impl Profiler {
         let mut runs = self.runs.lock();
         let id = runs.next_id();
         runs.check_open()?;
-        runs.store.snapshot(id).map_err(|error| Error::Failed(format!("The heap could not be dumped: {error}")))
+        runs.store.snapshot(id).map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.to_string() })
     }
 
     /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
     /// files or `max_bytes` in all (the newest always stays).
-    pub(crate) fn automatic_dump(&self, reason: String, keep: usize, max_bytes: u64) -> Result<FinishedRun, Error> {
+    pub(crate) fn automatic_dump(&self, reason: String, keep: usize, max_bytes: u64) -> Result<KeptProfile, Error> {
         self.check_available()?;
         let mut runs = self.runs.lock();
         runs.check_open()?;
@@ -392,16 +482,16 @@ impl Profiler {
         let path = runs
             .store
             .automatic(id)
-            .map_err(|error| Error::Failed(format!("The automatic heap dump could not be written: {error}")))?;
+            .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
         let now = SystemTime::now();
-        let dump = FinishedRun { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
+        let dump = KeptProfile { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
         runs.automatic.push_back(dump.clone());
-        let size = |run: &FinishedRun| std::fs::metadata(&run.path).map_or(0, |metadata| metadata.len());
+        let size = |run: &KeptProfile| std::fs::metadata(&run.path).map_or(0, |metadata| metadata.len());
         while runs.automatic.len() > 1
             && (runs.automatic.len() > keep || runs.automatic.iter().map(size).sum::<u64>() > max_bytes)
         {
             if let Some(oldest) = runs.automatic.pop_front() {
-                runs.store.remove(&oldest.path);
+                runs.evict(&oldest);
             }
         }
         Ok(dump)
@@ -441,6 +531,11 @@ impl Profiler {
         runs.closed = true;
         runs.store.remove_all();
     }
+}
+
+/// A failed jemalloc control, as an [`Error`].
+fn control(doing: &'static str, control: &'static str, error: jemalloc::CtlError) -> Error {
+    Error::Control { doing, control, error: error.to_string() }
 }
 
 /// Switches sampling off at the end of run `id`; a failure is logged (the run is over either way).

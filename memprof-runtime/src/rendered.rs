@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use std::sync::{LazyLock, OnceLock};
 
 use crate::jemalloc;
-use crate::profiler::FinishedRun;
+use crate::profiler::KeptProfile;
 use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
 /// What was asked: a run's profile in a format, maybe as a difference from a base run.
@@ -28,21 +28,21 @@ struct Request {
 }
 
 /// A value computed once, or the error computing it gave.
-type Computed<V> = Arc<OnceLock<Result<Arc<V>, String>>>;
+type Computed<V, E> = Arc<OnceLock<Result<Arc<V>, E>>>;
 
 /// Values computed once per key; concurrent callers of the same key share one computation.
-struct OnceMap<K, V> {
-    cells: Mutex<HashMap<K, Computed<V>>>,
+struct OnceMap<K, V, E> {
+    cells: Mutex<HashMap<K, Computed<V, E>>>,
 }
 
-impl<K: Eq + Hash + Clone, V> OnceMap<K, V> {
+impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
     fn new() -> Self {
         Self { cells: Mutex::new(HashMap::new()) }
     }
 
     /// The value of `key`, computed by `compute` unless another caller did or is doing it. Errors are not
     /// kept: the next caller tries again.
-    fn get(&self, key: &K, compute: impl FnOnce() -> Result<V, String>) -> Result<Arc<V>, String> {
+    fn get(&self, key: &K, compute: impl FnOnce() -> Result<V, E>) -> Result<Arc<V>, E> {
         let cell = Arc::clone(self.cells.lock().entry(key.clone()).or_default());
         let value = cell.get_or_init(|| compute().map(Arc::new)).clone();
         if value.is_err() {
@@ -93,47 +93,56 @@ pub(crate) enum Failure {
     Busy,
     /// The profile could not be read or rendered.
     Failed(String),
+    /// The profile was deleted meanwhile (pushed out by newer ones).
+    Gone(u64),
 }
 
-/// The error a render refused for want of a permit gives (no real message starts with a NUL).
-const BUSY: &str = "\0busy";
+/// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
+static ANALYSES: LazyLock<OnceMap<u64, Analysis, Failure>> = LazyLock::new(OnceMap::new);
+/// The renders, by what was asked for; forgotten with the profiles they used.
+static RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> = LazyLock::new(OnceMap::new);
 
-static ANALYSES: LazyLock<OnceMap<u64, Analysis>> = LazyLock::new(OnceMap::new);
-static RENDERED: LazyLock<OnceMap<Request, Vec<u8>>> = LazyLock::new(OnceMap::new);
-
-/// `run`'s profile in `format` (the difference from `base` when given). `kept` are the ids of the runs
-/// still kept: whatever belongs to other runs is dropped from the cache.
+/// `run`'s profile in `format` (the difference from `base` when given), rendered once for every caller
+/// asking at the same time and kept until the profile is evicted.
 pub(crate) fn rendered(
-    run: &FinishedRun,
-    base: Option<&FinishedRun>,
+    run: &KeptProfile,
+    base: Option<&KeptProfile>,
     format: Format,
     options: &RenderOptions,
-    kept: &[u64],
 ) -> Result<Arc<Vec<u8>>, Failure> {
-    ANALYSES.retain(|id| kept.contains(id));
-    RENDERED.retain(|request| kept.contains(&request.run) && request.base.is_none_or(|base| kept.contains(&base)));
     let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
     let result = RENDERED.get(&request, || {
         let Some(_permit) = Permit::acquire() else {
             // Every caller waiting on this render sees it; it is not kept, so the next one tries again.
-            return Err(BUSY.to_owned());
+            return Err(Failure::Busy);
         };
         let profile = analysis(run)?;
         let base = base.map(analysis).transpose()?;
-        format.render(&profile, base.as_deref(), options).map_err(|error| error.to_string())
+        format.render(&profile, base.as_deref(), options).map_err(|error| Failure::Failed(error.to_string()))
     });
     jemalloc::release_unused_memory();
-    result.map_err(|error| if error == BUSY { Failure::Busy } else { Failure::Failed(error) })
+    result
 }
 
 /// The symbolized profile of `run`.
-fn analysis(run: &FinishedRun) -> Result<Arc<Analysis>, String> {
+/// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
+pub(crate) fn forget(id: u64) {
+    ANALYSES.retain(|analysed| *analysed != id);
+    RENDERED.retain(|request| request.run != id && request.base != Some(id));
+}
+
+fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     ANALYSES.get(&run.id, || {
-        let text = fs::read_to_string(&run.path).map_err(|error| {
-            format!("Cannot read the profile of run {} at {} ({error})", run.id, run.path.display())
+        let text = fs::read_to_string(&run.path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => Failure::Gone(run.id),
+            _ => Failure::Failed(format!(
+                "Cannot read the profile of run {} at {} ({error})",
+                run.id,
+                run.path.display()
+            )),
         })?;
         let profile = HeapProfile::parse(&text)
-            .map_err(|error| format!("The profile of run {} is malformed: {error}", run.id))?;
+            .map_err(|error| Failure::Failed(format!("The profile of run {} is malformed: {error}", run.id)))?;
         Ok(Analysis::new(&profile, &Binaries::this_process()))
     })
 }
@@ -145,7 +154,7 @@ mod tests {
 
     #[test]
     fn concurrent_callers_share_one_computation_and_errors_are_retried() {
-        let map: OnceMap<u32, u32> = OnceMap::new();
+        let map: OnceMap<u32, u32, String> = OnceMap::new();
         let computed = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for _ in 0..8 {

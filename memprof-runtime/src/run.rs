@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::profiler::{Error, FinishedRun, Owner, Profiler, Started};
+use crate::profiler::{Error, KeptProfile, Owner, Profiler, Started};
 use crate::report;
 
 /// A profiling run bracketed by code. It ends when [`Run::stop`] is called or when it is dropped, also
@@ -98,8 +98,8 @@ impl Profile {
     }
 }
 
-impl From<&FinishedRun> for Profile {
-    fn from(run: &FinishedRun) -> Self {
+impl From<&KeptProfile> for Profile {
+    fn from(run: &KeptProfile) -> Self {
         Profile { id: run.id, path: run.path.clone() }
     }
 }

@@ -252,7 +252,8 @@ impl From<profiler::Error> for HttpError {
             profiler::Error::Unavailable(_) => 503,
             profiler::Error::StartedExternally | profiler::Error::Busy(_) => 409,
             profiler::Error::UnknownRun(_) => 404,
-            profiler::Error::Failed(_) => 500,
+            profiler::Error::Control { .. } | profiler::Error::Dump { .. } => 500,
+            profiler::Error::Thread { .. } | profiler::Error::Ending => 503,
         };
         Self::new(status, error.to_string())
     }

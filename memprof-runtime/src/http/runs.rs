@@ -3,9 +3,9 @@
 use super::query::Query;
 use super::reply::{HttpError, Reply};
 use crate::duration;
-use crate::profiler::{FinishedRun, Owner, Profiler, Started};
+use crate::profiler::{KeptProfile, Owner, Profiler, Started};
 use memprof_analysis::Format;
-use memprof_wire::{KeptProfile, ProfileUrls, RunAnswer, Started as StartedAnswer};
+use memprof_wire::{ProfileUrls, RunAnswer, Started as StartedAnswer};
 
 /// `start?duration=5mins`: starts a run ended by a timer, or reports the active one.
 pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {
@@ -55,8 +55,8 @@ pub(super) fn profile_urls(id: u64) -> ProfileUrls {
 }
 
 /// A kept profile, as `state` lists it.
-pub(super) fn describe_run(run: &FinishedRun) -> KeptProfile {
-    KeptProfile {
+pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
+    memprof_wire::KeptProfile {
         id: run.id,
         started_by: owner_name(&run.owner),
         started: unix_seconds(run.started),

@@ -36,7 +36,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
         None if runs.store.in_memory() => "In memory (no writable directory)".to_owned(),
         None => "Not yet generated".to_owned(),
     };
-    let settings = crate::autodump::Settings::from_environment().ok().flatten().map(|settings| AutomaticDumpSettings {
+    let settings = crate::autodump::settings_in_force().map(|settings| AutomaticDumpSettings {
         every_bytes: settings.every,
         high_water_step: settings.high_water_step,
         resident_share: settings.resident_share,
@@ -59,7 +59,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
             last_failure: runs
                 .last_failure
                 .as_ref()
-                .map(|failure| Failure { id: failure.id, error: failure.error.clone() }),
+                .map(|failure| Failure { id: failure.id, error: failure.error.to_string() }),
             started_externally: active && runs.current.is_none(),
             lg_prof_sample: lg_sample,
             stack_walk: StackWalk {
