@@ -20,7 +20,9 @@ use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::any;
 
-use crate::http::{HttpError, MAX_BODY, PREFIX, body_too_large};
+use memprof_wire::paths::PREFIX;
+
+use crate::http::{HttpError, MAX_BODY, body_too_large};
 use crate::{endpoints, jemalloc};
 
 /// The most requests answered at once, as many as the built-in server's connections.
@@ -59,14 +61,14 @@ fn under(prefix: &'static str) -> Router {
 async fn answer(prefix: &'static str, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-        return endpoints::refusal(body_too_large()).map(Body::from);
+        return endpoints::mounted_refusal(body_too_large()).map(Body::from);
     };
     let inner = parts.uri.path_and_query().map_or("/", |target| target.as_str());
     match format!("{prefix}{inner}").parse() {
         Ok(uri) => parts.uri = uri,
         Err(error) => {
             let error = HttpError::bad_request(format!("Malformed request target ({error})"));
-            return endpoints::refusal(error).map(Body::from);
+            return endpoints::mounted_refusal(error).map(Body::from);
         }
     }
     let request = ::http::Request::from_parts(parts, body.to_vec());
@@ -101,5 +103,5 @@ async fn off_the_workers(request: ::http::Request<Vec<u8>>) -> ::http::Response<
 /// 503 with `Retry-After`: every place for a request is taken, or no thread can be started.
 fn busy() -> ::http::Response<Vec<u8>> {
     let message = format!("More than {MAX_IN_FLIGHT} requests for the heap profiling endpoints are busy; try again");
-    endpoints::refusal(HttpError::busy(message, 1))
+    endpoints::mounted_refusal(HttpError::busy(message, 1))
 }

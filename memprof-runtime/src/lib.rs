@@ -21,7 +21,6 @@ mod autodump;
 pub mod axum;
 mod cgroup;
 mod duration;
-#[cfg(feature = "http")]
 pub mod endpoints;
 pub mod environment;
 mod history;
@@ -29,7 +28,6 @@ mod http;
 mod jemalloc;
 mod malloc_conf;
 mod profiler;
-mod rendered;
 mod report;
 mod run;
 mod sigterm;

@@ -261,7 +261,7 @@ impl Runs {
     /// Deletes a profile no longer kept, and every render of it.
     fn evict(&mut self, profile: &KeptProfile) {
         self.store.remove(&profile.path);
-        crate::rendered::forget(profile.id);
+        crate::endpoints::rendered::forget(profile.id);
     }
 
     fn keep(&mut self, run: KeptProfile) {

@@ -132,10 +132,9 @@ pub fn start(options: Options) -> Guard {
         Ok(None) => {}
         Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
     }
-    let token = std::env::var(&options.token_env).ok().filter(|token| !token.is_empty());
-    http::require_token(token);
+    let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok());
     if endpoints_wanted(&options.env) {
-        serve(&options);
+        serve(&options, context);
     }
     if options.dump_on_sigterm
         && let Err(error) = crate::sigterm::watch()
@@ -146,12 +145,20 @@ pub fn start(options: Options) -> Guard {
 }
 
 /// Starts the built-in server, reporting where, or why not.
-fn serve(options: &Options) {
+fn serve(options: &Options, context: &'static crate::endpoints::Context) {
     let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
-    match http::serve(&address) {
+    let answer = std::sync::Arc::new(move |request: &http::Request| crate::endpoints::answer(context, request));
+    let served = http::serve(&address, answer).and_then(|bound| {
+        crate::history::start().map_err(|error| format!("cannot start the memory history thread ({error})"))?;
+        Ok(bound)
+    });
+    match served {
         Ok(bound) => {
-            report::info(&format!("Serving heap profiling endpoints on http://{bound}{}/", http::PREFIX));
-            if !http::token_required() && !bound.ip().is_loopback() {
+            report::info(&format!(
+                "Serving heap profiling endpoints on http://{bound}{}/",
+                memprof_wire::paths::PREFIX
+            ));
+            if context.token.is_none() && !bound.ip().is_loopback() {
                 report::warn(&format!(
                     "The heap profiling endpoints on {bound} are open to anyone who can reach it: profiles show code addresses and the heap's shape, and runs spend CPU and disk; set {} to require a token, or bind 127.0.0.1",
                     options.token_env

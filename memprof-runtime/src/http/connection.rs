@@ -45,9 +45,9 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    /// A request that came through the program's own HTTP server (see [`crate::endpoints`]).
-    #[cfg(feature = "http")]
-    pub(crate) fn mounted(method: String, target: String, authorization: Option<String>, body: Vec<u8>) -> Self {
+    /// A request read by another server: the program's own (see [`crate::endpoints::respond`]), or a test.
+    #[cfg(any(test, feature = "http"))]
+    pub(crate) fn new(method: String, target: String, authorization: Option<String>, body: Vec<u8>) -> Self {
         Self { method, target, authorization, body, persistence: Persistence::KeepAlive }
     }
 }

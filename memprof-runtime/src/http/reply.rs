@@ -71,6 +71,12 @@ pub(crate) struct Response {
 }
 
 impl Response {
+    /// The status code.
+    #[cfg(test)]
+    pub(crate) fn status(&self) -> u16 {
+        self.status
+    }
+
     /// Writes the response as `framing` says: whether the connection stays open after it, and whether the
     /// body is sent (not for `HEAD`, whose answer has the `GET` answer's head, `Content-Length` included).
     pub(crate) fn write_to(self, out: &mut impl Write, framing: Framing) -> io::Result<()> {

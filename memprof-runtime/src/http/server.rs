@@ -21,7 +21,7 @@ use crate::{jemalloc, report};
 pub(crate) const MAX_CONNECTIONS: usize = 32;
 
 /// Answers one request.
-pub(crate) type Handler = fn(&Request) -> Response;
+pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 
 /// Starts the accept loop on `listener`; each request is answered by `handle`.
 pub(crate) fn start(listener: TcpListener, handle: Handler) -> io::Result<()> {
@@ -54,9 +54,10 @@ fn accept_forever(listener: &TcpListener, handle: Handler) {
             refuse(stream);
             continue;
         };
+        let handle = Arc::clone(&handle);
         let spawned = thread::Builder::new().name("memprof-http-c".to_owned()).spawn(move || {
             jemalloc::set_this_thread_sampled(false);
-            serve_connection(stream, &slot, handle);
+            serve_connection(stream, &slot, &handle);
         });
         if let Err(error) = spawned {
             report::warn(&format!("Cannot start a thread for a connection to the heap profiling endpoints ({error})"));
@@ -132,7 +133,7 @@ fn refuse(mut stream: TcpStream) {
 }
 
 /// Answers the connection's requests until it closes.
-fn serve_connection(stream: TcpStream, slot: &Slot, handle: Handler) {
+fn serve_connection(stream: TcpStream, slot: &Slot, handle: &Handler) {
     let Ok(mut connection) = Connection::new(stream) else {
         return;
     };
@@ -164,10 +165,10 @@ mod tests {
     use super::*;
     use crate::http::reply::Reply;
 
-    fn serve(handle: Handler) -> SocketAddr {
+    fn serve(handle: fn(&Request) -> Response) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
-        start(listener, handle).unwrap();
+        start(listener, Arc::new(handle)).unwrap();
         address
     }
 

@@ -2,26 +2,13 @@
 //! <token>`, compared in constant time; anything else is 401. Profiles show code addresses and the shape of
 //! the heap, and the endpoints can spend CPU and disk: treat them as an admin port.
 
-use std::sync::OnceLock;
 use subtle::ConstantTimeEq;
 
-use super::reply::HttpError;
+use crate::http::HttpError;
 
-static TOKEN: OnceLock<Option<String>> = OnceLock::new();
-
-/// Sets the token (once, when the endpoints start); an empty token counts as none.
-pub(crate) fn require(token: Option<String>) {
-    let _ = TOKEN.set(token.filter(|token| !token.is_empty()));
-}
-
-/// Whether requests need the token.
-pub(crate) fn required() -> bool {
-    TOKEN.get().is_some_and(Option::is_some)
-}
-
-/// Checks a request's `Authorization` header.
-pub(crate) fn check(authorization: Option<&str>) -> Result<(), HttpError> {
-    let Some(Some(token)) = TOKEN.get() else {
+/// Checks a request's `Authorization` header against `token`, when there is one.
+pub(super) fn check(token: Option<&str>, authorization: Option<&str>) -> Result<(), HttpError> {
+    let Some(token) = token else {
         return Ok(());
     };
     let given = authorization.and_then(|value| value.strip_prefix("Bearer "));
@@ -31,5 +18,19 @@ pub(crate) fn check(authorization: Option<&str>) -> Result<(), HttpError> {
         None => Err(HttpError::unauthorized(
             "These endpoints need a token: send 'Authorization: Bearer <token>' (memprof --token, or MEMPROF_TOKEN)",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_token_itself_passes() {
+        assert!(check(None, None).is_ok());
+        assert!(check(Some("s3cret"), Some("Bearer s3cret")).is_ok());
+        for wrong in [None, Some("Bearer s3cre"), Some("s3cret"), Some("Basic s3cret")] {
+            assert_eq!(check(Some("s3cret"), wrong).unwrap_err().status, 401, "{wrong:?}");
+        }
     }
 }

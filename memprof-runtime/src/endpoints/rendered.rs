@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use std::sync::{LazyLock, OnceLock};
 
+use crate::http::HttpError;
 use crate::jemalloc;
 use crate::profiler::KeptProfile;
 use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
@@ -87,14 +88,19 @@ impl Drop for Permit {
 }
 
 /// Why a render is not served.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Failure {
     /// [`MAX_RENDERS`] other renders are running; try again shortly.
     Busy,
     /// The profile could not be read or rendered.
     Failed(String),
-    /// The profile was deleted meanwhile (pushed out by newer ones).
-    Gone(u64),
+    /// The profile's file cannot be opened (it was deleted meanwhile, or by something else).
+    Gone(std::sync::Arc<std::io::Error>),
+}
+
+/// 503: [`MAX_RENDERS`] other renders take the capacity; the client retries.
+pub(super) fn busy() -> HttpError {
+    HttpError::busy(format!("{MAX_RENDERS} other profiles are being rendered; try again in a second"), 1)
 }
 
 /// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
@@ -134,7 +140,7 @@ pub(crate) fn forget(id: u64) {
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     ANALYSES.get(&run.id, || {
         let text = fs::read_to_string(&run.path).map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => Failure::Gone(run.id),
+            std::io::ErrorKind::NotFound => Failure::Gone(Arc::new(error)),
             _ => Failure::Failed(format!(
                 "Cannot read the profile of run {} at {} ({error})",
                 run.id,

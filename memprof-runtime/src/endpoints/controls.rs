@@ -5,36 +5,36 @@
 //! off dumps its profile among the kept ones. A timed run or one started in code is never switched off
 //! from here (409).
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
-use super::runs::{owner_name, profile_urls};
+use super::Context;
+use super::answers::{owner_name, profile_urls};
+use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::profiler::{Error, Owner, Profiler, Started};
+use crate::profiler::{Error, Owner, Started};
 use memprof_wire::{RunAnswer, RunOwner, Switches};
 
 /// `heap_profile`: the switches; `?active=true|false` to switch; `?trigger_dump=true` for the heap now.
-pub(super) fn heap_profile(query: &Query) -> Result<Reply, HttpError> {
+pub(super) fn heap_profile(context: &Context, query: &Query) -> Result<Reply, HttpError> {
     let dump = query.flag("trigger_dump")?;
     match (query.get("active"), dump) {
         (Some(_), true) => Err(HttpError::bad_request("Pass either 'active' or 'trigger_dump', not both")),
-        (Some(_), false) => switch(query.flag("active")?),
-        (None, true) => trigger_dump(),
-        (None, false) => Ok(Reply::json(&switches())),
+        (Some(_), false) => switch(context, query.flag("active")?),
+        (None, true) => trigger_dump(context),
+        (None, false) => Ok(Reply::json(&switches(context))),
     }
 }
 
-fn switches() -> Switches {
-    let runs = Profiler::global().runs();
+fn switches(context: &Context) -> Switches {
+    let runs = context.profiler.runs();
     Switches {
-        profiling_enabled: Profiler::global().config.profiling_enabled,
+        profiling_enabled: context.profiler.config.profiling_enabled,
         profiling_active: jemalloc::profiling_active().ok(),
         new_threads_sampled: jemalloc::new_threads_sampled().ok(),
         current_run: runs.current.as_ref().map(|run| RunOwner { id: run.id, started_by: owner_name(&run.owner) }),
     }
 }
 
-fn switch(on: bool) -> Result<Reply, HttpError> {
-    let profiler = Profiler::global();
+fn switch(context: &Context, on: bool) -> Result<Reply, HttpError> {
+    let profiler = context.profiler;
     if on {
         let (run, message) = match profiler.start(Owner::Manual, None)? {
             Started::New(run) => (run, "Heap profiling switched on"),
@@ -76,7 +76,7 @@ fn owned_by_another(id: u64, owner: &Owner) -> HttpError {
 }
 
 /// The heap as it is now, streamed back (its file is already deleted, or freed when in memory).
-fn trigger_dump() -> Result<Reply, HttpError> {
-    let (file, name) = Profiler::global().snapshot()?;
+fn trigger_dump(context: &Context) -> Result<Reply, HttpError> {
+    let (file, name) = context.profiler.snapshot()?;
     Ok(Reply::download(file, format!("memprof.{name}")))
 }

@@ -6,14 +6,14 @@
 //! jeprof --text http://127.0.0.1:5050/memory-profiler/pprof/heap
 //! ```
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
+use super::Context;
+use crate::http::{HttpError, Query, Reply};
 
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 100_000;
 
 /// `pprof/symbol`.
-pub(super) fn symbol(_: &Query, body: &[u8]) -> Result<Reply, HttpError> {
+pub(super) fn symbol(_: &Context, _: &Query, body: &[u8]) -> Result<Reply, HttpError> {
     let body = std::str::from_utf8(body)
         .map_err(|_| HttpError::bad_request("The addresses must be text: 0x-prefixed hexadecimal joined by '+'"))?;
     let body = body.trim();
@@ -41,7 +41,7 @@ pub(super) fn symbol(_: &Query, body: &[u8]) -> Result<Reply, HttpError> {
 }
 
 /// `pprof/cmdline`: the program's arguments, one per line (jeprof takes the first for the program).
-pub(super) fn command_line(_: &Query) -> Result<Reply, HttpError> {
+pub(super) fn command_line(_: &Context, _: &Query) -> Result<Reply, HttpError> {
     let arguments: String = std::env::args_os().map(|argument| format!("{}\n", argument.to_string_lossy())).collect();
     Ok(text(arguments))
 }

@@ -9,16 +9,15 @@ use memprof_wire::{
 };
 use parking_lot::Mutex;
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
-use super::runs::{describe_run, owner_name};
+use super::Context;
+use super::answers::{describe_run, owner_name};
+use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::profiler::Profiler;
 use crate::unwinder::Unwinder;
 
 /// `state`: Mesos's object, plus the kept runs, the sampling rate, warnings and heap counters.
-pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
-    let profiler = Profiler::global();
+pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
+    let profiler = context.profiler;
     let config = &profiler.config;
     let runs = profiler.runs();
     let active = jemalloc::profiling_active().unwrap_or(false);
@@ -51,7 +50,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
             latest_run: runs.latest().map(describe_run),
             runs: runs.finished.iter().rev().map(describe_run).collect(),
             keep_runs: runs.kept(),
-            auth_required: super::token_required(),
+            auth_required: context.token.is_some(),
             automatic_dumps: AutomaticDumps {
                 settings,
                 dumps: runs.automatic.iter().rev().map(describe_run).collect(),
@@ -87,7 +86,7 @@ pub(super) fn state(_: &Query) -> Result<Reply, HttpError> {
 
 /// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim; `format=text` for its human-readable
 /// report, as Traffic Server prints it.
-pub(super) fn statistics(query: &Query) -> Result<Reply, HttpError> {
+pub(super) fn statistics(_: &Context, query: &Query) -> Result<Reply, HttpError> {
     let json = match query.get("format") {
         None | Some("json") => true,
         Some("text") => false,

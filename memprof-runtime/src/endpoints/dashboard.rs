@@ -2,22 +2,22 @@
 //! that charts memory, drives runs and shows flame graphs, all through the other endpoints; and
 //! `/memory-profiler/memory`, the readings its chart draws.
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
+use super::Context;
 use crate::history;
+use crate::http::{HttpError, Query, Reply};
 
 /// The page, compiled into the runtime.
 const PAGE: &str = include_str!("dashboard.html");
 
 /// `/memory-profiler/`: the dashboard. It holds no data, so it needs no token; it asks for one when the
 /// endpoints it calls answer 401.
-pub(super) fn page(_: &Query) -> Result<Reply, HttpError> {
+pub(super) fn page(_: &Context, _: &Query) -> Result<Reply, HttpError> {
     Ok(Reply::bytes("text/html; charset=utf-8", PAGE.as_bytes().to_vec()))
 }
 
 /// `/memory-profiler/memory?since=T`: jemalloc's counters read once a second over the last ten minutes,
 /// oldest first; with `since`, only the readings after time `T` (Unix milliseconds, as each reading's `time`).
-pub(super) fn memory(query: &Query) -> Result<Reply, HttpError> {
+pub(super) fn memory(_: &Context, query: &Query) -> Result<Reply, HttpError> {
     let since = match query.get("since") {
         None => 0,
         Some(text) => text.parse().map_err(|_| {

@@ -31,12 +31,20 @@ pub fn respond(request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
         .headers
         .get(::http::header::AUTHORIZATION)
         .map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_owned());
-    let request = Request::mounted(parts.method.as_str().to_owned(), target.to_owned(), authorization, body);
+    let request = Request::new(parts.method.as_str().to_owned(), target.to_owned(), authorization, body);
     jemalloc::unsampled(|| {
-        http::answer_mounted(&request).into_http().unwrap_or_else(|error| {
+        answer_mounted(&request).into_http().unwrap_or_else(|error| {
             refusal(HttpError::internal(format!("Cannot read the profile to send ({error}); start a new run")))
         })
     })
+}
+
+/// Answers a request that came through the program's own HTTP server, as the built-in server would.
+fn answer_mounted(request: &Request) -> http::Response {
+    if let Err(error) = crate::history::start() {
+        crate::report::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
+    }
+    http::guarded(|| super::answer(super::context(), request))
 }
 
 /// An error as an `http` response.

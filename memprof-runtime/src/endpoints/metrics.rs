@@ -2,13 +2,12 @@
 
 use std::fmt::Write;
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
+use super::Context;
+use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::profiler::Profiler;
 
 /// `/metrics`.
-pub(super) fn metrics(_: &Query) -> Result<Reply, HttpError> {
+pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let mut text = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
@@ -25,7 +24,7 @@ pub(super) fn metrics(_: &Query) -> Result<Reply, HttpError> {
             metric(&format!("memprof_jemalloc_{name}_bytes"), "gauge", help, value as f64);
         }
     }
-    let profiler = Profiler::global();
+    let profiler = context.profiler;
     let flag = |on: bool| if on { 1.0 } else { 0.0 };
     metric(
         "memprof_profiling_enabled",

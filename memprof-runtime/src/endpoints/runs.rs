@@ -1,19 +1,19 @@
 //! `start` and `stop`: the Mesos run life cycle.
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
+use super::Context;
+use super::answers::profile_urls;
 use crate::duration;
-use crate::profiler::{KeptProfile, Owner, Profiler, Started};
-use memprof_analysis::Format;
-use memprof_wire::{ProfileUrls, RunAnswer, Started as StartedAnswer};
+use crate::http::{HttpError, Query, Reply};
+use crate::profiler::{Owner, Started};
+use memprof_wire::{RunAnswer, Started as StartedAnswer};
 
 /// `start?duration=5mins`: starts a run ended by a timer, or reports the active one.
-pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {
+pub(super) fn start(context: &Context, query: &Query) -> Result<Reply, HttpError> {
     let length = match query.get("duration") {
         Some(text) => duration::parse_run_length(text).map_err(HttpError::bad_request)?,
         None => duration::DEFAULT_RUN,
     };
-    let (run, message) = match Profiler::global().start(Owner::Http, Some(length))? {
+    let (run, message) = match context.profiler.start(Owner::Http, Some(length))? {
         Started::New(run) => (run, "Successfully started new heap profiling run"),
         Started::AlreadyActive(run) => (run, "Heap profiling is already active"),
     };
@@ -26,8 +26,8 @@ pub(super) fn start(query: &Query) -> Result<Reply, HttpError> {
 }
 
 /// `stop`: ends the current run and says where its profile is; with no run, says so and names the latest.
-pub(super) fn stop(_: &Query) -> Result<Reply, HttpError> {
-    let profiler = Profiler::global();
+pub(super) fn stop(context: &Context, _: &Query) -> Result<Reply, HttpError> {
+    let profiler = context.profiler;
     let (run, message) = match profiler.stop(None)? {
         Some(run) => {
             let message = format!("Successfully stopped heap profiling run {}.", run.id);
@@ -47,35 +47,4 @@ pub(super) fn stop(_: &Query) -> Result<Reply, HttpError> {
     };
     let id = run.as_ref().map(|run| run.id);
     Ok(Reply::json(&RunAnswer { active: None, id, message, urls: id.map(profile_urls) }))
-}
-
-/// Where profile `id` is downloaded, in every format.
-pub(super) fn profile_urls(id: u64) -> ProfileUrls {
-    ProfileUrls::of(id, Format::ALL.iter().map(|format| format.name()))
-}
-
-/// A kept profile, as `state` lists it.
-pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
-    memprof_wire::KeptProfile {
-        id: run.id,
-        started_by: owner_name(&run.owner),
-        started: unix_seconds(run.started),
-        stopped: unix_seconds(run.stopped),
-        path: run.path.display().to_string(),
-        urls: profile_urls(run.id),
-    }
-}
-
-/// Who started a run, as the endpoints say it.
-pub(super) fn owner_name(owner: &Owner) -> String {
-    match owner {
-        Owner::Http => "http".to_owned(),
-        Owner::Code(label) => format!("code: {label}"),
-        Owner::Manual => "manual".to_owned(),
-        Owner::Automatic(reason) => format!("automatic: {reason}"),
-    }
-}
-
-fn unix_seconds(time: std::time::SystemTime) -> f64 {
-    time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }

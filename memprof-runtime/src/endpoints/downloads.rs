@@ -4,63 +4,56 @@ use std::fs::File;
 
 use memprof_analysis::{Format, RenderOptions};
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
-use super::routes::PREFIX;
-use crate::profiler::{KeptProfile, LookupError, Profiler};
-use crate::rendered;
+use memprof_wire::paths::PREFIX;
+
+use super::{Context, rendered};
+use crate::http::{HttpError, Query, Reply};
+use crate::profiler::{KeptProfile, LookupError};
 
 /// `download/raw`: jemalloc's heap profile file, as it dumped it.
-pub(super) fn raw(query: &Query) -> Result<Reply, HttpError> {
-    let profile = requested(query, "id")?;
-    let file = File::open(&profile.path).map_err(|error| match error.kind() {
-        std::io::ErrorKind::NotFound => gone(profile.id),
-        _ => HttpError::internal(format!(
-            "Cannot read the profile of run {} at {} ({error}); start a new run",
-            profile.id,
-            profile.path.display()
-        )),
-    })?;
+pub(super) fn raw(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    let profile = requested(context, query, "id")?;
+    let file = File::open(&profile.path).map_err(|error| unreadable(context, &profile, &error))?;
     Ok(Reply::download(file, format!("memprof.{}.heap", profile.id)))
 }
 
 /// `download/text`: jeprof's `--text` table, symbolized here.
-pub(super) fn text(query: &Query) -> Result<Reply, HttpError> {
-    rendered(query, Format::Text)
+pub(super) fn text(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    rendered(context, query, Format::Text)
 }
 
 /// `download/graph`: the SVG call graph.
-pub(super) fn graph(query: &Query) -> Result<Reply, HttpError> {
-    rendered(query, Format::Graph)
+pub(super) fn graph(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    rendered(context, query, Format::Graph)
 }
 
 /// `download/flamegraph`: the interactive SVG flame graph.
-pub(super) fn flame_graph(query: &Query) -> Result<Reply, HttpError> {
-    rendered(query, Format::FlameGraph)
+pub(super) fn flame_graph(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    rendered(context, query, Format::FlameGraph)
 }
 
 /// `download/collapsed`: folded stacks.
-pub(super) fn collapsed(query: &Query) -> Result<Reply, HttpError> {
-    rendered(query, Format::Collapsed)
+pub(super) fn collapsed(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    rendered(context, query, Format::Collapsed)
 }
 
 /// `download/pprof`: gzip-compressed `profile.proto`.
-pub(super) fn pprof(query: &Query) -> Result<Reply, HttpError> {
-    rendered(query, Format::Pprof)
+pub(super) fn pprof(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    rendered(context, query, Format::Pprof)
 }
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,
 /// `lines=true` for source lines instead of functions.
-fn rendered(query: &Query, format: Format) -> Result<Reply, HttpError> {
-    let profile = requested(query, "id")?;
+fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, HttpError> {
+    let profile = requested(context, query, "id")?;
     let base = match query.parse_id("base")? {
-        Some(base) => Some(Profiler::global().profile(Some(base)).map_err(|error| refusal(error, "base"))?),
+        Some(base) => Some(context.profiler.profile(Some(base)).map_err(|error| refusal(error, "base"))?),
         None => None,
     };
     let options = RenderOptions { lines: query.flag("lines")?, ..RenderOptions::default() };
     let bytes = rendered::rendered(&profile, base.as_ref(), format, &options).map_err(|failure| match failure {
-        rendered::Failure::Busy => busy(),
-        rendered::Failure::Gone(id) => gone(id),
+        rendered::Failure::Busy => rendered::busy(),
+        rendered::Failure::Gone(error) => unreadable(context, &profile, &error),
         rendered::Failure::Failed(message) => HttpError::internal(message),
     })?;
     let name = match &base {
@@ -70,21 +63,26 @@ fn rendered(query: &Query, format: Format) -> Result<Reply, HttpError> {
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
 }
 
-/// 503: other renders take the capacity; the client retries.
-pub(super) fn busy() -> HttpError {
-    HttpError::busy(format!("{} other profiles are being rendered; try again in a second", rendered::MAX_RENDERS), 1)
-}
-
-/// 404: the profile was deleted while the request was answered (newer ones pushed it out).
-fn gone(id: u64) -> HttpError {
-    HttpError::not_found(format!(
-        "The profile of run {id} was deleted meanwhile: newer profiles pushed it out; see /memory-profiler/state for the kept ones"
+/// A profile file that cannot be read: 404 when memprof deleted it meanwhile (newer profiles pushed it out
+/// while the request was answered), else 500 (something else removed or damaged it).
+fn unreadable(context: &Context, profile: &KeptProfile, error: &std::io::Error) -> HttpError {
+    let still_kept = context.profiler.profile(Some(profile.id)).is_ok();
+    if error.kind() == std::io::ErrorKind::NotFound && !still_kept {
+        return HttpError::not_found(format!(
+            "The profile of run {} was deleted meanwhile: newer profiles pushed it out; see {PREFIX}/state for the kept ones",
+            profile.id
+        ));
+    }
+    HttpError::internal(format!(
+        "Cannot read the profile of run {} at {} ({error}); start a new run",
+        profile.id,
+        profile.path.display()
     ))
 }
 
 /// The profile named by the parameter `parameter` (`id`), else the latest one.
-fn requested(query: &Query, parameter: &str) -> Result<KeptProfile, HttpError> {
-    Profiler::global().profile(query.parse_id(parameter)?).map_err(|error| refusal(error, parameter))
+fn requested(context: &Context, query: &Query, parameter: &str) -> Result<KeptProfile, HttpError> {
+    context.profiler.profile(query.parse_id(parameter)?).map_err(|error| refusal(error, parameter))
 }
 
 /// Why a profile named by `parameter` cannot be served: 409 while it runs, else 404 saying what is kept.

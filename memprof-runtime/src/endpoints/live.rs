@@ -15,26 +15,25 @@
 use std::io::Read;
 use std::time::Duration;
 
-use super::query::Query;
-use super::reply::{HttpError, Reply};
+use super::Context;
+use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::profiler::Profiler;
 use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;
 
 /// `/debug/pprof/heap`.
-pub(super) fn heap(query: &Query) -> Result<Reply, HttpError> {
-    serve(query, false)
+pub(super) fn heap(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    serve(context, query, false)
 }
 
 /// `/debug/pprof/allocs`.
-pub(super) fn allocs(query: &Query) -> Result<Reply, HttpError> {
-    serve(query, true)
+pub(super) fn allocs(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    serve(context, query, true)
 }
 
-fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
+fn serve(context: &Context, query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
     let seconds = query
         .get("seconds")
         .map(|text| {
@@ -45,12 +44,12 @@ fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
             })
         })
         .transpose()?;
-    let now = snapshot()?;
+    let now = snapshot(context)?;
     let profile = match seconds {
         None => now,
         Some(seconds) => {
             std::thread::sleep(Duration::from_secs(seconds));
-            snapshot()?.minus(&now)
+            snapshot(context)?.minus(&now)
         }
     };
     let options = RenderOptions { allocations_first, ..RenderOptions::default() };
@@ -61,9 +60,9 @@ fn serve(query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
 }
 
 /// The heap now, symbolized: expensive work, done under a render permit (not held across `seconds`).
-fn snapshot() -> Result<Analysis, HttpError> {
-    let _permit = crate::rendered::Permit::acquire().ok_or_else(super::downloads::busy)?;
-    let (mut file, name) = Profiler::global().snapshot()?;
+fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
+    let _permit = super::rendered::Permit::acquire().ok_or_else(super::rendered::busy)?;
+    let (mut file, name) = context.profiler.snapshot()?;
     let mut text = String::new();
     file.read_to_string(&mut text)
         .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;

@@ -1,0 +1,38 @@
+//! The profiler's values as the endpoints say them ([`memprof_wire`]'s types): kept profiles, their
+//! downloads, who started a run.
+
+use memprof_analysis::Format;
+use memprof_wire::ProfileUrls;
+
+use crate::profiler::{KeptProfile, Owner};
+
+/// Where profile `id` is downloaded, in every format.
+pub(super) fn profile_urls(id: u64) -> ProfileUrls {
+    ProfileUrls::of(id, Format::ALL.iter().map(|format| format.name()))
+}
+
+/// A kept profile, as `state` lists it.
+pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
+    memprof_wire::KeptProfile {
+        id: run.id,
+        started_by: owner_name(&run.owner),
+        started: unix_seconds(run.started),
+        stopped: unix_seconds(run.stopped),
+        path: run.path.display().to_string(),
+        urls: profile_urls(run.id),
+    }
+}
+
+/// Who started a run, as the endpoints say it.
+pub(super) fn owner_name(owner: &Owner) -> String {
+    match owner {
+        Owner::Http => "http".to_owned(),
+        Owner::Code(label) => format!("code: {label}"),
+        Owner::Manual => "manual".to_owned(),
+        Owner::Automatic(reason) => format!("automatic: {reason}"),
+    }
+}
+
+fn unix_seconds(time: std::time::SystemTime) -> f64 {
+    time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
