@@ -27,6 +27,9 @@ pub(crate) struct Analyze {
     /// One row or node per source line instead of per function.
     #[arg(long)]
     lines: bool,
+    /// Every frame, down to the program's start (pprof always has them).
+    #[arg(long)]
+    full: bool,
     /// Where to write the result (default: standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -42,7 +45,7 @@ impl Analyze {
         }
         let analysis = analyze(&self.profile, &binaries)?;
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
-        let options = RenderOptions { lines: self.lines, ..RenderOptions::default() };
+        let options = RenderOptions { lines: self.lines, full: self.full, ..RenderOptions::default() };
         let rendered = self.format.render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
         crate::write_output(&rendered, self.output.as_deref())
     }

@@ -78,6 +78,9 @@ pub(crate) struct Output {
     /// By source line instead of by function (text, graph, flamegraph, collapsed).
     #[arg(long)]
     lines: bool,
+    /// Every frame, down to the program's start (text, graph, flamegraph, collapsed; pprof always has them).
+    #[arg(long)]
+    full: bool,
     /// Where to write it (default: standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -179,6 +182,9 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
     query.extend(base.map(|base| format!("base={base}")));
     if output.lines {
         query.push("lines=true".to_owned());
+    }
+    if output.full && matches!(output.format, Download::Rendered(format) if format != Format::Pprof) {
+        query.push("full=true".to_owned());
     }
     let path = format!("{}?{}", paths::download(output.format.name()), query.join("&"));
     write_output(&client.get(&path)?.body, output.output.as_ref())

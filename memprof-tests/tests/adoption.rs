@@ -175,3 +175,27 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     let text = told.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("missing_conf::main"), "{text}");
 }
+
+/// A tokio service's stacks start at its async fns: the worker threads' start-up and tokio's scheduling
+/// are cut (`full=true` keeps them), and its handlers lead the text profile.
+#[test]
+fn a_tokio_services_stacks_start_at_its_async_fns() {
+    let service = axum_service().spawn();
+    let id = acceptance::start(&service, "1mins");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    service.get_json("/memory-profiler/stop");
+    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
+    let handlers: Vec<&str> = collapsed.lines().filter(|line| line.contains("axum_service::new_")).collect();
+    assert!(!handlers.is_empty(), "{collapsed}");
+    for stack in &handlers {
+        assert!(stack.starts_with("axum_service::"), "the stack starts at the service's async fn: {stack}");
+        assert!(!stack.contains("tokio::"), "no tokio machinery above the service's code: {stack}");
+    }
+    let full = service.get(&format!("/memory-profiler/download/collapsed?id={id}&full=true")).text();
+    assert!(full.contains("tokio::runtime::task::core::Core<T,S>::poll;"), "{full}");
+    let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    let top: Vec<&str> = text.lines().skip(1).take(2).map(|row| row.split_whitespace().last().unwrap()).collect();
+    let mut top = top;
+    top.sort();
+    assert_eq!(top, ["axum_service::new_index_block", "axum_service::new_session"], "{text}");
+}

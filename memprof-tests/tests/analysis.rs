@@ -92,7 +92,8 @@ fn text_shows_the_allocating_functions_with_the_bytes_they_keep() {
 /// collapsed stacks.
 fn open_session_stack(service: &Program) -> Vec<String> {
     let id = finished_run(service);
-    let folded = download(service, &format!("/memory-profiler/download/collapsed?id={id}")).text();
+    // Every frame, down to the C start-up code, which is what the two walks differ in.
+    let folded = download(service, &format!("/memory-profiler/download/collapsed?id={id}&full=true")).text();
     let line = folded.lines().find(|line| line.rsplit_once(' ').unwrap().0.ends_with(";service::open_session"));
     let (stack, _) = line.unwrap_or_else(|| panic!("no open_session: {folded}")).rsplit_once(' ').unwrap();
     stack.split(';').map(str::to_owned).collect()

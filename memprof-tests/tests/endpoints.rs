@@ -51,3 +51,28 @@ fn only_the_last_four_profiles_are_kept() {
     assert_eq!(acceptance::profiles_in(directory).len(), 4);
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={}", ids[0])).status, 404);
 }
+
+/// Rust's and libc's start-up frames are cut from the readable formats, as Rust's short backtraces cut
+/// them; `full=true` keeps every frame.
+#[test]
+fn stacks_start_at_the_programs_main_unless_full_is_asked_for() {
+    let service = Program::service().spawn();
+    let id = start(&service, "1mins");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    service.get_json("/memory-profiler/stop");
+    let start_up = ["std::rt::lang_start_internal", "__rust_begin_short_backtrace", "std::panic::catch_unwind"];
+    for format in ["collapsed", "text"] {
+        let short = service.get(&format!("/memory-profiler/download/{format}?id={id}")).text();
+        let full = service.get(&format!("/memory-profiler/download/{format}?id={id}&full=true")).text();
+        for frame in start_up {
+            assert!(!short.contains(frame), "{format}: {frame} shown by default:\n{short}");
+            assert!(full.contains(frame), "{format}: {frame} missing with full=true:\n{full}");
+        }
+    }
+    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
+    let sessions: Vec<&str> = collapsed.lines().filter(|line| line.contains("service::open_session")).collect();
+    assert!(!sessions.is_empty(), "{collapsed}");
+    for stack in sessions {
+        assert!(stack.starts_with("service::main;"), "the stack starts at the program's main: {stack}");
+    }
+}

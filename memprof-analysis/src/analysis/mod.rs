@@ -16,6 +16,7 @@
 mod debug_file;
 mod plumbing;
 mod symbolizer;
+mod user_code;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -237,6 +238,25 @@ impl Analysis {
     /// The frames of a sample, the allocating function first (inlined frames expanded).
     pub fn frames<'a>(&'a self, sample: &'a Sample) -> impl Iterator<Item = &'a Frame> + 'a {
         sample.locations.iter().flat_map(|&location| &self.locations[location].frames)
+    }
+
+    /// The frames of a sample as the readable formats show them: [`Analysis::frames`] without the
+    /// start-up and scheduling frames below the user's code (`std::rt::lang_start`, a thread's start,
+    /// tokio's workers down to the task's poll), unless `full`.
+    ///
+    /// ```no_run
+    /// # let analysis: memprof_analysis::Analysis = unimplemented!();
+    /// for sample in &analysis.samples {
+    ///     let stack: Vec<&str> = analysis.shown_frames(sample, false).iter().map(|frame| frame.function.as_str()).collect();
+    ///     println!("{}", stack.join(" <- "));
+    /// }
+    /// ```
+    pub fn shown_frames<'a>(&'a self, sample: &'a Sample, full: bool) -> Vec<&'a Frame> {
+        let mut frames: Vec<&Frame> = self.frames(sample).collect();
+        if !full {
+            user_code::cut(&mut frames, |frame| frame.function.as_str());
+        }
+        frames
     }
 
     /// What grew from `base` to `self`: both profiles' samples, `base`'s with negated counts (as

@@ -44,6 +44,10 @@ pub struct RenderOptions {
     pub lines: bool,
     /// A title for the formats that show one.
     pub title: String,
+    /// Every frame, down to `_start`: without it, text, folded stacks, flame graphs and call graphs stop at
+    /// the frame that starts the user's code, as Rust's short backtraces do (pprof always keeps every frame,
+    /// as Go's heap profiles keep `runtime.main`; Pyroscope and Parca filter there).
+    pub full: bool,
     /// pprof only, for a profile with allocation totals: make `alloc_space` the default sample type, as
     /// in Go's `allocs` profile (else `inuse_space`, as in `heap`).
     pub allocations_first: bool,

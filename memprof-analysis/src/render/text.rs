@@ -22,7 +22,8 @@ struct Row {
 pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
     let mut rows: HashMap<String, Row> = HashMap::new();
     for sample in &analysis.samples {
-        let labels: Vec<String> = analysis.frames(sample).map(|frame| frame.label(options.lines)).collect();
+        let labels: Vec<String> =
+            analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect();
         if let Some(allocating) = labels.first() {
             rows.entry(allocating.clone()).or_default().flat += sample.bytes;
         }

@@ -43,14 +43,15 @@ pub(super) fn pprof(context: &Context, query: &Query) -> Result<Reply, HttpError
 }
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,
-/// `lines=true` for source lines instead of functions.
+/// `lines=true` for source lines instead of functions, `full=true` for the frames below the user's code too
+/// (pprof always has them).
 fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, HttpError> {
     let profile = requested(context, query, "id")?;
     let base = match query.parse_id("base")? {
         Some(base) => Some(context.profiler.profile(Some(base)).map_err(|error| refusal(error, "base"))?),
         None => None,
     };
-    let options = RenderOptions { lines: query.flag("lines")?, ..RenderOptions::default() };
+    let options = RenderOptions { lines: query.flag("lines")?, full: query.flag("full")?, ..RenderOptions::default() };
     let bytes = rendered::rendered(&profile, base.as_ref(), format, &options).map_err(|failure| match failure {
         rendered::Failure::Busy => rendered::busy(),
         rendered::Failure::Gone(error) => unreadable(context, &profile, &error),

@@ -68,7 +68,7 @@ pub(crate) fn answer(context: &Context, request: &Request) -> Response {
 }
 
 /// The parameters of the rendered downloads.
-const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines"];
+const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines", "full"];
 
 /// One endpoint: its full path, whether POST is allowed besides GET, its parameters and its handler.
 struct Route {

@@ -1,0 +1,117 @@
+//! The frames below the user's code, which nobody wants to read: Rust's and libc's start-up (`_start`,
+//! `__libc_start_main`, `main`, `std::rt::lang_start`, the `catch_unwind` wrappers, a spawned thread's
+//! `thread_start`) and an async runtime's scheduling (tokio's workers, down to the poll of the task).
+//!
+//! Rust's own short backtraces stop at `__rust_begin_short_backtrace`, the frame that calls `main` and every
+//! closure given to `std::thread::spawn`; the readable formats stop there too, and, for tasks of tokio, at
+//! the poll of the task (or of the future `block_on` runs, as `#[tokio::main]` does), then drop the few
+//! frames of tokio's and core's polling machinery left above the user's code.
+
+/// Frames from which the user's code starts: they and every frame below them are cut. The innermost one
+/// found in a stack counts (a tokio worker's task poll runs above a thread's short-backtrace frame).
+fn starts_user_code(function: &str) -> bool {
+    function.contains("__rust_begin_short_backtrace")
+        || (function.starts_with("tokio::runtime::task::core::Core<") && function.ends_with(">::poll"))
+        || function.starts_with("tokio::runtime::park::CachedParkThread::block_on")
+}
+
+/// The polling and unwinding machinery left between such a frame and the user's code.
+const MACHINERY: &[&str] = &[
+    "tokio::",
+    "<tokio::",
+    "core::",
+    "<core::",
+    "std::panic",
+    "<std::panic",
+    "std::thread::local::",
+    "__rust_try",
+    "<alloc::boxed::Box<dyn core::ops::function::FnOnce",
+];
+
+/// The frames of a stack, innermost first, without those below the user's code.
+///
+/// A stack with no frame that starts the user's code (a thread memprof cannot recognise) is kept whole,
+/// and the machinery is dropped only while a frame of the user's stays.
+pub(crate) fn cut<T>(frames: &mut Vec<T>, name: impl Fn(&T) -> &str) {
+    let Some(start) = frames.iter().position(|frame| starts_user_code(name(frame))) else {
+        return;
+    };
+    frames.truncate(start);
+    while frames.len() > 1 && frames.last().is_some_and(|frame| is_machinery(name(frame))) {
+        frames.pop();
+    }
+}
+
+fn is_machinery(function: &str) -> bool {
+    MACHINERY.iter().any(|prefix| function.starts_with(prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut_names(stack: &[&'static str]) -> Vec<&'static str> {
+        let mut frames = stack.to_vec();
+        cut(&mut frames, |name| name);
+        frames
+    }
+
+    #[test]
+    fn the_main_threads_start_up_is_cut_at_the_short_backtrace_frame() {
+        let stack = [
+            "service::open_session",
+            "service::main",
+            "core::ops::function::FnOnce::call_once",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+            "std::rt::lang_start::{{closure}}",
+            "std::rt::lang_start_internal",
+            "main",
+            "__libc_start_call_main",
+            "__libc_start_main",
+            "_start",
+        ];
+        assert_eq!(cut_names(&stack), ["service::open_session", "service::main"]);
+    }
+
+    #[test]
+    fn a_tokio_tasks_stack_starts_at_its_async_fn() {
+        let stack = [
+            "axum_service::new_session",
+            "axum_service::open_session::{{closure}}",
+            "axum_service::load::{{closure}}",
+            "tokio::runtime::task::core::Core<T,S>::poll::{{closure}}",
+            "tokio::loom::std::unsafe_cell::UnsafeCell<T>::with_mut",
+            "tokio::runtime::task::core::Core<T,S>::poll",
+            "tokio::runtime::task::harness::poll_future::{{closure}}",
+            "tokio::runtime::scheduler::multi_thread::worker::Context::run_task",
+            "<tokio::runtime::blocking::task::BlockingTask<T> as core::future::future::Future>::poll",
+            "tokio::runtime::task::core::Core<T,S>::poll",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+            "<std::sys::thread::unix::Thread>::new::thread_start",
+            "start_thread",
+        ];
+        assert_eq!(
+            cut_names(&stack),
+            ["axum_service::new_session", "axum_service::open_session::{{closure}}", "axum_service::load::{{closure}}"]
+        );
+    }
+
+    #[test]
+    fn tokio_mains_future_starts_below_block_on_and_unknown_stacks_stay_whole() {
+        let stack = [
+            "app::main::{{closure}}",
+            "<core::pin::Pin<P> as core::future::future::Future>::poll",
+            "tokio::runtime::park::CachedParkThread::block_on::{{closure}}",
+            "tokio::task::coop::with_budget",
+            "tokio::runtime::park::CachedParkThread::block_on",
+            "tokio::runtime::runtime::Runtime::block_on",
+            "app::main",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+        ];
+        assert_eq!(cut_names(&stack), ["app::main::{{closure}}"]);
+        let unknown = ["app::work", "clone3"];
+        assert_eq!(cut_names(&unknown), unknown);
+        let only_machinery = ["tokio::runtime::io::Driver::turn", "tokio::runtime::task::core::Core<T,S>::poll"];
+        assert_eq!(cut_names(&only_machinery), ["tokio::runtime::io::Driver::turn"]);
+    }
+}
