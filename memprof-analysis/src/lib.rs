@@ -20,6 +20,8 @@ mod analysis;
 mod heap_profile;
 mod render;
 
-pub use analysis::{Analysis, Binaries, Frame, Location, Module, Sample, function_names_in_this_process};
+pub use analysis::{
+    Analysis, Binaries, Frame, Location, Module, Sample, function_names_in_this_process, is_allocation_plumbing,
+};
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use render::{Format, RenderError, RenderOptions};

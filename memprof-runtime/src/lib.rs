@@ -16,6 +16,7 @@
 #![deny(unsafe_code)]
 #![cfg(unix)]
 
+mod allocator_code;
 mod autodump;
 #[cfg(feature = "axum")]
 pub mod axum;

@@ -23,6 +23,7 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::allocator_code::AllocatorCode;
 use crate::environment::UNWINDER as UNWINDER_VARIABLE;
 
 /// jemalloc's `prof_backtrace_hook_t`: fills `frames` with up to `max` return addresses and sets `len`.
@@ -50,6 +51,10 @@ impl Unwinder {
 /// jemalloc's previous hook (libgcc's walk), for the samples the frame-pointer walk cannot take.
 static PREVIOUS_HOOK: AtomicUsize = AtomicUsize::new(0);
 
+/// The allocator's code, whose frames the walk drops from the start of each stack (see
+/// [`crate::allocator_code`]); set before the hook is installed.
+static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock::new();
+
 /// Chooses the walk for this process's samples; call once, when profiling is enabled.
 pub(crate) fn install() -> Unwinder {
     if std::env::var(UNWINDER_VARIABLE).is_ok_and(|value| value == "libgcc") {
@@ -58,6 +63,7 @@ pub(crate) fn install() -> Unwinder {
     if let Err(reason) = frame_pointers_agree_with_libgcc() {
         return Unwinder::Libgcc(reason);
     }
+    ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
     match crate::jemalloc::replace_backtrace_hook(frame_pointer_hook as BacktraceHook as usize) {
         Ok(previous) => {
             PREVIOUS_HOOK.store(previous, Ordering::Release);
@@ -88,6 +94,16 @@ unsafe extern "C" fn frame_pointer_hook(frames: *mut *mut c_void, len: *mut c_ui
         // SAFETY: `count < max`, and `frames` has room for `max` pointers.
         unsafe { *frames.add(count) = address as *mut c_void };
         count += 1;
+    }
+    // The walk starts in jemalloc (the hook's caller) and goes through Rust's allocation plumbing: the
+    // stack recorded starts at the allocator's caller.
+    if let Some(code) = ALLOCATOR_CODE.get() {
+        // SAFETY: the first `count` pointers were written above; `*mut c_void` and `usize` have one layout.
+        let written = unsafe { std::slice::from_raw_parts(frames as *const usize, count) };
+        let leading = code.leading(written);
+        // SAFETY: both ranges lie in the first `count` pointers; `copy` allows them to overlap.
+        unsafe { std::ptr::copy(frames.add(leading), frames, count - leading) };
+        count -= leading;
     }
     // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
     unsafe { *len = count as c_uint };

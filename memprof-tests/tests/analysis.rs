@@ -132,6 +132,25 @@ fn text_totals_agree_with_jeprof() {
     assert_near(ours, theirs, 0.01, "our total against jeprof's");
 }
 
+/// The Mesos workflow: download the raw dump and read it with jeprof. The frame-pointer walk records each
+/// stack from the allocator's caller, so jeprof's flat column names the program's allocating functions,
+/// not jemalloc's own.
+#[test]
+fn jeprof_shows_the_programs_allocating_functions_flat_in_a_raw_dump() {
+    let Some(jeprof) = tools::find("jeprof", "libjemalloc-dev") else { return };
+    let service = finely_sampled_service();
+    let id = finished_run(&service);
+    let scratch = Scratch::new("jeprof-flat");
+    let raw = scratch.join("profile.heap");
+    std::fs::write(&raw, download(&service, &format!("/memory-profiler/download/raw?id={id}")).body).unwrap();
+    let binary = built_binary("service");
+    let report = tools::run(&jeprof, &["--text", binary.to_str().unwrap(), raw.to_str().unwrap()], &[]);
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    let mut flat: Vec<&str> = report.lines().skip(1).take(2).filter_map(|row| row.split_whitespace().nth(5)).collect();
+    flat.sort();
+    assert_eq!(flat, ["service::index_document", "service::open_session"], "{report}");
+}
+
 #[test]
 fn pprof_output_is_read_by_go_tool_pprof() {
     let service = finely_sampled_service();

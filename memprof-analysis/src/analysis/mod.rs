@@ -15,6 +15,8 @@
 
 mod debug_file;
 mod plumbing;
+
+pub use plumbing::is_plumbing as is_allocation_plumbing;
 mod symbolizer;
 mod user_code;
 
@@ -254,7 +256,7 @@ impl Analysis {
     pub fn shown_frames<'a>(&'a self, sample: &'a Sample, full: bool) -> Vec<&'a Frame> {
         let mut frames: Vec<&Frame> = self.frames(sample).collect();
         if !full {
-            user_code::cut(&mut frames, |frame| frame.function.as_str());
+            user_code::cut(&mut frames, |frame| (frame.function.as_str(), frame.file.as_deref()));
         }
         frames
     }

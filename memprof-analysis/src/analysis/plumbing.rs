@@ -77,10 +77,16 @@ pub(crate) fn is_plumbing_frame(function: &str, file: Option<&str>) -> bool {
 
 /// Whether a frame's function belongs to the allocator or Rust's allocation plumbing.
 ///
+/// ```
+/// assert!(memprof_analysis::is_allocation_plumbing("alloc::raw_vec::RawVecInner<A>::try_allocate_in"));
+/// assert!(memprof_analysis::is_allocation_plumbing("_rjem_je_prof_backtrace"));
+/// assert!(!memprof_analysis::is_allocation_plumbing("service::open_session"));
+/// ```
+///
 /// Trait methods count by the trait or type they belong to: `<alloc::vec::Vec<T> as Clone>::clone` and
 /// `<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem` are plumbing, `<app::Cache as Clone>::clone`
 /// is not.
-fn is_plumbing(function: &str) -> bool {
+pub fn is_plumbing(function: &str) -> bool {
     if ALLOCATOR_FUNCTIONS.contains(&function) {
         return true;
     }

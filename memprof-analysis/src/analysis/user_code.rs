@@ -28,22 +28,28 @@ const MACHINERY: &[&str] = &[
     "<alloc::boxed::Box<dyn core::ops::function::FnOnce",
 ];
 
-/// The frames of a stack, innermost first, without those below the user's code.
+/// Source files of that machinery, for inlined frames that a build with `debug = "line-tables-only"`
+/// names without their path (`call_once<fn(), ()>`).
+const MACHINERY_FILES: &[&str] = &["/library/core/src/", "/library/std/src/", "/tokio-"];
+
+/// The frames of a stack, innermost first, without those below the user's code; `describe` gives a
+/// frame's function and source file.
 ///
 /// A stack with no frame that starts the user's code (a thread memprof cannot recognise) is kept whole,
 /// and the machinery is dropped only while a frame of the user's stays.
-pub(crate) fn cut<T>(frames: &mut Vec<T>, name: impl Fn(&T) -> &str) {
-    let Some(start) = frames.iter().position(|frame| starts_user_code(name(frame))) else {
+pub(crate) fn cut<T>(frames: &mut Vec<T>, describe: impl Fn(&T) -> (&str, Option<&str>)) {
+    let Some(start) = frames.iter().position(|frame| starts_user_code(describe(frame).0)) else {
         return;
     };
     frames.truncate(start);
-    while frames.len() > 1 && frames.last().is_some_and(|frame| is_machinery(name(frame))) {
+    while frames.len() > 1 && frames.last().is_some_and(|frame| is_machinery(describe(frame))) {
         frames.pop();
     }
 }
 
-fn is_machinery(function: &str) -> bool {
+fn is_machinery((function, file): (&str, Option<&str>)) -> bool {
     MACHINERY.iter().any(|prefix| function.starts_with(prefix))
+        || file.is_some_and(|file| MACHINERY_FILES.iter().any(|part| file.contains(part)))
 }
 
 #[cfg(test)]
@@ -52,8 +58,22 @@ mod tests {
 
     fn cut_names(stack: &[&'static str]) -> Vec<&'static str> {
         let mut frames = stack.to_vec();
-        cut(&mut frames, |name| name);
+        cut(&mut frames, |name| (name, None));
         frames
+    }
+
+    #[test]
+    fn short_names_of_inlined_library_frames_are_known_by_their_file() {
+        let library = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
+        let function_rs = format!("{library}/core/src/ops/function.rs");
+        let mut frames = vec![
+            ("service::open_session", Some("/work/examples/service.rs")),
+            ("service::main", Some("/work/examples/service.rs")),
+            ("call_once<fn(), ()>", Some(function_rs.as_str())),
+            ("std::sys::backtrace::__rust_begin_short_backtrace", None),
+        ];
+        cut(&mut frames, |&(name, file)| (name, file));
+        assert_eq!(frames.iter().map(|frame| frame.0).collect::<Vec<_>>(), ["service::open_session", "service::main"]);
     }
 
     #[test]

@@ -1,0 +1,104 @@
+//! Where this program's allocator code lies: jemalloc's functions and Rust's allocation plumbing
+//! (`__rust_alloc`, `alloc::raw_vec`, the global allocator, ...), read once from the executable's symbol
+//! table. The frame-pointer walk drops the frames in it from the start of every recorded stack, so the
+//! first frame of a raw dump is the allocator's caller: jeprof, reading the dump as it is (the Mesos
+//! workflow), then shows the program's allocating functions in its flat column instead of jemalloc's own
+//! `prof_backtrace`, and samples carry fewer frames.
+
+use std::fs::File;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+/// The allocator's code: sorted, non-overlapping address ranges in this process.
+#[derive(Debug, Default)]
+pub(crate) struct AllocatorCode {
+    ranges: Vec<(usize, usize)>,
+}
+
+impl AllocatorCode {
+    /// Reads this program's symbol table (`/proc/self/exe`); empty where it cannot be read or has no
+    /// symbols (a stripped binary), so that nothing is dropped.
+    pub(crate) fn of_this_program() -> Self {
+        Self::read().unwrap_or_default()
+    }
+
+    fn read() -> Option<Self> {
+        let file = File::open("/proc/self/exe").ok()?;
+        // SAFETY: the map is only read, here; a binary rewritten in place would give wrong bytes, which the
+        // parser checks as it reads them.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+        let binary = object::File::parse(&*map).ok()?;
+        // The load bias of a position-independent executable: where `malloc` is against where the file says.
+        let malloc = binary.symbols().find(|symbol| symbol.name() == Ok(MALLOC))?;
+        let bias = (tikv_jemalloc_sys::malloc as *const () as usize).wrapping_sub(malloc.address() as usize);
+        let mut ranges: Vec<(usize, usize)> = binary
+            .symbols()
+            .filter(|symbol| symbol.kind() == SymbolKind::Text && symbol.size() > 0)
+            .filter(|symbol| symbol.name().is_ok_and(is_allocator_code))
+            .map(|symbol| {
+                let start = (symbol.address() as usize).wrapping_add(bias);
+                (start, start + symbol.size() as usize)
+            })
+            .collect();
+        ranges.sort_unstable();
+        Some(Self { ranges })
+    }
+
+    /// Whether the instruction at `address` is in the allocator's code.
+    pub(crate) fn contains(&self, address: usize) -> bool {
+        let after = self.ranges.partition_point(|&(start, _)| start <= address);
+        after > 0 && address < self.ranges[after - 1].1
+    }
+
+    /// How many of `return_addresses` (innermost first) are the allocator's, from the start; none when
+    /// all are (a stack must keep a frame).
+    pub(crate) fn leading(&self, return_addresses: &[usize]) -> usize {
+        // A return address is the instruction after the call: the call itself is the byte before.
+        let leading = return_addresses.iter().take_while(|&&address| self.contains(address.wrapping_sub(1))).count();
+        if leading == return_addresses.len() { 0 } else { leading }
+    }
+
+    /// How many functions are known.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.ranges.len()
+    }
+}
+
+/// jemalloc's `malloc` as this build names it.
+const MALLOC: &str = if cfg!(any(target_os = "android", target_os = "dragonfly", target_vendor = "apple")) {
+    "_rjem_malloc"
+} else {
+    "malloc"
+};
+
+/// Whether a symbol (mangled as the table has it) is the allocator's or Rust's allocation plumbing. Only
+/// names that can be are demangled: the table has tens of thousands.
+fn is_allocator_code(name: &str) -> bool {
+    let may_be = name.contains("alloc") || name.contains("rjem") || name.contains("collect") || name.starts_with("je_");
+    may_be && memprof_analysis::is_allocation_plumbing(&format!("{:#}", rustc_demangle::demangle(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_looked_up_and_a_stack_keeps_a_frame() {
+        let code = AllocatorCode { ranges: vec![(0x100, 0x180), (0x200, 0x210)] };
+        assert!(code.contains(0x100) && code.contains(0x17f) && code.contains(0x20f));
+        assert!(!code.contains(0xff) && !code.contains(0x180) && !code.contains(0x210));
+        assert_eq!(code.leading(&[0x101, 0x201, 0x301, 0x102]), 2);
+        assert_eq!(code.leading(&[0x301, 0x101]), 0);
+        assert_eq!(code.leading(&[0x101, 0x201]), 0, "all the allocator's: kept");
+    }
+
+    #[test]
+    fn this_programs_allocator_is_found() {
+        let code = AllocatorCode::of_this_program();
+        assert!(code.len() > 10, "{} functions", code.len());
+        assert!(code.contains(tikv_jemalloc_sys::malloc as *const () as usize));
+        assert!(!code.contains(ranges_are_looked_up_and_a_stack_keeps_a_frame as *const () as usize));
+    }
+}
