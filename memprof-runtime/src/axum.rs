@@ -7,6 +7,9 @@
 //!     .nest("/debug/pprof", memprof_runtime::axum::debug_pprof_router());
 //! ```
 //!
+//! Call [`crate::start`] first: it reads the token (`MEMPROF_TOKEN`, or the variable `token_env` names)
+//! that these routes require, as the built-in server does.
+//!
 //! Requests are answered as by the built-in server ([`crate::endpoints::respond`]: routes, token, limits),
 //! each on a thread of memprof's own whose allocations are never sampled, never on the async workers: a
 //! symbolized profile takes milliseconds to seconds of CPU. At most [`MAX_IN_FLIGHT`] are answered at
