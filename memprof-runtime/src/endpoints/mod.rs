@@ -1,7 +1,7 @@
-//! What the endpoints answer, whatever carries the requests (the built-in server in [`crate::http`], or
-//! the program's own through [`respond`] and [`crate::axum`]): the routes, with the methods and parameters
+//! What the endpoints answer, whatever carries the requests (the built-in server in `http/`, or the
+//! program's own through `respond` and the `axum` routers): the routes, with the methods and parameters
 //! each takes (Mesos's under `/memory-profiler`, Go's under `/debug/pprof`), the token check, and one
-//! module per family of handlers. Handlers get a [`Context`] (the profiler, the token) instead of reaching
+//! module per family of handlers. Handlers get a `Context` (the profiler, the token) instead of reaching
 //! for process-wide state, so they can be tried on their own.
 
 mod answers;
