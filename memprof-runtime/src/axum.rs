@@ -7,8 +7,8 @@
 //!     .nest("/debug/pprof", memprof_runtime::axum::debug_pprof_router());
 //! ```
 //!
-//! Call [`crate::start`] first: it reads the token (`MEMPROF_TOKEN`, or the variable `token_env` names)
-//! that these routes require, as the built-in server does.
+//! Call [`crate::start`] first: it reads the token these routes require from the variable `token_env`
+//! names, as the built-in server does (used without it, they take `MEMPROF_TOKEN`'s).
 //!
 //! Requests are answered as by the built-in server ([`crate::endpoints::respond`]: routes, token, limits),
 //! each on a thread of memprof's own whose allocations are never sampled, never on the async workers: a

@@ -38,8 +38,8 @@ pub(crate) struct Context {
     pub(crate) token: Option<String>,
 }
 
-/// The context of this process's endpoints, set by [`crate::start`]; requests that come before (through
-/// a router mounted before `start`) get the profiler and no token.
+/// The context of this process's endpoints, set by [`crate::start`]; a router used without `start` gets
+/// the token of `MEMPROF_TOKEN` (never none for want of a call).
 static CONTEXT: OnceLock<Context> = OnceLock::new();
 
 /// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none.
@@ -47,10 +47,10 @@ pub(crate) fn set_up(token: Option<String>) -> &'static Context {
     CONTEXT.get_or_init(|| Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()) })
 }
 
-/// The context of this process's endpoints.
+/// The context of this process's endpoints: [`crate::start`]'s, else one with `MEMPROF_TOKEN`'s token.
 #[cfg(any(test, feature = "http"))]
 pub(crate) fn context() -> &'static Context {
-    set_up(None)
+    set_up(std::env::var(crate::environment::TOKEN).ok())
 }
 
 /// Answers one request in `context`: checks its credentials (but for the dashboard page), then routes it.
