@@ -27,7 +27,7 @@ unsafe impl Sync for MallocConf {}
 
 impl MallocConf {
     /// [`PROFILING_CONF`]: profiling armed, sampling off until a run starts.
-    pub const PROFILING: Self = Self::new(c"prof:true,prof_active:false");
+    pub const PROFILING: Self = Self::new(PROFILING_CONF_C);
 
     /// Wraps a configuration string such as `c"prof:true,prof_active:false"`.
     pub const fn new(conf: &'static CStr) -> Self {
@@ -51,7 +51,13 @@ impl MallocConf {
 
 /// The configuration memprof needs: profiling compiled in and armed, sampling off until a run starts
 /// ([`MallocConf::PROFILING`] exports it).
-pub const PROFILING_CONF: &str = "prof:true,prof_active:false";
+pub const PROFILING_CONF: &str = match PROFILING_CONF_C.to_str() {
+    Ok(conf) => conf,
+    Err(_) => panic!("the configuration is ASCII"),
+};
+
+/// [`PROFILING_CONF`] as jemalloc reads it.
+const PROFILING_CONF_C: &std::ffi::CStr = c"prof:true,prof_active:false";
 
 /// Makes tikv-jemallocator the global allocator. Expanded by `#[memprof::main]` (unless
 /// `allocator = false`) and by `memprof::allocator!()`.

@@ -30,15 +30,16 @@ struct Owner {
 }
 
 impl Owner {
-    /// The process `pid` as it is now, if it exists and has not ended (a zombie has: its parent has yet
-    /// to reap it, and in a container whose first process reaps nothing, it never will).
-    fn of(pid: u32) -> Option<Self> {
+    /// The process `pid` as it is now, in the boot `boot_id`, if it exists and has not ended (a zombie
+    /// has: its parent has yet to reap it, and in a container whose first process reaps nothing, it never
+    /// will).
+    fn of(pid: u32, boot_id: &str) -> Option<Self> {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+        let (state, start_time) = state_and_start_time(&stat)?;
         if state == "Z" || state == "X" {
             return None;
         }
-        Some(Owner { pid, start_time: start_time(&stat)?, boot_id: boot_id()? })
+        Some(Owner { pid, start_time, boot_id: boot_id.to_owned() })
     }
 
     fn to_line(&self) -> String {
@@ -56,11 +57,12 @@ impl Owner {
     }
 }
 
-/// The start time in a `/proc/<pid>/stat` line; the command name (field 2) may hold spaces and parentheses,
-/// so fields are counted from the last `)`.
-fn start_time(stat: &str) -> Option<u64> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+/// The state (field 3) and start time (field 22) in a `/proc/<pid>/stat` line; the command name (field 2)
+/// may hold spaces and parentheses, so fields are counted from the last `)`.
+fn state_and_start_time(stat: &str) -> Option<(&str, u64)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?;
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 fn boot_id() -> Option<String> {
@@ -69,14 +71,19 @@ fn boot_id() -> Option<String> {
 
 /// Writes the `owner` file of a new profile directory: this process.
 pub(crate) fn claim(directory: &Path) -> io::Result<()> {
-    let me = Owner::of(std::process::id())
+    let me = boot_id()
+        .and_then(|boot_id| Owner::of(std::process::id(), &boot_id))
         .ok_or_else(|| io::Error::other("cannot read this process's start time from /proc/self/stat"))?;
     fs::write(directory.join(OWNER_FILE), me.to_line())
 }
 
 /// Removes the profile directories in `parent` whose owners ended, and reports how many there were.
 pub(crate) fn remove_directories_of_ended_processes(parent: &Path) {
-    let removed = remove_stale(parent, Owner::of);
+    // Read once: every process of a scan shares this boot.
+    let Some(boot_id) = boot_id() else {
+        return;
+    };
+    let removed = remove_stale(parent, |pid| Owner::of(pid, &boot_id));
     if removed > 0 {
         report::info(&format!(
             "Removed {removed} profile director{} left in {} by memprof processes that no longer run",
@@ -120,8 +127,9 @@ mod tests {
     #[test]
     fn start_times_are_read_after_the_command_name() {
         let stat = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(start_time(stat), Some(987654));
-        assert!(Owner::of(std::process::id()).is_some_and(|me| me.start_time > 0 && !me.boot_id.is_empty()));
+        assert_eq!(state_and_start_time(stat).map(|(_, start)| start), Some(987654));
+        let boot_id = boot_id().unwrap();
+        assert!(Owner::of(std::process::id(), &boot_id).is_some_and(|me| me.start_time > 0 && !me.boot_id.is_empty()));
     }
 
     #[test]

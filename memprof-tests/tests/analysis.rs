@@ -117,17 +117,22 @@ fn the_frame_pointer_walk_finds_the_stacks_libgcc_finds() {
     assert!(fast.len() >= slow.len() - main, "frame pointers: {fast:?}\nlibgcc: {slow:?}");
 }
 
+/// `jeprof --text` of run `id`'s raw dump, as an operator runs it on a downloaded profile.
+fn jeprof_text(jeprof: &std::path::Path, service: &Program, id: u64) -> String {
+    let scratch = Scratch::new("jeprof");
+    let raw = scratch.join("profile.heap");
+    std::fs::write(&raw, download(service, &format!("/memory-profiler/download/raw?id={id}")).body).unwrap();
+    let binary = built_binary("service");
+    let report = tools::run(jeprof, &["--text", binary.to_str().unwrap(), raw.to_str().unwrap()], &[]);
+    String::from_utf8_lossy(&report.stdout).into_owned()
+}
+
 #[test]
 fn text_totals_agree_with_jeprof() {
     let Some(jeprof) = tools::find("jeprof", "libjemalloc-dev") else { return };
     let service = finely_sampled_service();
     let id = finished_run(&service);
-    let scratch = Scratch::new("jeprof");
-    let raw = scratch.join("profile.heap");
-    std::fs::write(&raw, download(&service, &format!("/memory-profiler/download/raw?id={id}")).body).unwrap();
-    let binary = built_binary("service");
-    let theirs = tools::run(&jeprof, &["--text", binary.to_str().unwrap(), raw.to_str().unwrap()], &[]);
-    let theirs = total_megabytes(&String::from_utf8_lossy(&theirs.stdout));
+    let theirs = total_megabytes(&jeprof_text(&jeprof, &service, id));
     let ours = total_megabytes(&download(&service, &format!("/memory-profiler/download/text?id={id}")).text());
     assert_near(ours, theirs, 0.01, "our total against jeprof's");
 }
@@ -140,12 +145,7 @@ fn jeprof_shows_the_programs_allocating_functions_flat_in_a_raw_dump() {
     let Some(jeprof) = tools::find("jeprof", "libjemalloc-dev") else { return };
     let service = finely_sampled_service();
     let id = finished_run(&service);
-    let scratch = Scratch::new("jeprof-flat");
-    let raw = scratch.join("profile.heap");
-    std::fs::write(&raw, download(&service, &format!("/memory-profiler/download/raw?id={id}")).body).unwrap();
-    let binary = built_binary("service");
-    let report = tools::run(&jeprof, &["--text", binary.to_str().unwrap(), raw.to_str().unwrap()], &[]);
-    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    let report = jeprof_text(&jeprof, &service, id);
     let mut flat: Vec<&str> = report.lines().skip(1).take(2).filter_map(|row| row.split_whitespace().nth(5)).collect();
     flat.sort();
     assert_eq!(flat, ["service::index_document", "service::open_session"], "{report}");
