@@ -110,8 +110,42 @@ pub struct Module {
     pub has_functions: bool,
     /// Whether files and lines were found (DWARF).
     pub has_lines: bool,
+    /// An inlined Rust function its DWARF names without the function's path, such as
+    /// `build<alloc::string::String>`: the binary was built with `debug = "line-tables-only"`, whose DWARF
+    /// keeps no linkage names, so its inlined frames have short names (see [`Module::note`]).
+    pub short_inline_name: Option<String>,
     /// Why the binary could not be read, if it could not.
     pub problem: Option<String>,
+}
+
+impl Module {
+    /// What a reader of the profile should know about this binary's names, if anything: why it could not be
+    /// read, or that its inlined frames have short names and how to build it for whole ones.
+    ///
+    /// ```
+    /// # let mut module = memprof_analysis::Module {
+    /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: None, has_functions: true,
+    /// #     has_lines: true, short_inline_name: None, problem: None };
+    /// module.path = "/srv/service".into();
+    /// module.short_inline_name = Some("build<alloc::string::String>".into());
+    /// assert_eq!(
+    ///     module.note().unwrap(),
+    ///     "short names in /srv/service: inlined functions are named without their path \
+    ///      (build<alloc::string::String>), as its debug = \"line-tables-only\" DWARF names them; \
+    ///      build it with debug = \"limited\" for whole paths"
+    /// );
+    /// ```
+    pub fn note(&self) -> Option<String> {
+        if let Some(problem) = &self.problem {
+            return Some(format!("not symbolized: {problem}"));
+        }
+        let name = self.short_inline_name.as_ref()?;
+        Some(format!(
+            "short names in {}: inlined functions are named without their path ({name}), as its \
+             debug = \"line-tables-only\" DWARF names them; build it with debug = \"limited\" for whole paths",
+            self.path
+        ))
+    }
 }
 
 /// Which files to read symbols from.
@@ -290,6 +324,7 @@ impl Analysis {
             build_id: None,
             has_functions: false,
             has_lines: false,
+            short_inline_name: None,
             problem: None,
         });
         self.modules.len() - 1
@@ -321,6 +356,7 @@ impl Analysis {
                         module.build_id = resolved.build_id.clone();
                         module.has_functions = resolved.has_functions;
                         module.has_lines = resolved.has_lines;
+                        module.short_inline_name.clone_from(&resolved.short_inline_name);
                     }
                     Err(problem) => module.problem = Some(problem.clone()),
                 }

@@ -7,7 +7,7 @@
 //! next profile of the same process opens the binary only for addresses it has not seen.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +34,8 @@ pub(crate) struct Resolved {
     pub(crate) has_functions: bool,
     /// Whether file and line numbers came from DWARF.
     pub(crate) has_lines: bool,
+    /// An inlined Rust function that DWARF names without its path, if one was met (see [`ShortNames`]).
+    pub(crate) short_inline_name: Option<String>,
 }
 
 /// Resolves `file_offsets` (offsets into the file at `path`, already moved back into the calling
@@ -69,12 +71,14 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         symbols = debug.symbol_map();
     }
     let sections = DwarfSections::load(dwarf_source);
-    let mut frames = sections.resolve(&addresses);
+    let mut short_names = ShortNames::default();
+    let mut frames = sections.resolve(&addresses, &mut short_names);
     let mut resolved = Resolved {
         build_id: binary.build_id().ok().flatten().map(<[u8]>::to_vec),
         frames: Vec::with_capacity(addresses.len()),
         has_functions: !symbols.symbols().is_empty() || sections.has_dwarf(),
         has_lines: sections.has_dwarf(),
+        short_inline_name: short_names.example(&symbols),
     };
     for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
         let symbol = address.and_then(|address| symbols.containing(address)).map(|symbol| demangle(symbol.name()));
@@ -172,7 +176,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
     /// compilation unit `.debug_aranges` puts them in, and each unit is parsed alone: the cost is that of the
     /// units the addresses are in, not of the whole program. Without `.debug_aranges`, all units are
     /// indexed (addr2line's own way).
-    fn resolve(&self, addresses: &[Option<u64>]) -> Vec<Vec<Frame>> {
+    fn resolve(&self, addresses: &[Option<u64>], short_names: &mut ShortNames) -> Vec<Vec<Frame>> {
         let mut frames = vec![Vec::new(); addresses.len()];
         if !self.has_dwarf() {
             return frames;
@@ -181,7 +185,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         if units.is_empty() {
             if let Some(context) = self.context(None) {
                 for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
-                    *frames = address.map(|address| dwarf_frames(&context, address)).unwrap_or_default();
+                    *frames = address.map(|address| dwarf_frames(&context, address, short_names)).unwrap_or_default();
                 }
             }
             return frames;
@@ -201,7 +205,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
             let Some(context) = self.context(Some((unit, last_unit))) else { continue };
             for index in indices {
                 if let Some(address) = addresses[index] {
-                    frames[index] = dwarf_frames(&context, address);
+                    frames[index] = dwarf_frames(&context, address, short_names);
                 }
             }
         }
@@ -298,12 +302,14 @@ fn inflate_prefix(stream: &[u8], length: usize) -> Option<Vec<u8>> {
 
 /// The frames DWARF knows at `address`, innermost first; a frame whose function DWARF does not name has an
 /// empty name (the caller names the outermost one from the symbol table).
-fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64) -> Vec<Frame> {
+fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64, short_names: &mut ShortNames) -> Vec<Frame> {
     let Ok(mut iter) = context.find_frames(address).skip_all_loads() else {
         return Vec::new();
     };
     let mut frames = Vec::new();
+    let mut short = Vec::new();
     while let Ok(Some(frame)) = iter.next() {
+        short.push(frame.function.as_ref().and_then(short_rust_name));
         let function = frame
             .function
             .as_ref()
@@ -317,7 +323,39 @@ fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64) -> Vec<F
             line: location.and_then(|location| location.line),
         });
     }
+    // The outermost frame is named from the symbol table.
+    short.pop();
+    short_names.0.extend(short.into_iter().flatten());
     frames
+}
+
+/// Rust functions that DWARF names without their path: their entries have no linkage name, as in every
+/// unit built with `debug = "line-tables-only"`, whose DWARF keeps neither linkage names nor namespaces.
+/// An inlined frame then reads `build<alloc::string::String>` where a call of the same function that was
+/// not inlined reads `app::shapes::build` (from the symbol table): nothing in that DWARF ties the short name
+/// to a path, so it is shown as it is and the reader is told how to get whole names. (`#[no_mangle]`
+/// functions have no linkage name either, and no path in their symbol: they are not counted.)
+#[derive(Debug, Default)]
+struct ShortNames(BTreeSet<String>);
+
+/// The name of a Rust function DWARF knows only by its short `DW_AT_name`.
+fn short_rust_name(function: &addr2line::FunctionName<Reader<'_>>) -> Option<String> {
+    let name = function.raw_name().ok().filter(|_| function.language == Some(gimli::DW_LANG_Rust))?;
+    let mangled = name.starts_with("_ZN") || name.starts_with("_R");
+    (!mangled).then(|| name.into_owned())
+}
+
+impl ShortNames {
+    /// One short name that is not also a symbol's (as a `#[no_mangle]` function's is), to show: the shortest
+    /// with generic arguments (`to_vec<u8>` tells more plainly than `alloc` that a path is missing).
+    fn example(&self, symbols: &object::SymbolMap<object::SymbolMapName<'_>>) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let symbol_names: HashSet<&str> = symbols.symbols().iter().map(object::SymbolMapName::name).collect();
+        let short = self.0.iter().filter(|name| !symbol_names.contains(name.as_str()));
+        short.min_by_key(|name| (!name.contains('<'), name.len(), name.as_str())).cloned()
+    }
 }
 
 /// Identifies a binary on disk: its path, size and modification time, so a rebuilt or replaced binary is
@@ -356,6 +394,7 @@ struct CachedBinary {
     build_id: Option<Vec<u8>>,
     has_functions: bool,
     has_lines: bool,
+    short_inline_name: Option<String>,
     frames: HashMap<u64, Arc<[Frame]>>,
 }
 
@@ -379,6 +418,7 @@ impl Cache {
             frames,
             has_functions: binary.has_functions,
             has_lines: binary.has_lines,
+            short_inline_name: binary.short_inline_name.clone(),
         })
     }
 
@@ -390,8 +430,12 @@ impl Cache {
             build_id: resolved.build_id.clone(),
             has_functions: resolved.has_functions,
             has_lines: resolved.has_lines,
+            short_inline_name: None,
             frames: HashMap::new(),
         });
+        if binary.short_inline_name.is_none() {
+            binary.short_inline_name.clone_from(&resolved.short_inline_name);
+        }
         for (offset, frames) in file_offsets.iter().zip(&resolved.frames) {
             if binary.frames.insert(*offset, frames.clone()).is_none() {
                 self.addresses += 1;
@@ -399,6 +443,9 @@ impl Cache {
         }
     }
 }
+
+#[cfg(test)]
+mod inlined_names;
 
 #[cfg(test)]
 mod tests {

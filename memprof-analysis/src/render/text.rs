@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{RenderOptions, megabytes, percent};
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, Module};
 
 /// The bytes a function allocated itself (flat) and with its callees (cumulative).
 #[derive(Debug, Default, Clone, Copy)]
@@ -52,8 +52,8 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
             percent(row.cumulative, total),
         ));
     }
-    for module in analysis.modules.iter().filter(|module| module.problem.is_some()) {
-        table.push_str(&format!("# not symbolized: {}\n", module.problem.as_deref().unwrap_or_default()));
+    for note in analysis.modules.iter().filter_map(Module::note) {
+        table.push_str(&format!("# {note}\n"));
     }
     table
 }
