@@ -264,6 +264,23 @@ impl Analysis {
         analysis
     }
 
+    /// What a reader should know about the binaries' names, once per binary (see [`Module::note`]): every
+    /// format carries these (the text table's last lines, the flame graph's subtitle, pprof's comments).
+    ///
+    /// ```
+    /// // A profile whose binaries were all read with whole names has nothing to say.
+    /// assert!(memprof_analysis::Analysis::default().notes().is_empty());
+    /// ```
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = Vec::new();
+        for note in self.modules.iter().filter_map(Module::note) {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        notes
+    }
+
     /// The estimated live objects and bytes of all samples.
     pub fn total(&self) -> (f64, f64) {
         self.samples

@@ -60,6 +60,8 @@ pub(super) fn flame_graph(
         (_, None) => "Live heap by allocation stack".to_owned(),
         (_, Some(_)) => "Live heap growth since the base profile".to_owned(),
     };
+    let notes = analysis.notes();
+    settings.subtitle = (!notes.is_empty()).then(|| notes.join("; "));
     settings.count_name = "bytes".to_owned();
     settings.name_type = "Function:".to_owned();
     settings.colors = inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);

@@ -226,11 +226,8 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
     let default_sample_type =
         strings.intern(if analysis.has_allocations && allocations_first { "alloc_space" } else { "inuse_space" });
     // Asked for allocation totals that jemalloc does not keep: the in-use heap, saying why (`pprof -comments`).
-    let comment = if allocations_first && !analysis.has_allocations {
-        vec![strings.intern(NO_ALLOCATION_TOTALS)]
-    } else {
-        Vec::new()
-    };
+    let missing_totals = (allocations_first && !analysis.has_allocations).then(|| NO_ALLOCATION_TOTALS.to_owned());
+    let comment = missing_totals.into_iter().chain(analysis.notes()).map(|comment| strings.intern(&comment)).collect();
     proto::Profile {
         sample_type,
         sample,
@@ -248,7 +245,7 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Location, Sample};
+    use crate::analysis::{Location, Module, Sample};
 
     #[test]
     fn samples_point_at_locations_with_their_functions() {
@@ -288,5 +285,25 @@ mod tests {
         assert_eq!(name(with_totals.sample_type[1].r#type), "alloc_space");
         assert_eq!(name(with_totals.default_sample_type), "alloc_space");
         assert!(with_totals.comment.is_empty());
+    }
+
+    #[test]
+    fn notes_on_the_binaries_are_comments() {
+        let module = Module {
+            path: "/srv/service".into(),
+            start: 0x1000,
+            end: 0x2000,
+            file_offset: 0,
+            build_id: None,
+            has_functions: true,
+            has_lines: true,
+            short_inline_name: Some("to_vec<u8>".into()),
+            problem: None,
+        };
+        let analysis = Analysis { modules: vec![module.clone(), module.clone()], ..Analysis::default() };
+        let profile = build(&analysis, true);
+        let comments: Vec<&str> =
+            profile.comment.iter().map(|&index| profile.string_table[index as usize].as_str()).collect();
+        assert_eq!(comments, [NO_ALLOCATION_TOTALS, module.note().unwrap().as_str()], "one note per binary");
     }
 }

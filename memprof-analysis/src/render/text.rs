@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{RenderOptions, megabytes, percent};
-use crate::analysis::{Analysis, Module};
+use crate::analysis::Analysis;
 
 /// The bytes a function allocated itself (flat) and with its callees (cumulative).
 #[derive(Debug, Default, Clone, Copy)]
@@ -52,7 +52,7 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
             percent(row.cumulative, total),
         ));
     }
-    for note in analysis.modules.iter().filter_map(Module::note) {
+    for note in analysis.notes() {
         table.push_str(&format!("# {note}\n"));
     }
     table

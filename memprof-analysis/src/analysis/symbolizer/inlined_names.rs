@@ -88,8 +88,8 @@ fn out_of_line_name(binary: &Path) -> String {
     resolved.frames[0].last().expect("a frame").function.clone()
 }
 
-/// The text profile of a dump with one stack, at `file_offset` of `binary` mapped whole at 0x10000000.
-fn text_profile(binary: &Path, file_offset: u64) -> String {
+/// The analysis of a dump with one stack, at `file_offset` of `binary` mapped whole at 0x10000000.
+fn analysis_at(binary: &Path, file_offset: u64) -> crate::Analysis {
     let start = 0x1000_0000_u64;
     let end = start + std::fs::metadata(binary).unwrap().len();
     let dump = format!(
@@ -99,7 +99,12 @@ fn text_profile(binary: &Path, file_offset: u64) -> String {
         binary.display()
     );
     let profile = crate::HeapProfile::parse(&dump).unwrap();
-    let analysis = crate::Analysis::new(&profile, &crate::Binaries::as_mapped());
+    crate::Analysis::new(&profile, &crate::Binaries::as_mapped())
+}
+
+/// The text profile of [`analysis_at`].
+fn text_profile(binary: &Path, file_offset: u64) -> String {
+    let analysis = analysis_at(binary, file_offset);
     let options = crate::RenderOptions { full: true, ..crate::RenderOptions::default() };
     String::from_utf8(crate::Format::Text.render(&analysis, None, &options).unwrap()).unwrap()
 }
@@ -133,4 +138,15 @@ fn line_tables_only_short_names_are_reported() {
     let note = format!("# short names in {}: inlined functions are named without their path", binary.display());
     assert!(text.contains(&note), "{text}");
     assert!(text.contains("build it with debug = \"limited\" for whole paths\n"), "{text}");
+}
+
+#[test]
+fn the_flame_graph_carries_the_note_in_its_subtitle() {
+    let directory = tempfile::tempdir().unwrap();
+    let binary = compile(directory.path(), "line-tables-only");
+    let analysis = analysis_at(&binary, main_of(&binary).build_call);
+    let svg = crate::Format::FlameGraph.render(&analysis, None, &crate::RenderOptions::default()).unwrap();
+    let svg = String::from_utf8(svg).unwrap();
+    let subtitle = svg.lines().find(|line| line.contains("id=\"subtitle\"")).unwrap_or_else(|| panic!("{svg}"));
+    assert!(subtitle.contains("short names in "), "{subtitle}");
 }
