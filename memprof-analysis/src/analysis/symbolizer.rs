@@ -7,7 +7,7 @@
 //! next profile of the same process opens the binary only for addresses it has not seen.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use std::sync::LazyLock;
 
 use super::Frame;
 use super::debug_file;
+use short_names::{ShortNames, short_rust_name};
 
 /// What one binary told about the addresses asked.
 #[derive(Debug, Default)]
@@ -78,7 +79,7 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         frames: Vec::with_capacity(addresses.len()),
         has_functions: !symbols.symbols().is_empty() || sections.has_dwarf(),
         has_lines: sections.has_dwarf(),
-        short_inline_name: short_names.example(&symbols),
+        short_inline_name: short_names.example(),
     };
     for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
         let symbol = address.and_then(|address| symbols.containing(address)).map(|symbol| demangle(symbol.name()));
@@ -323,39 +324,8 @@ fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64, short_na
             line: location.and_then(|location| location.line),
         });
     }
-    // The outermost frame is named from the symbol table.
-    short.pop();
-    short_names.0.extend(short.into_iter().flatten());
+    short_names.add_inlined(short);
     frames
-}
-
-/// Rust functions that DWARF names without their path: their entries have no linkage name, as in every
-/// unit built with `debug = "line-tables-only"`, whose DWARF keeps neither linkage names nor namespaces.
-/// An inlined frame then reads `build<alloc::string::String>` where a call of the same function that was
-/// not inlined reads `app::shapes::build` (from the symbol table): nothing in that DWARF ties the short name
-/// to a path, so it is shown as it is and the reader is told how to get whole names. (`#[no_mangle]`
-/// functions have no linkage name either, and no path in their symbol: they are not counted.)
-#[derive(Debug, Default)]
-struct ShortNames(BTreeSet<String>);
-
-/// The name of a Rust function DWARF knows only by its short `DW_AT_name`.
-fn short_rust_name(function: &addr2line::FunctionName<Reader<'_>>) -> Option<String> {
-    let name = function.raw_name().ok().filter(|_| function.language == Some(gimli::DW_LANG_Rust))?;
-    let mangled = name.starts_with("_ZN") || name.starts_with("_R");
-    (!mangled).then(|| name.into_owned())
-}
-
-impl ShortNames {
-    /// One short name that is not also a symbol's (as a `#[no_mangle]` function's is), to show: the shortest
-    /// with generic arguments (`to_vec<u8>` tells more plainly than `alloc` that a path is missing).
-    fn example(&self, symbols: &object::SymbolMap<object::SymbolMapName<'_>>) -> Option<String> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let symbol_names: HashSet<&str> = symbols.symbols().iter().map(object::SymbolMapName::name).collect();
-        let short = self.0.iter().filter(|name| !symbol_names.contains(name.as_str()));
-        short.min_by_key(|name| (!name.contains('<'), name.len(), name.as_str())).cloned()
-    }
 }
 
 /// Identifies a binary on disk: its path, size and modification time, so a rebuilt or replaced binary is
@@ -443,6 +413,8 @@ impl Cache {
         }
     }
 }
+
+mod short_names;
 
 #[cfg(test)]
 mod inlined_names;

@@ -10,12 +10,19 @@ use object::{Object, ObjectSegment, ObjectSymbol};
 
 use super::resolve;
 
-/// `shapes::build` inlined into `main`, and the same instance called through a pointer, out of line.
+/// `shapes::build` inlined into `main`, and the same instance called through a pointer, out of line;
+/// `shapes::fill`, whose symbol is unmangled, inlined too.
 const PROGRAM: &str = r#"
 mod shapes {
     #[inline(always)]
     pub fn build<T: Clone>(value: T, count: usize) -> Vec<T> {
         vec![value; count]
+    }
+
+    #[unsafe(no_mangle)]
+    #[inline(always)]
+    pub fn fill(count: usize) -> Vec<u8> {
+        vec![7; count]
     }
 }
 
@@ -23,7 +30,7 @@ fn main() {
     let count = std::env::args().count() * 1000;
     let inlined = shapes::build(String::from("x"), count);
     let out_of_line: fn(String, usize) -> Vec<String> = std::hint::black_box(shapes::build::<String>);
-    println!("{} {}", inlined.len(), out_of_line(String::from("y"), count).len());
+    println!("{} {} {}", inlined.len(), out_of_line(String::from("y"), count).len(), shapes::fill(count).len());
 }
 "#;
 
@@ -116,7 +123,9 @@ fn with_function_records_an_inlined_function_has_the_name_it_has_out_of_line() {
     let main = main_of(&binary);
     assert!(main.inlined.contains("inlined::shapes::build"), "inlined into main: {:?}", main.inlined);
     assert_eq!(out_of_line_name(&binary), "inlined::shapes::build");
-    let short: Vec<&String> = main.inlined.iter().filter(|name| !name.contains("::")).collect();
+    // `fill` has no path in its symbol either: its one name, not a short one.
+    assert!(main.inlined.contains("fill"), "inlined into main: {:?}", main.inlined);
+    let short: Vec<&String> = main.inlined.iter().filter(|name| !name.contains("::") && *name != "fill").collect();
     assert!(short.is_empty(), "names without a path: {short:?}");
     assert_eq!(main.short_name, None);
     let text = text_profile(&binary, main.build_call);
