@@ -78,6 +78,7 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     let (succeeded, text, stderr) = analyze(&[dump, "--binary", unstripped.to_str().unwrap(), "--lines"]);
     assert!(succeeded, "{stderr}");
     assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
+    assert!(!text.contains("\n# "), "nothing to note: {text}");
 
     let output = scratch.join("service.pb.gz");
     let (succeeded, _, stderr) =
@@ -94,6 +95,19 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     assert!(succeeded, "{stderr}");
     assert!(!text.contains("open_session"), "{text}");
     assert!(text.lines().nth(1).is_some_and(|row| row.contains("% service+0x")), "{text}");
+    let note = format!("# no symbols in {} for ", original.display());
+    assert!(text.contains(&note) && text.contains("es: it is stripped; symbolize the raw dump"), "{text}");
+
+    // Symbols without debug info (`strip = "debuginfo"`, a release build's default): names without inlined
+    // frames or lines, and the build setting that brings them.
+    let symbols_only = scratch.join("stripped/service-symbols");
+    tools::run(&objcopy, &["--strip-debug", original.to_str().unwrap(), symbols_only.to_str().unwrap()], &[]);
+    let (succeeded, text, stderr) = analyze(&[dump, "--binary", symbols_only.to_str().unwrap()]);
+    assert!(succeeded, "{stderr}");
+    assert!(text.lines().any(|line| line.ends_with("% service::open_session")), "{text}");
+    let note =
+        format!("# no debug info in {}: functions inlined into others show as their callers", original.display());
+    assert!(text.contains(&note), "{text}");
 
     // Stripped, with its debug info split off beside it and named by `.gnu_debuglink` (checked by CRC), its
     // sections zlib-compressed as distributions ship them (only the units looked up are inflated).
@@ -108,4 +122,5 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     let (succeeded, text, stderr) = analyze(&[dump, "--binary", split.to_str().unwrap(), "--lines"]);
     assert!(succeeded, "{stderr}");
     assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
+    assert!(!text.contains("\n# "), "nothing to note: {text}");
 }

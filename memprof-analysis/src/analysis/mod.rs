@@ -110,6 +110,10 @@ pub struct Module {
     pub has_functions: bool,
     /// Whether files and lines were found (DWARF).
     pub has_lines: bool,
+    /// Whether this is the program itself (the first binary the dump maps), not a shared library.
+    pub is_main_program: bool,
+    /// How many of the profile's addresses in this binary nothing named: they show as `module+0xoffset`.
+    pub unnamed_addresses: usize,
     /// An inlined Rust function its DWARF names without the function's path, such as
     /// `build<alloc::string::String>`: the binary was built with `debug = "line-tables-only"`, whose DWARF
     /// keeps no linkage names, so its inlined frames have short names (see [`Module::note`]).
@@ -120,13 +124,16 @@ pub struct Module {
 
 impl Module {
     /// What a reader of the profile should know about this binary's names, if anything: why it could not be
-    /// read, or that its inlined frames have short names and how to build it for whole ones.
+    /// read, what the program's build left out (symbols, debug info) and how to get it, or that its inlined
+    /// frames have short names and how to build it for whole ones.
     ///
     /// ```
     /// # let mut module = memprof_analysis::Module {
     /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: None, has_functions: true,
-    /// #     has_lines: true, short_inline_name: None, problem: None };
+    /// #     has_lines: true, is_main_program: true, unnamed_addresses: 0, short_inline_name: None,
+    /// #     problem: None };
     /// module.path = "/srv/service".into();
+    /// assert_eq!(module.note(), None);
     /// module.short_inline_name = Some("build<alloc::string::String>".into());
     /// assert_eq!(
     ///     module.note().unwrap(),
@@ -134,16 +141,34 @@ impl Module {
     ///      (build<alloc::string::String>), as its debug = \"line-tables-only\" DWARF names them; \
     ///      build it with debug = \"limited\" for whole paths"
     /// );
+    /// module.has_lines = false;
+    /// assert!(module.note().unwrap().starts_with("no debug info in /srv/service: "));
     /// ```
     pub fn note(&self) -> Option<String> {
+        let path = &self.path;
         if let Some(problem) = &self.problem {
             return Some(format!("not symbolized: {problem}"));
         }
+        if self.unnamed_addresses > 0 {
+            return Some(format!(
+                "no symbols in {path} for {} address{}: it is stripped; symbolize the raw dump where its \
+                 unstripped build is (memprof analyze <dump> --binary <unstripped build>)",
+                self.unnamed_addresses,
+                if self.unnamed_addresses == 1 { "" } else { "es" }
+            ));
+        }
+        // Shared libraries without debug info are the rule (the distribution ships it apart): not worth a
+        // line each. The program is what its builder can change.
+        if self.is_main_program && !self.has_lines {
+            return Some(format!(
+                "no debug info in {path}: functions inlined into others show as their callers, without files \
+                 or lines; build it with debug = \"limited\""
+            ));
+        }
         let name = self.short_inline_name.as_ref()?;
         Some(format!(
-            "short names in {}: inlined functions are named without their path ({name}), as its \
-             debug = \"line-tables-only\" DWARF names them; build it with debug = \"limited\" for whole paths",
-            self.path
+            "short names in {path}: inlined functions are named without their path ({name}), as its \
+             debug = \"line-tables-only\" DWARF names them; build it with debug = \"limited\" for whole paths"
         ))
     }
 }
@@ -341,6 +366,8 @@ impl Analysis {
             build_id: None,
             has_functions: false,
             has_lines: false,
+            is_main_program: false,
+            unnamed_addresses: 0,
             short_inline_name: None,
             problem: None,
         });
@@ -368,6 +395,7 @@ impl Analysis {
             let file_offsets: Vec<u64> = probes.iter().map(|&(_, offset)| offset).collect();
             let resolved = symbolizer::resolve(&binaries.file_for(&path, main_program), &file_offsets);
             for module in self.modules.iter_mut().filter(|module| module.path == path) {
+                module.is_main_program = path == main_program;
                 match &resolved {
                     Ok(resolved) => {
                         module.build_id = resolved.build_id.clone();
@@ -386,6 +414,9 @@ impl Analysis {
         for (&probe, &module) in probes {
             let frames = frames.entry(probe).or_default();
             if frames.is_empty() {
+                if let Some(module) = module {
+                    self.modules[module].unnamed_addresses += 1;
+                }
                 frames.push(Frame { function: self.unknown_function(probe, module), file: None, line: None });
             }
         }

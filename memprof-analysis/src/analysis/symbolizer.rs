@@ -65,12 +65,12 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
     let debug_binary = separate_debug.as_deref().and_then(|data| object::File::parse(data).ok());
     let dwarf_source = debug_binary.as_ref().filter(|debug| has_dwarf(debug)).unwrap_or(&binary);
 
-    let mut symbols = binary.symbol_map();
-    if symbols.symbols().is_empty()
-        && let Some(debug) = &debug_binary
-    {
-        symbols = debug.symbol_map();
-    }
+    // A stripped binary keeps its dynamic symbols only; its separate debug file has the whole table.
+    let debug_symbols = debug_binary.as_ref().map(object::Object::symbol_map);
+    let symbols = match debug_symbols {
+        Some(debug_symbols) if !debug_symbols.symbols().is_empty() => debug_symbols,
+        _ => binary.symbol_map(),
+    };
     let sections = DwarfSections::load(dwarf_source);
     let mut short_names = ShortNames::default();
     let mut frames = sections.resolve(&addresses, &mut short_names);

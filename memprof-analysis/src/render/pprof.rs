@@ -297,6 +297,8 @@ mod tests {
             build_id: None,
             has_functions: true,
             has_lines: true,
+            is_main_program: true,
+            unnamed_addresses: 0,
             short_inline_name: Some("to_vec<u8>".into()),
             problem: None,
         };
