@@ -47,6 +47,15 @@ impl Analyze {
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
         let options = RenderOptions { lines: self.lines, full: self.full, ..RenderOptions::default() };
         let rendered = self.format.render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
+        // The text table ends with its notes; the other formats are read by programs (or carry the notes
+        // where only a viewer shows them): say them here too.
+        if self.format != Format::Text {
+            let mut notes = analysis.notes();
+            notes.extend(base.iter().flat_map(Analysis::notes).filter(|note| !analysis.notes().contains(note)));
+            for note in notes {
+                eprintln!("memprof: note: {note}");
+            }
+        }
         crate::write_output(&rendered, self.output.as_deref())
     }
 }

@@ -97,6 +97,10 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     assert!(text.lines().nth(1).is_some_and(|row| row.contains("% service+0x")), "{text}");
     let note = format!("# no symbols in {} for ", original.display());
     assert!(text.contains(&note) && text.contains("es: it is stripped; symbolize the raw dump"), "{text}");
+    // Folded stacks have no place for it: the command says it.
+    let (succeeded, _, stderr) = analyze(&[dump, "--binary", stripped.to_str().unwrap(), "--format", "collapsed"]);
+    assert!(succeeded, "{stderr}");
+    assert!(stderr.starts_with(&format!("memprof: note: {}", &note[2..])), "{stderr}");
 
     // Symbols without debug info (`strip = "debuginfo"`, a release build's default): names without inlined
     // frames or lines, and the build setting that brings them.
