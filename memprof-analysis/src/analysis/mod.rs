@@ -14,7 +14,10 @@
 //! ```
 
 mod debug_file;
+mod module;
 mod plumbing;
+
+pub use module::Module;
 
 pub use plumbing::is_plumbing as is_allocation_plumbing;
 mod symbolizer;
@@ -91,86 +94,6 @@ pub struct Location {
     pub module: Option<usize>,
     /// The functions at this address, innermost (inlined) first; never empty.
     pub frames: Vec<Frame>,
-}
-
-/// A binary mapped into the profiled process.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Module {
-    /// The path the process mapped it from.
-    pub path: String,
-    /// Its executable mapping: first address, one past the last, and the file offset of `start`.
-    pub start: u64,
-    /// See `start`.
-    pub end: u64,
-    /// See `start`.
-    pub file_offset: u64,
-    /// The GNU build id, when the binary has one.
-    pub build_id: Option<Vec<u8>>,
-    /// Whether function names were found (DWARF or symbol table).
-    pub has_functions: bool,
-    /// Whether files and lines were found (DWARF).
-    pub has_lines: bool,
-    /// Whether this is the program itself (the first binary the dump maps), not a shared library.
-    pub is_main_program: bool,
-    /// How many of the profile's addresses in this binary nothing named: they show as `module+0xoffset`.
-    pub unnamed_addresses: usize,
-    /// An inlined Rust function its DWARF names without the function's path, such as
-    /// `build<alloc::string::String>`: the binary was built with `debug = "line-tables-only"`, whose DWARF
-    /// keeps no linkage names, so its inlined frames have short names (see [`Module::note`]).
-    pub short_inline_name: Option<String>,
-    /// Why the binary could not be read, if it could not.
-    pub problem: Option<String>,
-}
-
-impl Module {
-    /// What a reader of the profile should know about this binary's names, if anything: why it could not be
-    /// read, what the program's build left out (symbols, debug info) and how to get it, or that its inlined
-    /// frames have short names and how to build it for whole ones.
-    ///
-    /// ```
-    /// # let mut module = memprof_analysis::Module {
-    /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: None, has_functions: true,
-    /// #     has_lines: true, is_main_program: true, unnamed_addresses: 0, short_inline_name: None,
-    /// #     problem: None };
-    /// module.path = "/srv/service".into();
-    /// assert_eq!(module.note(), None);
-    /// module.short_inline_name = Some("build<alloc::string::String>".into());
-    /// assert_eq!(
-    ///     module.note().unwrap(),
-    ///     "short names in /srv/service: inlined functions are named without their path \
-    ///      (build<alloc::string::String>), as its debug = \"line-tables-only\" DWARF names them; \
-    ///      build it with debug = \"limited\" for whole paths"
-    /// );
-    /// module.has_lines = false;
-    /// assert!(module.note().unwrap().starts_with("no debug info in /srv/service: "));
-    /// ```
-    pub fn note(&self) -> Option<String> {
-        let path = &self.path;
-        if let Some(problem) = &self.problem {
-            return Some(format!("not symbolized: {problem}"));
-        }
-        if self.unnamed_addresses > 0 {
-            return Some(format!(
-                "no symbols in {path} for {} address{}: it is stripped; symbolize the raw dump where its \
-                 unstripped build is (memprof analyze <dump> --binary <unstripped build>)",
-                self.unnamed_addresses,
-                if self.unnamed_addresses == 1 { "" } else { "es" }
-            ));
-        }
-        // Shared libraries without debug info are the rule (the distribution ships it apart): not worth a
-        // line each. The program is what its builder can change.
-        if self.is_main_program && !self.has_lines {
-            return Some(format!(
-                "no debug info in {path}: functions inlined into others show as their callers, without files \
-                 or lines; build it with debug = \"limited\""
-            ));
-        }
-        let name = self.short_inline_name.as_ref()?;
-        Some(format!(
-            "short names in {path}: inlined functions are named without their path ({name}), as its \
-             debug = \"line-tables-only\" DWARF names them; build it with debug = \"limited\" for whole paths"
-        ))
-    }
 }
 
 /// Which files to read symbols from.
