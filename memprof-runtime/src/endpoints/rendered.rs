@@ -130,13 +130,13 @@ pub(crate) fn rendered(
     result
 }
 
-/// The symbolized profile of `run`.
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
 pub(crate) fn forget(id: u64) {
     ANALYSES.retain(|analysed| *analysed != id);
     RENDERED.retain(|request| request.run != id && request.base != Some(id));
 }
 
+/// The symbolized profile of `run`, analysed once and kept until the profile is evicted.
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     ANALYSES.get(&run.id, || {
         let text = fs::read_to_string(&run.path).map_err(|error| match error.kind() {
