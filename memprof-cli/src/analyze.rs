@@ -51,7 +51,11 @@ impl Analyze {
         // where only a viewer shows them): say them here too.
         if self.format != Format::Text {
             let mut notes = analysis.notes();
-            notes.extend(base.iter().flat_map(Analysis::notes).filter(|note| !analysis.notes().contains(note)));
+            for note in base.iter().flat_map(Analysis::notes) {
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
             for note in notes {
                 eprintln!("memprof: note: {note}");
             }
