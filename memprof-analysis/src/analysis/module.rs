@@ -50,13 +50,24 @@ impl Module {
     /// );
     /// module.has_lines = false;
     /// assert!(module.note().unwrap().starts_with("no debug info in /srv/service: "));
+    /// module.unnamed_addresses = 2;
+    /// assert!(module.note().unwrap().starts_with("no symbols in /srv/service for 2 addresses: "));
+    /// // A shared library without symbols for some of its code, as libc without its -dbg package: nothing.
+    /// let libc = memprof_analysis::Module {
+    ///     path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(), is_main_program: false, short_inline_name: None,
+    ///     ..module
+    /// };
+    /// assert_eq!(libc.note(), None);
     /// ```
     pub fn note(&self) -> Option<String> {
         let path = &self.path;
         if let Some(problem) = &self.problem {
             return Some(format!("not symbolized: {problem}"));
         }
-        if self.unnamed_addresses > 0 {
+        // Shared libraries without symbols or debug info are the rule (distributions ship them apart, and
+        // containers seldom have them: Debian's libc names `start_thread` only with libc6-dbg), so a line
+        // each would end every profile. The program is what its builder can change.
+        if self.is_main_program && self.unnamed_addresses > 0 {
             return Some(format!(
                 "no symbols in {path} for {} address{}: it is stripped; symbolize the raw dump where its \
                  unstripped build is (memprof analyze <dump> --binary <unstripped build>)",
@@ -64,8 +75,6 @@ impl Module {
                 if self.unnamed_addresses == 1 { "" } else { "es" }
             ));
         }
-        // Shared libraries without debug info are the rule (the distribution ships it apart): not worth a
-        // line each. The program is what its builder can change.
         if self.is_main_program && !self.has_lines {
             return Some(format!(
                 "no debug info in {path}: functions inlined into others show as their callers, without files \
