@@ -109,18 +109,23 @@ fn analysis_at(binary: &Path, file_offset: u64) -> crate::Analysis {
     crate::Analysis::new(&profile, &crate::Binaries::as_mapped())
 }
 
-/// The text profile of [`analysis_at`].
-fn text_profile(binary: &Path, file_offset: u64) -> String {
-    let analysis = analysis_at(binary, file_offset);
+/// `analysis` in `format`, every frame kept.
+fn rendered(analysis: &crate::Analysis, format: crate::Format) -> String {
     let options = crate::RenderOptions { full: true, ..crate::RenderOptions::default() };
-    String::from_utf8(crate::Format::Text.render(&analysis, None, &options).unwrap()).unwrap()
+    String::from_utf8(format.render(analysis, None, &options).unwrap()).unwrap()
+}
+
+/// The program built with `-C debuginfo=<debuginfo>` in a directory of its own, and what `main` tells.
+fn built(debuginfo: &str) -> (tempfile::TempDir, PathBuf, Main) {
+    let directory = tempfile::tempdir().unwrap();
+    let binary = compile(directory.path(), debuginfo);
+    let main = main_of(&binary);
+    (directory, binary, main)
 }
 
 #[test]
 fn with_function_records_an_inlined_function_has_the_name_it_has_out_of_line() {
-    let directory = tempfile::tempdir().unwrap();
-    let binary = compile(directory.path(), "limited");
-    let main = main_of(&binary);
+    let (_directory, binary, main) = built("limited");
     assert!(main.inlined.contains("inlined::shapes::build"), "inlined into main: {:?}", main.inlined);
     assert_eq!(out_of_line_name(&binary), "inlined::shapes::build");
     // `fill` has no path in its symbol either: its one name, not a short one.
@@ -128,34 +133,26 @@ fn with_function_records_an_inlined_function_has_the_name_it_has_out_of_line() {
     let short: Vec<&String> = main.inlined.iter().filter(|name| !name.contains("::") && *name != "fill").collect();
     assert!(short.is_empty(), "names without a path: {short:?}");
     assert_eq!(main.short_name, None);
-    let text = text_profile(&binary, main.build_call);
+    let text = rendered(&analysis_at(&binary, main.build_call), crate::Format::Text);
     assert!(text.contains(" inlined::shapes::build\n"), "{text}");
     assert!(!text.contains("# short names"), "{text}");
 }
 
 #[test]
 fn line_tables_only_short_names_are_reported() {
-    let directory = tempfile::tempdir().unwrap();
-    let binary = compile(directory.path(), "line-tables-only");
-    let main = main_of(&binary);
+    let (_directory, binary, main) = built("line-tables-only");
     // What such DWARF says: the instance's short name, nothing ties it to `inlined::shapes::build`.
     assert!(main.inlined.contains("build<alloc::string::String>"), "inlined into main: {:?}", main.inlined);
     assert_eq!(out_of_line_name(&binary), "inlined::shapes::build");
     let short_name = main.short_name.expect("short names reported");
     assert!(short_name.contains('<') && main.inlined.contains(&short_name), "{short_name}: {:?}", main.inlined);
-    let text = text_profile(&binary, main.build_call);
+    let analysis = analysis_at(&binary, main.build_call);
+    let text = rendered(&analysis, crate::Format::Text);
     let note = format!("# short names in {}: inlined functions are named without their path", binary.display());
     assert!(text.contains(&note), "{text}");
     assert!(text.contains("build it with debug = \"limited\" for whole paths\n"), "{text}");
-}
-
-#[test]
-fn the_flame_graph_carries_the_note_in_its_subtitle() {
-    let directory = tempfile::tempdir().unwrap();
-    let binary = compile(directory.path(), "line-tables-only");
-    let analysis = analysis_at(&binary, main_of(&binary).build_call);
-    let svg = crate::Format::FlameGraph.render(&analysis, None, &crate::RenderOptions::default()).unwrap();
-    let svg = String::from_utf8(svg).unwrap();
+    // The flame graph carries the note in its subtitle.
+    let svg = rendered(&analysis, crate::Format::FlameGraph);
     let subtitle = svg.lines().find(|line| line.contains("id=\"subtitle\"")).unwrap_or_else(|| panic!("{svg}"));
     assert!(subtitle.contains("short names in "), "{subtitle}");
 }
