@@ -112,10 +112,7 @@ pub(crate) fn settings_in_force() -> Option<&'static Settings> {
 
 pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
     let in_force = settings.clone();
-    thread::Builder::new()
-        .name("memprof-autodump".to_owned())
-        .spawn(move || {
-            jemalloc::set_this_thread_sampled(false);
+    crate::threads::spawn("memprof-autodump", move || {
             let mut watcher = Watcher::new(settings);
             loop {
                 thread::sleep(PERIOD);

@@ -13,26 +13,37 @@
 //! Requests are answered as by the built-in server ([`crate::endpoints::respond`]: routes, token, limits),
 //! each on a thread of memprof's own whose allocations are never sampled, never on the async workers: a
 //! symbolized profile takes milliseconds to seconds of CPU. At most [`MAX_IN_FLIGHT`] are answered at
-//! once; beyond, 503 with `Retry-After`.
+//! once, by threads started with the first router; beyond, 503 with `Retry-After`. As the built-in
+//! server, the routes answer only when the switch variable (`LIBPROCESS_MEMORY_PROFILING`) is `true`, and
+//! 404 otherwise.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::any;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 use memprof_wire::paths::PREFIX;
 
-use crate::http::{HttpError, MAX_BODY, body_too_large};
-use crate::{endpoints, jemalloc};
+use crate::http::{HttpError, MAX_BODY, Wait, body_too_large};
+use crate::threads::Pool;
+use crate::{endpoints, report};
 
 /// The most requests answered at once, as many as the built-in server's connections.
 pub const MAX_IN_FLIGHT: usize = 32;
 
-/// Requests being answered now.
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// The threads that answer, started with the first router (before any run, so their births are never
+/// sampled); `None` when they could not be started (every request is then answered 503).
+static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
+    Pool::new("memprof-http-m", MAX_IN_FLIGHT)
+        .map_err(|error| report::warn(&format!("The mounted heap profiling endpoints cannot start their threads ({error})")))
+        .ok()
+});
 
 /// Mesos's endpoints, the dashboard and jeprof's `pprof/*`, to nest at `/memory-profiler` (the dashboard
 /// page asks for its data there). axum's `nest` routes `/memory-profiler` and the paths below it, but not
@@ -57,6 +68,10 @@ pub fn debug_pprof_router() -> Router {
 
 /// A router that answers every path below it as memprof's path `prefix` + the path.
 fn under(prefix: &'static str) -> Router {
+    LazyLock::force(&THREADS);
+    if let Err(error) = crate::history::start() {
+        report::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
+    }
     let handler = move |request: Request| answer(prefix, request);
     Router::new().route("/", any(handler)).route("/{*path}", any(handler))
 }
@@ -78,32 +93,46 @@ async fn answer(prefix: &'static str, request: Request) -> Response {
     off_the_workers(request).await.map(Body::from)
 }
 
-/// Answers on a thread of memprof's own, unsampled, and waits for it without blocking the async worker.
-async fn off_the_workers(request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
-    struct Place;
-    impl Drop for Place {
-        fn drop(&mut self) {
-            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+/// Where a pool thread sends its answer; a wait ends when the request's task is gone (the client left).
+struct Answer(Mutex<Option<oneshot::Sender<::http::Response<Vec<u8>>>>>);
+
+impl Wait for Answer {
+    fn wait(&self, duration: Duration) -> Result<(), HttpError> {
+        let deadline = Instant::now() + duration;
+        loop {
+            if self.0.lock().as_ref().is_none_or(oneshot::Sender::is_closed) {
+                return Err(HttpError::bad_request("The client left before the answer was ready"));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
         }
     }
-    if IN_FLIGHT.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
-        drop(Place);
+}
+
+/// Answers on a thread of memprof's own, unsampled, and waits for it without blocking the async worker.
+async fn off_the_workers(request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
+    let Some(threads) = LazyLock::force(&THREADS) else {
         return busy();
-    }
-    let place = Place;
-    let (answered, answer) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("memprof-http-m".to_owned()).spawn(move || {
-        jemalloc::set_this_thread_sampled(false);
-        let _place = place;
-        let _ = answered.send(endpoints::respond(request));
+    };
+    let (answered, answer) = oneshot::channel();
+    let sender = Arc::new(Answer(Mutex::new(Some(answered))));
+    let waiting: Arc<dyn Wait> = sender.clone();
+    let job = Box::new(move || {
+        let response = endpoints::respond_waiting(request, Some(waiting));
+        if let Some(answered) = sender.0.lock().take() {
+            let _ = answered.send(response);
+        }
     });
-    if spawned.is_err() {
+    if threads.try_run(job).is_err() {
         return busy();
     }
     answer.await.unwrap_or_else(|_| busy())
 }
 
-/// 503 with `Retry-After`: every place for a request is taken, or no thread can be started.
+/// 503 with `Retry-After`: every thread for a request is taken.
 fn busy() -> ::http::Response<Vec<u8>> {
     let message = format!("More than {MAX_IN_FLIGHT} requests for the heap profiling endpoints are busy; try again");
     endpoints::mounted_refusal(HttpError::busy(message, 1))

@@ -69,3 +69,19 @@ pub const ALL: &[Variable] = &[
         meaning: "jemalloc's configuration in prefixed builds; reported when ignored",
     },
 ];
+
+/// Whether the environment variable `name` asks for the endpoints (`true`); anything but `true`, `false`
+/// or unset is reported.
+pub(crate) fn switched_on(name: &str) -> bool {
+    match std::env::var(name) {
+        Ok(value) if value == "true" => true,
+        Ok(value) if value == "false" || value.is_empty() => false,
+        Ok(value) => {
+            crate::report::warn(&format!(
+                "{name}={value:?} is neither true nor false; heap profiling endpoints are not served"
+            ));
+            false
+        }
+        Err(_) => false,
+    }
+}

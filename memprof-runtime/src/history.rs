@@ -55,8 +55,7 @@ pub(crate) fn start() -> std::io::Result<()> {
     if *started {
         return Ok(());
     }
-    thread::Builder::new().name("memprof-history".to_owned()).spawn(|| {
-        jemalloc::set_this_thread_sampled(false);
+    crate::threads::spawn("memprof-history", || {
         RING.lock().readings.reserve_exact(CAPACITY);
         loop {
             if let Ok(counters) = jemalloc::heap_stats() {

@@ -154,6 +154,28 @@ pub(crate) fn set_this_thread_sampled(sampled: bool) {
     let _ = unsafe { raw::write(b"thread.prof.active\0", sampled) };
 }
 
+/// `thread.prof.active` of the calling thread: whether its allocations are sampled.
+#[cfg(test)]
+pub(crate) fn this_thread_sampled() -> Result<bool, CtlError> {
+    read_bool(b"thread.prof.active\0")
+}
+
+/// `thread.tcache.flush`: hands the objects the calling thread's cache holds back to the arenas, so a
+/// thread that waits for its next job keeps none of the memory its last one used.
+pub(crate) fn flush_this_thread_cache() {
+    // SAFETY: `thread.tcache.flush` is a void control (no old or new value: NULL pointers, 0 lengths, as
+    // jemalloc(3) requires); it fails harmlessly with EFAULT when the thread has no cache.
+    let _ = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"thread.tcache.flush".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+}
+
 /// Runs `work` with the calling thread's sampling off, then puts it back as it was.
 ///
 /// For memprof's work on a thread of the program's (`Run::stop` dumping the heap while sampling is on):

@@ -35,6 +35,7 @@ mod sigterm;
 mod stale;
 mod startup;
 mod storage;
+mod threads;
 mod unwinder;
 
 pub use malloc_conf::{MallocConf, PROFILING_CONF};
@@ -45,6 +46,13 @@ pub use memprof_analysis::{
 pub use profiler::{DumpOf, Error};
 pub use run::{Profile, Run, Scope};
 pub use startup::{DEFAULT_ADDRESS, Guard, Options, shutdown, start};
+
+// The runtime's own tests run with profiling armed, as a program using memprof does.
+#[cfg(test)]
+#[allow(unsafe_code)]
+mod profiling_armed {
+    crate::__malloc_conf!(crate::MallocConf::PROFILING);
+}
 
 /// The parsers of untrusted input, for the fuzz targets in `fuzz/`; not a public API.
 #[cfg(feature = "fuzzing")]

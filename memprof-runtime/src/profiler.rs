@@ -9,7 +9,6 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::LazyLock;
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -64,7 +63,8 @@ pub enum Error {
         /// Why.
         error: String,
     },
-    /// The program is ending: nothing more is dumped.
+    /// memprof has shut down ([`crate::shutdown`], or the [`crate::Guard`] dropped): nothing more is
+    /// profiled or dumped.
     Ending,
 }
 
@@ -106,7 +106,9 @@ impl fmt::Display for Error {
                 write!(formatter, "The automatic heap dump could not be written: {error}")
             }
             Error::Thread { purpose, error } => write!(formatter, "Cannot start {purpose} thread ({error})"),
-            Error::Ending => formatter.write_str("The program is ending; nothing more is dumped"),
+            Error::Ending => formatter.write_str(
+                "memprof has shut down (memprof::shutdown was called, or the guard memprof::start returned was dropped: keep it in a variable until main returns, `let _memprof = memprof::start(...)`, not `let _ = ...`); nothing more is profiled or dumped",
+            ),
         }
     }
 }
@@ -289,14 +291,18 @@ pub(crate) struct Profiler {
     pub(crate) unwinder: Unwinder,
 }
 
+/// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
+/// that must not show in a profile when sampling is on from the start).
 static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
-    let config = ConfigReport::read();
-    let unwinder = if config.profiling_enabled {
-        crate::unwinder::install()
-    } else {
-        Unwinder::Libgcc("heap profiling is disabled".to_owned())
-    };
-    Profiler { runs: Mutex::new(Runs::default()), run_ended: Condvar::new(), config, unwinder }
+    jemalloc::unsampled(|| {
+        let config = ConfigReport::read();
+        let unwinder = if config.profiling_enabled {
+            crate::unwinder::install()
+        } else {
+            Unwinder::Libgcc("heap profiling is disabled".to_owned())
+        };
+        Profiler { runs: Mutex::new(Runs::default()), run_ended: Condvar::new(), config, unwinder }
+    })
 });
 
 impl Profiler {
@@ -352,6 +358,7 @@ impl Profiler {
     pub(crate) fn start(&'static self, owner: Owner, length: Option<Duration>) -> Result<Started, Error> {
         self.check_available()?;
         let mut runs = self.runs.lock();
+        runs.check_open()?;
         if let Some(current) = &runs.current {
             return Ok(Started::AlreadyActive(current.clone()));
         }
@@ -399,6 +406,19 @@ impl Profiler {
         }
     }
 
+    /// Stops the current run if `owner` started it, deciding under one lock (so a `stop` racing it makes
+    /// this find no run, not a run that vanished).
+    pub(crate) fn stop_owned_by(&self, owner: &Owner) -> Result<Stopped, Error> {
+        self.check_available()?;
+        let mut runs = self.runs.lock();
+        match &runs.current {
+            Some(run) if run.owner == *owner => self.finish(&mut runs).map(Stopped::Profile),
+            Some(run) => Ok(Stopped::OwnedBy(run.clone())),
+            None if jemalloc::profiling_active().unwrap_or(false) => Err(Error::StartedExternally),
+            None => Ok(Stopped::NoRun),
+        }
+    }
+
     /// Ends the current run: the heap dumped into the store, then sampling off.
     ///
     /// The dump comes first: between the two, the program goes on freeing sampled objects (which the
@@ -436,13 +456,8 @@ impl Profiler {
 
     /// Starts the thread that ends run `id` at `deadline`, unless the run ends before.
     fn spawn_timer(&'static self, id: u64, deadline: Instant) -> Result<(), Error> {
-        thread::Builder::new()
-            .name("memprof-timer".to_owned())
-            .spawn(move || {
-                jemalloc::set_this_thread_sampled(false);
-                self.end_at(id, deadline);
-            })
-            .map(drop)
+        // Spawned before sampling is switched on, and unsampled before `spawn` returns.
+        crate::threads::spawn("memprof-timer", move || self.end_at(id, deadline))
             .map_err(|error| Error::Thread { purpose: "the run's timer", error: error.to_string() })
     }
 
@@ -531,6 +546,16 @@ impl Profiler {
         runs.closed = true;
         runs.store.remove_all();
     }
+}
+
+/// What [`Profiler::stop_owned_by`] did.
+pub(crate) enum Stopped {
+    /// It stopped the run; its profile.
+    Profile(KeptProfile),
+    /// There was no run.
+    NoRun,
+    /// Another owner's run is active, and goes on.
+    OwnedBy(ActiveRun),
 }
 
 /// A failed jemalloc control, as an [`Error`].

@@ -9,18 +9,15 @@
 //! (both would run); a program that handles SIGTERM itself calls [`crate::shutdown`] from its handler
 //! instead.
 
-use std::thread;
 
 use signal_hook::consts::SIGTERM;
 use signal_hook::iterator::Signals;
 
-use crate::jemalloc;
 
 /// Starts the thread that ends memprof, then the process, on SIGTERM.
 pub(crate) fn watch() -> std::io::Result<()> {
     let mut signals = Signals::new([SIGTERM])?;
-    thread::Builder::new().name("memprof-sigterm".to_owned()).spawn(move || {
-        jemalloc::set_this_thread_sampled(false);
+    crate::threads::spawn("memprof-sigterm", move || {
         if let Some(signal) = signals.forever().next() {
             crate::shutdown();
             // Restores the default action and raises the signal again: the process ends as it would have.

@@ -104,6 +104,11 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 /// // the program
 /// ```
 pub fn start(options: Options) -> Guard {
+    // memprof's own start-up work never shows in a profile, even with sampling on from the start.
+    crate::jemalloc::unsampled(|| start_unsampled(options))
+}
+
+fn start_unsampled(options: Options) -> Guard {
     if STARTED.swap(true, Ordering::SeqCst) {
         report::warn("memprof::start was called again; only the first call counts");
         return Guard { owns_shutdown: false };
@@ -111,7 +116,7 @@ pub fn start(options: Options) -> Guard {
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
     let parent = crate::storage::parent_directory();
-    crate::jemalloc::unsampled(|| crate::stale::remove_directories_of_ended_processes(&parent));
+    crate::stale::remove_directories_of_ended_processes(&parent);
     for warning in &profiler.config.warnings {
         report::warn(warning);
     }
@@ -132,8 +137,9 @@ pub fn start(options: Options) -> Guard {
         Ok(None) => {}
         Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
     }
-    let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok());
-    if endpoints_wanted(&options.env) {
+    let wanted = environment::switched_on(&options.env);
+    let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
+    if wanted {
         serve(&options, context);
     }
     if options.dump_on_sigterm
@@ -166,22 +172,6 @@ fn serve(options: &Options, context: &'static crate::endpoints::Context) {
             }
         }
         Err(error) => report::warn(&format!("Heap profiling endpoints are not served: {error}; the program runs on")),
-    }
-}
-
-/// Whether the environment variable `name` asks for the endpoints (`true`); anything but `true`, `false`
-/// or unset is reported.
-fn endpoints_wanted(name: &str) -> bool {
-    match std::env::var(name) {
-        Ok(value) if value == "true" => true,
-        Ok(value) if value == "false" || value.is_empty() => false,
-        Ok(value) => {
-            report::warn(&format!(
-                "{name}={value:?} is neither true nor false; heap profiling endpoints are not served"
-            ));
-            false
-        }
-        Err(_) => false,
     }
 }
 

@@ -145,7 +145,7 @@ fn clients_that_go_away_mid_download_harm_nothing() {
     {
         for _ in 0..8 {
             let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
-            write!(stream, "GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            write!(stream, "GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
             let mut first_bytes = [0; 64];
             let _ = stream.read(&mut first_bytes);
             drop(stream);

@@ -8,7 +8,7 @@ use memprof_tests::process::{Program, built_binary};
 fn request_with_headers(service: &Program, target: &str, headers: &str) -> Response {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
-    write!(stream, "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n").unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n").unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
     memprof_tests::http::parse(&raw)
@@ -54,6 +54,53 @@ fn with_a_token_every_request_must_present_it() {
     assert!(String::from_utf8_lossy(&refused.stderr).starts_with("memprof: These endpoints need a token"));
     let allowed = cli(Some("s3cret-token"));
     assert!(allowed.status.success(), "{}", String::from_utf8_lossy(&allowed.stderr));
+}
+
+/// A web page the operator has open cannot drive the endpoints: an `<img>` pointing at `start` (marked
+/// cross-site by the browser), a form posted from another origin, a page whose name was made to resolve to
+/// 127.0.0.1 (DNS rebinding). None of them starts a run; each is told why.
+#[test]
+fn web_pages_of_other_sites_cannot_start_runs_or_read_profiles() {
+    let service = Program::service().spawn();
+    let start = "/memory-profiler/start?duration=1days";
+    let image = request_with_headers(&service, start, "Sec-Fetch-Site: cross-site\r\nSec-Fetch-Dest: image\r\n");
+    assert_eq!(image.status, 403);
+    assert!(
+        image.text().starts_with("Refused: the request came from a page of another site, and web pages of other sites cannot use the heap profiling endpoints"),
+        "{}",
+        image.text()
+    );
+    let form = request_with_headers(&service, start, "Origin: http://evil.example\r\n");
+    assert_eq!(form.status, 403);
+    assert!(form.text().starts_with("Refused: the request came from a page of http://evil.example,"), "{}", form.text());
+    let rebound = {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
+        let request = format!(
+            "POST {start} HTTP/1.1\r\nHost: rebind.evil.example:{}\r\nOrigin: http://rebind.evil.example:{}\r\nSec-Fetch-Site: same-origin\r\nConnection: close\r\n\r\n",
+            service.address().port(),
+            service.address().port()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        memprof_tests::http::parse(&raw)
+    };
+    assert_eq!(rebound.status, 403);
+    assert!(rebound.text().contains("is refused: this server listens on a loopback address"), "{}", rebound.text());
+    let state = request_with_headers(&service, "/memory-profiler/state", "Sec-Fetch-Site: cross-site\r\n");
+    assert_eq!(state.status, 403, "profiles and state are not read by other sites either");
+    // Nothing was started; the same requests from the dashboard itself (same origin), curl or the CLI work.
+    let state = service.get_json("/memory-profiler/state");
+    assert!(state["memory_profiler"]["current_run"]["id"].is_null(), "{state}");
+    let origin = format!("Origin: http://localhost\r\nSec-Fetch-Site: same-origin\r\n");
+    assert_eq!(request_with_headers(&service, "/memory-profiler/state", &origin).status, 200);
+    // The dashboard page may be opened from a link anywhere; it cannot be framed.
+    let page = request_with_headers(&service, "/memory-profiler/", "Sec-Fetch-Site: cross-site\r\n");
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert!(page.header("content-security-policy").is_some_and(|policy| policy.contains("frame-ancestors 'none'")));
 }
 
 #[test]
@@ -133,12 +180,12 @@ fn malformed_requests_get_400_and_the_server_lives_on() {
         ),
         (b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 400, "Invalid Content-Length '1x'.\n"),
         (
-            b"POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 9\r\n\r\n0x1",
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\nContent-Length: 9\r\n\r\n0x1",
             400,
             "The request body ended before its announced length.\n",
         ),
         (
-            b"POST /debug/pprof/symbol HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
             400,
             "Malformed chunked request body.\n",
         ),

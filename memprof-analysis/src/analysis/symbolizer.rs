@@ -51,7 +51,7 @@ pub(crate) fn resolve(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Str
     let cached = CACHE.lock().lookup(&identity, file_offsets);
     match cached {
         Some(resolved) => Ok(resolved),
-        // The cache started over while storing: resolve everything in one go.
+        // The cache started over while storing, or the answer is larger than the cache: resolve in one go.
         None => resolve_uncached(path, file_offsets),
     }
 }
@@ -348,8 +348,17 @@ impl Identity {
     }
 }
 
-/// At most this many resolved addresses are cached in all (a few MB); past it the cache starts over.
-const CACHED_ADDRESSES: usize = 1 << 16;
+/// The most memory the cache's entries take, as [`entry_bytes`] counts them; past it the cache starts over.
+pub(crate) const CACHED_BYTES: usize = 8 << 20;
+
+/// What caching one address's frames takes: the map's slot, the shared slice and the names' text.
+fn entry_bytes(frames: &[Frame]) -> usize {
+    let text: usize =
+        frames.iter().map(|frame| frame.function.capacity() + frame.file.as_ref().map_or(0, String::capacity)).sum();
+    // The hash map's slot (key, fat pointer, control byte, at its load factor), the Arc's counts.
+    let slot = 2 * (std::mem::size_of::<u64>() + std::mem::size_of::<Arc<[Frame]>>() + 1);
+    slot + 2 * std::mem::size_of::<usize>() + std::mem::size_of_val(frames) + text
+}
 
 static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::default()));
 
@@ -357,7 +366,8 @@ static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::defaul
 #[derive(Default)]
 struct Cache {
     binaries: HashMap<Identity, CachedBinary>,
-    addresses: usize,
+    /// What the cached frames take, as [`entry_bytes`] counts.
+    bytes: usize,
 }
 
 struct CachedBinary {
@@ -393,7 +403,11 @@ impl Cache {
     }
 
     fn store(&mut self, identity: Identity, file_offsets: &[u64], resolved: &Resolved) {
-        if self.addresses + file_offsets.len() > CACHED_ADDRESSES {
+        let adding: usize = resolved.frames.iter().map(|frames| entry_bytes(frames)).sum();
+        if adding > CACHED_BYTES {
+            return;
+        }
+        if self.bytes + adding > CACHED_BYTES {
             *self = Cache::default();
         }
         let binary = self.binaries.entry(identity).or_insert_with(|| CachedBinary {
@@ -408,7 +422,7 @@ impl Cache {
         }
         for (offset, frames) in file_offsets.iter().zip(&resolved.frames) {
             if binary.frames.insert(*offset, frames.clone()).is_none() {
-                self.addresses += 1;
+                self.bytes += entry_bytes(frames);
             }
         }
     }
@@ -433,5 +447,35 @@ mod tests {
         assert_eq!(inflate_prefix(&stream, 12_345).unwrap(), &data[..12_345]);
         assert_eq!(inflate_prefix(&stream, data.len() + 10).unwrap(), data);
         assert_eq!(inflate_prefix(&stream[..stream.len() / 2], 10).unwrap(), &data[..10]);
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_bytes() {
+        let frame = |index: u64| Frame {
+            function: format!("some::module::Type::method_with_a_long_name_{index}"),
+            file: Some(format!("/src/some/module/file_{index}.rs")),
+            line: Some(7),
+        };
+        let identity = Identity { path: PathBuf::from("/bin/x"), length: 1, modified: None };
+        let mut cache = Cache::default();
+        let mut stored = 0u64;
+        for batch in 0..200u64 {
+            let offsets: Vec<u64> = (batch * 1000..(batch + 1) * 1000).collect();
+            let resolved = Resolved {
+                frames: offsets.iter().map(|&offset| Arc::from(vec![frame(offset), frame(offset + 1)])).collect(),
+                ..Resolved::default()
+            };
+            cache.store(identity.clone(), &offsets, &resolved);
+            stored += 1000;
+            assert!(cache.bytes <= CACHED_BYTES, "{} bytes after {stored} addresses", cache.bytes);
+        }
+        let cached: usize = cache.binaries.values().map(|binary| binary.frames.len()).sum();
+        assert!(cached >= 1000 && (cached as u64) < stored, "{cached} of {stored} addresses cached");
+        // An answer larger than the whole cache is not kept, and leaves what is there.
+        let offsets: Vec<u64> = (0..100_000).collect();
+        let huge = Resolved { frames: offsets.iter().map(|&offset| Arc::from(vec![frame(offset)])).collect(), ..Resolved::default() };
+        let before = cache.bytes;
+        cache.store(identity, &offsets, &huge);
+        assert_eq!(cache.bytes, before);
     }
 }

@@ -4,7 +4,8 @@
 use memprof_analysis::Format;
 use memprof_wire::ProfileUrls;
 
-use crate::profiler::{KeptProfile, Owner};
+use crate::http::HttpError;
+use crate::profiler::{Error, KeptProfile, Owner};
 
 /// Where profile `id` is downloaded, in every format.
 pub(super) fn profile_urls(id: u64) -> ProfileUrls {
@@ -35,4 +36,18 @@ pub(super) fn owner_name(owner: &Owner) -> String {
 
 fn unix_seconds(time: std::time::SystemTime) -> f64 {
     time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+/// A profiler's error as the HTTP error that says it.
+impl From<Error> for HttpError {
+    fn from(error: Error) -> Self {
+        let status = match &error {
+            Error::Unavailable(_) => 503,
+            Error::StartedExternally | Error::Busy(_) => 409,
+            Error::UnknownRun(_) => 404,
+            Error::Control { .. } | Error::Dump { .. } => 500,
+            Error::Thread { .. } | Error::Ending => 503,
+        };
+        Self::new(status, error.to_string())
+    }
 }

@@ -11,7 +11,11 @@ pub(super) fn check(token: Option<&str>, authorization: Option<&str>) -> Result<
     let Some(token) = token else {
         return Ok(());
     };
-    let given = authorization.and_then(|value| value.strip_prefix("Bearer "));
+    // The scheme's name is case-insensitive (RFC 9110 11.1).
+    let given = authorization
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+        .map(|(_, token)| token.trim_start());
     match given {
         Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => Ok(()),
         Some(_) => Err(HttpError::unauthorized("The token is wrong")),
@@ -28,7 +32,9 @@ mod tests {
     #[test]
     fn only_the_token_itself_passes() {
         assert!(check(None, None).is_ok());
-        assert!(check(Some("s3cret"), Some("Bearer s3cret")).is_ok());
+        for right in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret"] {
+            assert!(check(Some("s3cret"), Some(right)).is_ok(), "{right}");
+        }
         for wrong in [None, Some("Bearer s3cre"), Some("s3cret"), Some("Basic s3cret")] {
             assert_eq!(check(Some("s3cret"), wrong).unwrap_err().status, 401, "{wrong:?}");
         }

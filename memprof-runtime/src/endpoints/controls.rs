@@ -9,7 +9,7 @@ use super::Context;
 use super::answers::{owner_name, profile_urls};
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::profiler::{Error, Owner, Started};
+use crate::profiler::{Owner, Started, Stopped};
 use memprof_wire::{RunAnswer, RunOwner, Switches};
 
 /// `heap_profile`: the switches; `?active=true|false` to switch; `?trigger_dump=true` for the heap now.
@@ -44,20 +44,15 @@ fn switch(context: &Context, on: bool) -> Result<Reply, HttpError> {
         let message = format!("{message} as run {}; switch it off with heap_profile?active=false", run.id);
         return Ok(Reply::json(&RunAnswer { active: Some(true), id: Some(run.id), message, urls: None }));
     }
-    let current = profiler.runs().current.clone();
-    match current {
-        Some(run) if run.owner == Owner::Manual => {
-            let finished = profiler.stop(Some(run.id))?.ok_or(Error::UnknownRun(run.id))?;
-            Ok(Reply::json(&RunAnswer {
-                active: Some(false),
-                id: Some(finished.id),
-                message: format!("Heap profiling switched off; the profile of run {} is kept", finished.id),
-                urls: Some(profile_urls(finished.id)),
-            }))
-        }
-        Some(run) => Err(owned_by_another(run.id, &run.owner)),
-        None if jemalloc::profiling_active().unwrap_or(false) => Err(Error::StartedExternally.into()),
-        None => Ok(Reply::json(&RunAnswer {
+    match profiler.stop_owned_by(&Owner::Manual)? {
+        Stopped::Profile(finished) => Ok(Reply::json(&RunAnswer {
+            active: Some(false),
+            id: Some(finished.id),
+            message: format!("Heap profiling switched off; the profile of run {} is kept", finished.id),
+            urls: Some(profile_urls(finished.id)),
+        })),
+        Stopped::OwnedBy(run) => Err(owned_by_another(run.id, &run.owner)),
+        Stopped::NoRun => Ok(Reply::json(&RunAnswer {
             active: Some(false),
             id: None,
             message: "Heap profiling is already off".to_owned(),

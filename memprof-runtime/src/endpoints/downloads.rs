@@ -53,7 +53,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     };
     let options = RenderOptions { lines: query.flag("lines")?, full: query.flag("full")?, ..RenderOptions::default() };
     let bytes = rendered::rendered(&profile, base.as_ref(), format, &options).map_err(|failure| match failure {
-        rendered::Failure::Busy => rendered::busy(),
+        rendered::Failure::Busy => super::jobs::busy(),
         rendered::Failure::Gone(error) => unreadable(context, &profile, &error),
         rendered::Failure::Failed(message) => HttpError::internal(message),
     })?;

@@ -16,24 +16,24 @@ use std::io::Read;
 use std::time::Duration;
 
 use super::Context;
-use crate::http::{HttpError, Query, Reply};
-use crate::jemalloc;
+use super::jobs::Permit;
+use crate::http::{HttpError, Query, Reply, Request};
 use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;
 
 /// `/debug/pprof/heap`.
-pub(super) fn heap(context: &Context, query: &Query) -> Result<Reply, HttpError> {
-    serve(context, query, false)
+pub(super) fn heap(context: &Context, query: &Query, request: &Request) -> Result<Reply, HttpError> {
+    serve(context, query, request, false)
 }
 
 /// `/debug/pprof/allocs`.
-pub(super) fn allocs(context: &Context, query: &Query) -> Result<Reply, HttpError> {
-    serve(context, query, true)
+pub(super) fn allocs(context: &Context, query: &Query, request: &Request) -> Result<Reply, HttpError> {
+    serve(context, query, request, true)
 }
 
-fn serve(context: &Context, query: &Query, allocations_first: bool) -> Result<Reply, HttpError> {
+fn serve(context: &Context, query: &Query, request: &Request, allocations_first: bool) -> Result<Reply, HttpError> {
     let seconds = query
         .get("seconds")
         .map(|text| {
@@ -44,24 +44,33 @@ fn serve(context: &Context, query: &Query, allocations_first: bool) -> Result<Re
             })
         })
         .transpose()?;
-    let now = snapshot(context)?;
-    let profile = match seconds {
-        None => now,
+    let options = RenderOptions { allocations_first, ..RenderOptions::default() };
+    let bytes = match seconds {
+        None => {
+            let _permit = Permit::or_busy()?;
+            render(&snapshot(context)?, &options)?
+        }
         Some(seconds) => {
-            std::thread::sleep(Duration::from_secs(seconds));
-            snapshot(context)?.minus(&now)
+            // The first snapshot is kept through the wait, small beside its symbolizing; the wait holds no
+            // permit and no busy place, and ends when the client leaves.
+            let before = {
+                let _permit = Permit::or_busy()?;
+                snapshot(context)?
+            };
+            request.wait(Duration::from_secs(seconds))?;
+            let _permit = Permit::or_busy()?;
+            render(&snapshot(context)?.minus(&before), &options)?
         }
     };
-    let options = RenderOptions { allocations_first, ..RenderOptions::default() };
-    let rendered = Format::Pprof.render(&profile, None, &options);
-    jemalloc::release_unused_memory();
-    let bytes = rendered.map_err(|error| HttpError::internal(error.to_string()))?;
     Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "profile.pb.gz".to_owned(), true))
 }
 
-/// The heap now, symbolized: expensive work, done under a render permit (not held across `seconds`).
+fn render(profile: &Analysis, options: &RenderOptions) -> Result<Vec<u8>, HttpError> {
+    Format::Pprof.render(profile, None, options).map_err(|error| HttpError::internal(error.to_string()))
+}
+
+/// The heap now, symbolized: expensive work, for the holder of a permit.
 fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
-    let _permit = super::rendered::Permit::acquire().ok_or_else(super::rendered::busy)?;
     let (mut file, name) = context.profiler.snapshot()?;
     let mut text = String::new();
     file.read_to_string(&mut text)

@@ -6,9 +6,11 @@
 
 mod answers;
 mod auth;
+mod browsers;
 mod controls;
 mod dashboard;
 mod downloads;
+pub(crate) mod jobs;
 mod live;
 mod metrics;
 #[cfg(feature = "http")]
@@ -26,7 +28,7 @@ use crate::http::{HttpError, Query, Reply, Request, Response};
 use crate::profiler::Profiler;
 
 #[cfg(feature = "axum")]
-pub(crate) use mounted::refusal as mounted_refusal;
+pub(crate) use mounted::{refusal as mounted_refusal, respond_waiting};
 #[cfg(feature = "http")]
 pub use mounted::respond;
 
@@ -36,35 +38,50 @@ pub(crate) struct Context {
     pub(crate) profiler: &'static Profiler,
     /// The token every request must present, if any.
     pub(crate) token: Option<String>,
+    /// Whether the endpoints are served on the program's own server (`respond`, the axum routers): as
+    /// the built-in server, only when the switch variable is `true`.
+    pub(crate) mounted: bool,
 }
 
 /// The context of this process's endpoints, set by [`crate::start`]; a router used without `start` gets
-/// the token of `MEMPROF_TOKEN` (never none for want of a call).
+/// the token of `MEMPROF_TOKEN` and the switch `LIBPROCESS_MEMORY_PROFILING` (never none for want of a
+/// call).
 static CONTEXT: OnceLock<Context> = OnceLock::new();
 
 /// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none.
-pub(crate) fn set_up(token: Option<String>) -> &'static Context {
-    CONTEXT.get_or_init(|| Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()) })
+pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
+    CONTEXT.get_or_init(|| Context {
+        profiler: Profiler::global(),
+        token: token.filter(|token| !token.is_empty()),
+        mounted,
+    })
 }
 
-/// The context of this process's endpoints: [`crate::start`]'s, else one with `MEMPROF_TOKEN`'s token.
+/// The context of this process's endpoints: [`crate::start`]'s, else one with `MEMPROF_TOKEN`'s token and
+/// `LIBPROCESS_MEMORY_PROFILING`'s switch.
 #[cfg(any(test, feature = "http"))]
 pub(crate) fn context() -> &'static Context {
-    set_up(std::env::var(crate::environment::TOKEN).ok())
+    use crate::environment;
+    CONTEXT.get().unwrap_or_else(|| {
+        set_up(std::env::var(environment::TOKEN).ok(), environment::switched_on(environment::SWITCH))
+    })
 }
 
-/// Answers one request in `context`: checks its credentials (but for the dashboard page), then routes it.
+/// Answers one request in `context`: refuses what pages of other sites send, checks its credentials (but
+/// for the dashboard page), then routes it.
 pub(crate) fn answer(context: &Context, request: &Request) -> Response {
-    let allowed = if needs_token(&request.target) {
-        auth::check(context.token.as_deref(), request.authorization.as_deref())
-    } else {
-        Ok(())
-    };
-    let routed = allowed.and_then(|()| route(context, &request.method, &request.target, &request.body));
-    match routed {
+    match checked(context, request).and_then(|()| route(context, request)) {
         Ok(reply) => reply.into_response(),
         Err(error) => error.into_response(),
     }
+}
+
+fn checked(context: &Context, request: &Request) -> Result<(), HttpError> {
+    if !is_dashboard_page(&request.target) {
+        browsers::check(&request.fields)?;
+        auth::check(context.token.as_deref(), request.fields.authorization.as_deref())?;
+    }
+    Ok(())
 }
 
 /// The parameters of the rendered downloads.
@@ -74,6 +91,8 @@ const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines", "full"];
 struct Route {
     path: &'static str,
     accepts_post: bool,
+    /// Answered on a connection admitted beyond the bound (`Request::reserved`): the operator's way in.
+    control: bool,
     parameters: &'static [&'static str],
     handle: Handler,
 }
@@ -81,20 +100,33 @@ struct Route {
 /// A handler that reads the query.
 type QueryHandler = fn(&Context, &Query) -> Result<Reply, HttpError>;
 
+/// A handler that reads the request too: its body, or its way to wait on the client.
+type RequestHandler = fn(&Context, &Query, &Request) -> Result<Reply, HttpError>;
+
 /// What a handler reads from the request.
 enum Handler {
     Query(QueryHandler),
-    QueryAndBody(fn(&Context, &Query, &[u8]) -> Result<Reply, HttpError>),
+    Request(RequestHandler),
 }
 
 /// A read-only endpoint.
 const fn get(path: &'static str, parameters: &'static [&'static str], handle: QueryHandler) -> Route {
-    Route { path, accepts_post: false, parameters, handle: Handler::Query(handle) }
+    Route { path, accepts_post: false, control: false, parameters, handle: Handler::Query(handle) }
 }
 
 /// An endpoint that changes state: POST is allowed too.
 const fn post(path: &'static str, parameters: &'static [&'static str], handle: QueryHandler) -> Route {
     Route { accepts_post: true, ..get(path, parameters, handle) }
+}
+
+/// An endpoint that reads the request.
+const fn reading(path: &'static str, accepts_post: bool, handle: RequestHandler) -> Route {
+    Route { path, accepts_post, control: false, parameters: &[], handle: Handler::Request(handle) }
+}
+
+/// An endpoint that answers on a reserved connection too (see [`Route::control`]).
+const fn control(route: Route) -> Route {
+    Route { control: true, ..route }
 }
 
 /// The dashboard's path: the only one that needs no token.
@@ -104,8 +136,8 @@ const ROUTES: &[Route] = &[
     get(DASHBOARD, &[], dashboard::page),
     get(paths::MEMORY, &["since"], dashboard::memory),
     post(paths::START, &["duration"], runs::start),
-    post(paths::STOP, &[], runs::stop),
-    get(paths::STATE, &[], state::state),
+    control(post(paths::STOP, &[], runs::stop)),
+    control(get(paths::STATE, &[], state::state)),
     get(paths::STATISTICS, &["format"], state::statistics),
     post(paths::HEAP_PROFILE, &["active", "trigger_dump"], controls::heap_profile),
     get(paths::DOWNLOAD_RAW, &["id"], downloads::raw),
@@ -116,26 +148,17 @@ const ROUTES: &[Route] = &[
     get(paths::DOWNLOAD_PPROF, &["id", "base"], downloads::pprof),
     get(paths::PPROF_HEAP, &[], downloads::raw),
     get(paths::PPROF_CMDLINE, &[], symbols::command_line),
-    Route {
-        path: paths::PPROF_SYMBOL,
-        accepts_post: true,
-        parameters: &[],
-        handle: Handler::QueryAndBody(symbols::symbol),
-    },
-    get(paths::DEBUG_PPROF_HEAP, &["seconds", "gc"], live::heap),
-    get(paths::DEBUG_PPROF_ALLOCS, &["seconds", "gc"], live::allocs),
+    reading(paths::PPROF_SYMBOL, true, symbols::symbol),
+    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_HEAP, false, live::heap) },
+    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_ALLOCS, false, live::allocs) },
     get(paths::METRICS, &[], metrics::metrics),
-    Route {
-        path: paths::DEBUG_PPROF_SYMBOL,
-        accepts_post: true,
-        parameters: &[],
-        handle: Handler::QueryAndBody(symbols::symbol),
-    },
+    reading(paths::DEBUG_PPROF_SYMBOL, true, symbols::symbol),
 ];
 
-/// Whether the request for `url` must carry the token (all but the dashboard page).
-fn needs_token(url: &str) -> bool {
-    split(url).0 != DASHBOARD
+/// Whether `url` is the dashboard page: it holds no data, so it needs no token and may be opened from a
+/// link on any page.
+fn is_dashboard_page(url: &str) -> bool {
+    split(url).0 == DASHBOARD
 }
 
 /// The path without trailing slashes (ignored, as in Mesos), and the query.
@@ -145,10 +168,17 @@ fn split(url: &str) -> (&str, &str) {
 }
 
 /// Answers one request, once its credentials are checked.
-fn route(context: &Context, method: &str, url: &str, body: &[u8]) -> Result<Reply, HttpError> {
-    let (path, query) = split(url);
+fn route(context: &Context, request: &Request) -> Result<Reply, HttpError> {
+    let (path, query) = split(&request.target);
     let route = ROUTES.iter().find(|route| route.path == path).ok_or_else(|| unknown_path(path))?;
+    if request.reserved && !route.control {
+        return Err(HttpError::busy(
+            "Every connection is busy; this one answers only state and stop; try again in a second",
+            1,
+        ));
+    }
     // HEAD wherever GET is allowed (RFC 9110 9.3.2): the same answer, of which only the head is sent.
+    let method = request.method.as_str();
     let allowed = matches!((method, route.accepts_post), ("GET" | "HEAD", _) | ("POST", true));
     if !allowed {
         let allow = if route.accepts_post { "GET, HEAD, POST" } else { "GET, HEAD" };
@@ -157,7 +187,7 @@ fn route(context: &Context, method: &str, url: &str, body: &[u8]) -> Result<Repl
     let query = Query::parse(query, route.parameters)?;
     match route.handle {
         Handler::Query(handle) => handle(context, &query),
-        Handler::QueryAndBody(handle) => handle(context, &query, body),
+        Handler::Request(handle) => handle(context, &query, request),
     }
 }
 
@@ -169,10 +199,15 @@ fn unknown_path(path: &str) -> HttpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::Fields;
+
+    fn request(method: &str, target: &str) -> Request {
+        Request::new(method, target, Vec::new())
+    }
 
     #[test]
     fn unknown_paths_list_the_endpoints() {
-        let error = route(context(), "GET", "/memory-profiler/strat?duration=5mins", b"").err().unwrap();
+        let error = route(context(), &request("GET", "/memory-profiler/strat?duration=5mins")).err().unwrap();
         assert_eq!(error.status, 404);
         assert!(error.message.starts_with(
             "No endpoint at '/memory-profiler/strat'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start,"
@@ -181,27 +216,47 @@ mod tests {
 
     #[test]
     fn a_context_with_a_token_refuses_every_request_without_it_but_the_dashboard_page() {
-        let context = Context { profiler: Profiler::global(), token: Some("s3cret".to_owned()) };
+        let context = Context { profiler: Profiler::global(), token: Some("s3cret".to_owned()), mounted: true };
         let status = |target: &str, authorization: Option<&str>| {
-            let request =
-                Request::new("GET".to_owned(), target.to_owned(), authorization.map(str::to_owned), Vec::new());
-            answer(&context, &request).status()
+            let fields = Fields { authorization: authorization.map(str::to_owned), ..Fields::default() };
+            answer(&context, &Request { fields, ..request("GET", target) }).status()
         };
         assert_eq!(status("/memory-profiler/state", None), 401);
         assert_eq!(status("/memory-profiler/state", Some("Bearer wrong")), 401);
         assert_eq!(status("/memory-profiler/state", Some("Bearer s3cret")), 200);
         assert_eq!(status("/memory-profiler/", None), 200);
         assert_eq!(status("/memory-profiler/nowhere", Some("Bearer s3cret")), 404);
-        let open = Context { profiler: Profiler::global(), token: None };
-        let request = Request::new("GET".to_owned(), "/metrics".to_owned(), None, Vec::new());
-        assert_eq!(answer(&open, &request).status(), 200);
+        let open = Context { profiler: Profiler::global(), token: None, mounted: true };
+        assert_eq!(answer(&open, &request("GET", "/metrics")).status(), 200);
+    }
+
+    #[test]
+    fn pages_of_other_sites_reach_only_the_dashboard_page() {
+        let open = Context { profiler: Profiler::global(), token: None, mounted: true };
+        let cross_site = |target: &str| {
+            let fields = Fields { fetch_site: Some("cross-site".to_owned()), ..Fields::default() };
+            answer(&open, &Request { fields, ..request("GET", target) }).status()
+        };
+        assert_eq!(cross_site("/memory-profiler/start?duration=1days"), 403);
+        assert_eq!(cross_site("/memory-profiler/state"), 403);
+        assert_eq!(cross_site("/memory-profiler/"), 200);
+        assert_eq!(Profiler::global().runs().current.as_ref().map(|run| run.id), None, "no run was started");
+    }
+
+    #[test]
+    fn a_reserved_connection_answers_only_control_requests() {
+        let open = Context { profiler: Profiler::global(), token: None, mounted: true };
+        let reserved = |target: &str| answer(&open, &Request { reserved: true, ..request("GET", target) }).status();
+        assert_eq!(reserved("/memory-profiler/state"), 200);
+        assert_eq!(reserved("/metrics"), 503);
+        assert_eq!(reserved("/memory-profiler/download/text"), 503);
     }
 
     #[test]
     fn reads_take_only_get() {
-        let error = route(context(), "POST", "/memory-profiler/state/", b"").err().unwrap();
+        let error = route(context(), &request("POST", "/memory-profiler/state/")).err().unwrap();
         assert_eq!((error.status, error.message.as_str()), (405, "Method POST is not allowed here; use GET, HEAD"));
-        let error = route(context(), "DELETE", "/memory-profiler/stop", b"").err().unwrap();
+        let error = route(context(), &request("DELETE", "/memory-profiler/stop")).err().unwrap();
         assert_eq!(
             (error.status, error.message.as_str()),
             (405, "Method DELETE is not allowed here; use GET, HEAD, POST")

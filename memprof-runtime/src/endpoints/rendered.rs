@@ -1,21 +1,18 @@
 //! Profiles of finished runs, analyzed and rendered once each and cached while the run is kept.
 //!
-//! A request for something being rendered waits for that render instead of starting its own; at most
-//! [`MAX_RENDERS`] different renders run at once, and a request for another one is told to come back
-//! (so a burst of requests cannot take every core and the memory of many symbolizers). The work happens
-//! on memprof's unsampled threads; once it is done, the memory it freed goes back to the system.
+//! A request for something being rendered waits for that render instead of starting its own; a render is
+//! an expensive job ([`super::jobs`]): when the bound is reached, a request for another one is told to come
+//! back. The work happens on memprof's unsampled threads.
 
 use std::collections::HashMap;
 use std::fs;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use std::sync::{LazyLock, OnceLock};
 
-use crate::http::HttpError;
-use crate::jemalloc;
+use super::jobs::Permit;
 use crate::profiler::KeptProfile;
 use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
 
@@ -60,47 +57,15 @@ impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
     }
 }
 
-/// How many different renders (or live snapshots) may run at once.
-pub(crate) const MAX_RENDERS: usize = 2;
-
-static RENDERS_RUNNING: AtomicUsize = AtomicUsize::new(0);
-
-/// A right to do expensive work, held while it runs.
-pub(crate) struct Permit(());
-
-impl Permit {
-    /// A permit, unless [`MAX_RENDERS`] are already out.
-    pub(crate) fn acquire() -> Option<Permit> {
-        let running = RENDERS_RUNNING.fetch_add(1, Ordering::SeqCst);
-        if running < MAX_RENDERS {
-            Some(Permit(()))
-        } else {
-            RENDERS_RUNNING.fetch_sub(1, Ordering::SeqCst);
-            None
-        }
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        RENDERS_RUNNING.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// Why a render is not served.
 #[derive(Debug, Clone)]
 pub(crate) enum Failure {
-    /// [`MAX_RENDERS`] other renders are running; try again shortly.
+    /// [`super::jobs::MAX_JOBS`] other jobs are running; try again shortly.
     Busy,
     /// The profile could not be read or rendered.
     Failed(String),
     /// The profile's file cannot be opened (it was deleted meanwhile, or by something else).
     Gone(std::sync::Arc<std::io::Error>),
-}
-
-/// 503: [`MAX_RENDERS`] other renders take the capacity; the client retries.
-pub(super) fn busy() -> HttpError {
-    HttpError::busy(format!("{MAX_RENDERS} other profiles are being rendered; try again in a second"), 1)
 }
 
 /// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
@@ -117,7 +82,7 @@ pub(crate) fn rendered(
     options: &RenderOptions,
 ) -> Result<Arc<Vec<u8>>, Failure> {
     let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
-    let result = RENDERED.get(&request, || {
+    RENDERED.get(&request, || {
         let Some(_permit) = Permit::acquire() else {
             // Every caller waiting on this render sees it; it is not kept, so the next one tries again.
             return Err(Failure::Busy);
@@ -125,9 +90,7 @@ pub(crate) fn rendered(
         let profile = analysis(run)?;
         let base = base.map(analysis).transpose()?;
         format.render(&profile, base.as_deref(), options).map_err(|error| Failure::Failed(error.to_string()))
-    });
-    jemalloc::release_unused_memory();
-    result
+    })
 }
 
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
@@ -157,7 +120,7 @@ fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
+    
     #[test]
     fn concurrent_callers_share_one_computation_and_errors_are_retried() {
         let map: OnceMap<u32, u32, String> = OnceMap::new();
@@ -177,16 +140,5 @@ mod tests {
         assert_eq!(computed.load(Ordering::SeqCst), 1);
         assert_eq!(map.get(&2, || Err("disk full".to_owned())), Err("disk full".to_owned()));
         assert_eq!(*map.get(&2, || Ok(3)).unwrap(), 3);
-    }
-
-    #[test]
-    fn at_most_two_renders_run_at_once() {
-        let first = Permit::acquire().unwrap();
-        let second = Permit::acquire().unwrap();
-        assert!(Permit::acquire().is_none());
-        drop(first);
-        let third = Permit::acquire();
-        assert!(third.is_some());
-        drop((second, third));
     }
 }

@@ -97,8 +97,7 @@ pub(super) fn statistics(_: &Context, query: &Query) -> Result<Reply, HttpError>
         }
     };
     let content_type = if json { "application/json; charset=utf-8" } else { "text/plain; charset=utf-8" };
-    let report = recent_statistics(json)
-        .map_err(|error| HttpError::internal(format!("jemalloc could not print its statistics ({error})")))?;
+    let report = recent_statistics(json)?;
     Ok(Reply::shared(content_type, report))
 }
 
@@ -107,8 +106,8 @@ pub(super) fn statistics(_: &Context, query: &Query) -> Result<Reply, HttpError>
 const STATISTICS_REUSED_FOR: Duration = Duration::from_secs(1);
 
 /// The JSON (or text) report printed less than [`STATISTICS_REUSED_FOR`] ago, else a new one; requests that
-/// arrive while one is printed wait for it.
-fn recent_statistics(json: bool) -> std::io::Result<Arc<Vec<u8>>> {
+/// arrive while one is printed wait for it. Printing is an expensive job ([`super::jobs`]).
+fn recent_statistics(json: bool) -> Result<Arc<Vec<u8>>, HttpError> {
     /// When a report was printed, and the report.
     type Printed = (Instant, Arc<Vec<u8>>);
     static RECENT: Mutex<[Option<Printed>; 2]> = Mutex::new([None, None]);
@@ -117,7 +116,10 @@ fn recent_statistics(json: bool) -> std::io::Result<Arc<Vec<u8>>> {
     if let Some((_, report)) = slot.as_ref().filter(|(printed, _)| printed.elapsed() < STATISTICS_REUSED_FOR) {
         return Ok(Arc::clone(report));
     }
-    let report = Arc::new(jemalloc::statistics(json)?);
+    let _permit = super::jobs::Permit::or_busy()?;
+    let report = jemalloc::statistics(json)
+        .map_err(|error| HttpError::internal(format!("jemalloc could not print its statistics ({error})")))?;
+    let report = Arc::new(report);
     *slot = Some((Instant::now(), Arc::clone(&report)));
     Ok(report)
 }

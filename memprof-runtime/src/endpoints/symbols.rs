@@ -7,14 +7,15 @@
 //! ```
 
 use super::Context;
-use crate::http::{HttpError, Query, Reply};
+use super::jobs::Permit;
+use crate::http::{HttpError, Query, Reply, Request};
 
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 100_000;
 
 /// `pprof/symbol`.
-pub(super) fn symbol(_: &Context, _: &Query, body: &[u8]) -> Result<Reply, HttpError> {
-    let body = std::str::from_utf8(body)
+pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
+    let body = std::str::from_utf8(&request.body)
         .map_err(|_| HttpError::bad_request("The addresses must be text: 0x-prefixed hexadecimal joined by '+'"))?;
     let body = body.trim();
     if body.is_empty() {
@@ -31,6 +32,7 @@ pub(super) fn symbol(_: &Context, _: &Query, body: &[u8]) -> Result<Reply, HttpE
     if addresses.len() > MAX_ADDRESSES {
         return Err(HttpError::new(413, format!("At most {MAX_ADDRESSES} addresses can be looked up at once")));
     }
+    let _permit = Permit::or_busy()?;
     let names = memprof_analysis::function_names_in_this_process(&addresses).map_err(HttpError::internal)?;
     let lines: String = addresses
         .iter()

@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use crate::profiler;
 
 /// A successful answer.
 pub(crate) struct Reply {
@@ -12,6 +11,7 @@ pub(crate) struct Reply {
     content_type: &'static str,
     body: Body,
     attachment: Option<String>,
+    headers: &'static [(&'static str, &'static str)],
 }
 
 enum Body {
@@ -29,7 +29,7 @@ impl Reply {
 
     /// 200 with bytes of the given type.
     pub(crate) fn bytes(content_type: &'static str, bytes: Vec<u8>) -> Self {
-        Self { status: 200, content_type, body: Body::Bytes(bytes), attachment: None }
+        Self { status: 200, content_type, body: Body::Bytes(bytes), attachment: None, headers: &[] }
     }
 
     /// 200 with a file to save as `filename`.
@@ -39,12 +39,13 @@ impl Reply {
             content_type: "application/octet-stream",
             body: Body::File(file),
             attachment: Some(filename),
+            headers: &[],
         }
     }
 
     /// 200 with bytes shared with a cache, sent without copying them.
     pub(crate) fn shared(content_type: &'static str, bytes: Arc<Vec<u8>>) -> Self {
-        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: None }
+        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: None, headers: &[] }
     }
 
     /// 200 with a rendered profile; shown in the browser unless `download` asks to save it as `filename`.
@@ -52,9 +53,15 @@ impl Reply {
         Self { attachment: download.then_some(filename), ..Self::shared(content_type, bytes) }
     }
 
+    /// The same reply with these header fields too.
+    pub(crate) fn with_headers(self, headers: &'static [(&'static str, &'static str)]) -> Self {
+        Self { headers, ..self }
+    }
+
     /// The response to write.
     pub(crate) fn into_response(self) -> Response {
         let mut headers = vec![("Cache-Control", "no-store".to_owned())];
+        headers.extend(self.headers.iter().map(|&(name, value)| (name, value.to_owned())));
         if let Some(filename) = self.attachment {
             headers.push(("Content-Disposition", format!("attachment; filename=\"{filename}\"")));
         }
@@ -175,6 +182,7 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -249,18 +257,5 @@ impl HttpError {
             headers: self.headers,
             body: Body::Bytes(body.into_bytes()),
         }
-    }
-}
-
-impl From<profiler::Error> for HttpError {
-    fn from(error: profiler::Error) -> Self {
-        let status = match &error {
-            profiler::Error::Unavailable(_) => 503,
-            profiler::Error::StartedExternally | profiler::Error::Busy(_) => 409,
-            profiler::Error::UnknownRun(_) => 404,
-            profiler::Error::Control { .. } | profiler::Error::Dump { .. } => 500,
-            profiler::Error::Thread { .. } | profiler::Error::Ending => 503,
-        };
-        Self::new(status, error.to_string())
     }
 }

@@ -1,0 +1,67 @@
+//! A request as the handlers see it, whichever server read it, and how a handler waits on its client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::head::Fields;
+use super::reply::{HttpError, Persistence};
+
+/// A request to answer.
+pub(crate) struct Request {
+    /// `GET`, `POST`, ...
+    pub(crate) method: String,
+    /// The path and query.
+    pub(crate) target: String,
+    /// The header fields memprof reads.
+    pub(crate) fields: Fields,
+    /// The body, de-chunked.
+    pub(crate) body: Vec<u8>,
+    /// Admitted while every ordinary place was taken: only control requests (see the endpoints) are
+    /// answered on it, the rest get 503.
+    pub(crate) reserved: bool,
+    /// How a handler waits on this request's client; `None`: the wait is a plain sleep.
+    pub(crate) waiting: Option<Arc<dyn Wait>>,
+    /// Whether the client keeps the connection for another request, and whether the answer must say so.
+    pub(crate) persistence: Persistence,
+}
+
+/// A wait that ends early when it need not go on: the client left, or the server needs the place.
+pub(crate) trait Wait: Send + Sync {
+    /// Waits `duration`; an error says why the wait ended early (and is the answer, if any can be sent).
+    fn wait(&self, duration: Duration) -> Result<(), HttpError>;
+}
+
+impl Request {
+    /// A request with no header fields, kept alive: read by another server (the program's own, see
+    /// [`crate::endpoints::respond`]), or made by a test.
+    pub(crate) fn new(method: &str, target: &str, body: Vec<u8>) -> Self {
+        Self {
+            method: method.to_owned(),
+            target: target.to_owned(),
+            fields: Fields::default(),
+            body,
+            reserved: false,
+            waiting: None,
+            persistence: Persistence::KeepAlive,
+        }
+    }
+
+    /// Waits `duration` for a handler that answers later (`/debug/pprof/heap?seconds=N`). While it waits,
+    /// the request holds no busy place: the wait ends early, with an error, when the client leaves or the
+    /// server needs the connection for another client.
+    pub(crate) fn wait(&self, duration: Duration) -> Result<(), HttpError> {
+        match &self.waiting {
+            Some(waiting) => waiting.wait(duration),
+            None => {
+                std::thread::sleep(duration);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Request").field("method", &self.method).field("target", &self.target).finish()
+    }
+}
