@@ -42,6 +42,11 @@ impl Options {
     pub fn dump_on_sigterm(self, _enabled: bool) -> Self {
         self
     }
+
+    /// Whether the switch starts the built-in server; ignored.
+    pub fn built_in_server(self, _enabled: bool) -> Self {
+        self
+    }
 }
 
 /// Compiled out: does nothing.

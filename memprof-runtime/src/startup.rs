@@ -29,6 +29,7 @@ pub struct Options {
     token_env: String,
     keep_runs: u32,
     dump_on_sigterm: bool,
+    built_in_server: bool,
 }
 
 impl Default for Options {
@@ -39,6 +40,7 @@ impl Default for Options {
             token_env: environment::TOKEN.to_owned(),
             keep_runs: DEFAULT_KEPT_RUNS as u32,
             dump_on_sigterm: false,
+            built_in_server: true,
         }
     }
 }
@@ -76,6 +78,19 @@ impl Options {
     /// How many finished profiles stay downloadable (at least 1; the oldest is deleted past it).
     pub fn keep_runs(mut self, count: u32) -> Self {
         self.keep_runs = count;
+        self
+    }
+
+    /// Whether the switch starts the built-in server (the default); `false` for a program that serves the
+    /// endpoints only on its own server, through `memprof::axum`'s routers or `memprof::endpoints::respond`,
+    /// which then follow the switch alone.
+    ///
+    /// ```
+    /// let options = memprof_runtime::Options::new().built_in_server(false);
+    /// # drop(options);
+    /// ```
+    pub fn built_in_server(mut self, enabled: bool) -> Self {
+        self.built_in_server = enabled;
         self
     }
 
@@ -139,7 +154,7 @@ fn start_unsampled(options: Options) -> Guard {
     }
     let wanted = environment::switched_on(&options.env);
     let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
-    if wanted {
+    if wanted && options.built_in_server {
         serve(&options, context);
     }
     if options.dump_on_sigterm

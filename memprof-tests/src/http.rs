@@ -70,6 +70,69 @@ pub fn request_with_body(address: SocketAddr, method: &str, target: &str, body: 
     parse(&raw)
 }
 
+/// Sends `GET target` on a fresh connection and reads the answer; `None` when the connection ends with no
+/// whole answer (refused, reset or cut), for tests of a server under overload.
+///
+/// ```no_run
+/// let address = "127.0.0.1:5050".parse().unwrap();
+/// if let Some(response) = memprof_tests::http::try_get(address, "/memory-profiler/state") {
+///     assert!(matches!(response.status, 200 | 503));
+/// }
+/// ```
+pub fn try_get(address: SocketAddr, target: &str) -> Option<Response> {
+    let mut stream = TcpStream::connect_timeout(&address, PATIENCE).ok()?;
+    stream.set_read_timeout(Some(PATIENCE)).ok()?;
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    // A reset after a whole answer still counts as that answer.
+    let _ = stream.read_to_end(&mut raw);
+    complete_length(&raw).map(|length| parse(&raw[..length]))
+}
+
+/// A kept-alive connection that sends one `GET` after another.
+pub struct KeptAlive {
+    address: SocketAddr,
+    stream: Option<TcpStream>,
+}
+
+impl KeptAlive {
+    /// A client of `address`; it connects on its first request, and again after the server closed.
+    pub fn new(address: SocketAddr) -> Self {
+        Self { address, stream: None }
+    }
+
+    /// Sends `GET target` and reads its answer; `None` when the connection ended first (it reconnects
+    /// on the next call).
+    pub fn get(&mut self, target: &str) -> Option<Response> {
+        let answer = self.exchange(target);
+        if answer.is_none() {
+            self.stream = None;
+        }
+        answer
+    }
+
+    fn exchange(&mut self, target: &str) -> Option<Response> {
+        if self.stream.is_none() {
+            let stream = TcpStream::connect_timeout(&self.address, PATIENCE).ok()?;
+            stream.set_read_timeout(Some(PATIENCE)).ok()?;
+            self.stream = Some(stream);
+        }
+        let stream = self.stream.as_mut()?;
+        write!(stream, "GET {target} HTTP/1.1\r\nHost: {}\r\n\r\n", self.address).ok()?;
+        let mut raw = Vec::new();
+        loop {
+            if let Some(length) = complete_length(&raw) {
+                return Some(parse(&raw[..length]));
+            }
+            let mut chunk = [0; 16 << 10];
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(read) => raw.extend_from_slice(&chunk[..read]),
+            }
+        }
+    }
+}
+
 /// Parses a whole raw HTTP/1.1 response (for tests that write their own requests).
 ///
 /// ```

@@ -41,6 +41,7 @@ fn adopters() -> &'static Path {
 fn axum_service() -> Launch {
     Launch::new(adopters().join("axum-service"))
         .env("ADDR", "127.0.0.1:0")
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
         .serving_at("axum-service: listening on http://")
 }
 
@@ -112,6 +113,21 @@ fn parca_and_alloy_scrape_the_mounted_debug_pprof_paths() {
 }
 
 #[test]
+fn mounted_endpoints_are_off_without_the_switch_and_say_so_once() {
+    let service =
+        axum_service().env_remove("LIBPROCESS_MEMORY_PROFILING").serving_at("axum-service: listening on http://").spawn();
+    assert_eq!(service.get("/").status, 200);
+    for path in ["/memory-profiler/state", "/memory-profiler/start?duration=1hrs", "/memory-profiler", "/debug/pprof/heap"] {
+        let response = service.get(path);
+        assert_eq!(response.status, 404, "{path}: {}", response.text());
+        assert!(response.text().ends_with("heap profiling endpoints are off (set LIBPROCESS_MEMORY_PROFILING=true).\n"));
+    }
+    let said = |line: &str| line.contains("Heap profiling endpoints mounted on the program's own server are off");
+    service.wait_for_line(said);
+    assert_eq!(service.output().iter().filter(|line| said(line)).count(), 1, "{:#?}", service.output());
+}
+
+#[test]
 fn the_token_guards_the_mounted_endpoints_and_nothing_else() {
     let service = axum_service().env("MEMPROF_TOKEN", "s3cret").spawn();
     assert_eq!(service.get("/").status, 200, "the service's own routes are untouched");
@@ -124,7 +140,7 @@ fn the_token_guards_the_mounted_endpoints_and_nothing_else() {
     let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
     use std::io::{Read, Write};
     stream
-        .write_all(b"GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: bearer s3cret\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();

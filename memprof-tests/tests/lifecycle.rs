@@ -80,3 +80,22 @@ fn directories_of_killed_processes_are_removed_at_the_next_start_and_live_ones_k
     assert!(!next.output().iter().any(|line| line.contains("Removed")), "{:#?}", next.output());
     assert_eq!(alive.get("/memory-profiler/download/raw").status, 200, "the live service's profile is untouched");
 }
+
+/// `let _ = memprof::start(...)` drops the guard at once: memprof has shut down, so a later run is refused
+/// with a message that names the mistake, and no profile directory is left behind.
+#[test]
+fn a_dropped_guard_refuses_later_runs_and_leaves_nothing() {
+    let scratch = Scratch::new("dropped-guard");
+    let output = std::process::Command::new(built_binary("dropped_guard"))
+        .env("MEMPROF_DIR", scratch.join(""))
+        .env_remove("MALLOC_CONF")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.starts_with("refused: memprof has shut down (memprof::shutdown was called, or the guard memprof::start returned was dropped: keep it in a variable until main returns, `let _memprof = memprof::start(...)`, not `let _ = ...`)"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_dir(scratch.join("")).unwrap().count(), 0, "nothing is left in MEMPROF_DIR");
+}

@@ -17,7 +17,8 @@ const LENGTH: Duration = Duration::from_secs(60);
 /// Each endpoint of the mix, with the statuses it may answer under load.
 const MIX: &[(&str, &[u16])] = &[
     ("/memory-profiler/state", &[200]),
-    ("/memory-profiler/statistics", &[200]),
+    // Printing statistics is an expensive job, bounded with renders: 503 while two others run.
+    ("/memory-profiler/statistics", &[200, 503]),
     ("/metrics", &[200]),
     ("/memory-profiler/heap_profile", &[200]),
     ("/memory-profiler/start?duration=1secs", &[200]),
@@ -97,4 +98,64 @@ fn two_hundred_requests_a_second_for_a_minute_leave_nothing_behind() {
         assert!(Instant::now() < deadline, "threads {threads_before} -> {threads}, descriptors {fds_before} -> {fds}");
         thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// More clients than the server has places, all kept alive, while runs are started and stopped: requests
+/// may be refused (503, or a connection closed before its request was read), but a request that was read
+/// is answered, so every run that was started was told to the client that started it.
+#[test]
+fn under_overload_every_started_run_got_its_answer() {
+    const HOGS: usize = 48;
+    const LENGTH: Duration = Duration::from_secs(15);
+    let service = Program::service().spawn();
+    let address = service.address();
+    let starts_answered = std::sync::atomic::AtomicUsize::new(0);
+    let (cut, refused) = (std::sync::atomic::AtomicUsize::new(0), std::sync::atomic::AtomicUsize::new(0));
+    thread::scope(|scope| {
+        for hog in 0..HOGS {
+            scope.spawn(move || {
+                let mut client = memprof_tests::http::KeptAlive::new(address);
+                let started = Instant::now();
+                while started.elapsed() < LENGTH {
+                    let target = if hog % 2 == 0 { "/memory-profiler/state" } else { "/metrics" };
+                    if let Some(response) = client.get(target) {
+                        assert!(matches!(response.status, 200 | 503), "{target}: {}", response.status);
+                    }
+                }
+            });
+        }
+        let started = Instant::now();
+        while started.elapsed() < LENGTH {
+            for target in ["/memory-profiler/start?duration=1hrs", "/memory-profiler/stop"] {
+                match memprof_tests::http::try_get(address, target) {
+                    Some(response) if response.status == 200 => {
+                        if response.text().contains("Successfully started new heap profiling run") {
+                            starts_answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                    Some(response) => {
+                        assert_eq!(response.status, 503, "{target}: {}", response.text());
+                        refused.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    None => {
+                        cut.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+    });
+    let metrics = service.get("/metrics").text();
+    let runs_started: usize = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("memprof_runs_started_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    let answered = starts_answered.into_inner();
+    println!(
+        "{answered} runs started and answered; {} start or stop requests refused with 503, {} closed unread",
+        refused.into_inner(),
+        cut.into_inner()
+    );
+    assert!(answered > 0, "no start got through the overload");
+    assert_eq!(runs_started, answered, "every run started was answered 200 to the client that started it");
 }

@@ -46,7 +46,7 @@ type Shared = Arc<Mutex<Memory>>;
 async fn main() {
     // The logger first: memprof's start-up messages go to it.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let _memprof = memprof::start(memprof::Options::new());
+    let _memprof = memprof::start(memprof::Options::new().built_in_server(false));
 
     let memory = Shared::default();
     let app = Router::new()

@@ -131,7 +131,9 @@ impl Format {
 
 /// Bytes as jeprof prints them: MB with one decimal.
 fn megabytes(bytes: f64) -> String {
-    format!("{:.1}", bytes / 1_048_576.0)
+    let megabytes = bytes / 1_048_576.0;
+    // Less than what one decimal shows, either way, is 0.0 (not -0.0).
+    if megabytes.abs() < 0.05 { "0.0".to_owned() } else { format!("{megabytes:.1}") }
 }
 
 /// `part` as a percentage of `whole`, as jeprof prints it.

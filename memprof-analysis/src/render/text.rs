@@ -34,12 +34,17 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
             }
         }
     }
-    let mut rows: Vec<(String, Row)> = rows.into_iter().collect();
+    // In a difference, what both profiles hold cancels out: such rows say nothing.
+    let mut rows: Vec<(String, Row)> =
+        rows.into_iter().filter(|(_, row)| row.flat.abs() >= 0.5 || row.cumulative.abs() >= 0.5).collect();
     rows.sort_by(|(a_name, a), (b_name, b)| {
         b.flat.total_cmp(&a.flat).then(b.cumulative.total_cmp(&a.cumulative)).then_with(|| a_name.cmp(b_name))
     });
     let (_, total) = analysis.total();
     let mut table = format!("Total: {} MB\n", megabytes(total));
+    if rows.is_empty() && analysis.samples.iter().any(|sample| sample.bytes != 0.0) {
+        table.push_str("# No difference: both profiles hold the same bytes at every stack\n");
+    }
     let mut running = 0.0;
     for (name, row) in rows {
         running += row.flat;
@@ -56,4 +61,47 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
         table.push_str(&format!("# {note}\n"));
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{Frame, Location, Sample};
+
+    fn analysis(bytes: &[f64]) -> Analysis {
+        let frame = |function: &str| Frame { function: function.into(), file: None, line: None };
+        Analysis {
+            sample_period: 524288,
+            samples: bytes
+                .iter()
+                .enumerate()
+                .map(|(index, &bytes)| Sample {
+                    locations: vec![index],
+                    objects: 1.0,
+                    bytes,
+                    allocated_objects: 0.0,
+                    allocated_bytes: 0.0,
+                })
+                .collect(),
+            locations: (0..bytes.len())
+                .map(|index| Location {
+                    address: 0x10 * (index as u64 + 1),
+                    module: None,
+                    frames: vec![frame(&format!("app::f{index}"))],
+                })
+                .collect(),
+            modules: Vec::new(),
+            has_allocations: false,
+        }
+    }
+
+    #[test]
+    fn a_difference_of_equal_profiles_says_there_is_none() {
+        let profile = analysis(&[3e6, 1e6]);
+        let text = render(&profile.minus(&profile), &RenderOptions::default());
+        assert_eq!(text, "Total: 0.0 MB\n# No difference: both profiles hold the same bytes at every stack\n");
+        let grown = analysis(&[3e6, 2e6]);
+        let text = render(&grown.minus(&profile), &RenderOptions::default());
+        assert_eq!(text, "Total: 1.0 MB\n     1.0 100.0% 100.0%      1.0 100.0% app::f1\n");
+    }
 }

@@ -11,7 +11,7 @@ use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
 
 /// The most addresses one lookup takes.
-const MAX_ADDRESSES: usize = 100_000;
+const MAX_ADDRESSES: usize = 1 << 16;
 
 /// `pprof/symbol`.
 pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {

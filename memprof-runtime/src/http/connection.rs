@@ -82,6 +82,13 @@ impl Connection {
         false
     }
 
+    /// Writes `response` and closes at once, reading nothing more: for a connection closed to make room,
+    /// whose thread must be free again at once.
+    pub(crate) fn answer_and_close(&mut self, response: Response) {
+        let _ = response.write_to(&mut &*self.stream, Framing::CLOSE).and_then(|()| (&*self.stream).flush());
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
     /// Reads and drops what the client still sends, for a moment, before the connection is closed.
     fn linger(&mut self) {
         let _ = self.stream.shutdown(Shutdown::Write);

@@ -248,7 +248,7 @@ fn serve_connection(stream: &Arc<TcpStream>, slot: Arc<Slot>, handle: &Handler, 
         if !slot.claim() {
             // Closed to make room while reading: what was sent of a request is refused, not run.
             if !matches!(incoming, Incoming::Closed) || connection.has_partial_request() {
-                connection.answer(None, evicted().into_response());
+                connection.answer_and_close(evicted().into_response());
             }
             return;
         }
