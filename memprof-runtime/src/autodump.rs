@@ -113,24 +113,24 @@ pub(crate) fn settings_in_force() -> Option<&'static Settings> {
 pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
     let in_force = settings.clone();
     crate::threads::spawn("memprof-autodump", move || {
-            let mut watcher = Watcher::new(settings);
-            loop {
-                thread::sleep(PERIOD);
-                if let Some(reason) = watcher.due() {
-                    let settings = &watcher.settings;
-                    match Profiler::global().automatic_dump(reason, settings.keep, settings.max_bytes) {
-                        Ok(dump) => {
-                            report::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display()))
-                        }
-                        Err(error) => report::warn(&format!("Automatic heap dump failed: {error}")),
+        let mut watcher = Watcher::new(settings);
+        loop {
+            thread::sleep(PERIOD);
+            if let Some(reason) = watcher.due() {
+                let settings = &watcher.settings;
+                match Profiler::global().automatic_dump(reason, settings.keep, settings.max_bytes) {
+                    Ok(dump) => {
+                        report::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display()))
                     }
+                    Err(error) => report::warn(&format!("Automatic heap dump failed: {error}")),
                 }
             }
-        })
-        .map(|_| {
-            let _ = IN_FORCE.set(in_force);
-        })
-        .map_err(|error| format!("cannot start the automatic dump thread ({error})"))
+        }
+    })
+    .map(|_| {
+        let _ = IN_FORCE.set(in_force);
+    })
+    .map_err(|error| format!("cannot start the automatic dump thread ({error})"))
 }
 
 /// What the watcher remembers between two readings.

@@ -41,7 +41,9 @@ pub const MAX_IN_FLIGHT: usize = 32;
 /// sampled); `None` when they could not be started (every request is then answered 503).
 static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
     Pool::new("memprof-http-m", MAX_IN_FLIGHT)
-        .map_err(|error| report::warn(&format!("The mounted heap profiling endpoints cannot start their threads ({error})")))
+        .map_err(|error| {
+            report::warn(&format!("The mounted heap profiling endpoints cannot start their threads ({error})"))
+        })
         .ok()
 });
 

@@ -9,10 +9,8 @@
 //! (both would run); a program that handles SIGTERM itself calls [`crate::shutdown`] from its handler
 //! instead.
 
-
 use signal_hook::consts::SIGTERM;
 use signal_hook::iterator::Signals;
-
 
 /// Starts the thread that ends memprof, then the process, on SIGTERM.
 pub(crate) fn watch() -> std::io::Result<()> {

@@ -61,6 +61,8 @@ pub(crate) struct Pool {
 struct Shared {
     /// The threads waiting for a job, by index.
     idle: Mutex<Vec<usize>>,
+    /// Signalled when a thread becomes idle.
+    freed: Condvar,
     workers: Vec<Worker>,
 }
 
@@ -76,6 +78,7 @@ impl Pool {
     pub(crate) fn new(name: &str, size: usize) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             idle: Mutex::new(Vec::with_capacity(size)),
+            freed: Condvar::new(),
             workers: (0..size).map(|_| Worker::default()).collect(),
         });
         for index in 0..size {
@@ -87,9 +90,20 @@ impl Pool {
 
     /// Runs `job` on an idle thread, or hands it back when all are busy.
     pub(crate) fn try_run(&self, job: Job) -> Result<(), Job> {
-        let Some(index) = self.shared.idle.lock().pop() else {
+        self.run_within(job, Duration::ZERO)
+    }
+
+    /// Runs `job` on a thread idle now or within `patience` (for threads about to finish), or hands it
+    /// back.
+    pub(crate) fn run_within(&self, job: Job, patience: Duration) -> Result<(), Job> {
+        let mut idle = self.shared.idle.lock();
+        if idle.is_empty() && !patience.is_zero() {
+            self.shared.freed.wait_while_for(&mut idle, |idle| idle.is_empty(), patience);
+        }
+        let Some(index) = idle.pop() else {
             return Err(job);
         };
+        drop(idle);
         let worker = &self.shared.workers[index];
         *worker.job.lock() = Some(job);
         worker.wake.notify_one();
@@ -111,6 +125,7 @@ impl Shared {
             let job = {
                 let mut job = worker.job.lock();
                 self.idle.lock().push(index);
+                self.freed.notify_one();
                 loop {
                     if let Some(job) = job.take() {
                         break job;

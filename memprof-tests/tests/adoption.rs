@@ -114,13 +114,19 @@ fn parca_and_alloy_scrape_the_mounted_debug_pprof_paths() {
 
 #[test]
 fn mounted_endpoints_are_off_without_the_switch_and_say_so_once() {
-    let service =
-        axum_service().env_remove("LIBPROCESS_MEMORY_PROFILING").serving_at("axum-service: listening on http://").spawn();
+    let service = axum_service()
+        .env_remove("LIBPROCESS_MEMORY_PROFILING")
+        .serving_at("axum-service: listening on http://")
+        .spawn();
     assert_eq!(service.get("/").status, 200);
-    for path in ["/memory-profiler/state", "/memory-profiler/start?duration=1hrs", "/memory-profiler", "/debug/pprof/heap"] {
+    for path in
+        ["/memory-profiler/state", "/memory-profiler/start?duration=1hrs", "/memory-profiler", "/debug/pprof/heap"]
+    {
         let response = service.get(path);
         assert_eq!(response.status, 404, "{path}: {}", response.text());
-        assert!(response.text().ends_with("heap profiling endpoints are off (set LIBPROCESS_MEMORY_PROFILING=true).\n"));
+        assert!(
+            response.text().ends_with("heap profiling endpoints are off (set LIBPROCESS_MEMORY_PROFILING=true).\n")
+        );
     }
     let said = |line: &str| line.contains("Heap profiling endpoints mounted on the program's own server are off");
     service.wait_for_line(said);

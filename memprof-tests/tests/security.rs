@@ -72,7 +72,11 @@ fn web_pages_of_other_sites_cannot_start_runs_or_read_profiles() {
     );
     let form = request_with_headers(&service, start, "Origin: http://evil.example\r\n");
     assert_eq!(form.status, 403);
-    assert!(form.text().starts_with("Refused: the request came from a page of http://evil.example,"), "{}", form.text());
+    assert!(
+        form.text().starts_with("Refused: the request came from a page of http://evil.example,"),
+        "{}",
+        form.text()
+    );
     let rebound = {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
@@ -93,8 +97,8 @@ fn web_pages_of_other_sites_cannot_start_runs_or_read_profiles() {
     // Nothing was started; the same requests from the dashboard itself (same origin), curl or the CLI work.
     let state = service.get_json("/memory-profiler/state");
     assert!(state["memory_profiler"]["current_run"]["id"].is_null(), "{state}");
-    let origin = format!("Origin: http://localhost\r\nSec-Fetch-Site: same-origin\r\n");
-    assert_eq!(request_with_headers(&service, "/memory-profiler/state", &origin).status, 200);
+    let origin = "Origin: http://localhost\r\nSec-Fetch-Site: same-origin\r\n";
+    assert_eq!(request_with_headers(&service, "/memory-profiler/state", origin).status, 200);
     // The dashboard page may be opened from a link anywhere; it cannot be framed.
     let page = request_with_headers(&service, "/memory-profiler/", "Sec-Fetch-Site: cross-site\r\n");
     assert_eq!(page.status, 200);

@@ -473,7 +473,10 @@ mod tests {
         assert!(cached >= 1000 && (cached as u64) < stored, "{cached} of {stored} addresses cached");
         // An answer larger than the whole cache is not kept, and leaves what is there.
         let offsets: Vec<u64> = (0..100_000).collect();
-        let huge = Resolved { frames: offsets.iter().map(|&offset| Arc::from(vec![frame(offset)])).collect(), ..Resolved::default() };
+        let huge = Resolved {
+            frames: offsets.iter().map(|&offset| Arc::from(vec![frame(offset)])).collect(),
+            ..Resolved::default()
+        };
         let before = cache.bytes;
         cache.store(identity, &offsets, &huge);
         assert_eq!(cache.bytes, before);

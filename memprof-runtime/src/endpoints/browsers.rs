@@ -19,7 +19,8 @@ pub(super) fn check(fields: &Fields) -> Result<(), HttpError> {
     if !fetched_by_another_site && foreign_origin.is_none() {
         return Ok(());
     }
-    let from = foreign_origin.map_or_else(|| "a page of another site".to_owned(), |origin| format!("a page of {origin}"));
+    let from =
+        foreign_origin.map_or_else(|| "a page of another site".to_owned(), |origin| format!("a page of {origin}"));
     Err(HttpError::new(
         403,
         format!(

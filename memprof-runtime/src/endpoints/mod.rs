@@ -27,10 +27,10 @@ use memprof_wire::paths::{self, PREFIX};
 use crate::http::{HttpError, Query, Reply, Request, Response};
 use crate::profiler::Profiler;
 
-#[cfg(feature = "axum")]
-pub(crate) use mounted::{refusal as mounted_refusal, respond_waiting};
 #[cfg(feature = "http")]
 pub use mounted::respond;
+#[cfg(feature = "axum")]
+pub(crate) use mounted::{refusal as mounted_refusal, respond_waiting};
 
 /// What handlers work with.
 pub(crate) struct Context {

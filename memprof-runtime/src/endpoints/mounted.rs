@@ -168,7 +168,10 @@ mod tests {
             let answer = respond(false, ::http::Request::get(target).body(Vec::new()).unwrap());
             assert_eq!(answer.status(), 404, "{target}");
             let text = String::from_utf8_lossy(answer.body()).into_owned();
-            assert!(text.ends_with("heap profiling endpoints are off (set LIBPROCESS_MEMORY_PROFILING=true).\n"), "{text}");
+            assert!(
+                text.ends_with("heap profiling endpoints are off (set LIBPROCESS_MEMORY_PROFILING=true).\n"),
+                "{text}"
+            );
         }
     }
 }

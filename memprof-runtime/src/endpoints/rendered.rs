@@ -120,7 +120,7 @@ fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    
+
     #[test]
     fn concurrent_callers_share_one_computation_and_errors_are_retried() {
         let map: OnceMap<u32, u32, String> = OnceMap::new();

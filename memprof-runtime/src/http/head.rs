@@ -280,7 +280,9 @@ mod tests {
             let raw = if name == "Host" { raw.replacen("Host: a\r\n", "", 1) } else { raw };
             assert_eq!(refusal(&raw), (400, format!("A request cannot have more than one {name} field")), "{name}");
         }
-        let browser = head("GET / HTTP/1.1\r\nHost: 127.0.0.1:5050\r\nOrigin: http://e.example\r\nSec-Fetch-Site: cross-site\r\n\r\n");
+        let browser = head(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:5050\r\nOrigin: http://e.example\r\nSec-Fetch-Site: cross-site\r\n\r\n",
+        );
         assert_eq!(browser.fields.host.as_deref(), Some("127.0.0.1:5050"));
         assert_eq!(browser.fields.origin.as_deref(), Some("http://e.example"));
         assert_eq!(browser.fields.fetch_site.as_deref(), Some("cross-site"));

@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-
 /// A successful answer.
 pub(crate) struct Reply {
     status: u16,

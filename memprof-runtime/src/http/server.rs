@@ -33,6 +33,8 @@ pub(crate) const RESERVED: usize = 4;
 /// Pool threads beyond the connections': for refusals that drain what the client still sends, and for
 /// connections closed to make room that are still saying so.
 const SPARE: usize = 4;
+/// How long the accept loop waits for a thread of the pool when a place was found (never for a client).
+const THREAD_PATIENCE: Duration = Duration::from_millis(200);
 /// How often a handler's wait looks at its client and its place.
 const WAIT_STEP: Duration = Duration::from_millis(50);
 
@@ -81,7 +83,9 @@ impl Server {
             };
             let (handle, loopback, served) = (Arc::clone(&self.handle), self.loopback, Arc::clone(&stream));
             let job = Box::new(move || serve_connection(&served, slot, &handle, loopback));
-            if let Err(job) = self.pool.try_run(job) {
+            // A place was found, so a thread is free or about to be (one whose connection was just
+            // closed to make room says so and ends at once): wait for it a moment.
+            if let Err(job) = self.pool.run_within(job, THREAD_PATIENCE) {
                 drop(job);
                 self.refuse(stream, HttpError::busy("Every thread of the server is busy; try again", 1));
             }
@@ -102,8 +106,7 @@ impl Server {
             return;
         }
         let mut bytes = Vec::new();
-        if error.into_response().write_to(&mut bytes, Framing::CLOSE).is_ok() && stream.set_nonblocking(true).is_ok()
-        {
+        if error.into_response().write_to(&mut bytes, Framing::CLOSE).is_ok() && stream.set_nonblocking(true).is_ok() {
             let _ = (&*stream).write_all(&bytes);
             // Unread bytes would make closing reset the connection, and the client might lose the answer.
             let _ = io::Read::read(&mut &*stream, &mut [0; 4096]);
@@ -464,7 +467,8 @@ mod tests {
         // Answered once each, so they are surely counted, then stalled halfway through a second request.
         let mut stalled: Vec<TcpStream> = (0..MAX_CONNECTIONS)
             .map(|_| {
-                let mut stream = held_after(address, b"GET /first HTTP/1.1\r\nHost: localhost\r\n\r\n", b"HTTP/1.1 200");
+                let mut stream =
+                    held_after(address, b"GET /first HTTP/1.1\r\nHost: localhost\r\n\r\n", b"HTTP/1.1 200");
                 stream.write_all(b"GET /second HTTP/1.1\r\nHost:").unwrap();
                 stream
             })
@@ -554,9 +558,11 @@ mod tests {
         let busy_message = format!("More than {} connections are busy; try again.\n", MAX_CONNECTIONS + RESERVED);
         assert!(answer.ends_with(&busy_message), "{answer}");
         gate.release();
-        for (mut stream, expected) in busy.into_iter().map(|stream| (stream, "/busy reserved=false")).chain(
-            reserved.into_iter().map(|stream| (stream, "/reserved reserved=true")),
-        ) {
+        for (mut stream, expected) in busy
+            .into_iter()
+            .map(|stream| (stream, "/busy reserved=false"))
+            .chain(reserved.into_iter().map(|stream| (stream, "/reserved reserved=true")))
+        {
             let mut answer = vec![0; 512];
             let mut read = 0;
             while !String::from_utf8_lossy(&answer[..read]).ends_with(expected) {

@@ -2,7 +2,6 @@
 //! has shut down, so the run is refused with a message that says why, and nothing is left on disk.
 
 memprof::allocator!();
-memprof::malloc_conf!();
 
 fn main() {
     let _ = memprof::start(memprof::Options::new());
