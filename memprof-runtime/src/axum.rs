@@ -18,7 +18,7 @@
 //! 404 otherwise.
 
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -30,7 +30,7 @@ use tokio::sync::oneshot;
 
 use memprof_wire::paths::PREFIX;
 
-use crate::http::{HttpError, MAX_BODY, Wait, body_too_large};
+use crate::http::{HttpError, MAX_BODY, Wait, body_too_large, client_gone, wait_unless};
 use crate::threads::Pool;
 use crate::{endpoints, report};
 
@@ -100,17 +100,10 @@ struct Answer(Mutex<Option<oneshot::Sender<::http::Response<Vec<u8>>>>>);
 
 impl Wait for Answer {
     fn wait(&self, duration: Duration) -> Result<(), HttpError> {
-        let deadline = Instant::now() + duration;
-        loop {
-            if self.0.lock().as_ref().is_none_or(oneshot::Sender::is_closed) {
-                return Err(HttpError::bad_request("The client left before the answer was ready"));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
-        }
+        wait_unless(duration, || {
+            let gone = self.0.lock().as_ref().is_none_or(oneshot::Sender::is_closed);
+            gone.then(client_gone)
+        })
     }
 }
 

@@ -31,6 +31,29 @@ pub(crate) trait Wait: Send + Sync {
     fn wait(&self, duration: Duration) -> Result<(), HttpError>;
 }
 
+/// Why a wait ended early when its client left (an answer nobody reads).
+pub(crate) fn client_gone() -> HttpError {
+    HttpError::bad_request("The client left before the answer was ready")
+}
+
+/// How often a wait looks at whether it should end early.
+const WAIT_STEP: Duration = Duration::from_millis(50);
+
+/// Waits `duration` in short steps, ending early with the error `interrupted` gives when it gives one.
+pub(crate) fn wait_unless(duration: Duration, interrupted: impl Fn() -> Option<HttpError>) -> Result<(), HttpError> {
+    let deadline = std::time::Instant::now() + duration;
+    loop {
+        if let Some(error) = interrupted() {
+            return Err(error);
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(WAIT_STEP));
+    }
+}
+
 impl Request {
     /// A request with no header fields, kept alive: read by another server (the program's own, see
     /// [`crate::endpoints::respond`]), or made by a test.

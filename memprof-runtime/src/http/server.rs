@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 
 use super::connection::{Connection, Incoming};
 use super::reply::{Framing, HttpError, Response, guarded};
-use super::request::{Request, Wait};
+use super::request::{Request, Wait, client_gone, wait_unless};
 use crate::report;
 use crate::threads::{self, Pool};
 
@@ -35,8 +35,6 @@ pub(crate) const RESERVED: usize = 4;
 const SPARE: usize = 4;
 /// How long the accept loop waits for a thread of the pool when a place was found (never for a client).
 const THREAD_PATIENCE: Duration = Duration::from_millis(200);
-/// How often a handler's wait looks at its client and its place.
-const WAIT_STEP: Duration = Duration::from_millis(50);
 
 /// Answers one request.
 pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
@@ -208,21 +206,10 @@ struct Watch {
 
 impl Wait for Watch {
     fn wait(&self, duration: Duration) -> Result<(), HttpError> {
-        let deadline = Instant::now() + duration;
         self.slot.set_idle(Instant::now());
-        let waited = loop {
-            if self.slot.evicted() {
-                break Err(evicted());
-            }
-            if client_left(&self.stream) {
-                break Err(HttpError::bad_request("The client left before the answer was ready"));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break Ok(());
-            }
-            thread::sleep(left.min(WAIT_STEP));
-        };
+        let waited = wait_unless(duration, || {
+            if self.slot.evicted() { Some(evicted()) } else { client_left(&self.stream).then(client_gone) }
+        });
         if self.slot.claim() { waited } else { waited.and(Err(evicted())) }
     }
 }
