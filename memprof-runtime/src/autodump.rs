@@ -61,20 +61,41 @@ impl Settings {
         if every.is_none() && high_water_step.is_none() && resident_share.is_none() {
             return Ok(None);
         }
-        let keep = parsed(
-            environment::DUMP_KEEP,
-            |text| text.parse::<u16>().ok().filter(|&n| n > 0).map(f64::from),
-            "a count from 1 to 65535",
-        )?;
-        let max_bytes = parsed(environment::DUMP_MAX_BYTES, parse_bytes, "a size such as 256MiB")?;
+        let (keep, max_bytes) = limits(&lookup)?;
         Ok(Some(Self {
             every: every.map(|bytes| bytes as u64),
             high_water_step,
             resident_share: resident_share.map(|share| share.min(1.0)),
-            keep: keep.map_or(DEFAULT_KEPT_DUMPS, |keep| keep as usize),
-            max_bytes: max_bytes.map_or(DEFAULT_KEPT_DUMP_BYTES, |bytes| bytes as u64),
+            keep,
+            max_bytes,
         }))
     }
+}
+
+/// How many dumps, and how many bytes of them, are kept: `MEMPROF_DUMP_KEEP` and `MEMPROF_DUMP_MAX_BYTES`,
+/// else the defaults. The same bounds hold what earlier processes left ([`crate::evidence`]); a malformed
+/// value counts as unset there (it is reported when automatic dumps are asked for).
+pub(crate) fn retention() -> (usize, u64) {
+    limits(&|name: &str| std::env::var(name).ok()).unwrap_or((DEFAULT_KEPT_DUMPS, DEFAULT_KEPT_DUMP_BYTES))
+}
+
+fn limits(lookup: &impl Fn(&str) -> Option<String>) -> Result<(usize, u64), String> {
+    let keep = lookup(environment::DUMP_KEEP)
+        .map(|text| {
+            text.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{}={text:?} is not a count from 1 to 65535", environment::DUMP_KEEP))
+        })
+        .transpose()?;
+    let max_bytes = lookup(environment::DUMP_MAX_BYTES)
+        .map(|text| {
+            parse_bytes(text.trim())
+                .ok_or_else(|| format!("{}={text:?} is not a size such as 256MiB", environment::DUMP_MAX_BYTES))
+        })
+        .transpose()?;
+    Ok((keep.map_or(DEFAULT_KEPT_DUMPS, usize::from), max_bytes.map_or(DEFAULT_KEPT_DUMP_BYTES, |bytes| bytes as u64)))
 }
 
 /// `1048576`, `512KiB`, `64MiB`, `1GiB` (or `KB`, `MB`, `GB` in powers of 1000), at least 1.

@@ -12,7 +12,8 @@
 //! # Ok::<(), memprof_runtime::Error>(())
 //! ```
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
-// `unsafe` only where jemalloc is called or its symbols exported: `jemalloc`, `malloc_conf`, `unwinder`.
+// `unsafe` only where jemalloc is called or its symbols exported (`jemalloc`, `malloc_conf`, `unwinder`), and
+// where the executable is mapped to be read (`allocator_code`, `executable`).
 #![deny(unsafe_code)]
 #![cfg(unix)]
 
@@ -24,6 +25,8 @@ mod cgroup;
 mod duration;
 pub mod endpoints;
 pub mod environment;
+mod evidence;
+mod executable;
 mod history;
 mod http;
 mod jemalloc;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::evidence::{EarlierProcess, EarlierProfile};
 use crate::jemalloc;
 use crate::malloc_conf::ConfigReport;
 use crate::report;
@@ -126,6 +127,22 @@ pub(crate) enum Owner {
     Manual,
     /// An automatic dump (not a run), with the reason it was taken.
     Automatic(String),
+    /// A profile an earlier process kept, with who started it there (as [`Owner::name`] said it).
+    Earlier(String),
+}
+
+impl Owner {
+    /// Who started a run, as the endpoints and records say it: `http`, `code: <label>`, `manual`,
+    /// `automatic: <reason>`.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Owner::Http => "http".to_owned(),
+            Owner::Code(label) => format!("code: {label}"),
+            Owner::Manual => "manual".to_owned(),
+            Owner::Automatic(reason) => format!("automatic: {reason}"),
+            Owner::Earlier(name) => name.clone(),
+        }
+    }
 }
 
 /// The run in progress.
@@ -193,6 +210,8 @@ pub(crate) struct Runs {
     pub(crate) finished: VecDeque<KeptProfile>,
     /// Automatic dumps, oldest first, in a ring of their own (see [`crate::autodump`]).
     pub(crate) automatic: VecDeque<KeptProfile>,
+    /// What earlier processes that ended without cleaning up kept, newest first (see [`crate::evidence`]).
+    pub(crate) earlier: Vec<EarlierProcess>,
     /// Set when the program ends: nothing is dumped any more.
     closed: bool,
     pub(crate) last_failure: Option<FailedRun>,
@@ -218,6 +237,7 @@ impl Default for Runs {
             current: None,
             finished: VecDeque::new(),
             automatic: VecDeque::new(),
+            earlier: Vec::new(),
             closed: false,
             last_failure: None,
             last_id: 0,
@@ -245,12 +265,23 @@ impl Runs {
 
     /// The finished run with this id.
     pub(crate) fn find(&self, id: u64) -> Option<&KeptProfile> {
-        self.finished.iter().chain(&self.automatic).find(|run| run.id == id)
+        self.kept_profiles().find(|run| run.id == id)
     }
 
-    /// The ids of every profile kept, runs' and automatic dumps'.
+    /// Every profile kept: runs', automatic dumps' and earlier processes'.
+    fn kept_profiles(&self) -> impl Iterator<Item = &KeptProfile> {
+        let earlier = self.earlier.iter().flat_map(|process| process.profiles.iter().map(|earlier| &earlier.profile));
+        self.finished.iter().chain(&self.automatic).chain(earlier)
+    }
+
+    /// The ids of every profile kept, runs', automatic dumps' and earlier processes'.
     pub(crate) fn kept_ids(&self) -> Vec<u64> {
-        self.finished.iter().chain(&self.automatic).map(|run| run.id).collect()
+        self.kept_profiles().map(|run| run.id).collect()
+    }
+
+    /// The profile `id` of an earlier process, if it is one.
+    pub(crate) fn earlier_profile(&self, id: u64) -> Option<&EarlierProfile> {
+        self.earlier.iter().flat_map(|process| &process.profiles).find(|earlier| earlier.profile.id == id)
     }
 
     /// A new id: milliseconds since the Unix epoch, bumped past the previous id so ids never collide.
@@ -440,6 +471,7 @@ impl Profiler {
                     stopped: SystemTime::now(),
                     path,
                 };
+                crate::evidence::record(&finished);
                 runs.keep(finished.clone());
                 runs.counts.finished += 1;
                 Ok(finished)
@@ -500,6 +532,7 @@ impl Profiler {
             .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
         let now = SystemTime::now();
         let dump = KeptProfile { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
+        crate::evidence::record(&dump);
         runs.automatic.push_back(dump.clone());
         let size = |run: &KeptProfile| std::fs::metadata(&run.path).map_or(0, |metadata| metadata.len());
         while runs.automatic.len() > 1
@@ -510,6 +543,21 @@ impl Profiler {
             }
         }
         Ok(dump)
+    }
+
+    /// Serves what earlier processes kept (found at start-up).
+    pub(crate) fn adopt_earlier(&self, earlier: Vec<EarlierProcess>) {
+        self.runs.lock().earlier = earlier;
+    }
+
+    /// Deletes what earlier processes kept; how many profiles there were.
+    pub(crate) fn clear_earlier(&self) -> usize {
+        let mut runs = self.runs.lock();
+        let earlier = std::mem::take(&mut runs.earlier);
+        for profile in earlier.iter().flat_map(|process| &process.profiles) {
+            crate::endpoints::rendered::forget(profile.profile.id);
+        }
+        crate::evidence::clear(&earlier)
     }
 
     /// Ends any run without keeping its profile and removes the profile directory: the program is ending.

@@ -1,17 +1,20 @@
-//! Profile directories left behind by memprof processes that ended without cleaning up: killed by a signal
-//! they did not handle (SIGTERM from systemd, Kubernetes or `docker stop`; SIGKILL at an OOM), or crashed.
+//! Who owns a profile directory, and whether that owner has provably ended.
 //!
 //! Each directory holds an `owner` file naming the process that made it (pid, start time in clock ticks
-//! since boot, boot id). At start-up memprof removes the directories, in the parent it writes profiles to,
-//! whose owner no longer exists. It never touches a directory of a live process (a pid reused by another
-//! program has another start time), one of another user, or one it cannot prove is stale (no owner file).
+//! since boot, boot id, machine id), which that process keeps locked (`flock`) for its whole life: the
+//! kernel releases the lock when the process ends, however it ends (SIGKILL at an OOM included). So a lock
+//! that can be taken proves the owner ended, across PID namespaces on one host (a container's sidecar, a
+//! restarted container with a new namespace), where a pid looked up in this process's `/proc` proves
+//! nothing. A directory made on another machine (shared storage: another machine id) is never judged, nor
+//! one of another user, nor one without an owner file. Directories of memprof versions that wrote no
+//! machine id (and held no lock) are judged as they were then: by their pid and start time.
 
-use std::fs;
+use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::report;
+use rustix::fs::FlockOperation;
 
 /// The file in each profile directory that names its owner.
 pub(crate) const OWNER_FILE: &str = "owner";
@@ -21,12 +24,15 @@ pub(crate) const DIRECTORY_PREFIX: &str = "memprof.";
 
 /// A process, told apart from any later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Owner {
-    pid: u32,
+pub(crate) struct Owner {
+    pub(crate) pid: u32,
     /// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since boot.
     start_time: u64,
     /// `/proc/sys/kernel/random/boot_id`: start times restart from zero at each boot.
     boot_id: String,
+    /// `/etc/machine-id` (or the boot id where there is none); `None` in owner files of memprof versions
+    /// that held no lock.
+    machine_id: Option<String>,
 }
 
 impl Owner {
@@ -39,11 +45,12 @@ impl Owner {
         if state == "Z" || state == "X" {
             return None;
         }
-        Some(Owner { pid, start_time, boot_id: boot_id.to_owned() })
+        Some(Owner { pid, start_time, boot_id: boot_id.to_owned(), machine_id: None })
     }
 
     fn to_line(&self) -> String {
-        format!("{} {} {}\n", self.pid, self.start_time, self.boot_id)
+        let machine = self.machine_id.as_deref().map_or_else(String::new, |machine| format!(" {machine}"));
+        format!("{} {} {}{machine}\n", self.pid, self.start_time, self.boot_id)
     }
 
     fn parse(line: &str) -> Option<Self> {
@@ -52,6 +59,7 @@ impl Owner {
             pid: fields.next()?.parse().ok()?,
             start_time: fields.next()?.parse().ok()?,
             boot_id: fields.next()?.to_owned(),
+            machine_id: fields.next().map(str::to_owned),
         };
         fields.next().is_none().then_some(owner)
     }
@@ -69,37 +77,53 @@ fn boot_id() -> Option<String> {
     Some(fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?.trim().to_owned())
 }
 
-/// Writes the `owner` file of a new profile directory: this process.
-pub(crate) fn claim(directory: &Path) -> io::Result<()> {
+/// This machine: `/etc/machine-id`, else the boot id (a machine without one is told apart by boot).
+fn machine_id() -> Option<String> {
+    let id = fs::read_to_string("/etc/machine-id").ok().map(|id| id.trim().to_owned());
+    id.filter(|id| !id.is_empty()).or_else(boot_id)
+}
+
+/// Writes the `owner` file of a new profile directory (this process) and locks it; the lock lasts as long
+/// as the returned file is open, which the profile store keeps for the process's life.
+pub(crate) fn claim(directory: &Path) -> io::Result<File> {
     let me = boot_id()
         .and_then(|boot_id| Owner::of(std::process::id(), &boot_id))
+        .map(|me| Owner { machine_id: machine_id(), ..me })
         .ok_or_else(|| io::Error::other("cannot read this process's start time from /proc/self/stat"))?;
-    fs::write(directory.join(OWNER_FILE), me.to_line())
+    let path = directory.join(OWNER_FILE);
+    fs::write(&path, me.to_line())?;
+    let file = File::open(&path)?;
+    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive)?;
+    Ok(file)
 }
 
-/// Removes the profile directories in `parent` whose owners ended, and reports how many there were.
-pub(crate) fn remove_directories_of_ended_processes(parent: &Path) {
-    // Read once: every process of a scan shares this boot.
-    let Some(boot_id) = boot_id() else {
-        return;
+/// A directory whose owner has provably ended, found by [`ended_directories`]: it holds the lock until
+/// dropped, so two processes starting at once do not both take it.
+pub(crate) struct Ended {
+    pub(crate) path: PathBuf,
+    _lock: Option<File>,
+}
+
+/// The profile directories in `parent` (memprof's, this user's, not links) whose owners provably ended.
+pub(crate) fn ended_directories(parent: &Path) -> Vec<Ended> {
+    let (Some(boot_id), Some(machine)) = (boot_id(), machine_id()) else {
+        return Vec::new();
     };
-    let removed = remove_stale(parent, |pid| Owner::of(pid, &boot_id));
-    if removed > 0 {
-        report::info(&format!(
-            "Removed {removed} profile director{} left in {} by memprof processes that no longer run",
-            if removed == 1 { "y" } else { "ies" },
-            parent.display()
-        ));
-    }
+    ours(parent)
+        .into_iter()
+        .filter_map(|(path, owner)| {
+            judge(&path, &owner, &machine, |pid| Owner::of(pid, &boot_id)).map(|lock| Ended { path, _lock: lock })
+        })
+        .collect()
 }
 
-/// Removes the stale directories in `parent`, asking `living` what runs now under a pid; returns how many.
-fn remove_stale(parent: &Path, living: impl Fn(u32) -> Option<Owner>) -> usize {
+/// memprof's directories in `parent` that this user made, with their owners.
+pub(crate) fn ours(parent: &Path) -> Vec<(PathBuf, Owner)> {
     let Ok(entries) = fs::read_dir(parent) else {
-        return 0;
+        return Vec::new();
     };
     let uid = rustix::process::geteuid().as_raw();
-    let mut removed = 0;
+    let mut found = Vec::new();
     for entry in entries.flatten() {
         let is_ours = entry.file_name().to_str().is_some_and(|name| name.starts_with(DIRECTORY_PREFIX));
         // Not following links: a link named memprof.* is not a directory memprof made.
@@ -109,15 +133,31 @@ fn remove_stale(parent: &Path, living: impl Fn(u32) -> Option<Owner>) -> usize {
         if !is_ours || !metadata.is_dir() || metadata.uid() != uid {
             continue;
         }
-        let Some(owner) = fs::read_to_string(entry.path().join(OWNER_FILE)).ok().and_then(|line| Owner::parse(&line))
-        else {
-            continue;
-        };
-        if living(owner.pid).as_ref() != Some(&owner) && fs::remove_dir_all(entry.path()).is_ok() {
-            removed += 1;
+        let owner = fs::read_to_string(entry.path().join(OWNER_FILE)).ok().and_then(|line| Owner::parse(&line));
+        if let Some(owner) = owner {
+            found.push((entry.path(), owner));
         }
     }
-    removed
+    found
+}
+
+/// Whether the owner of the directory at `path` provably ended: `Some`, with the lock taken (none for
+/// directories of memprof versions without locks, judged by `living`, what runs now under a pid).
+#[allow(clippy::option_option)]
+fn judge(path: &Path, owner: &Owner, machine: &str, living: impl Fn(u32) -> Option<Owner>) -> Option<Option<File>> {
+    match &owner.machine_id {
+        // Another machine's: nothing here can tell whether its owner runs.
+        Some(other) if other != machine => None,
+        Some(_) => {
+            let file = File::open(path.join(OWNER_FILE)).ok()?;
+            rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).ok()?;
+            Some(Some(file))
+        }
+        None => {
+            let now = living(owner.pid).map(|now| Owner { machine_id: None, ..now });
+            (now.as_ref() != Some(owner)).then_some(None)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -133,9 +173,8 @@ mod tests {
     }
 
     #[test]
-    fn only_directories_of_ended_processes_are_removed() {
+    fn a_directory_is_ended_only_when_its_owner_provably_is() {
         let parent = tempfile::tempdir().unwrap();
-        let boot = "b00t".to_owned();
         let make = |name: &str, owner: Option<&str>| {
             let directory = parent.path().join(name);
             fs::create_dir(&directory).unwrap();
@@ -145,22 +184,34 @@ mod tests {
             }
             directory
         };
-        let live = make("memprof.live", Some("100 5000 b00t\n"));
-        let ended = make("memprof.ended", Some("200 6000 b00t\n"));
-        let reused = make("memprof.reused", Some("100 4000 b00t\n"));
-        let earlier_boot = make("memprof.reboot", Some("100 5000 0ld\n"));
+        let machine = machine_id().unwrap();
+        // Locked by a live owner (this process, through another open file: flock locks are per open file).
+        let live = make("memprof.live", None);
+        let _held = claim(&live).unwrap();
+        let unlocked = make("memprof.unlocked", Some(&format!("200 6000 b00t {machine}\n")));
+        let elsewhere = make("memprof.elsewhere", Some("200 6000 b00t another-machine\n"));
+        // Owner files of memprof versions without locks: judged by pid and start time.
+        let old_live = make("memprof.old-live", Some("100 5000 b00t\n"));
+        let old_ended = make("memprof.old-ended", Some("200 6000 b00t\n"));
+        let old_reused = make("memprof.old-reused", Some("100 4000 b00t\n"));
         let unknown = make("memprof.unknown", None);
         let garbled = make("memprof.garbled", Some("100 x\n"));
-        let not_ours = make("other.dir", Some("200 6000 b00t\n"));
-        std::os::unix::fs::symlink(&ended, parent.path().join("memprof.link")).unwrap();
-        let living = |pid: u32| (pid == 100).then(|| Owner { pid, start_time: 5000, boot_id: boot.clone() });
-        assert_eq!(remove_stale(parent.path(), living), 3);
-        for kept in [&live, &unknown, &garbled, &not_ours] {
-            assert!(kept.is_dir(), "{} was removed", kept.display());
+        let not_ours = make("other.dir", Some(&format!("200 6000 b00t {machine}\n")));
+        std::os::unix::fs::symlink(&unlocked, parent.path().join("memprof.link")).unwrap();
+        let living = |pid: u32| {
+            (pid == 100).then(|| Owner { pid, start_time: 5000, boot_id: "b00t".to_owned(), machine_id: None })
+        };
+        let mut ended: Vec<PathBuf> = ours(parent.path())
+            .into_iter()
+            .filter(|(path, owner)| judge(path, owner, &machine, living).is_some())
+            .map(|(path, _)| path)
+            .collect();
+        ended.sort();
+        let mut expected = vec![old_ended, old_reused, unlocked];
+        expected.sort();
+        assert_eq!(ended, expected);
+        for kept in [&live, &elsewhere, &old_live, &unknown, &garbled, &not_ours] {
+            assert!(!ended.contains(kept), "{} was judged ended", kept.display());
         }
-        for gone in [&ended, &reused, &earlier_boot] {
-            assert!(!gone.exists(), "{} was kept", gone.display());
-        }
-        assert!(fs::symlink_metadata(parent.path().join("memprof.link")).is_ok(), "links are left alone");
     }
 }

@@ -131,7 +131,7 @@ fn start_unsampled(options: Options) -> Guard {
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
     let parent = crate::storage::parent_directory();
-    crate::stale::remove_directories_of_ended_processes(&parent);
+    keep_what_earlier_processes_left(profiler, &parent);
     for warning in &profiler.config.warnings {
         report::warn(warning);
     }
@@ -163,6 +163,47 @@ fn start_unsampled(options: Options) -> Guard {
         report::warn(&format!("SIGTERM will not leave a final profile: {error}"));
     }
     Guard { owns_shutdown: true }
+}
+
+/// Keeps what memprof processes that ended without cleaning up left in `parent` (their automatic dumps and
+/// latest run: the heap before an OOM kill), within the automatic dumps' bounds, and says so.
+fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::path::Path) {
+    let (keep, max_bytes) = crate::autodump::retention();
+    let sweep = crate::evidence::sweep(parent, keep, max_bytes);
+    if sweep.removed_directories > 0 {
+        report::info(&format!(
+            "Removed {} profile director{} left in {} by memprof processes that no longer run, with nothing worth keeping",
+            sweep.removed_directories,
+            if sweep.removed_directories == 1 { "y" } else { "ies" },
+            parent.display()
+        ));
+    }
+    if sweep.removed_profiles > 0 {
+        report::info(&format!(
+            "Removed the {} oldest profiles of earlier processes, beyond {keep} profiles or {} MiB (MEMPROF_DUMP_KEEP, MEMPROF_DUMP_MAX_BYTES)",
+            sweep.removed_profiles,
+            max_bytes >> 20
+        ));
+    }
+    let kept: usize = sweep.kept.iter().map(|process| process.profiles.len()).sum();
+    if let Some(newest) =
+        sweep.kept.first().and_then(|process| process.profiles.first().map(|profile| (process, profile)))
+    {
+        let (process, profile) = newest;
+        report::warn(&format!(
+            "Kept {kept} profile{} of {} earlier process{} that ended without cleaning up (killed or crashed), in {}; the newest is {} of process {} ({}): see {} or download it by id, and clear them with {}",
+            if kept == 1 { "" } else { "s" },
+            sweep.kept.len(),
+            if sweep.kept.len() == 1 { "" } else { "es" },
+            parent.display(),
+            profile.profile.id,
+            process.pid,
+            profile.profile.owner.name(),
+            memprof_wire::paths::STATE,
+            memprof_wire::paths::CLEAR_EARLIER,
+        ));
+    }
+    profiler.adopt_earlier(sweep.kept);
 }
 
 /// Starts the built-in server, reporting where, or why not.

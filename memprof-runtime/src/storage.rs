@@ -2,8 +2,9 @@
 //! created when the first profile is written, re-created if something deletes it, and removed when the
 //! program ends. Where no directory can be created (a read-only root filesystem in a container), profiles
 //! are kept in memory instead, in anonymous files (`memfd_create`) that jemalloc writes through
-//! `/proc/self/fd/<n>`. Each directory records its owner (see [`crate::stale`]), so one left behind by a
-//! killed process is removed by the next memprof process that starts.
+//! `/proc/self/fd/<n>`. Each directory records its owner, locked for this process's life (see
+//! [`crate::stale`]), so that the next memprof process can tell one left behind by a killed process, and keep
+//! its evidence (see [`crate::evidence`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -28,6 +29,8 @@ pub(crate) fn parent_directory() -> PathBuf {
 #[derive(Debug, Default)]
 pub(crate) struct ProfileStore {
     directory: Option<TempDir>,
+    /// The directory's `owner` file, locked while this process lives (see [`crate::stale`]).
+    owner_lock: Option<File>,
     /// Profiles kept in memory, by the `/proc/self/fd/<n>` path that reads them; closing the file frees it.
     in_memory: HashMap<PathBuf, File>,
     /// Whether the fall-back to memory was reported already.
@@ -65,8 +68,9 @@ impl ProfileStore {
                         ),
                     )
                 })?;
-            // Without its owner on record, a directory left by a killed process could never be removed.
-            stale::claim(directory.path())?;
+            // Without its owner on record and locked, a directory left by a killed process could never be
+            // told from a live one's.
+            self.owner_lock = Some(stale::claim(directory.path())?);
             self.directory = Some(directory);
         }
         Ok(self.directory.as_ref().map(TempDir::path).expect("created above"))
@@ -119,10 +123,11 @@ impl ProfileStore {
         Ok(path)
     }
 
-    /// Deletes a profile that is no longer kept. A file already gone is not an error.
+    /// Deletes a profile that is no longer kept, and its record. A file already gone is not an error.
     pub(crate) fn remove(&mut self, path: &Path) {
         if self.in_memory.remove(path).is_none() {
             let _ = fs::remove_file(path);
+            let _ = fs::remove_file(crate::evidence::record_path(path));
         }
     }
 
@@ -132,6 +137,7 @@ impl ProfileStore {
         if let Some(directory) = self.directory.take() {
             let _ = directory.close();
         }
+        self.owner_lock = None;
     }
 }
 

@@ -60,6 +60,8 @@ pub mod paths {
     pub const DEBUG_PPROF_SYMBOL: &str = "/debug/pprof/symbol";
     /// Prometheus text.
     pub const METRICS: &str = "/metrics";
+    /// Deletes the kept profiles of earlier processes (POST).
+    pub const CLEAR_EARLIER: &str = "/memory-profiler/clear_earlier";
 
     /// The download of a profile as `format` (`raw`, `text`, `pprof`, ...).
     pub fn download(format: &str) -> String {
@@ -152,6 +154,52 @@ pub struct KeptProfile {
     pub urls: ProfileUrls,
 }
 
+/// An earlier process's kept profiles, as `state` lists them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlierProcess {
+    /// Its process id (in its own PID namespace).
+    pub pid: u32,
+    /// When memprof found it had ended, in Unix seconds (it ended before).
+    pub ended_before: f64,
+    /// The directory its profiles are in.
+    pub directory: String,
+    /// Its kept profiles, newest first; each downloads as this process's do.
+    pub profiles: Vec<EarlierProfile>,
+}
+
+/// A profile of an earlier process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlierProfile {
+    /// The profile, its downloads included.
+    #[serde(flatten)]
+    pub profile: KeptProfile,
+    /// The program that wrote it, if recorded.
+    pub binary: Option<String>,
+    /// Whether it was written by this very build (same GNU build id), so that this process symbolizes
+    /// it; otherwise only the raw download is served, for `memprof analyze --binary <that build>`.
+    pub same_build: bool,
+}
+
+/// What is recorded beside each kept profile (`<name>.json`), so that a later process can tell what it
+/// was after this one is gone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileRecord {
+    /// The profile's id.
+    pub id: u64,
+    /// Who started it (as [`KeptProfile::started_by`]).
+    pub started_by: String,
+    /// When it started, in Unix seconds.
+    pub started: f64,
+    /// When it stopped, in Unix seconds.
+    pub stopped: f64,
+    /// The process that wrote it.
+    pub pid: u32,
+    /// The program's path.
+    pub binary: Option<String>,
+    /// The program's GNU build id, in hexadecimal.
+    pub build_id: Option<String>,
+}
+
 /// `heap_profile` without parameters: libmtev's switches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Switches {
@@ -217,6 +265,10 @@ pub struct ProfilerState {
     pub sample_period_bytes: Option<u64>,
     /// Problems an operator should know about.
     pub warnings: Vec<String>,
+    /// Profiles kept from earlier processes that ended without cleaning up (killed, crashed), newest
+    /// process first: the heap before an OOM kill, say.
+    #[serde(default)]
+    pub earlier_processes: Vec<EarlierProcess>,
     /// jemalloc's counters now.
     pub heap: Option<HeapCounters>,
 }

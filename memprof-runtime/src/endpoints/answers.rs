@@ -4,8 +4,9 @@
 use memprof_analysis::Format;
 use memprof_wire::ProfileUrls;
 
+use crate::evidence::EarlierProcess;
 use crate::http::HttpError;
-use crate::profiler::{Error, KeptProfile, Owner};
+use crate::profiler::{Error, KeptProfile};
 
 /// Where profile `id` is downloaded, in every format.
 pub(super) fn profile_urls(id: u64) -> ProfileUrls {
@@ -16,7 +17,7 @@ pub(super) fn profile_urls(id: u64) -> ProfileUrls {
 pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
     memprof_wire::KeptProfile {
         id: run.id,
-        started_by: owner_name(&run.owner),
+        started_by: run.owner.name(),
         started: unix_seconds(run.started),
         stopped: unix_seconds(run.stopped),
         path: run.path.display().to_string(),
@@ -24,18 +25,26 @@ pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
     }
 }
 
-/// Who started a run, as the endpoints say it.
-pub(super) fn owner_name(owner: &Owner) -> String {
-    match owner {
-        Owner::Http => "http".to_owned(),
-        Owner::Code(label) => format!("code: {label}"),
-        Owner::Manual => "manual".to_owned(),
-        Owner::Automatic(reason) => format!("automatic: {reason}"),
-    }
-}
-
 fn unix_seconds(time: std::time::SystemTime) -> f64 {
     time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+/// An earlier process's kept profiles, as `state` lists them.
+pub(super) fn describe_earlier(process: &EarlierProcess) -> memprof_wire::EarlierProcess {
+    memprof_wire::EarlierProcess {
+        pid: process.pid,
+        ended_before: unix_seconds(process.ended_before),
+        directory: process.directory.display().to_string(),
+        profiles: process
+            .profiles
+            .iter()
+            .map(|earlier| memprof_wire::EarlierProfile {
+                profile: describe_run(&earlier.profile),
+                binary: earlier.binary.clone(),
+                same_build: earlier.same_build,
+            })
+            .collect(),
+    }
 }
 
 /// A profiler's error as the HTTP error that says it.

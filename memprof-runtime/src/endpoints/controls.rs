@@ -6,7 +6,7 @@
 //! from here (409).
 
 use super::Context;
-use super::answers::{owner_name, profile_urls};
+use super::answers::profile_urls;
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
 use crate::profiler::{Owner, Started, Stopped};
@@ -29,7 +29,7 @@ fn switches(context: &Context) -> Switches {
         profiling_enabled: context.profiler.config.profiling_enabled,
         profiling_active: jemalloc::profiling_active().ok(),
         new_threads_sampled: jemalloc::new_threads_sampled().ok(),
-        current_run: runs.current.as_ref().map(|run| RunOwner { id: run.id, started_by: owner_name(&run.owner) }),
+        current_run: runs.current.as_ref().map(|run| RunOwner { id: run.id, started_by: run.owner.name() }),
     }
 }
 
@@ -65,7 +65,7 @@ fn owned_by_another(id: u64, owner: &Owner) -> HttpError {
     let by = match owner {
         Owner::Http => "by /memory-profiler/start; stop it with /memory-profiler/stop or wait for its timer".to_owned(),
         Owner::Code(label) => format!("by the program's code ({label:?}); it ends when that code is done"),
-        Owner::Manual | Owner::Automatic(_) => "by hand".to_owned(),
+        Owner::Manual | Owner::Automatic(_) | Owner::Earlier(_) => "by hand".to_owned(),
     };
     HttpError::conflict(format!("Heap profiling run {id} owns profiling, started {by}"))
 }

@@ -51,6 +51,9 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         Some(base) => Some(context.profiler.profile(Some(base)).map_err(|error| refusal(error, "base"))?),
         None => None,
     };
+    for profile in std::iter::once(&profile).chain(&base) {
+        symbolized_here(context, profile)?;
+    }
     let options = RenderOptions { lines: query.flag("lines")?, full: query.flag("full")?, ..RenderOptions::default() };
     let bytes = rendered::rendered(&profile, base.as_ref(), format, &options).map_err(|failure| match failure {
         rendered::Failure::Busy => super::jobs::busy(),
@@ -62,6 +65,20 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         None => format!("memprof.{}.{}", profile.id, format.extension()),
     };
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
+}
+
+/// Refuses to symbolize a profile another build of this program wrote (an earlier process's, before an
+/// upgrade): this binary's symbols would name the wrong functions. Its raw download is served.
+fn symbolized_here(context: &Context, profile: &KeptProfile) -> Result<(), HttpError> {
+    let runs = context.profiler.runs();
+    let Some(earlier) = runs.earlier_profile(profile.id).filter(|earlier| !earlier.same_build) else {
+        return Ok(());
+    };
+    let binary = earlier.binary.as_deref().unwrap_or("the program it ran");
+    Err(HttpError::conflict(format!(
+        "Profile {} was written by another build of this program ({binary}), whose functions this build cannot name; download it raw ({PREFIX}/download/raw?id={}) and run `memprof analyze --binary <that build of {binary}> memprof.{}.heap`",
+        profile.id, profile.id, profile.id
+    )))
 }
 
 /// A profile file that cannot be read: 404 when memprof deleted it meanwhile (newer profiles pushed it out

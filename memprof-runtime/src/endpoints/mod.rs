@@ -153,6 +153,7 @@ const ROUTES: &[Route] = &[
     Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_ALLOCS, false, live::allocs) },
     get(paths::METRICS, &[], metrics::metrics),
     reading(paths::DEBUG_PPROF_SYMBOL, true, symbols::symbol),
+    reading(paths::CLEAR_EARLIER, true, runs::clear_earlier),
 ];
 
 /// Whether `url` is the dashboard page: it holds no data, so it needs no token and may be opened from a

@@ -3,7 +3,7 @@
 use super::Context;
 use super::answers::profile_urls;
 use crate::duration;
-use crate::http::{HttpError, Query, Reply};
+use crate::http::{HttpError, Query, Reply, Request};
 use crate::profiler::{Owner, Started};
 use memprof_wire::{RunAnswer, Started as StartedAnswer};
 
@@ -47,4 +47,19 @@ pub(super) fn stop(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     };
     let id = run.as_ref().map(|run| run.id);
     Ok(Reply::json(&RunAnswer { active: None, id, message, urls: id.map(profile_urls) }))
+}
+
+/// `clear_earlier` (POST): deletes the profiles earlier processes left (see `state`'s
+/// `earlier_processes`).
+pub(super) fn clear_earlier(context: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
+    if request.method != "POST" {
+        return Err(HttpError::method_not_allowed(&request.method, "POST"));
+    }
+    let cleared = context.profiler.clear_earlier();
+    Ok(Reply::json(&RunAnswer {
+        active: None,
+        id: None,
+        message: format!("Deleted {cleared} profile{} of earlier processes", if cleared == 1 { "" } else { "s" }),
+        urls: None,
+    }))
 }

@@ -10,7 +10,7 @@ use memprof_wire::{
 use parking_lot::Mutex;
 
 use super::Context;
-use super::answers::{describe_run, owner_name};
+use super::answers::{describe_earlier, describe_run};
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
 use crate::unwinder::Unwinder;
@@ -22,11 +22,9 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let runs = profiler.runs();
     let active = jemalloc::profiling_active().unwrap_or(false);
     let current_run = match &runs.current {
-        Some(run) => CurrentRun::Active {
-            id: run.id,
-            remaining_seconds: run.remaining_seconds(),
-            started_by: owner_name(&run.owner),
-        },
+        Some(run) => {
+            CurrentRun::Active { id: run.id, remaining_seconds: run.remaining_seconds(), started_by: run.owner.name() }
+        }
         None => CurrentRun::Idle { id: () },
     };
     let lg_sample = jemalloc::lg_sample().ok();
@@ -70,6 +68,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             },
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
             warnings: config.warnings.clone(),
+            earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
             heap: jemalloc::heap_stats().ok(),
         },
         jemalloc: JemallocState {

@@ -1,0 +1,344 @@
+//! What memprof keeps of processes that ended without cleaning up (killed at an OOM, by SIGKILL, or
+//! crashed): their automatic dumps and their latest run's profile, the evidence an operator needs after a
+//! restart ("here is the heap before the kill"). At start-up, each directory whose owner provably ended
+//! ([`crate::stale`]) keeps those and loses the rest (partial dumps, snapshots, older runs); a directory
+//! with nothing worth keeping is removed. The kept profiles of all earlier processes together stay within
+//! the automatic dumps' bounds (`MEMPROF_DUMP_KEEP` files, `MEMPROF_DUMP_MAX_BYTES` bytes), the oldest
+//! removed first. They stay until an operator clears them (`clear_earlier`).
+//!
+//! Beside each profile a process keeps, it writes a record (`<name>.json`, [`ProfileRecord`]): who started
+//! it, when, and the program's build, so that a later build does not symbolize it wrongly.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use memprof_wire::ProfileRecord;
+
+use crate::profiler::{KeptProfile, Owner};
+use crate::stale;
+
+/// The file that marks a directory as an ended process's, holding when that was found (Unix seconds).
+const ENDED_FILE: &str = "ended";
+
+/// An earlier process and its kept profiles.
+#[derive(Debug, Clone)]
+pub(crate) struct EarlierProcess {
+    pub(crate) pid: u32,
+    pub(crate) directory: PathBuf,
+    /// When this was found to have ended (it ended before).
+    pub(crate) ended_before: SystemTime,
+    /// Newest first.
+    pub(crate) profiles: Vec<EarlierProfile>,
+}
+
+/// A kept profile of an earlier process.
+#[derive(Debug, Clone)]
+pub(crate) struct EarlierProfile {
+    pub(crate) profile: KeptProfile,
+    pub(crate) binary: Option<String>,
+    /// Written by this very build (or by a memprof that recorded no build: assumed so).
+    pub(crate) same_build: bool,
+    pub(crate) bytes: u64,
+}
+
+/// What the start-up sweep did.
+#[derive(Debug, Default)]
+pub(crate) struct Sweep {
+    /// Every earlier process with profiles kept, newest first.
+    pub(crate) kept: Vec<EarlierProcess>,
+    /// Directories of ended processes removed, for they held nothing worth keeping.
+    pub(crate) removed_directories: usize,
+    /// Profiles removed to stay within the bounds.
+    pub(crate) removed_profiles: usize,
+}
+
+/// Salvages the directories of ended processes in `parent`, then bounds what all earlier processes keep
+/// to `keep` profiles and `max_bytes` bytes.
+pub(crate) fn sweep(parent: &Path, keep: usize, max_bytes: u64) -> Sweep {
+    let mut sweep = Sweep::default();
+    for ended in stale::ended_directories(parent) {
+        if !salvage(&ended.path) {
+            let _ = fs::remove_dir_all(&ended.path);
+            sweep.removed_directories += 1;
+        }
+    }
+    let mut kept = earlier_processes(parent);
+    sweep.removed_profiles = bound(&mut kept, keep, max_bytes);
+    kept.retain(|process| !process.profiles.is_empty() || fs::remove_dir_all(&process.directory).is_err());
+    sweep.kept = kept;
+    sweep
+}
+
+/// Keeps an ended process's evidence in its directory (automatic dumps, the newest run's profile, their
+/// records) and removes the rest; `false` when there is no evidence (the directory is left to remove).
+fn salvage(directory: &Path) -> bool {
+    if directory.join(ENDED_FILE).is_file() {
+        return true;
+    }
+    let Ok(entries) = fs::read_dir(directory) else {
+        return false;
+    };
+    let names: Vec<String> = entries.flatten().filter_map(|entry| entry.file_name().into_string().ok()).collect();
+    let newest_run = names.iter().filter_map(|name| profile_id(name, "profile.")).max();
+    let keeps = |name: &str| {
+        name == stale::OWNER_FILE
+            || profile_id(name, "automatic.").is_some()
+            || newest_run.is_some_and(|newest| profile_id(name, "profile.") == Some(newest))
+            || record_of(name).is_some_and(|heap| profile_id(&heap, "automatic.").is_some())
+            || newest_run
+                .is_some_and(|newest| record_of(name).is_some_and(|heap| heap == profile_name("profile.", newest)))
+    };
+    for name in names.iter().filter(|name| !keeps(name)) {
+        let _ = fs::remove_file(directory.join(name));
+    }
+    let evidence = names.iter().any(|name| name.ends_with(".heap") && keeps(name));
+    evidence && fs::write(directory.join(ENDED_FILE), format!("{}\n", unix_seconds(SystemTime::now()) as u64)).is_ok()
+}
+
+/// `N` of a profile named `<prefix>N.heap`.
+fn profile_id(name: &str, prefix: &str) -> Option<u64> {
+    name.strip_prefix(prefix)?.strip_suffix(".heap")?.parse().ok()
+}
+
+fn profile_name(prefix: &str, id: u64) -> String {
+    format!("{prefix}{id}.heap")
+}
+
+/// The profile whose record `name` is (`X.json` records `X.heap`).
+fn record_of(name: &str) -> Option<String> {
+    Some(format!("{}.heap", name.strip_suffix(".json")?))
+}
+
+/// The record written beside a profile.
+pub(crate) fn record_path(profile: &Path) -> PathBuf {
+    profile.with_extension("json")
+}
+
+/// Records who made `profile` and with which build, beside it.
+pub(crate) fn record(profile: &KeptProfile) {
+    let record = ProfileRecord {
+        id: profile.id,
+        started_by: profile.owner.name(),
+        started: unix_seconds(profile.started),
+        stopped: unix_seconds(profile.stopped),
+        pid: std::process::id(),
+        binary: crate::executable::path(),
+        build_id: crate::executable::build_id(),
+    };
+    if let Ok(json) = serde_json::to_vec(&record) {
+        let _ = fs::write(record_path(&profile.path), json);
+    }
+}
+
+/// The earlier processes whose directories in `parent` are marked ended, newest first.
+fn earlier_processes(parent: &Path) -> Vec<EarlierProcess> {
+    let this_build = crate::executable::build_id();
+    let mut processes: Vec<EarlierProcess> = stale::ours(parent)
+        .into_iter()
+        .filter_map(|(directory, owner)| {
+            let ended = fs::read_to_string(directory.join(ENDED_FILE)).ok()?;
+            let ended_before = UNIX_EPOCH + Duration::from_secs(ended.trim().parse().ok()?);
+            let mut profiles = profiles_in(&directory, this_build.as_deref());
+            profiles.sort_by_key(|profile| std::cmp::Reverse(profile.profile.stopped));
+            Some(EarlierProcess { pid: owner.pid, directory, ended_before, profiles })
+        })
+        .collect();
+    processes.sort_by_key(|process| std::cmp::Reverse(newest(process)));
+    processes
+}
+
+fn newest(process: &EarlierProcess) -> SystemTime {
+    process.profiles.first().map_or(process.ended_before, |profile| profile.profile.stopped)
+}
+
+/// The profiles kept in an ended process's directory, with what their records say.
+fn profiles_in(directory: &Path, this_build: Option<&str>) -> Vec<EarlierProfile> {
+    let Ok(entries) = fs::read_dir(directory) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let id = profile_id(&name, "automatic.").or_else(|| profile_id(&name, "profile."))?;
+            let metadata = entry.metadata().ok()?;
+            let path = entry.path();
+            let record: Option<ProfileRecord> =
+                fs::read(record_path(&path)).ok().and_then(|json| serde_json::from_slice(&json).ok());
+            let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+            let (started_by, started, stopped) = match &record {
+                Some(record) => (record.started_by.clone(), from_unix(record.started), from_unix(record.stopped)),
+                None => (String::from("unknown"), modified, modified),
+            };
+            let same_build = match (record.as_ref().and_then(|record| record.build_id.as_deref()), this_build) {
+                (Some(theirs), Some(ours)) => theirs == ours,
+                _ => true,
+            };
+            Some(EarlierProfile {
+                profile: KeptProfile { id, owner: Owner::Earlier(started_by), started, stopped, path },
+                binary: record.and_then(|record| record.binary),
+                same_build,
+                bytes: metadata.len(),
+            })
+        })
+        .collect()
+}
+
+/// Removes the oldest profiles beyond `keep` files or `max_bytes` bytes in all (the newest always stays);
+/// how many were removed.
+fn bound(processes: &mut [EarlierProcess], keep: usize, max_bytes: u64) -> usize {
+    let mut all: Vec<(SystemTime, usize, u64)> = processes
+        .iter()
+        .enumerate()
+        .flat_map(|(index, process)| {
+            process.profiles.iter().map(move |profile| (profile.profile.stopped, index, profile.profile.id))
+        })
+        .collect();
+    all.sort_by_key(|(stopped, _, _)| std::cmp::Reverse(*stopped));
+    let mut removed = 0;
+    let mut total = 0u64;
+    for (rank, (_, index, id)) in all.into_iter().enumerate() {
+        let process = &mut processes[index];
+        let Some(position) = process.profiles.iter().position(|profile| profile.profile.id == id) else {
+            continue;
+        };
+        total += process.profiles[position].bytes;
+        if rank == 0 || (rank < keep && total <= max_bytes) {
+            continue;
+        }
+        let profile = process.profiles.remove(position);
+        let _ = fs::remove_file(&profile.profile.path);
+        let _ = fs::remove_file(record_path(&profile.profile.path));
+        removed += 1;
+    }
+    removed
+}
+
+/// Removes every earlier process's directory; how many profiles went with them.
+pub(crate) fn clear(processes: &[EarlierProcess]) -> usize {
+    processes
+        .iter()
+        .filter(|process| fs::remove_dir_all(&process.directory).is_ok())
+        .map(|process| process.profiles.len())
+        .sum()
+}
+
+fn unix_seconds(time: SystemTime) -> f64 {
+    time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+fn from_unix(seconds: f64) -> SystemTime {
+    UNIX_EPOCH + Duration::try_from_secs_f64(seconds).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ended process's directory (an owner of this machine whose lock nobody holds) with these files.
+    fn ended(parent: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let directory = parent.join(name);
+        fs::create_dir(&directory).unwrap();
+        let lock = stale::claim(&directory).unwrap();
+        drop(lock);
+        for (file, text) in files {
+            fs::write(directory.join(file), text).unwrap();
+        }
+        directory
+    }
+
+    fn record(id: u64, stopped: f64, build: &str) -> String {
+        serde_json::to_string(&ProfileRecord {
+            id,
+            started_by: format!("automatic: dump {id}"),
+            started: stopped,
+            stopped,
+            pid: 7,
+            binary: Some("/srv/app".to_owned()),
+            build_id: Some(build.to_owned()),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn an_ended_process_keeps_its_automatic_dumps_and_newest_run_and_nothing_else() {
+        let parent = tempfile::tempdir().unwrap();
+        let ours = crate::executable::build_id().unwrap();
+        let killed = ended(
+            parent.path(),
+            "memprof.killed",
+            &[
+                ("automatic.5.heap", "heap_v2/1\n"),
+                ("automatic.5.json", &record(5, 1000.0, &ours)),
+                ("profile.3.heap", "heap_v2/1\n"),
+                ("profile.3.json", &record(3, 900.0, &ours)),
+                ("profile.4.heap", "heap_v2/1\n"),
+                ("profile.4.json", &record(4, 950.0, "another-build")),
+                (".automatic.6.heap.partial", "heap_v2/1"),
+                ("snapshot.7.heap", "heap_v2/1\n"),
+            ],
+        );
+        let empty = ended(parent.path(), "memprof.nothing", &[(".profile.2.heap.partial", "heap")]);
+        let sweep = sweep(parent.path(), 8, 1 << 30);
+        assert_eq!((sweep.removed_directories, sweep.removed_profiles), (1, 0));
+        assert!(!empty.exists());
+        let mut left: Vec<String> =
+            fs::read_dir(&killed).unwrap().flatten().map(|entry| entry.file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["automatic.5.heap", "automatic.5.json", "ended", "owner", "profile.4.heap", "profile.4.json"]
+        );
+        let [process] = sweep.kept.as_slice() else { panic!("{:?}", sweep.kept) };
+        let described: Vec<(u64, bool, String)> = process
+            .profiles
+            .iter()
+            .map(|profile| (profile.profile.id, profile.same_build, profile.profile.owner.name()))
+            .collect();
+        assert_eq!(described, [(5, true, "automatic: dump 5".to_owned()), (4, false, "automatic: dump 4".to_owned())]);
+        // A second sweep finds the same evidence, marked ended, and removes nothing.
+        let again = super::sweep(parent.path(), 8, 1 << 30);
+        assert_eq!(again.kept.len(), 1);
+        assert_eq!(again.kept[0].profiles.len(), 2);
+    }
+
+    #[test]
+    fn earlier_processes_together_keep_within_the_bounds_oldest_going_first() {
+        let parent = tempfile::tempdir().unwrap();
+        let ours = crate::executable::build_id().unwrap();
+        for process in 0..3u64 {
+            let files: Vec<(String, String)> = (0..2u64)
+                .flat_map(|dump| {
+                    let id = process * 10 + dump;
+                    let stopped = (process * 100 + dump) as f64;
+                    [
+                        (format!("automatic.{id}.heap"), "heap_v2/1\n".repeat(10)),
+                        (format!("automatic.{id}.json"), record(id, stopped, &ours)),
+                    ]
+                })
+                .collect();
+            let files: Vec<(&str, &str)> = files.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
+            ended(parent.path(), &format!("memprof.p{process}"), &files);
+        }
+        let sweep = sweep(parent.path(), 3, 1 << 30);
+        assert_eq!(sweep.removed_profiles, 3);
+        let ids: Vec<Vec<u64>> = sweep
+            .kept
+            .iter()
+            .map(|process| process.profiles.iter().map(|profile| profile.profile.id).collect())
+            .collect();
+        assert_eq!(ids, [vec![21, 20], vec![11]]);
+        assert!(!parent.path().join("memprof.p0").exists(), "a process left with no profile goes");
+        // By bytes: 100 bytes a profile, 250 allowed: the two newest.
+        let sweep = super::sweep(parent.path(), 8, 250);
+        let ids: Vec<Vec<u64>> = sweep
+            .kept
+            .iter()
+            .map(|process| process.profiles.iter().map(|profile| profile.profile.id).collect())
+            .collect();
+        assert_eq!(ids, [vec![21, 20]]);
+        assert_eq!(clear(&sweep.kept), 2);
+        assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+}
