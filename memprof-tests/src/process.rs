@@ -185,6 +185,12 @@ impl Launch {
         self
     }
 
+    /// Adds arguments.
+    pub fn args(mut self, arguments: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>) -> Self {
+        self.command.args(arguments);
+        self
+    }
+
     /// Sets an environment variable.
     pub fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
         if name == "LIBPROCESS_MEMORY_PROFILING" {

@@ -1,5 +1,6 @@
 //! The peers memprof is checked against (jeprof, go tool pprof, objcopy): found on `PATH`, or skipped with
-//! a printed reason. `.ci/run` installs them, so CI always runs those checks.
+//! a reason printed on stderr (which the test harness shows, unlike stdout of a passing test). `.ci/run`
+//! installs them and sets `MEMPROF_REQUIRE_PEERS=1`, under which a missing peer fails the test instead.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -18,9 +19,23 @@ pub fn find(name: &str, debian_package: &str) -> Option<PathBuf> {
         .map(|directory| directory.join(name))
         .find(|candidate| candidate.is_file());
     if found.is_none() {
-        println!("SKIPPED: `{name}` is not installed (Debian package {debian_package}); this check did not run");
+        skipped(&format!("`{name}` is not installed (Debian package {debian_package})"));
     }
     found
+}
+
+/// Says that a check did not run, and why; under `MEMPROF_REQUIRE_PEERS=1` (CI, which has every peer and
+/// the rights these checks need), fails instead.
+///
+/// ```no_run
+/// memprof_tests::tools::skipped("no cgroup memory controller can be made here");
+/// ```
+pub fn skipped(why: &str) {
+    assert!(
+        std::env::var_os("MEMPROF_REQUIRE_PEERS").is_none_or(|value| value != "1"),
+        "MEMPROF_REQUIRE_PEERS=1, and a check cannot run: {why}"
+    );
+    eprintln!("SKIPPED: {why}; this check did not run");
 }
 
 /// Runs `program` with `arguments` and returns its output, panicking with its stderr when it fails.

@@ -24,7 +24,7 @@ impl SmallDisk {
         if mounted.is_ok_and(|status| status.success()) {
             Some(Self(path))
         } else {
-            println!("SKIPPED: cannot mount a tmpfs here (needs root); the full-disk check did not run");
+            memprof_tests::tools::skipped("cannot mount a tmpfs here (needs root) for the full-disk check");
             None
         }
     }

@@ -1,5 +1,6 @@
 //! How a service's life ends, as services really end: SIGTERM from systemd, Kubernetes or `docker stop`
-//! (the opt-in final dump), and SIGKILL (whose leftovers the next memprof process removes).
+//! (the opt-in final dump), and SIGKILL (whose leftovers the next memprof process removes when there is
+//! nothing worth keeping; what is kept is in tests/evidence.rs).
 
 use std::os::unix::process::ExitStatusExt;
 
@@ -43,19 +44,16 @@ fn sigterm_leaves_the_active_runs_profile_and_no_directory() {
 }
 
 #[test]
-fn directories_of_killed_processes_are_removed_at_the_next_start_and_live_ones_kept() {
+fn directories_of_killed_processes_with_nothing_worth_keeping_are_removed_at_the_next_start_and_live_ones_kept() {
     let scratch = Scratch::new("stale");
     let parent = scratch.join("profiles");
     std::fs::create_dir(&parent).unwrap();
     let launch = || Program::service().env("MEMPROF_DIR", &parent);
-    let with_a_profile = |service: &Program| {
-        start(service, "1mins");
-        service.get_json("/memory-profiler/stop");
-        profile_directory(service)
-    };
 
+    // A dump of the heap as it is makes the directory, and leaves no profile in it once read.
     let mut killed = launch().spawn();
-    let killed_directory = with_a_profile(&killed);
+    assert_eq!(killed.get("/memory-profiler/heap_profile?trigger_dump=true").status, 200);
+    let killed_directory = profile_directory(&killed);
     killed.signal("KILL");
     killed.wait_for_exit();
     assert!(killed_directory.is_dir(), "SIGKILL leaves the directory, as nothing can run then");
@@ -66,18 +64,24 @@ fn directories_of_killed_processes_are_removed_at_the_next_start_and_live_ones_k
     let alive = launch().spawn();
     alive.wait_for_line(|line| {
         line == format!(
-            "[memprof] INFO Removed 1 profile directory left in {} by memprof processes that no longer run",
+            "[memprof] INFO Removed 1 profile directory left in {} by memprof processes that no longer run, with nothing worth keeping",
             parent.display()
         )
     });
     assert!(!killed_directory.exists());
-    let alive_directory = with_a_profile(&alive);
+    start(&alive, "1mins");
+    alive.get_json("/memory-profiler/stop");
+    let alive_directory = profile_directory(&alive);
 
     // A live process's directory is never touched.
     let next = launch().spawn();
     start(&next, "1mins");
     assert!(alive_directory.is_dir() && unknown.is_dir());
-    assert!(!next.output().iter().any(|line| line.contains("Removed")), "{:#?}", next.output());
+    assert!(
+        !next.output().iter().any(|line| line.contains("Removed") || line.contains("Kept")),
+        "{:#?}",
+        next.output()
+    );
     assert_eq!(alive.get("/memory-profiler/download/raw").status, 200, "the live service's profile is untouched");
 }
 

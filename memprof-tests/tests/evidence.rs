@@ -1,0 +1,282 @@
+//! What a process that ended without cleaning up leaves for the next one: the heap before an OOM kill,
+//! served after the restart in every format; never a live process's profiles, even in another PID
+//! namespace; bounded across processes; cleared on request.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use memprof_tests::acceptance::{start, wait_until_idle};
+use memprof_tests::process::{Launch, PATIENCE, Program, built_binary};
+use memprof_tests::tools::{self, Scratch};
+
+/// The service keeping its profiles in `parent`.
+fn service_in(parent: &Path) -> Launch {
+    Program::service().env("MEMPROF_DIR", parent)
+}
+
+/// A finished two-second run's profile directory.
+fn directory_with_a_run(service: &Program) -> PathBuf {
+    start(service, "2secs");
+    wait_until_idle(service);
+    let state = service.get_json("/memory-profiler/state");
+    state["memory_profiler"]["tmp_dir"].as_str().unwrap().into()
+}
+
+fn earlier(service: &Program) -> Vec<serde_json::Value> {
+    let state = service.get_json("/memory-profiler/state");
+    state["memory_profiler"]["earlier_processes"].as_array().unwrap().clone()
+}
+
+/// Waits until nobody holds the lock on `directory`'s owner file (its process ended).
+fn wait_until_unlocked(directory: &Path) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let free =
+            std::process::Command::new("flock").args(["-n", "-x"]).arg(directory.join("owner")).arg("true").status();
+        if free.is_ok_and(|status| status.success()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} is still locked", directory.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
+    let scratch = Scratch::new("evidence-kill");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let mut killed = service_in(&parent).spawn();
+    directory_with_a_run(&killed);
+    let directory = directory_with_a_run(&killed);
+    let killed_pid = killed.pid();
+    killed.signal("KILL");
+    killed.wait_for_exit();
+
+    let restarted = service_in(&parent).spawn();
+    restarted.wait_for_line(|line| {
+        line.starts_with("[memprof] WARN Kept 1 profile of 1 earlier process that ended without cleaning up (killed or crashed), in ")
+    });
+    let processes = earlier(&restarted);
+    assert_eq!(processes.len(), 1, "{processes:#?}");
+    assert_eq!(processes[0]["pid"], killed_pid);
+    let profiles = processes[0]["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 1, "only the newest run is kept: {profiles:#?}");
+    assert_eq!((profiles[0]["started_by"].as_str(), profiles[0]["same_build"].as_bool()), (Some("http"), Some(true)));
+    let id = profiles[0]["id"].as_u64().unwrap();
+    for format in ["text", "collapsed", "flamegraph", "graph", "pprof", "raw"] {
+        let download = restarted.get(&format!("/memory-profiler/download/{format}?id={id}"));
+        assert_eq!(download.status, 200, "{format}: {}", download.text());
+    }
+    let text = restarted.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    assert!(text.contains("% service::open_session\n"), "{text}");
+
+    // Cleared on request: POST only; the directory goes.
+    assert_eq!(restarted.get("/memory-profiler/clear_earlier").status, 405);
+    let cleared = memprof_tests::http::request(restarted.address(), "POST", "/memory-profiler/clear_earlier");
+    assert_eq!(cleared.json()["message"], "Deleted 1 profile of earlier processes");
+    assert!(earlier(&restarted).is_empty());
+    assert!(!directory.exists());
+    assert_eq!(restarted.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
+}
+
+#[test]
+fn a_profile_of_another_build_is_served_raw_and_not_symbolized() {
+    let scratch = Scratch::new("evidence-build");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let mut killed = service_in(&parent).spawn();
+    let directory = directory_with_a_run(&killed);
+    killed.signal("KILL");
+    killed.wait_for_exit();
+    // As if the program had been upgraded since: the record beside the profile names another build.
+    let record = std::fs::read_dir(&directory)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|extension| extension == "json"))
+        .expect("a record beside the profile");
+    let mut fields: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(fields["binary"], built_binary("service").canonicalize().unwrap().display().to_string());
+    assert!(fields["build_id"].as_str().is_some_and(|id| id.len() >= 16), "{fields}");
+    fields["build_id"] = "0123456789abcdef0123456789abcdef".into();
+    std::fs::write(&record, fields.to_string()).unwrap();
+
+    let restarted = service_in(&parent).spawn();
+    let processes = earlier(&restarted);
+    let profile = &processes[0]["profiles"][0];
+    assert_eq!(profile["same_build"], false);
+    let id = profile["id"].as_u64().unwrap();
+    let text = restarted.get(&format!("/memory-profiler/download/text?id={id}"));
+    assert_eq!(text.status, 409);
+    assert!(
+        text.text().starts_with(&format!("Profile {id} was written by another build of this program (")),
+        "{}",
+        text.text()
+    );
+    assert!(text.text().contains("memprof analyze --binary"), "{}", text.text());
+    assert_eq!(restarted.get(&format!("/memory-profiler/download/raw?id={id}")).status, 200);
+}
+
+/// A live process in another PID namespace (another container sharing the volume, say) keeps its
+/// profiles: its pid means nothing here, but it holds the lock on its directory. Once it is killed, the
+/// next start treats its directory as ended.
+#[test]
+fn a_live_process_in_another_pid_namespace_keeps_its_profiles() {
+    let scratch = Scratch::new("evidence-namespace");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let probe = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "true"])
+        .status();
+    if !probe.is_ok_and(|status| status.success()) {
+        tools::skipped("cannot make a PID namespace here (`unshare --pid` needs root)");
+        return;
+    }
+    let mut contained = Launch::new("unshare")
+        .args([
+            OsArg::from("--pid"),
+            "--fork".into(),
+            "--mount-proc".into(),
+            "--kill-child".into(),
+            built_binary("service").into(),
+        ])
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_DIR", &parent)
+        .spawn();
+    let directory = directory_with_a_run(&contained);
+
+    let outside = service_in(&parent).spawn();
+    start(&outside, "1mins");
+    assert!(directory.is_dir(), "the contained process's directory was judged ended");
+    assert!(earlier(&outside).is_empty());
+    assert!(
+        !outside.output().iter().any(|line| line.contains("Removed") || line.contains("Kept")),
+        "{:#?}",
+        outside.output()
+    );
+    assert_eq!(contained.get("/memory-profiler/download/raw").status, 200, "its profile is still there");
+
+    contained.signal("KILL");
+    contained.wait_for_exit();
+    wait_until_unlocked(&directory);
+    let next = service_in(&parent).spawn();
+    let processes = earlier(&next);
+    assert_eq!(processes.len(), 1, "{processes:#?}");
+    assert_eq!(processes[0]["directory"], directory.display().to_string());
+}
+
+type OsArg = std::ffi::OsString;
+
+/// A memory cgroup made for one test (v2 `memory.max`, else v1 `memory.limit_in_bytes`), removed when
+/// dropped.
+struct MemoryCgroup(PathBuf);
+
+impl MemoryCgroup {
+    /// A cgroup limited to `bytes`, below this process's own; `None` (with the reason given to
+    /// [`tools::skipped`]) where none can be made.
+    fn make(name: &str, bytes: u64) -> Option<Self> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let unified = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+        let (base, limit_file) = if unified.split_whitespace().any(|controller| controller == "memory") {
+            let own = own.lines().find_map(|line| line.strip_prefix("0::")).unwrap_or("/");
+            (format!("/sys/fs/cgroup{own}"), "memory.max")
+        } else {
+            let own = own.lines().find_map(|line| line.split_once(":memory:").map(|(_, path)| path));
+            (format!("/sys/fs/cgroup/memory{}", own.unwrap_or("/")), "memory.limit_in_bytes")
+        };
+        let path = PathBuf::from(base.trim_end_matches('/')).join(format!("{name}-{}", std::process::id()));
+        let made = std::fs::create_dir(&path).and_then(|()| std::fs::write(path.join(limit_file), bytes.to_string()));
+        match made {
+            Ok(()) => Some(Self(path)),
+            Err(error) => {
+                let _ = std::fs::remove_dir(&path);
+                tools::skipped(&format!("cannot make a memory cgroup at {} ({error})", path.display()));
+                None
+            }
+        }
+    }
+
+    /// `program` started inside the cgroup (a shell joins it, then becomes the program).
+    fn launch(&self, program: &Path) -> Launch {
+        Launch::new("/bin/sh").args([
+            OsArg::from("-c"),
+            "echo $$ > \"$0/cgroup.procs\" && exec \"$1\"".into(),
+            self.0.clone().into(),
+            program.into(),
+        ])
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Runs `grow` in `cgroup` until the kernel kills it, dumping at 80 % of the limit into `parent`.
+fn grown_until_killed(cgroup: &MemoryCgroup, parent: &Path, keep: &str) {
+    let mut grow = cgroup
+        .launch(&built_binary("grow"))
+        .env("MEMPROF_DIR", parent)
+        .env("MEMPROF_DUMP_AT_RESIDENT", "80%")
+        // 40 MiB between 80 % and the limit take 1.6 s: the resident size, read every second, is seen there.
+        .env("GROW_EVERY_MS", "40")
+        .env("MEMPROF_DUMP_KEEP", keep)
+        .env("MALLOC_CONF", "prof_active:true,lg_prof_sample:16")
+        .spawn();
+    let status = grow.wait_for_exit();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "the kernel's OOM killer ends it: {status:?}\n{:#?}", grow.output());
+    assert!(
+        grow.output().iter().any(|line| line.starts_with("[memprof] INFO Automatic heap dump ")),
+        "{:#?}",
+        grow.output()
+    );
+}
+
+#[test]
+fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bounds() {
+    let Some(cgroup) = MemoryCgroup::make("memprof-oom", 200 << 20) else { return };
+    let scratch = Scratch::new("evidence-oom");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    grown_until_killed(&cgroup, &parent, "2");
+
+    let restarted = || {
+        Launch::new(built_binary("grow"))
+            .env("GROW", "0")
+            .env("MEMPROF_DIR", &parent)
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+    };
+    let service = restarted().spawn();
+    let said = service.wait_for_line(|line| line.contains("earlier process that ended without cleaning up"));
+    assert!(said.contains("(automatic: resident "), "{said}");
+    assert!(said.contains("% of the 200 MiB limit)"), "{said}");
+    let processes = earlier(&service);
+    let profile = &processes[0]["profiles"][0];
+    let reason = profile["started_by"].as_str().unwrap();
+    assert!(
+        reason.starts_with("automatic: resident ") && reason.ends_with(" crossed 80% of the 200 MiB limit"),
+        "{reason}"
+    );
+    let id = profile["id"].as_u64().unwrap();
+    let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    let top = text.lines().nth(1).unwrap_or_default();
+    assert!(top.ends_with(" grow::grow_cache"), "the growing function is on top:\n{text}");
+    let pprof = service.get(&format!("/memory-profiler/download/pprof?id={id}"));
+    assert_eq!(pprof.status, 200);
+    if let Some(report) = tools::pprof_top(&pprof.body, "inuse_space") {
+        assert!(report.lines().any(|line| line.ends_with("grow::grow_cache")), "{report}");
+    }
+    drop(service);
+
+    // Two more kills: what the three processes left stays within MEMPROF_DUMP_KEEP=2, newest first.
+    grown_until_killed(&cgroup, &parent, "2");
+    grown_until_killed(&cgroup, &parent, "2");
+    let service = restarted().env("MEMPROF_DUMP_KEEP", "2").spawn();
+    let kept: usize = earlier(&service).iter().map(|process| process["profiles"].as_array().unwrap().len()).sum();
+    assert_eq!(kept, 2, "{:#?}", earlier(&service));
+}
