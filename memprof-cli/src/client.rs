@@ -47,23 +47,38 @@ impl Client {
         if let Some(authorization) = &self.authorization {
             request = request.header("Authorization", authorization);
         }
-        let mut response = request.call().map_err(|error| {
-            Failure::Unreachable(format!(
-                "cannot reach {url}: {error}; is the service running, with its profiling endpoints switched on (LIBPROCESS_MEMORY_PROFILING=true)?"
-            ))
-        })?;
-        let status = response.status().as_u16();
-        let mut body = Vec::new();
-        response
-            .body_mut()
-            .as_reader()
-            .read_to_end(&mut body)
-            .map_err(|error| Failure::Unreachable(format!("the answer from {url} broke off: {error}")))?;
-        if (200..300).contains(&status) {
-            Ok(Answer { body })
-        } else {
-            let message = String::from_utf8_lossy(&body).trim_end().trim_end_matches('.').to_owned();
-            Err(Failure::Refused(format!("{message} (HTTP {status} from {url})")))
+        answer(&url, request.call())
+    }
+
+    /// `POST path` with no body: the body on 2xx, else the service's message.
+    pub(crate) fn post(&self, path: &str) -> Result<Answer, Failure> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.agent.post(&url);
+        if let Some(authorization) = &self.authorization {
+            request = request.header("Authorization", authorization);
         }
+        answer(&url, request.send_empty())
+    }
+}
+
+/// What `url` answered: the body on 2xx, else the service's message.
+fn answer(url: &str, response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Answer, Failure> {
+    let mut response = response.map_err(|error| {
+        Failure::Unreachable(format!(
+            "cannot reach {url}: {error}; is the service running, with its profiling endpoints switched on (LIBPROCESS_MEMORY_PROFILING=true)?"
+        ))
+    })?;
+    let status = response.status().as_u16();
+    let mut body = Vec::new();
+    response
+        .body_mut()
+        .as_reader()
+        .read_to_end(&mut body)
+        .map_err(|error| Failure::Unreachable(format!("the answer from {url} broke off: {error}")))?;
+    if (200..300).contains(&status) {
+        Ok(Answer { body })
+    } else {
+        let message = String::from_utf8_lossy(&body).trim_end().trim_end_matches('.').to_owned();
+        Err(Failure::Refused(format!("{message} (HTTP {status} from {url})")))
     }
 }

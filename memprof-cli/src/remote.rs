@@ -9,7 +9,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use memprof_analysis::Format;
-use memprof_wire::{CurrentRun, RunAnswer, Started, State, paths};
+use memprof_wire::{CurrentRun, EarlierProcess, RunAnswer, Started, State, paths};
 
 use crate::Failure;
 use crate::client::{Answer, Client};
@@ -58,6 +58,11 @@ pub(crate) enum Remote {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// The profiles kept from earlier processes that ended without cleaning up (killed at an OOM, say);
+    /// download them by id.
+    Earlier,
+    /// Delete the profiles kept from earlier processes.
+    ClearEarlier,
     /// What grew from run BASE to run ID.
     Diff {
         /// The earlier run.
@@ -128,6 +133,12 @@ impl Remote {
             Remote::Download { id, base, output } => download(client, id, base, &output),
             Remote::Activate => message_of(client, json, &format!("{}?active=true", paths::HEAP_PROFILE)),
             Remote::Deactivate => message_of(client, json, &format!("{}?active=false", paths::HEAP_PROFILE)),
+            Remote::Earlier => print_or(json, &client.get(paths::STATE)?, |state: State| {
+                describe_earlier(&state.memory_profiler.earlier_processes)
+            }),
+            Remote::ClearEarlier => {
+                print_or(json, &client.post(paths::CLEAR_EARLIER)?, |answer: RunAnswer| answer.message)
+            }
             Remote::Dump { output } => {
                 let dump = client.get(&format!("{}?trigger_dump=true", paths::HEAP_PROFILE))?;
                 write_output(&dump.body, output.as_ref())
@@ -253,7 +264,35 @@ fn describe_state(state: &State) -> String {
         megabytes(heap.allocated),
         megabytes(heap.resident)
     ));
+    if !profiler.earlier_processes.is_empty() {
+        let kept: usize = profiler.earlier_processes.iter().map(|process| process.profiles.len()).sum();
+        lines.push(format!(
+            "earlier processes: {} ended without cleaning up, {kept} profiles kept (memprof earlier)",
+            profiler.earlier_processes.len()
+        ));
+    }
     lines.extend(profiler.warnings.iter().map(|warning| format!("warning: {warning}")));
+    lines.join("\n")
+}
+
+/// The profiles of earlier processes, for a person: one line a profile, newest process first.
+fn describe_earlier(processes: &[EarlierProcess]) -> String {
+    if processes.is_empty() {
+        return "No profiles of earlier processes are kept".to_owned();
+    }
+    let mut lines = Vec::new();
+    for process in processes {
+        lines.push(format!("process {} ({})", process.pid, process.directory));
+        for earlier in &process.profiles {
+            let build = if earlier.same_build {
+                String::new()
+            } else {
+                let binary = earlier.binary.as_deref().unwrap_or("its program");
+                format!(" [another build: download it raw and analyze it with --binary <that build of {binary}>]")
+            };
+            lines.push(format!("  {} ({}){build}", earlier.profile.id, earlier.profile.started_by));
+        }
+    }
     lines.join("\n")
 }
 

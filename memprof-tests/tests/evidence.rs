@@ -71,10 +71,26 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
     let text = restarted.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("% service::open_session\n"), "{text}");
 
-    // Cleared on request: POST only; the directory goes.
+    // The operator's tool lists them and downloads them by id.
+    let cli = |arguments: &[&str]| {
+        let output = std::process::Command::new(built_binary("memprof-tool"))
+            .args(["--url", &format!("http://{}", restarted.address())])
+            .args(arguments)
+            .env_remove("MEMPROF_TOKEN")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{arguments:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    assert_eq!(cli(&["earlier"]), format!("process {killed_pid} ({})\n  {id} (http)\n", directory.display()));
+    assert!(
+        cli(&["state"]).contains("earlier processes: 1 ended without cleaning up, 1 profiles kept (memprof earlier)\n")
+    );
+    assert!(cli(&["download", "--id", &id.to_string()]).contains("% service::open_session\n"));
+
+    // Cleared on request (POST only): the directory goes.
     assert_eq!(restarted.get("/memory-profiler/clear_earlier").status, 405);
-    let cleared = memprof_tests::http::request(restarted.address(), "POST", "/memory-profiler/clear_earlier");
-    assert_eq!(cleared.json()["message"], "Deleted 1 profile of earlier processes");
+    assert_eq!(cli(&["clear-earlier"]), "Deleted 1 profile of earlier processes\n");
     assert!(earlier(&restarted).is_empty());
     assert!(!directory.exists());
     assert_eq!(restarted.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
