@@ -179,3 +179,42 @@ async fn with_profiling_disabled_the_dashboard_says_so_and_offers_no_run() {
     assert_eq!(disabled, true);
     client.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn after_a_kill_the_restarted_services_dashboard_shows_the_heap_before_it() {
+    let scratch = memprof_tests::tools::Scratch::new("dashboard-earlier");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let mut killed = Program::service().env("MEMPROF_DIR", &parent).spawn();
+    let id = memprof_tests::acceptance::start(&killed, "2secs");
+    memprof_tests::acceptance::wait_until_idle(&killed);
+    let pid = killed.pid();
+    killed.signal("KILL");
+    killed.wait_for_exit();
+
+    let service = Program::service().env("MEMPROF_DIR", &parent).spawn();
+    let Some((_driver, client)) = open_dashboard(&service).await else { return };
+    let summary = "return !document.getElementById('earlier-panel').hidden \
+                   && document.getElementById('earlier-summary').textContent;";
+    let summary = wait_for(&client, "the earlier process", summary).await;
+    assert_eq!(
+        summary.as_str().unwrap(),
+        format!(
+            "The previous process ({pid}) was killed or crashed: it ended without cleaning up. Here is its heap before it ended."
+        )
+    );
+    wait_for(&client, "its profile", &format!("return document.getElementById('earlier-{id}');")).await;
+    let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{id}';");
+    wait_for(&client, "its flame graph", &shown).await;
+    client.enter_frame(0).await.unwrap();
+    let flame_graph = client.source().await.unwrap();
+    assert!(flame_graph.contains("open_session"), "{flame_graph}");
+    client.enter_parent_frame().await.unwrap();
+    screenshot(&client, "dashboard-earlier").await;
+
+    client.find(Locator::Id("clear-earlier")).await.unwrap().click().await.unwrap();
+    wait_for(&client, "the panel to go", "return document.getElementById('earlier-panel').hidden;").await;
+    let message = client.find(Locator::Id("message")).await.unwrap().text().await.unwrap();
+    assert_eq!(message, "Deleted 1 profile of earlier processes");
+    client.close().await.unwrap();
+}
