@@ -61,8 +61,14 @@ pub const ALL: &[Variable] = &[
         name: DUMP_AT_RESIDENT,
         meaning: "an automatic dump when the resident set crosses this share of the limit",
     },
-    Variable { name: DUMP_KEEP, meaning: "how many automatic dumps are kept" },
-    Variable { name: DUMP_MAX_BYTES, meaning: "how many bytes of automatic dumps are kept" },
+    Variable {
+        name: DUMP_KEEP,
+        meaning: "how many automatic dumps are kept, and how many profiles of earlier processes",
+    },
+    Variable {
+        name: DUMP_MAX_BYTES,
+        meaning: "how many bytes of automatic dumps are kept, and of profiles of earlier processes",
+    },
     Variable { name: MALLOC_CONF, meaning: "jemalloc's configuration; memprof reports what it changes" },
     Variable {
         name: PREFIXED_MALLOC_CONF,
