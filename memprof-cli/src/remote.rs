@@ -282,7 +282,8 @@ fn describe_earlier(processes: &[EarlierProcess]) -> String {
     }
     let mut lines = Vec::new();
     for process in processes {
-        lines.push(format!("process {} ({})", process.pid, process.directory));
+        let why = process.why.as_deref().map_or_else(String::new, |why| format!(": {why}"));
+        lines.push(format!("process {} ({}){why}", process.pid, process.directory));
         for earlier in &process.profiles {
             let build = if earlier.same_build {
                 String::new()

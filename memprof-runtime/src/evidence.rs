@@ -7,7 +7,9 @@
 //! removed first. They stay until an operator clears them (`clear_earlier`).
 //!
 //! Beside each profile a process keeps, it writes a record (`<name>.json`, [`ProfileRecord`]): who started
-//! it, when, and the program's build, so that a later build does not symbolize it wrongly.
+//! it, when, and the program and its build, so that a later build does not symbolize it wrongly, and a
+//! process lists only its own program's earlier processes (another program sharing the directory, `/tmp`
+//! say, finds its own at its next start; its directories are salvaged, never listed or bounded here).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,17 @@ pub(crate) struct EarlierProcess {
     pub(crate) ended_before: SystemTime,
     /// Newest first.
     pub(crate) profiles: Vec<EarlierProfile>,
+}
+
+impl EarlierProcess {
+    /// Why the process is thought to have ended, when its newest profile tells: an automatic dump at the
+    /// resident threshold, just before the limit.
+    pub(crate) fn why(&self) -> Option<String> {
+        let newest = self.profiles.first()?.profile.owner.name();
+        let reason = newest.strip_prefix("automatic: ")?;
+        (reason.contains("% of the ") && reason.ends_with(" limit"))
+            .then(|| format!("most likely killed for memory (the OOM killer): its last dump was taken as its {reason}"))
+    }
 }
 
 /// A kept profile of an earlier process.
@@ -131,15 +144,20 @@ pub(crate) fn record(profile: &KeptProfile) {
     }
 }
 
-/// The earlier processes whose directories in `parent` are marked ended, newest first.
+/// The earlier processes of this program whose directories in `parent` are marked ended, newest first.
 fn earlier_processes(parent: &Path) -> Vec<EarlierProcess> {
-    let this_build = crate::executable::build_id();
+    let (this_program, this_build) = (crate::executable::path(), crate::executable::build_id());
     let mut processes: Vec<EarlierProcess> = stale::ours(parent)
         .into_iter()
         .filter_map(|(directory, owner)| {
             let ended = fs::read_to_string(directory.join(ENDED_FILE)).ok()?;
             let ended_before = UNIX_EPOCH + Duration::from_secs(ended.trim().parse().ok()?);
             let mut profiles = profiles_in(&directory, this_build.as_deref());
+            // Another program's (or, without records, nobody can tell whose): left for its own program.
+            let program = profiles.iter().find_map(|profile| profile.binary.clone());
+            if program.is_none() || program != this_program {
+                return None;
+            }
             profiles.sort_by_key(|profile| std::cmp::Reverse(profile.profile.stopped));
             Some(EarlierProcess { pid: owner.pid, directory, ended_before, profiles })
         })
@@ -255,7 +273,7 @@ mod tests {
             started: stopped,
             stopped,
             pid: 7,
-            binary: Some("/srv/app".to_owned()),
+            binary: crate::executable::path(),
             build_id: Some(build.to_owned()),
         })
         .unwrap()
@@ -340,5 +358,22 @@ mod tests {
         assert_eq!(ids, [vec![21, 20]]);
         assert_eq!(clear(&sweep.kept), 2);
         assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn another_programs_earlier_processes_are_salvaged_but_left_to_it() {
+        let parent = tempfile::tempdir().unwrap();
+        let ours = crate::executable::build_id().unwrap();
+        let record = record(5, 1000.0, &ours).replace(&crate::executable::path().unwrap(), "/srv/another-program");
+        let theirs = ended(
+            parent.path(),
+            "memprof.theirs",
+            &[("automatic.5.heap", "heap_v2/1\n"), ("automatic.5.json", &record), ("snapshot.6.heap", "x")],
+        );
+        let sweep = sweep(parent.path(), 1, 1);
+        assert!(sweep.kept.is_empty());
+        assert_eq!((sweep.removed_directories, sweep.removed_profiles), (0, 0));
+        assert!(theirs.join("automatic.5.heap").is_file() && theirs.join(ENDED_FILE).is_file());
+        assert!(!theirs.join("snapshot.6.heap").exists());
     }
 }

@@ -127,7 +127,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into())
         .collect();
-    assert_eq!(names.len(), 2, "the profile and the owner file, nothing else: {names:?}");
+    assert_eq!(names.len(), 3, "the profile, its record and the owner file, nothing else: {names:?}");
     assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
 }
 

@@ -32,6 +32,8 @@ pub fn built_binary(name: &str) -> PathBuf {
 /// ```
 pub struct Program {
     child: Child,
+    /// The program's `TMPDIR`, removed once it has ended.
+    _temporary: crate::tools::Scratch,
     output: Arc<(Mutex<Vec<String>>, Condvar)>,
     /// Where the endpoints are served, when they are.
     pub address: Option<SocketAddr>,
@@ -40,6 +42,9 @@ pub struct Program {
 /// How to start a [`Program`].
 pub struct Launch {
     command: Command,
+    /// A `TMPDIR` of the program's own: what one killed test program leaves (profiles of an ended process)
+    /// is never another's, and nothing stays in the machine's `/tmp`.
+    temporary: crate::tools::Scratch,
     wait_for_endpoints: bool,
     /// The line, other than memprof's, that says where the endpoints are: `marker` then `http://address/`.
     serving_marker: &'static str,
@@ -174,7 +179,9 @@ impl Launch {
             command.env_remove(variable);
         }
         command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        Self { command, wait_for_endpoints: false, serving_marker: SERVING }
+        let temporary = crate::tools::Scratch::new("program");
+        command.env("TMPDIR", temporary.join(""));
+        Self { command, temporary, wait_for_endpoints: false, serving_marker: SERVING }
     }
 
     /// Waits, at start, for a line with `marker` followed by the address (`marker127.0.0.1:3000/`): for a
@@ -221,7 +228,7 @@ impl Launch {
         let output = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         collect_lines(child.stdout.take().unwrap(), Arc::clone(&output));
         collect_lines(child.stderr.take().unwrap(), Arc::clone(&output));
-        let mut program = Program { child, output, address: None };
+        let mut program = Program { child, _temporary: self.temporary, output, address: None };
         if self.wait_for_endpoints {
             let marker = self.serving_marker;
             let line = program.wait_for_line(|line| line.contains(marker));

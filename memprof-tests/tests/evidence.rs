@@ -272,6 +272,11 @@ fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bo
     assert!(said.contains("(automatic: resident "), "{said}");
     assert!(said.contains("% of the 200 MiB limit)"), "{said}");
     let processes = earlier(&service);
+    let why = processes[0]["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("most likely killed for memory (the OOM killer): its last dump was taken as its resident "),
+        "{why}"
+    );
     let profile = &processes[0]["profiles"][0];
     let reason = profile["started_by"].as_str().unwrap();
     assert!(

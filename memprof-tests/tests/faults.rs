@@ -79,7 +79,11 @@ fn a_disk_refusing_writes_fails_one_run(
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
         .collect();
     leftovers.sort();
-    assert_eq!(leftovers, ["owner".to_owned(), format!("profile.{first}.heap")], "no partial file left");
+    assert_eq!(
+        leftovers,
+        ["owner".to_owned(), format!("profile.{first}.heap"), format!("profile.{first}.json")],
+        "no partial file left"
+    );
 
     repair_disk(&disk);
     let after = run(&service);

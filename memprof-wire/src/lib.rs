@@ -163,6 +163,8 @@ pub struct EarlierProcess {
     pub ended_before: f64,
     /// The directory its profiles are in.
     pub directory: String,
+    /// Why it is thought to have ended, when its profiles tell (an automatic dump at the memory limit).
+    pub why: Option<String>,
     /// Its kept profiles, newest first; each downloads as this process's do.
     pub profiles: Vec<EarlierProfile>,
 }

@@ -35,6 +35,7 @@ pub(super) fn describe_earlier(process: &EarlierProcess) -> memprof_wire::Earlie
         pid: process.pid,
         ended_before: unix_seconds(process.ended_before),
         directory: process.directory.display().to_string(),
+        why: process.why(),
         profiles: process
             .profiles
             .iter()
