@@ -1,10 +1,15 @@
 //! `memprof analyze`: a raw jemalloc dump, symbolized offline with the unstripped binary, in any format.
 
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+
+use crate::Failure;
+use crate::output::{self, Content};
+use crate::terminal::for_terminal;
 
 /// Symbolize a raw heap profile (download/raw) and write it as text, folded stacks, a flame graph, a
 /// call graph or pprof.
@@ -35,18 +40,20 @@ pub(crate) struct Analyze {
     output: Option<PathBuf>,
 }
 
+/// The largest dump read: a million sampled stacks take some 60 MiB.
+const MAX_DUMP: u64 = 256 << 20;
+
 impl Analyze {
-    pub(crate) fn run(self) -> Result<(), String> {
-        let binaries = Binaries::replacing(self.binaries.iter().cloned());
+    pub(crate) fn run(self) -> Result<(), Failure> {
         for binary in &self.binaries {
-            if !binary.is_file() {
-                return Err(format!("{}: no such file", binary.display()));
-            }
+            regular_file(binary, "--binary")?;
         }
+        let binaries = Binaries::replacing(self.binaries.iter().cloned());
         let analysis = analyze(&self.profile, &binaries)?;
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
         let options = RenderOptions { lines: self.lines, full: self.full, ..RenderOptions::default() };
-        let rendered = self.format.render(&analysis, base.as_ref(), &options).map_err(|error| error.to_string())?;
+        let rendered =
+            self.format.render(&analysis, base.as_ref(), &options).map_err(|error| Failure::Refused(error.to_string()))?;
         // The text table ends with its notes; the other formats are read by programs (or carry the notes
         // where only a viewer shows them): say them here too.
         if self.format != Format::Text {
@@ -57,15 +64,36 @@ impl Analyze {
                 }
             }
             for note in notes {
-                eprintln!("memprof: note: {note}");
+                eprintln!("memprof: note: {}", for_terminal(&note));
             }
         }
-        crate::write_output(&rendered, self.output.as_deref())
+        let content = if self.format == Format::Pprof { Content::Binary } else { Content::Text };
+        output::write_bytes(&rendered, self.output.as_deref(), content)
     }
 }
 
-fn analyze(path: &Path, binaries: &Binaries) -> Result<Analysis, String> {
-    let text = fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let profile = HeapProfile::parse(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+/// Refuses what is not a regular file (a directory, a FIFO, `/dev/zero`), saying what it is.
+fn regular_file(path: &Path, what: &str) -> Result<(), Failure> {
+    let metadata = fs::metadata(path).map_err(|error| Failure::Refused(format!("{}: {error}", path.display())))?;
+    if metadata.is_file() {
+        return Ok(());
+    }
+    let kind = if metadata.is_dir() { "a directory" } else { "not a regular file (a device, a FIFO or a socket)" };
+    Err(Failure::Usage(format!("{}: {what} needs a file, and this is {kind}", path.display())))
+}
+
+fn analyze(path: &Path, binaries: &Binaries) -> Result<Analysis, Failure> {
+    regular_file(path, "the profile")?;
+    let refused = |error: &dyn std::fmt::Display| Failure::Refused(format!("{}: {error}", path.display()));
+    let file = fs::File::open(path).map_err(|error| refused(&error))?;
+    let mut text = String::new();
+    file.take(MAX_DUMP + 1).read_to_string(&mut text).map_err(|error| refused(&error))?;
+    if text.len() as u64 > MAX_DUMP {
+        return Err(refused(&format!(
+            "larger than {} MiB, more than memprof reads as a dump; it was not analyzed",
+            MAX_DUMP >> 20
+        )));
+    }
+    let profile = HeapProfile::parse(&text).map_err(|error| refused(&error))?;
     Ok(Analysis::new(&profile, binaries))
 }

@@ -7,11 +7,12 @@
 
 mod analyze;
 mod client;
+mod duration;
+mod output;
 mod remote;
+mod terminal;
 
 use std::fmt;
-use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -47,24 +48,32 @@ pub(crate) enum Failure {
     Unreachable(String),
     /// The service refused the request, or a file could not be read or written (exit 1).
     Refused(String),
+    /// The command line asks for something that cannot be done (exit 2), as clap's own errors.
+    Usage(String),
+    /// Whoever read the output went away (`| head`): nothing more to do, and no error (exit 0).
+    Closed,
+}
+
+impl Failure {
+    /// The exit code of this failure.
+    fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Closed => 0,
+            Failure::Refused(_) => 1,
+            Failure::Usage(_) => 2,
+            Failure::Unreachable(_) => 3,
+        }
+    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Unreachable(message) | Failure::Refused(message) => formatter.write_str(message),
+            Failure::Unreachable(message) | Failure::Refused(message) | Failure::Usage(message) => {
+                formatter.write_str(message)
+            }
+            Failure::Closed => formatter.write_str("the output was closed"),
         }
-    }
-}
-
-/// Writes a result to `path`, or to standard output; a reader that closed the pipe (`| head`) is no error.
-pub(crate) fn write_output(bytes: &[u8], path: Option<&Path>) -> Result<(), String> {
-    match path {
-        Some(path) => std::fs::write(path, bytes).map_err(|error| format!("{}: {error}", path.display())),
-        None => match std::io::stdout().write_all(bytes) {
-            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            result => result.map_err(|error| format!("standard output: {error}")),
-        },
     }
 }
 
@@ -72,16 +81,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Remote(command) => command.run(&client::Client::new(&cli.url, cli.token.as_deref()), cli.json),
-        Command::Analyze(command) => command.run().map_err(Failure::Refused),
+        Command::Analyze(command) => command.run(),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("memprof: {failure}");
-            ExitCode::from(match failure {
-                Failure::Refused(_) => 1,
-                Failure::Unreachable(_) => 3,
-            })
+            // The message may quote the service or a dump: shown, never obeyed, by the terminal.
+            eprintln!("memprof: {}", terminal::for_terminal(&failure.to_string()));
+            ExitCode::from(failure.exit_code())
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
@@ -13,6 +13,8 @@ use memprof_wire::{CurrentRun, EarlierProcess, RunAnswer, Started, State, paths}
 
 use crate::Failure;
 use crate::client::{Answer, Client};
+use crate::output::{self, Content};
+use crate::terminal::for_terminal;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Remote {
@@ -126,7 +128,8 @@ impl Remote {
             Remote::State => print_or(json, &client.get(paths::STATE)?, |state: State| describe_state(&state)),
             Remote::Stats { text } => {
                 let query = if text { "?format=text" } else { "" };
-                write_output(&client.get(&format!("{}{query}", paths::STATISTICS))?.body, None)
+                let path = format!("{}{query}", paths::STATISTICS);
+                output::write_to(None, Content::Text, |out| client.download(&path, out))
             }
             Remote::Start { duration, wait, output } => start(client, json, &duration, wait.then_some(output)),
             Remote::Stop => message_of(client, json, paths::STOP),
@@ -140,12 +143,12 @@ impl Remote {
                 print_or(json, &client.post(paths::CLEAR_EARLIER)?, |answer: RunAnswer| answer.message)
             }
             Remote::Dump { output } => {
-                let dump = client.get(&format!("{}?trigger_dump=true", paths::HEAP_PROFILE))?;
-                write_output(&dump.body, output.as_ref())
+                let path = format!("{}?trigger_dump=true", paths::HEAP_PROFILE);
+                output::write_to(output.as_deref(), Content::Text, |out| client.download(&path, out))
             }
             Remote::Diff { base, id, output } => {
                 if output.format == Download::Raw {
-                    return Err(Failure::Refused(
+                    return Err(Failure::Usage(
                         "a difference has no raw format; pick text, collapsed, flamegraph, graph or pprof".to_owned(),
                     ));
                 }
@@ -160,27 +163,47 @@ fn message_of(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
     print_or(json, &client.get(path)?, |answer: RunAnswer| answer.message)
 }
 
+/// How long `start --wait` waits beyond the length asked for before giving up on the run ending.
+const WAIT_MARGIN: Duration = Duration::from_secs(30);
+
 fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> Result<(), Failure> {
-    let duration = mesos_duration(duration);
-    let answer = client.get(&format!("{}?duration={duration}", paths::START))?;
+    let length = crate::duration::parse(duration).map_err(|error| Failure::Usage(format!("--duration: {error}")))?;
+    let answer = client.get(&format!("{}?duration={}", paths::START, crate::duration::for_service(length)))?;
     let started: Started = answer.parse()?;
+    if started.already_active {
+        return Err(Failure::Refused(format!(
+            "{} Run {} was started by someone else and goes on: nothing was started; stop it first (memprof stop) or wait for it to end",
+            started.message, started.id
+        )));
+    }
     let Some(output) = wait else {
         return print_or(json, &answer, |started: Started| started.message);
     };
-    let (id, total) = (started.id, started.remaining_seconds.unwrap_or(0.0));
-    let bar = ProgressBar::new((total * 10.0) as u64).with_style(
+    let id = started.id;
+    let bar = ProgressBar::new(length.as_millis() as u64 / 100).with_style(
         ProgressStyle::with_template("run {msg} [{bar:40}] {elapsed} of the run, {eta} left")
             .expect("a valid template")
             .progress_chars("=> "),
     );
     bar.set_message(id.to_string());
+    // The service says how long is left; whatever it says, no longer than asked, and a margin, is waited.
+    let deadline = Instant::now() + length + WAIT_MARGIN;
+    let started_at = Instant::now();
     loop {
         let state: State = client.get(paths::STATE)?.parse()?;
-        let remaining = match state.memory_profiler.current_run {
-            CurrentRun::Active { id: current, remaining_seconds, .. } if current == id => remaining_seconds,
+        match state.memory_profiler.current_run {
+            CurrentRun::Active { id: current, .. } if current == id => {}
             _ => break,
-        };
-        bar.set_position(((total - remaining.unwrap_or(0.0)).max(0.0) * 10.0) as u64);
+        }
+        if Instant::now() >= deadline {
+            bar.finish_and_clear();
+            return Err(Failure::Refused(format!(
+                "run {id} is still going {} s after it started, though it was asked to last {} s: the service did not end it; download its profile later with memprof download --id {id}",
+                started_at.elapsed().as_secs(),
+                length.as_secs()
+            )));
+        }
+        bar.set_position(started_at.elapsed().as_millis() as u64 / 100);
         thread::sleep(Duration::from_millis(250));
     }
     bar.finish_and_clear();
@@ -198,37 +221,28 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
         query.push("full=true".to_owned());
     }
     let path = format!("{}?{}", paths::download(output.format.name()), query.join("&"));
-    write_output(&client.get(&path)?.body, output.output.as_ref())
+    let content = match output.format {
+        Download::Raw | Download::Rendered(Format::Pprof) => Content::Binary,
+        Download::Rendered(_) => Content::Text,
+    };
+    output::write_to(output.output.as_deref(), content, |out| client.download(&path, out))
 }
 
-fn write_output(bytes: &[u8], path: Option<&PathBuf>) -> Result<(), Failure> {
-    crate::write_output(bytes, path.map(PathBuf::as_path)).map_err(Failure::Refused)
-}
-
-/// Prints the service's answer as it is with `--json` (for scripts), else as `describe` tells it.
+/// Prints the service's answer as it is with `--json` (for scripts; it must be JSON), else as `describe`
+/// tells it; on a terminal, either is shown through [`for_terminal`].
 fn print_or<T: serde::de::DeserializeOwned>(
     json: bool,
     answer: &Answer,
     describe: impl FnOnce(T) -> String,
 ) -> Result<(), Failure> {
-    let text =
-        if json { String::from_utf8_lossy(&answer.body).trim_end().to_owned() } else { describe(answer.parse()?) };
-    println!("{text}");
-    Ok(())
-}
-
-/// `30s`, `5m`, `2h`, `1d` in Mesos's units (`30secs`, ...); anything else as it is, for the service to judge.
-fn mesos_duration(text: &str) -> String {
-    let split = text.find(|character: char| !(character.is_ascii_digit() || character == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let unit = match unit {
-        "s" | "sec" => "secs",
-        "m" | "min" => "mins",
-        "h" | "hr" => "hrs",
-        "d" | "day" => "days",
-        other => other,
+    let text = if json {
+        answer.parse::<serde_json::Value>()?;
+        String::from_utf8_lossy(&answer.body).trim_end().to_owned()
+    } else {
+        describe(answer.parse()?)
     };
-    format!("{number}{unit}")
+    let text = if crate::terminal::stdout_is_terminal() { for_terminal(&text) } else { text };
+    output::print_text(&format!("{text}\n"))
 }
 
 /// `state` for a person.
@@ -295,23 +309,4 @@ fn describe_earlier(processes: &[EarlierProcess]) -> String {
         }
     }
     lines.join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_durations_become_mesos_durations() {
-        for (short, mesos) in [
-            ("30s", "30secs"),
-            ("5m", "5mins"),
-            ("1.5h", "1.5hrs"),
-            ("1d", "1days"),
-            ("10secs", "10secs"),
-            ("600", "600"),
-        ] {
-            assert_eq!(mesos_duration(short), mesos);
-        }
-    }
 }

@@ -87,6 +87,9 @@ pub struct Started {
     pub remaining_seconds: Option<f64>,
     /// What happened, and where the profile will be.
     pub message: String,
+    /// The run was already active (started by someone else): this start started nothing.
+    #[serde(default)]
+    pub already_active: bool,
 }
 
 /// The answer of `stop`, and of `heap_profile?active=true|false` (which adds `active`).

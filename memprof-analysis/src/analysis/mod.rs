@@ -306,11 +306,11 @@ impl Analysis {
     ) -> HashMap<u64, Vec<Frame>> {
         let mut by_path: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
         for (&probe, module) in probes {
-            if let Some(module) = module.map(|module| &self.modules[module]) {
-                by_path
-                    .entry(module.path.clone())
-                    .or_default()
-                    .push((probe, probe - module.start + module.file_offset));
+            // A dump's offsets are claims: one that overflows is left unnamed.
+            if let Some((module, offset)) =
+                module.map(|module| &self.modules[module]).and_then(|module| Some((module, module.offset_of(probe)?)))
+            {
+                by_path.entry(module.path.clone()).or_default().push((probe, offset));
             }
         }
         let mut frames: HashMap<u64, Vec<Frame>> = HashMap::new();
@@ -325,6 +325,7 @@ impl Analysis {
                         module.has_functions = resolved.has_functions;
                         module.has_lines = resolved.has_lines;
                         module.short_inline_name.clone_from(&resolved.short_inline_name);
+                        module.problem.clone_from(&resolved.refused);
                     }
                     Err(problem) => module.problem = Some(problem.clone()),
                 }
@@ -347,12 +348,12 @@ impl Analysis {
     }
 
     fn unknown_function(&self, probe: u64, module: Option<usize>) -> String {
-        match module.map(|module| &self.modules[module]) {
-            Some(module) => {
+        match module.map(|module| &self.modules[module]).and_then(|module| Some((module, module.offset_of(probe)?))) {
+            Some((module, offset)) => {
                 let name = Path::new(&module.path)
                     .file_name()
                     .map_or_else(|| module.path.clone(), |name| name.to_string_lossy().into_owned());
-                format!("{name}+{:#x}", probe - module.start + module.file_offset)
+                format!("{name}+{offset:#x}")
             }
             None => format!("{probe:#x}"),
         }

@@ -30,6 +30,23 @@ pub struct Module {
 }
 
 impl Module {
+    /// Where `address` lies in the binary's file; `None` when it is outside the mapping or the dump's offsets
+    /// overflow (a dump's numbers are claims).
+    ///
+    /// ```
+    /// # let module = memprof_analysis::Module {
+    /// #     path: String::new(), start: 0x1000, end: 0x2000, file_offset: 0x400, build_id: None,
+    /// #     has_functions: true, has_lines: true, is_main_program: true, unnamed_addresses: 0,
+    /// #     short_inline_name: None, problem: None };
+    /// assert_eq!(module.offset_of(0x1010), Some(0x410));
+    /// assert_eq!(module.offset_of(0x10), None);
+    /// let hostile = memprof_analysis::Module { file_offset: u64::MAX, ..module };
+    /// assert_eq!(hostile.offset_of(0x1010), None);
+    /// ```
+    pub fn offset_of(&self, address: u64) -> Option<u64> {
+        address.checked_sub(self.start)?.checked_add(self.file_offset)
+    }
+
     /// What a reader of the profile should know about this binary's names, if anything: why it could not be
     /// read, what the program's build left out (symbols, debug info) and how to get it, or that its inlined
     /// frames have short names and how to build it for whole ones.

@@ -17,7 +17,7 @@ use addr2line::gimli;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
 use parking_lot::Mutex;
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::sync::LazyLock;
 
 use super::Frame;
@@ -37,6 +37,8 @@ pub(crate) struct Resolved {
     pub(crate) has_lines: bool,
     /// An inlined Rust function that DWARF names without its path, if one was met (see [`ShortNames`]).
     pub(crate) short_inline_name: Option<String>,
+    /// A section not read for the size it claims (its names are missing), said in the notes.
+    pub(crate) refused: Option<String>,
 }
 
 /// Resolves `file_offsets` (offsets into the file at `path`, already moved back into the calling
@@ -80,6 +82,7 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         has_functions: !symbols.symbols().is_empty() || sections.has_dwarf(),
         has_lines: sections.has_dwarf(),
         short_inline_name: short_names.example(),
+        refused: sections.refused.take(),
     };
     for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
         let symbol = address.and_then(|address| symbols.containing(address)).map(|symbol| demangle(symbol.name()));
@@ -109,7 +112,9 @@ fn map_file(path: &Path) -> Result<Mmap, String> {
 fn virtual_address(binary: &object::File<'_>, file_offset: u64) -> Option<u64> {
     binary.segments().find_map(|segment| {
         let (start, size) = segment.file_range();
-        (start..start + size).contains(&file_offset).then(|| segment.address() + (file_offset - start))
+        // A file's numbers are claims: sums that overflow match nothing.
+        let end = start.checked_add(size)?;
+        (start..end).contains(&file_offset).then(|| segment.address().checked_add(file_offset - start)).flatten()
     })
 }
 
@@ -134,6 +139,8 @@ struct DwarfSections<'data, 'file> {
     /// `.debug_info` up to the end of the last unit looked up, when the section is compressed.
     info_prefix: OnceCell<Option<Vec<u8>>>,
     endian: gimli::RunTimeEndian,
+    /// A section refused for its claimed size, said in the profile's notes.
+    refused: Cell<Option<String>>,
 }
 
 /// The sections symbolizing reads; the others (location lists, macros, ...) are never loaded, and these only
@@ -155,7 +162,7 @@ const READ: [&str; 10] = [
 impl<'data, 'file> DwarfSections<'data, 'file> {
     fn load(binary: &'file object::File<'data>) -> Self {
         let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-        Self { binary, sections: Default::default(), info_prefix: OnceCell::new(), endian }
+        Self { binary, sections: Default::default(), info_prefix: OnceCell::new(), endian, refused: Cell::new(None) }
     }
 
     fn has_dwarf(&self) -> bool {
@@ -168,7 +175,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
             let compressed_name = format!(".zdebug_{}", &name[".debug_".len()..]);
             let section =
                 self.binary.section_by_name(name).or_else(|| self.binary.section_by_name(&compressed_name))?;
-            section.uncompressed_data().ok()
+            self.bounded_data(&section, name)
         });
         data.as_deref()
     }
@@ -244,7 +251,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
             Some(offset) => {
                 let header =
                     gimli::DebugInfo::new(info, self.endian).header_from_offset(gimli::DebugInfoOffset(offset)).ok()?;
-                info.get(offset..offset + header.length_including_self())?
+                info.get(offset..offset.checked_add(header.length_including_self())?)?
             }
             None => info,
         };
@@ -263,7 +270,36 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
     }
 }
 
-impl DwarfSections<'_, '_> {
+/// The most bytes a compressed section may inflate to: 64 times its compressed size (DWARF compresses by a
+/// few times; zlib can claim a thousand), at least 64 MiB, at most 2 GiB. A section that claims more is
+/// refused, not inflated (a zlib bomb, or a size field that lies).
+fn inflation_limit(compressed: usize) -> usize {
+    compressed.saturating_mul(64).clamp(64 << 20, 2 << 30)
+}
+
+impl<'data> DwarfSections<'data, '_> {
+    /// A section's bytes, inflated when compressed, unless its size is beyond [`inflation_limit`]: then
+    /// `None`, and the refusal is noted.
+    fn bounded_data(&self, section: &object::Section<'data, '_>, name: &str) -> Option<Cow<'data, [u8]>> {
+        let compressed = section.compressed_data().ok()?;
+        if compressed.format == object::CompressionFormat::None {
+            return Some(Cow::Borrowed(compressed.data));
+        }
+        let limit = inflation_limit(compressed.data.len());
+        let claimed = usize::try_from(compressed.uncompressed_size).unwrap_or(usize::MAX);
+        if claimed > limit {
+            self.refused.set(Some(format!(
+                "its section {name} claims {claimed} bytes inflated from {} compressed, more than the {limit} memprof inflates; it was not read",
+                compressed.data.len()
+            )));
+            return None;
+        }
+        match compressed.format {
+            object::CompressionFormat::Zlib => inflate_prefix(compressed.data, claimed).map(Cow::Owned),
+            _ => compressed.decompress().ok(),
+        }
+    }
+
     /// `.debug_info` at least up to the end of the unit at `last`: where the section is zlib-compressed
     /// (separate debug files often are), only that much of it is inflated.
     fn info_up_to_unit(&self, last: usize) -> Option<&[u8]> {
@@ -273,6 +309,14 @@ impl DwarfSections<'_, '_> {
         }
         let prefix = self.info_prefix.get_or_init(|| {
             let whole = usize::try_from(compressed.uncompressed_size).ok()?;
+            let limit = inflation_limit(compressed.data.len());
+            if whole > limit {
+                self.refused.set(Some(format!(
+                    "its section .debug_info claims {whole} bytes inflated from {} compressed, more than the {limit} memprof inflates; it was not read",
+                    compressed.data.len()
+                )));
+                return None;
+            }
             // A unit starts with its length (4 bytes, or 12 in 64-bit DWARF): it says where the unit ends.
             let start = inflate_prefix(compressed.data, (last + 12).min(whole))?;
             let (length, format) =
@@ -285,11 +329,16 @@ impl DwarfSections<'_, '_> {
     }
 }
 
-/// The first `length` bytes of a zlib stream (fewer if it ends before).
+/// The first `length` bytes of a zlib stream (fewer if it ends before). The buffer grows as bytes come,
+/// from at most 1 MiB: `length` is a claim.
 fn inflate_prefix(stream: &[u8], length: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(length);
+    let mut out = Vec::with_capacity(length.min(1 << 20));
     let mut inflater = flate2::Decompress::new(true);
     while out.len() < length {
+        // `decompress_vec` fills the spare capacity only: grow it as the bytes come, doubling.
+        if out.capacity() == out.len() {
+            out.reserve((length - out.len()).min(out.len().max(1 << 20)));
+        }
         let consumed = usize::try_from(inflater.total_in()).ok()?;
         let before = (consumed, out.len());
         let status = inflater.decompress_vec(stream.get(consumed..)?, &mut out, flate2::FlushDecompress::None).ok()?;
@@ -298,6 +347,7 @@ fn inflate_prefix(stream: &[u8], length: usize) -> Option<Vec<u8>> {
             break;
         }
     }
+    out.truncate(length);
     Some(out)
 }
 
@@ -372,6 +422,7 @@ struct Cache {
 
 struct CachedBinary {
     build_id: Option<Vec<u8>>,
+    refused: Option<String>,
     has_functions: bool,
     has_lines: bool,
     short_inline_name: Option<String>,
@@ -395,6 +446,7 @@ impl Cache {
         let frames = file_offsets.iter().map(|offset| binary.frames.get(offset).cloned()).collect::<Option<_>>()?;
         Some(Resolved {
             build_id: binary.build_id.clone(),
+            refused: binary.refused.clone(),
             frames,
             has_functions: binary.has_functions,
             has_lines: binary.has_lines,
@@ -412,6 +464,7 @@ impl Cache {
         }
         let binary = self.binaries.entry(identity).or_insert_with(|| CachedBinary {
             build_id: resolved.build_id.clone(),
+            refused: resolved.refused.clone(),
             has_functions: resolved.has_functions,
             has_lines: resolved.has_lines,
             short_inline_name: None,

@@ -4,7 +4,7 @@
 //! functions under 0.5% of the heap (and beyond the 80 largest) are left out, and the calls through them
 //! are drawn as direct edges between the functions kept.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
 use super::{RenderOptions, megabytes, percent};
@@ -56,9 +56,12 @@ fn graph(analysis: &Analysis, options: &RenderOptions, total: f64) -> (Vec<Node>
         .collect();
     let mut by_label: HashMap<&str, Node> = HashMap::new();
     for (labels, bytes) in &stacks {
+        // A function that recurses counts once per stack; a set, so a deep stack costs its depth, not its
+        // depth squared.
+        let mut counted: HashSet<&str> = HashSet::new();
         for (depth, label) in labels.iter().enumerate() {
             let node = by_label.entry(label).or_insert_with(|| Node { label: label.clone(), ..Node::default() });
-            if !labels[..depth].contains(label) {
+            if counted.insert(label) {
                 node.cumulative += bytes;
             }
             if depth + 1 == labels.len() {
@@ -74,11 +77,10 @@ fn graph(analysis: &Analysis, options: &RenderOptions, total: f64) -> (Vec<Node>
     let mut edges: BTreeMap<(usize, usize), f64> = BTreeMap::new();
     for (labels, bytes) in &stacks {
         let kept: Vec<usize> = labels.iter().filter_map(|label| index.get(label).copied()).collect();
-        let mut seen = Vec::new();
+        let mut seen = HashSet::new();
         for pair in kept.windows(2) {
             let edge = (pair[0], pair[1]);
-            if pair[0] != pair[1] && !seen.contains(&edge) {
-                seen.push(edge);
+            if pair[0] != pair[1] && seen.insert(edge) {
                 *edges.entry(edge).or_insert(0.0) += bytes;
             }
         }

@@ -13,15 +13,16 @@ pub(super) fn start(context: &Context, query: &Query) -> Result<Reply, HttpError
         Some(text) => duration::parse_run_length(text).map_err(HttpError::bad_request)?,
         None => duration::DEFAULT_RUN,
     };
-    let (run, message) = match context.profiler.start(Owner::Http, Some(length))? {
-        Started::New(run) => (run, "Successfully started new heap profiling run"),
-        Started::AlreadyActive(run) => (run, "Heap profiling is already active"),
+    let (run, message, already_active) = match context.profiler.start(Owner::Http, Some(length))? {
+        Started::New(run) => (run, "Successfully started new heap profiling run", false),
+        Started::AlreadyActive(run) => (run, "Heap profiling is already active", true),
     };
     let raw = memprof_wire::paths::download_of(run.id, "raw");
     Ok(Reply::json(&StartedAnswer {
         id: run.id,
         remaining_seconds: run.remaining_seconds(),
         message: format!("{message}. After the run ends, download its profile from {raw}."),
+        already_active,
     }))
 }
 
