@@ -52,8 +52,10 @@ impl Analyze {
         let analysis = analyze(&self.profile, &binaries)?;
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
         let options = RenderOptions { lines: self.lines, full: self.full, ..RenderOptions::default() };
-        let rendered =
-            self.format.render(&analysis, base.as_ref(), &options).map_err(|error| Failure::Refused(error.to_string()))?;
+        let rendered = self
+            .format
+            .render(&analysis, base.as_ref(), &options)
+            .map_err(|error| Failure::Refused(error.to_string()))?;
         // The text table ends with its notes; the other formats are read by programs (or carry the notes
         // where only a viewer shows them): say them here too.
         if self.format != Format::Text {

@@ -123,12 +123,7 @@ impl Client {
     }
 
     /// The body, up to `limit` bytes; more is refused.
-    fn read(
-        &self,
-        mut response: ureq::http::Response<ureq::Body>,
-        path: &str,
-        limit: u64,
-    ) -> Result<Vec<u8>, Failure> {
+    fn read(&self, mut response: ureq::http::Response<ureq::Body>, path: &str, limit: u64) -> Result<Vec<u8>, Failure> {
         let url = format!("{}{path}", self.shown);
         let mut body = Vec::new();
         response
@@ -168,7 +163,8 @@ fn is_loopback(url: &str) -> bool {
         Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
         None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
     };
-    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }
 
 #[cfg(test)]

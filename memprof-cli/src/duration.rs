@@ -24,9 +24,10 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
         "" => return Err(format!("'{text}' has no unit: write it as 30s, 5m, 2h or 1d")),
         _ => return Err(format!("'{text}' has an unknown unit '{unit}': use s, m, h or d (30s, 5m, 2h, 1d)")),
     };
-    let number: f64 = number.parse().map_err(|_| format!("'{text}' is not a number and a unit, such as 30s or 1.5h"))?;
-    let length = Duration::try_from_secs_f64(number * seconds_per_unit)
-        .map_err(|_| format!("'{text}' is not a run length"))?;
+    let number: f64 =
+        number.parse().map_err(|_| format!("'{text}' is not a number and a unit, such as 30s or 1.5h"))?;
+    let length =
+        Duration::try_from_secs_f64(number * seconds_per_unit).map_err(|_| format!("'{text}' is not a run length"))?;
     if length < RANGE.0 || length > RANGE.1 {
         return Err(format!("a run lasts from 1s to 1d; '{text}' is outside"));
     }

@@ -163,8 +163,11 @@ fn message_of(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
     print_or(json, &client.get(path)?, |answer: RunAnswer| answer.message)
 }
 
-/// How long `start --wait` waits beyond the length asked for before giving up on the run ending.
-const WAIT_MARGIN: Duration = Duration::from_secs(30);
+/// How long `start --wait` waits beyond the length asked for before giving up on the run ending: 5 s and a
+/// tenth of the length.
+fn wait_margin(length: Duration) -> Duration {
+    Duration::from_secs(5) + length / 10
+}
 
 fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> Result<(), Failure> {
     let length = crate::duration::parse(duration).map_err(|error| Failure::Usage(format!("--duration: {error}")))?;
@@ -187,7 +190,7 @@ fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> R
     );
     bar.set_message(id.to_string());
     // The service says how long is left; whatever it says, no longer than asked, and a margin, is waited.
-    let deadline = Instant::now() + length + WAIT_MARGIN;
+    let deadline = Instant::now() + length + wait_margin(length);
     let started_at = Instant::now();
     loop {
         let state: State = client.get(paths::STATE)?.parse()?;
@@ -228,8 +231,8 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
     output::write_to(output.output.as_deref(), content, |out| client.download(&path, out))
 }
 
-/// Prints the service's answer as it is with `--json` (for scripts; it must be JSON), else as `describe`
-/// tells it; on a terminal, either is shown through [`for_terminal`].
+/// Prints the service's answer as it is with `--json` (for scripts; it must be JSON; through
+/// [`for_terminal`] on a terminal), else as `describe` tells it, through [`for_terminal`].
 fn print_or<T: serde::de::DeserializeOwned>(
     json: bool,
     answer: &Answer,
@@ -237,11 +240,11 @@ fn print_or<T: serde::de::DeserializeOwned>(
 ) -> Result<(), Failure> {
     let text = if json {
         answer.parse::<serde_json::Value>()?;
-        String::from_utf8_lossy(&answer.body).trim_end().to_owned()
+        let text = String::from_utf8_lossy(&answer.body).trim_end().to_owned();
+        if crate::terminal::stdout_is_terminal() { for_terminal(&text) } else { text }
     } else {
-        describe(answer.parse()?)
+        for_terminal(&describe(answer.parse()?))
     };
-    let text = if crate::terminal::stdout_is_terminal() { for_terminal(&text) } else { text };
     output::print_text(&format!("{text}\n"))
 }
 

@@ -78,6 +78,24 @@ pub mod __fuzzing {
         }
     }
 
+    /// A binary, as a dump copied from elsewhere names it: mapped into a profile and symbolized (its
+    /// sections, offsets and compressed sizes are claims).
+    pub fn symbolized_binary(bytes: &[u8]) {
+        use std::io::Write;
+        let Ok(mut file) = tempfile::NamedTempFile::new() else { return };
+        if file.write_all(bytes).is_err() {
+            return;
+        }
+        let text = format!(
+            "heap_v2/1\n  t*: 1: 16 [0: 0]\n@ 0x1010 0x1ff0 0x5000\n  t*: 1: 16 [0: 0]\n\nMAPPED_LIBRARIES:\n\
+             00001000-00009000 r-xp 00000000 08:01 1 {}\n",
+            file.path().display()
+        );
+        if let Ok(profile) = crate::HeapProfile::parse(&text) {
+            let _ = crate::Analysis::new(&profile, &crate::Binaries::as_mapped());
+        }
+    }
+
     /// A heap profile, parsed and, when it parses, symbolized against this process's binaries.
     pub fn heap_profile(text: &str) {
         if let Ok(profile) = crate::HeapProfile::parse(text) {

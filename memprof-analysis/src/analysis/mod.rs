@@ -48,10 +48,22 @@ impl Frame {
     /// assert_eq!(frame.label(true), "app::load src/app.rs:7");
     /// ```
     pub fn label(&self, with_line: bool) -> String {
-        match (&self.file, self.line) {
+        let label = match (&self.file, self.line) {
             (Some(file), Some(line)) if with_line => format!("{} {file}:{line}", self.function),
             _ => self.function.clone(),
-        }
+        };
+        without_control_characters(label)
+    }
+}
+
+/// `text` with each control character replaced by U+FFFD: names and paths come from binaries and dumps,
+/// which are claims, and a control character would make an SVG invalid XML, or a table rewrite the
+/// terminal it is shown on.
+fn without_control_characters(text: String) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars().map(|character| if character.is_control() { '\u{fffd}' } else { character }).collect()
+    } else {
+        text
     }
 }
 
@@ -221,7 +233,7 @@ impl Analysis {
     /// ```
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
-        for note in self.modules.iter().filter_map(Module::note) {
+        for note in self.modules.iter().filter_map(Module::note).map(without_control_characters) {
             if !notes.contains(&note) {
                 notes.push(note);
             }
