@@ -254,6 +254,11 @@ impl Runs {
         self.finished.back()
     }
 
+    /// The newest profile of this process: a finished run's or an automatic dump's.
+    fn newest(&self) -> Option<&KeptProfile> {
+        self.finished.back().into_iter().chain(self.automatic.back()).max_by_key(|profile| profile.id)
+    }
+
     fn check_open(&self) -> Result<(), Error> {
         if self.closed { Err(Error::Ending) } else { Ok(()) }
     }
@@ -350,7 +355,7 @@ impl Profiler {
             if let Some(current) = current {
                 return Err(LookupError::RunActive(current));
             }
-            return runs.latest().cloned().ok_or(LookupError::NoneYet);
+            return runs.newest().cloned().ok_or(LookupError::NoneYet);
         };
         if let Some(profile) = runs.find(id) {
             return Ok(profile.clone());
@@ -362,6 +367,11 @@ impl Profiler {
             Some(failure) => Err(LookupError::Failed(failure.error.clone())),
             None => Err(LookupError::NotKept { id, kept: runs.kept_ids() }),
         }
+    }
+
+    /// The newest profile kept, whether a run is active or not (jeprof's `pprof/heap` reads it mid-run).
+    pub(crate) fn newest(&self) -> Result<KeptProfile, LookupError> {
+        self.runs.lock().newest().cloned().ok_or(LookupError::NoneYet)
     }
 
     /// A consistent view of the runs, for reading (hold it briefly).

@@ -76,3 +76,34 @@ fn stacks_start_at_the_programs_main_unless_full_is_asked_for() {
         assert!(stack.starts_with("service::main;"), "the stack starts at the program's main: {stack}");
     }
 }
+
+/// jeprof passes no id (`jeprof http://host/memory-profiler/pprof/heap`): it gets the newest profile during a
+/// run too, while Mesos's id-less downloads still ask for an id then. With automatic dumps alone (sampling
+/// started by `MALLOC_CONF`), the id-less downloads serve the newest dump.
+#[test]
+fn id_less_downloads_serve_the_newest_profile() {
+    let service = Program::service().spawn();
+    let first = start(&service, "1mins");
+    service.get_json("/memory-profiler/stop");
+    start(&service, "1mins");
+    let newest = service.get("/memory-profiler/pprof/heap");
+    assert_eq!(newest.status, 200, "{}", newest.text());
+    assert_eq!(newest.body, service.get(&format!("/memory-profiler/download/raw?id={first}")).body);
+    assert_eq!(service.get("/memory-profiler/download/raw").status, 409);
+
+    let dumping = Program::service().env("MALLOC_CONF", "prof_active:true").env("MEMPROF_DUMP_EVERY", "8MiB").spawn();
+    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
+    let dump = loop {
+        let state = dumping.get_json("/memory-profiler/state");
+        if let Some(id) = state["memory_profiler"]["automatic_dumps"]["dumps"][0]["id"].as_u64() {
+            break id;
+        }
+        assert!(std::time::Instant::now() < deadline, "no automatic dump: {state}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let text = dumping.get("/memory-profiler/download/text");
+    assert_eq!(text.status, 200, "{}", text.text());
+    let raw = dumping.get("/memory-profiler/download/raw");
+    assert_eq!(raw.header("content-disposition").map(|value| value.contains("memprof.")), Some(true));
+    assert!(dump > 0);
+}

@@ -51,6 +51,12 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "tikv_jemallocator::",
     // `collect` only allocates through the `FromIterator` of the collection it builds.
     "core::iter::traits::iterator::Iterator::collect",
+    // Formatting only allocates through the `fmt::Write` it writes to (a `String`, for `format!`); `?` on
+    // its results is inlined into `core::fmt::write`, and named for `Result`.
+    "core::fmt::write",
+    "core::fmt::Formatter",
+    "core::fmt::rt::",
+    "core::result::Result<(), core::fmt::Error>",
 ];
 
 /// Source files of the allocation plumbing: the `alloc` crate, the allocator traits, the global allocator
@@ -58,6 +64,7 @@ const PLUMBING_PREFIXES: &[&str] = &[
 const PLUMBING_FILES: &[&str] = &[
     "/library/alloc/src/",
     "/library/core/src/alloc/",
+    "/library/core/src/fmt/",
     "/library/std/src/alloc.rs",
     "/tikv-jemallocator-",
     "/tikv-jemalloc-sys-",
@@ -119,12 +126,16 @@ mod tests {
             "<alloc::vec::Vec<T> as core::clone::Clone>::clone",
             "<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
             "<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::alloc",
+            "core::fmt::write",
+            "<core::result::Result<(), core::fmt::Error> as core::ops::try_trait::Try>::branch",
+            "alloc::fmt::format::format_inner",
         ] {
             assert!(is_plumbing(plumbing), "{plumbing}");
         }
         for user in [
             "service::open_session",
             "<service::Cache as core::clone::Clone>::clone",
+            "<service::Report as core::fmt::Display>::fmt",
             "hashbrown::raw::RawTable<T,A>::reserve_rehash",
             "mallocate_buffers",
             "std::thread::spawn",

@@ -12,7 +12,16 @@ use crate::profiler::{KeptProfile, LookupError};
 
 /// `download/raw`: jemalloc's heap profile file, as it dumped it.
 pub(super) fn raw(context: &Context, query: &Query) -> Result<Reply, HttpError> {
-    let profile = requested(context, query, "id")?;
+    send_raw(context, requested(context, query, "id")?)
+}
+
+/// `pprof/heap`, what `jeprof http://host/memory-profiler/pprof/heap` fetches: the newest profile, during a
+/// run too (there is no id to pass).
+pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpError> {
+    send_raw(context, context.profiler.newest().map_err(|error| refusal(error, "id"))?)
+}
+
+fn send_raw(context: &Context, profile: KeptProfile) -> Result<Reply, HttpError> {
     let file = File::open(&profile.path).map_err(|error| unreadable(context, &profile, &error))?;
     Ok(Reply::download(file, format!("memprof.{}.heap", profile.id)))
 }

@@ -40,6 +40,7 @@ pub(crate) struct Context {
     pub(crate) token: Option<String>,
     /// Whether the endpoints are served on the program's own server (`respond`, the axum routers): as
     /// the built-in server, only when the switch variable is `true`.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) mounted: bool,
 }
 
@@ -146,7 +147,7 @@ const ROUTES: &[Route] = &[
     get(paths::DOWNLOAD_FLAMEGRAPH, RENDER_PARAMETERS, downloads::flame_graph),
     get(paths::DOWNLOAD_COLLAPSED, RENDER_PARAMETERS, downloads::collapsed),
     get(paths::DOWNLOAD_PPROF, &["id", "base"], downloads::pprof),
-    get(paths::PPROF_HEAP, &[], downloads::raw),
+    get(paths::PPROF_HEAP, &[], downloads::newest_raw),
     get(paths::PPROF_CMDLINE, &[], symbols::command_line),
     reading(paths::PPROF_SYMBOL, true, symbols::symbol),
     Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_HEAP, false, live::heap) },

@@ -21,7 +21,9 @@ pub(crate) use query::Query;
 #[cfg(feature = "http")]
 pub(crate) use reply::guarded;
 pub(crate) use reply::{HttpError, Reply, Response};
-pub(crate) use request::{Request, Wait};
+pub(crate) use request::Request;
+#[cfg(feature = "http")]
+pub(crate) use request::Wait;
 #[cfg(feature = "axum")]
 pub(crate) use request::{client_gone, wait_unless};
 pub(crate) use server::Handler;
