@@ -203,8 +203,8 @@ fn the_cli_drives_a_service_from_start_to_download() {
         format!("memprof: No heap profile with id 7; the profiles kept are {} (HTTP 404 from http://", kept.join(", "));
     assert!(stderr.starts_with(&expected), "{stderr}");
     let (code, _, stderr) = memprof(&service, &["start", "--duration", "2x"]);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("unknown duration unit 'x'"), "{stderr}");
+    assert_eq!(code, 2, "bad usage: {stderr}");
+    assert!(stderr.contains("'2x' has an unknown unit 'x'"), "{stderr}");
 }
 
 #[test]
