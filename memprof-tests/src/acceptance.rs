@@ -26,6 +26,29 @@ pub fn start(service: &Program, duration: &str) -> u64 {
     started["id"].as_u64().unwrap()
 }
 
+/// Waits until the heap holds at least `count` sampled objects (the `t*:` line of a dump of the heap as it
+/// is now): a run started just before has samples of the service's live set.
+pub fn wait_for_samples(service: &Program, count: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true").text();
+        let sampled = dump
+            .lines()
+            .nth(1)
+            .and_then(|line| line.trim().strip_prefix("t*: "))
+            .and_then(|counts| counts.split(':').next()?.trim().parse::<u64>().ok());
+        if sampled.is_some_and(|sampled| sampled >= count) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {count} sampled objects: {}",
+            dump.lines().take(2).collect::<Vec<_>>().join(" ")
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Polls `state` until no run is active.
 pub fn wait_until_idle(service: &Program) -> Value {
     let deadline = Instant::now() + PATIENCE;
