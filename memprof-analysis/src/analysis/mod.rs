@@ -25,6 +25,7 @@ mod user_code;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::heap_profile::{HeapProfile, Mapping};
 
@@ -104,8 +105,9 @@ pub struct Location {
     pub address: u64,
     /// Index into [`Analysis::modules`], if the address is in a mapped binary.
     pub module: Option<usize>,
-    /// The functions at this address, innermost (inlined) first; never empty.
-    pub frames: Vec<Frame>,
+    /// The functions at this address, innermost (inlined) first; never empty. Shared with the symbolizer's
+    /// answer, so a profile of many addresses holds each address's names once.
+    pub frames: Arc<[Frame]>,
 }
 
 /// Which files to read symbols from.
@@ -211,7 +213,7 @@ impl Analysis {
                         analysis.locations.push(Location {
                             address: probe,
                             module: probes.get(&probe).copied().flatten(),
-                            frames: frames[&probe][skip..].to_vec(),
+                            frames: if skip == 0 { Arc::clone(&frames[&probe]) } else { frames[&probe][skip..].into() },
                         });
                         analysis.locations.len() - 1
                     })
@@ -250,7 +252,7 @@ impl Analysis {
 
     /// The frames of a sample, the allocating function first (inlined frames expanded).
     pub fn frames<'a>(&'a self, sample: &'a Sample) -> impl Iterator<Item = &'a Frame> + 'a {
-        sample.locations.iter().flat_map(|&location| &self.locations[location].frames)
+        sample.locations.iter().flat_map(|&location| self.locations[location].frames.iter())
     }
 
     /// The frames of a sample as the readable formats show them: [`Analysis::frames`] without the
@@ -315,7 +317,7 @@ impl Analysis {
         probes: &BTreeMap<u64, Option<usize>>,
         binaries: &Binaries,
         main_program: &str,
-    ) -> HashMap<u64, Vec<Frame>> {
+    ) -> HashMap<u64, Arc<[Frame]>> {
         let mut by_path: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
         for (&probe, module) in probes {
             // A dump's offsets are claims: one that overflows is left unnamed.
@@ -325,7 +327,9 @@ impl Analysis {
                 by_path.entry(module.path.clone()).or_default().push((probe, offset));
             }
         }
-        let mut frames: HashMap<u64, Vec<Frame>> = HashMap::new();
+        // Shared with the symbolizer's answer (and its cache): each address's frames are copied once, into
+        // its location.
+        let mut frames: HashMap<u64, Arc<[Frame]>> = HashMap::new();
         for (path, probes) in by_path {
             let file_offsets: Vec<u64> = probes.iter().map(|&(_, offset)| offset).collect();
             let resolved = symbolizer::resolve(&binaries.file_for(&path, main_program), &file_offsets);
@@ -344,16 +348,16 @@ impl Analysis {
             }
             let Ok(resolved) = resolved else { continue };
             for ((probe, _), resolved) in probes.iter().zip(resolved.frames) {
-                frames.insert(*probe, resolved.to_vec());
+                frames.insert(*probe, resolved);
             }
         }
         for (&probe, &module) in probes {
-            let frames = frames.entry(probe).or_default();
-            if frames.is_empty() {
+            if frames.get(&probe).is_none_or(|frames| frames.is_empty()) {
                 if let Some(module) = module {
                     self.modules[module].unnamed_addresses += 1;
                 }
-                frames.push(Frame { function: self.unknown_function(probe, module), file: None, line: None });
+                let unknown = Frame { function: self.unknown_function(probe, module), file: None, line: None };
+                frames.insert(probe, Arc::from([unknown]));
             }
         }
         frames
@@ -374,7 +378,7 @@ impl Analysis {
 
 /// Where a stack starts once the allocator's frames are trimmed: the first location kept, and how many of
 /// its (inlined) frames to skip. A stack made only of allocator frames is kept whole.
-fn trimmed_start(probes: &[u64], frames: &HashMap<u64, Vec<Frame>>) -> (usize, usize) {
+fn trimmed_start(probes: &[u64], frames: &HashMap<u64, Arc<[Frame]>>) -> (usize, usize) {
     for (position, probe) in probes.iter().enumerate() {
         let frames = &frames[probe];
         let is_plumbing = |frame: &Frame| plumbing::is_plumbing_frame(&frame.function, frame.file.as_deref());

@@ -261,8 +261,12 @@ mod tests {
                 allocated_bytes: 4e6,
             }],
             locations: vec![
-                Location { address: 0x10, module: None, frames: vec![frame("app::alloc"), frame("app::inlined_into")] },
-                Location { address: 0x20, module: None, frames: vec![frame("app::main")] },
+                Location {
+                    address: 0x10,
+                    module: None,
+                    frames: vec![frame("app::alloc"), frame("app::inlined_into")].into(),
+                },
+                Location { address: 0x20, module: None, frames: vec![frame("app::main")].into() },
             ],
             modules: Vec::new(),
             has_allocations: false,

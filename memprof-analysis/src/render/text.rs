@@ -87,7 +87,7 @@ mod tests {
                 .map(|index| Location {
                     address: 0x10 * (index as u64 + 1),
                     module: None,
-                    frames: vec![frame(&format!("app::f{index}"))],
+                    frames: vec![frame(&format!("app::f{index}"))].into(),
                 })
                 .collect(),
             modules: Vec::new(),
