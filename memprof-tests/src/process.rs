@@ -32,6 +32,8 @@ pub fn built_binary(name: &str) -> PathBuf {
 /// ```
 pub struct Program {
     child: Child,
+    /// The threads reading its standard output and error, joined once it has exited.
+    readers: Vec<thread::JoinHandle<()>>,
     /// The program's `TMPDIR`, removed once it has ended.
     _temporary: crate::tools::Scratch,
     output: Arc<(Mutex<Vec<String>>, Condvar)>,
@@ -109,8 +111,11 @@ impl Program {
         let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the readers take the last lines.
-                thread::sleep(Duration::from_millis(100));
+                // Its pipes are closed (unless a child of its own holds them): the readers have the last
+                // lines once they end.
+                for reader in self.readers.drain(..) {
+                    let _ = reader.join();
+                }
                 return status;
             }
             thread::sleep(Duration::from_millis(50));
@@ -226,9 +231,11 @@ impl Launch {
     pub fn spawn(mut self) -> Program {
         let mut child = self.command.spawn().expect("the program starts");
         let output = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
-        collect_lines(child.stdout.take().unwrap(), Arc::clone(&output));
-        collect_lines(child.stderr.take().unwrap(), Arc::clone(&output));
-        let mut program = Program { child, _temporary: self.temporary, output, address: None };
+        let readers = vec![
+            collect_lines(child.stdout.take().unwrap(), Arc::clone(&output)),
+            collect_lines(child.stderr.take().unwrap(), Arc::clone(&output)),
+        ];
+        let mut program = Program { child, readers, _temporary: self.temporary, output, address: None };
         if self.wait_for_endpoints {
             let marker = self.serving_marker;
             let line = program.wait_for_line(|line| line.contains(marker));
@@ -239,12 +246,15 @@ impl Launch {
     }
 }
 
-fn collect_lines(stream: impl Read + Send + 'static, output: Arc<(Mutex<Vec<String>>, Condvar)>) {
+fn collect_lines(
+    stream: impl Read + Send + 'static,
+    output: Arc<(Mutex<Vec<String>>, Condvar)>,
+) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         for line in BufReader::new(stream).lines().map_while(Result::ok) {
             let (lines, printed) = &*output;
             lines.lock().unwrap().push(line);
             printed.notify_all();
         }
-    });
+    })
 }
