@@ -132,8 +132,10 @@ fn start_unsampled(options: Options) -> Guard {
     profiler.keep_runs(options.keep_runs as usize);
     let parent = crate::storage::parent_directory();
     keep_what_earlier_processes_left(profiler, &parent);
+    // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
+    let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
     for warning in &profiler.config.warnings {
-        report::warn(warning);
+        if impossible { report::error(warning) } else { report::warn(warning) }
     }
     for note in profiler.config.notes() {
         report::info(&note);
@@ -146,11 +148,11 @@ fn start_unsampled(options: Options) -> Guard {
     match crate::autodump::Settings::from_environment() {
         Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::autodump::spawn(settings) {
             Ok(()) => report::info("Automatic heap dumps are on (MEMPROF_DUMP_*)"),
-            Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
+            Err(error) => report::error(&format!("Automatic heap dumps are off: {error}")),
         },
-        Ok(Some(_)) => report::warn("Automatic heap dumps are off: heap profiling is disabled"),
+        Ok(Some(_)) => report::error("Automatic heap dumps are off: heap profiling is disabled"),
         Ok(None) => {}
-        Err(error) => report::warn(&format!("Automatic heap dumps are off: {error}")),
+        Err(error) => report::error(&format!("Automatic heap dumps are off: {error}")),
     }
     let wanted = environment::switched_on(&options.env);
     let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
@@ -227,7 +229,7 @@ fn serve(options: &Options, context: &'static crate::endpoints::Context) {
                 ));
             }
         }
-        Err(error) => report::warn(&format!("Heap profiling endpoints are not served: {error}; the program runs on")),
+        Err(error) => report::error(&format!("Heap profiling endpoints are not served: {error}; the program runs on")),
     }
 }
 

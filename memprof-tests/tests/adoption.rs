@@ -181,7 +181,7 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     };
     let advice = "Heap profiling is disabled: jemalloc was not asked to profile. Add `memprof::malloc_conf!();` at the crate root of the binary (beside its #[global_allocator]), which exports malloc_conf=\"prof:true,prof_active:false\"; or start the program with MALLOC_CONF=prof:true,prof_active:false.";
     let service = missing().spawn();
-    service.wait_for_line(|line| line == format!("[memprof] WARN {advice}"));
+    service.wait_for_line(|line| line == format!("[memprof] ERROR {advice}"));
     let state = service.get_json("/memory-profiler/state");
     assert_eq!(state["memory_profiler"]["warnings"], serde_json::json!([advice]));
     assert_eq!(state["jemalloc"]["profiling_enabled"], false);

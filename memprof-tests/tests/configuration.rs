@@ -34,7 +34,7 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
 fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
     let service = Program::service().env("LIBPROCESS_MEMORY_PROFILING", "yes").spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] WARN LIBPROCESS_MEMORY_PROFILING=\"yes\" is neither true nor false; heap profiling endpoints are not served"
+        line == "[memprof] ERROR LIBPROCESS_MEMORY_PROFILING=\"yes\" is neither true nor false; heap profiling endpoints are not served"
     });
 }
 
@@ -89,7 +89,7 @@ fn a_port_in_use_is_reported_and_the_program_runs_on() {
     let warning = service.wait_for_line(|line| line.contains("Heap profiling endpoints are not served"));
     assert!(
         warning.starts_with(&format!(
-            "[memprof] WARN Heap profiling endpoints are not served: cannot listen on {address}: "
+            "[memprof] ERROR Heap profiling endpoints are not served: cannot listen on {address}: "
         )),
         "{warning}"
     );
@@ -102,7 +102,7 @@ fn a_port_in_use_is_reported_and_the_program_runs_on() {
 fn a_bad_address_is_reported_and_the_program_runs_on() {
     let mut service = Program::service().env("MEMPROF_ADDR", "not-an-address").without_waiting_for_endpoints().spawn();
     service.wait_for_line(|line| {
-        line.starts_with("[memprof] WARN Heap profiling endpoints are not served: cannot listen on not-an-address")
+        line.starts_with("[memprof] ERROR Heap profiling endpoints are not served: cannot listen on not-an-address")
     });
     service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
     assert!(service.is_running());
@@ -155,7 +155,7 @@ fn profiling_disabled_by_malloc_conf_is_reported_and_answers_503() {
     let service = Program::service().env("MALLOC_CONF", "prof:false").spawn();
     let warning =
         "Heap profiling is disabled by the environment (MALLOC_CONF=\"prof:false\"); remove `prof:false` to enable it.";
-    service.wait_for_line(|line| line == format!("[memprof] WARN {warning}"));
+    service.wait_for_line(|line| line == format!("[memprof] ERROR {warning}"));
     for endpoint in ["start", "stop"] {
         let response = service.get(&format!("/memory-profiler/{endpoint}"));
         assert_eq!((response.status, response.text()), (503, format!("{warning}\n")), "{endpoint}");

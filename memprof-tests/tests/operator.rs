@@ -289,7 +289,7 @@ fn a_resident_threshold_dumps_once_per_crossing() {
 fn malformed_automatic_dump_settings_are_reported_and_the_program_runs_on() {
     let service = Program::service().env("MEMPROF_DUMP_EVERY", "lots").spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] WARN Automatic heap dumps are off: MEMPROF_DUMP_EVERY=\"lots\" is not a size such as 1GiB"
+        line == "[memprof] ERROR Automatic heap dumps are off: MEMPROF_DUMP_EVERY=\"lots\" is not a size such as 1GiB"
     });
     assert_eq!(
         service.get_json("/memory-profiler/state")["memory_profiler"]["automatic_dumps"]["settings"],
