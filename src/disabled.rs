@@ -93,6 +93,16 @@ pub fn respond(_request: http::Request<Vec<u8>>) -> http::Response<Vec<u8>> {
 /// Compiled out: an empty router.
 ///
 /// ```
+/// let app: axum::Router = axum::Router::new().merge(memprof::axum::routes());
+/// ```
+#[cfg(feature = "axum")]
+pub fn routes() -> axum::Router {
+    axum::Router::new()
+}
+
+/// Compiled out: an empty router.
+///
+/// ```
 /// let app: axum::Router = axum::Router::new().nest("/memory-profiler", memprof::axum::router());
 /// ```
 #[cfg(feature = "axum")]

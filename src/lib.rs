@@ -89,18 +89,19 @@ pub mod endpoints {
     pub use crate::disabled::respond;
 }
 
-/// memprof's endpoints as axum routers to nest in the program's own (feature `axum`):
-/// `.nest("/memory-profiler", memprof::axum::router())` and
-/// `.nest("/debug/pprof", memprof::axum::debug_pprof_router())`. Compiled out (without `enabled`), they are
+/// memprof's endpoints as axum routers for the program's own (feature `axum`): every endpoint at its own
+/// path to merge (`.merge(memprof::axum::routes())`: the dashboard at `/memory-profiler/` too, and
+/// `/metrics`), or routers to nest (`.nest("/memory-profiler", memprof::axum::router())`,
+/// `.nest("/debug/pprof", memprof::axum::debug_pprof_router())`). Compiled out (without `enabled`), they are
 /// empty routers.
 #[cfg(feature = "axum")]
 pub mod axum {
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::axum::{MAX_IN_FLIGHT, debug_pprof_router, router};
+    pub use memprof_runtime::axum::{MAX_IN_FLIGHT, debug_pprof_router, router, routes};
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::{debug_pprof_router, router};
+    pub use crate::disabled::{debug_pprof_router, router, routes};
 }
 
 /// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]

@@ -68,14 +68,39 @@ pub fn debug_pprof_router() -> Router {
     under("/debug/pprof")
 }
 
+/// Every endpoint at its own path, to merge into the program's router (not nest): the dashboard at
+/// `/memory-profiler` and `/memory-profiler/`, Mesos's endpoints below it, Go's `/debug/pprof/*` and
+/// Prometheus's `/metrics`.
+///
+/// ```no_run
+/// let app: axum::Router = axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "hello" }))
+///     .merge(memprof_runtime::axum::routes());
+/// ```
+pub fn routes() -> Router {
+    started();
+    let handler = |request: Request| answer("", request);
+    Router::new()
+        .route(PREFIX, any(handler))
+        .route(&format!("{PREFIX}/"), any(handler))
+        .route(&format!("{PREFIX}/{{*path}}"), any(handler))
+        .route("/debug/pprof/{*path}", any(handler))
+        .route(memprof_wire::paths::METRICS, any(handler))
+}
+
 /// A router that answers every path below it as memprof's path `prefix` + the path.
 fn under(prefix: &'static str) -> Router {
+    started();
+    let handler = move |request: Request| answer(prefix, request);
+    Router::new().route("/", any(handler)).route("/{*path}", any(handler))
+}
+
+/// Starts what the routers need: the threads that answer, and the memory chart's readings.
+fn started() {
     LazyLock::force(&THREADS);
     if let Err(error) = crate::history::start() {
         report::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
     }
-    let handler = move |request: Request| answer(prefix, request);
-    Router::new().route("/", any(handler)).route("/{*path}", any(handler))
 }
 
 async fn answer(prefix: &'static str, request: Request) -> Response {

@@ -141,8 +141,10 @@ fn the_token_guards_the_mounted_endpoints_and_nothing_else() {
     assert_eq!(refused.status, 401);
     assert_eq!(refused.header("www-authenticate"), Some("Bearer realm=\"memprof\""));
     assert_eq!(service.get("/debug/pprof/heap").status, 401);
-    // The dashboard page holds no data. (axum's `nest` routes `/memory-profiler`, not `/memory-profiler/`.)
+    // The dashboard page holds no data; merged, it is at the README's address, with and without the slash.
     assert_eq!(service.get("/memory-profiler").status, 200, "the dashboard page holds no data");
+    assert_eq!(service.get("/memory-profiler/").status, 200, "the dashboard page holds no data");
+    assert_eq!(service.get("/metrics").status, 401, "the metrics are there, behind the token");
     let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
     use std::io::{Read, Write};
     stream

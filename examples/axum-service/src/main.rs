@@ -1,12 +1,13 @@
 //! A tokio + axum service that adopts memprof without giving anything up: its own jemalloc allocator, its
-//! logger set up first, memprof's endpoints nested in its own router, graceful shutdown on SIGTERM.
+//! logger set up first, memprof's endpoints merged into its own router, graceful shutdown on SIGTERM.
 //!
 //! ```text
-//! cd examples/axum-service && cargo run
+//! cd examples/axum-service && LIBPROCESS_MEMORY_PROFILING=true cargo run
 //! curl -X POST 127.0.0.1:3000/sessions                         # the service's own routes
 //! curl '127.0.0.1:3000/memory-profiler/start?duration=10secs'  # memprof's, on the same port
 //! curl '127.0.0.1:3000/memory-profiler/download/text'
 //! go tool pprof -top http://127.0.0.1:3000/debug/pprof/heap    # what Parca and Alloy scrape
+//! curl 127.0.0.1:3000/metrics                                   # what Prometheus scrapes
 //! ```
 //!
 //! `ADDR` sets the address (default `127.0.0.1:3000`). Its handlers allocate on tokio's worker threads:
@@ -55,8 +56,8 @@ async fn main() {
         .route("/documents", post(index_document))
         .route("/page", get(render_page))
         .with_state(Arc::clone(&memory))
-        .nest("/memory-profiler", memprof::axum::router())
-        .nest("/debug/pprof", memprof::axum::debug_pprof_router());
+        // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.
+        .merge(memprof::axum::routes());
 
     let address = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&address).await.expect("the address is free");
