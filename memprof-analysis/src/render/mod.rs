@@ -119,7 +119,10 @@ impl Format {
     ) -> Result<Vec<u8>, RenderError> {
         let difference = || base.map(|base| analysis.minus(base));
         let rendered = match self {
-            Format::Text => Ok(text::render(difference().as_ref().unwrap_or(analysis), options).into_bytes()),
+            Format::Text => {
+                let base_total = base.map(|base| base.total().1);
+                Ok(text::render(difference().as_ref().unwrap_or(analysis), options, base_total).into_bytes())
+            }
             Format::Collapsed => Ok(folded::collapsed(analysis, base, options).into_bytes()),
             Format::FlameGraph => folded::flame_graph(analysis, base, options),
             Format::Graph => Ok(graph::render(difference().as_ref().unwrap_or(analysis), options).into_bytes()),

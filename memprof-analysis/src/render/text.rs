@@ -19,7 +19,9 @@ struct Row {
 }
 
 /// The table, one row per function (per `function file:line` with `options.lines`), largest flat first.
-pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
+/// For a difference, `base_total` is the base profile's bytes: percentages are of it (a net total near zero
+/// would make them meaningless), and the first line says so.
+pub(super) fn render(analysis: &Analysis, options: &RenderOptions, base_total: Option<f64>) -> String {
     let mut rows: HashMap<String, Row> = HashMap::new();
     for sample in &analysis.samples {
         let labels: Vec<String> =
@@ -40,8 +42,14 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
     rows.sort_by(|(a_name, a), (b_name, b)| {
         b.flat.total_cmp(&a.flat).then(b.cumulative.total_cmp(&a.cumulative)).then_with(|| a_name.cmp(b_name))
     });
-    let (_, total) = analysis.total();
-    let mut table = format!("Total: {} MB\n", megabytes(total));
+    let (_, net) = analysis.total();
+    let (total, mut table) = match base_total {
+        Some(base) => (
+            base,
+            format!("Total: {} MB (a difference; percentages of the base's {} MB)\n", megabytes(net), megabytes(base)),
+        ),
+        None => (net, format!("Total: {} MB\n", megabytes(net))),
+    };
     if rows.is_empty() && analysis.samples.iter().any(|sample| sample.bytes != 0.0) {
         table.push_str("# No difference: both profiles hold the same bytes at every stack\n");
     }
@@ -98,10 +106,24 @@ mod tests {
     #[test]
     fn a_difference_of_equal_profiles_says_there_is_none() {
         let profile = analysis(&[3e6, 1e6]);
-        let text = render(&profile.minus(&profile), &RenderOptions::default());
+        let text = render(&profile.minus(&profile), &RenderOptions::default(), None);
         assert_eq!(text, "Total: 0.0 MB\n# No difference: both profiles hold the same bytes at every stack\n");
         let grown = analysis(&[3e6, 2e6]);
-        let text = render(&grown.minus(&profile), &RenderOptions::default());
+        let text = render(&grown.minus(&profile), &RenderOptions::default(), None);
         assert_eq!(text, "Total: 1.0 MB\n     1.0 100.0% 100.0%      1.0 100.0% app::f1\n");
+    }
+
+    #[test]
+    fn a_difference_gives_percentages_of_its_base() {
+        let base = analysis(&[3e6, 1e6]);
+        // One grew by as much as the other shrank: the net total is zero, the base is 4 MB.
+        let later = analysis(&[2e6, 2e6]);
+        let text = render(&later.minus(&base), &RenderOptions::default(), Some(base.total().1));
+        assert_eq!(
+            text,
+            "Total: 0.0 MB (a difference; percentages of the base's 3.8 MB)\n\
+             \x20    1.0  25.0%  25.0%      1.0  25.0% app::f1\n\
+             \x20   -1.0 -25.0%   0.0%     -1.0 -25.0% app::f0\n"
+        );
     }
 }
