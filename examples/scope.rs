@@ -14,6 +14,11 @@ fn main() -> Result<(), memprof::Error> {
     // A block profiled by the macro; it evaluates to the block's value.
     let table = memprof::scope!("build table", build_table());
     report("scope", memprof::Profile::latest());
+    // Profiles are removed when `main` returns; one saved elsewhere stays (`KEEP_PROFILE=/path/table.heap`).
+    if let (Some(path), Some(profile)) = (std::env::var_os("KEEP_PROFILE"), memprof::Profile::latest()) {
+        profile.save(&path).expect("the profile is saved");
+        println!("saved: {}", std::path::Path::new(&path).display());
+    }
 
     // The same without a macro.
     let run = memprof::Run::start("parse")?;

@@ -184,10 +184,14 @@ macro_rules! __malloc_conf_if_enabled {
 }
 
 /// Profiles one block: a run starts before it and ends after it (also on `?` and panics), and the
-/// block's value is returned. The profile becomes the latest downloadable one ([`Profile::latest`]).
+/// block's value is returned. The profile becomes the latest downloadable one ([`Profile::latest`]); it is
+/// removed when `main` returns unless saved where memprof never removes it ([`Profile::save`]).
 ///
-/// If a run is already active, or profiling is unavailable, the block runs unprofiled and the reason is
-/// logged. Without the `enabled` feature it is just the block.
+/// What it measures: the memory allocated while the block ran and still held when it ended, by the whole
+/// process (every thread, not only the block's), sampled as jemalloc samples (one sample every 512 KiB
+/// allocated on average). One run profiles the process at a time: if a run is already active (another
+/// scope on another thread, a timed run), or profiling is unavailable, the block runs unprofiled and the
+/// reason is logged with what to do instead. Without the `enabled` feature it is just the block.
 ///
 /// ```no_run
 /// # #[memprof::main] fn main() {

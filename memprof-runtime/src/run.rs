@@ -92,9 +92,24 @@ impl Profile {
         self.id
     }
 
-    /// Where the file is. It is removed when the program ends or when newer runs push it out.
+    /// Where the file is. It is removed when the program ends or when newer runs push it out: to keep it,
+    /// [`Profile::save`] it.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Copies the profile to `to` (a file path), where memprof never removes it; analyze it later with
+    /// `memprof analyze <file> --binary <this program>`.
+    ///
+    /// ```no_run
+    /// let run = memprof_runtime::Run::start("import")?;
+    /// let rows: Vec<Vec<u8>> = (0..1024).map(|_| vec![0; 1024]).collect();
+    /// run.stop()?.save("/var/tmp/import.heap")?;
+    /// # drop(rows);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn save(&self, to: impl AsRef<Path>) -> std::io::Result<()> {
+        std::fs::copy(&self.path, to.as_ref()).map(drop)
     }
 }
 
@@ -125,7 +140,13 @@ impl Scope {
         match Run::start(label) {
             Ok(run) => Scope { _run: Some(run) },
             Err(error) => {
-                report::warn(&format!("memprof::scope!(\"{label}\") runs unprofiled: {error}"));
+                let advice = match error {
+                    Error::Busy(_) | Error::StartedExternally => {
+                        "; one run profiles the whole process at a time, so concurrent blocks cannot each have their own: profile them together in one timed run (/memory-profiler/start) and tell them apart by their stacks"
+                    }
+                    _ => "",
+                };
+                report::warn(&format!("memprof::scope!(\"{label}\") runs unprofiled: {error}{advice}"));
                 Scope { _run: None }
             }
         }

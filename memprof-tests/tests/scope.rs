@@ -7,7 +7,8 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     let scratch = std::env::temp_dir().join(format!("memprof-test-scope-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
-    let mut program = Program::scope_example().env("TMPDIR", &scratch).spawn();
+    let kept = std::env::temp_dir().join(format!("memprof-test-scope-kept-{}.heap", std::process::id()));
+    let mut program = Program::scope_example().env("TMPDIR", &scratch).env("KEEP_PROFILE", &kept).spawn();
     assert!(program.wait(), "{:#?}", program.output());
     let output = program.output();
 
@@ -31,12 +32,17 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
         output.iter().find_map(|line| line.strip_prefix("nested: inner ran unprofiled, outer is run ")).unwrap();
     assert!(
         output.contains(&format!(
-            "[memprof] WARN memprof::scope!(\"inner\") runs unprofiled: Heap profiling run {outer} is already active; stop it or wait for it to end"
+            "[memprof] WARN memprof::scope!(\"inner\") runs unprofiled: Heap profiling run {outer} is already active; stop it or wait for it to end; one run profiles the whole process at a time, so concurrent blocks cannot each have their own: profile them together in one timed run (/memory-profiler/start) and tell them apart by their stacks"
         )),
         "{output:#?}"
     );
     assert!(output.contains(&"kept: 2 profiles on disk".to_owned()), "keep_runs = 2: {output:#?}");
     assert!(output.contains(&"done: 65536 32768 65536 Err(\"gave up after 8388608 bytes\")".to_owned()), "{output:#?}");
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "profiles removed when main returned");
+    // But for the one saved elsewhere: the block's own profile.
+    let saved = memprof::HeapProfile::parse(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+    let functions = memprof_tests::heap::functions_in(&saved, &memprof_tests::process::built_binary("scope"));
+    assert!(functions.iter().any(|name| name.contains("build_table")), "{functions:#?}");
+    std::fs::remove_file(kept).unwrap();
     std::fs::remove_dir_all(scratch).unwrap();
 }
