@@ -331,8 +331,18 @@ mod tests {
 
     #[test]
     fn this_build_keeps_frame_pointers_and_both_walks_agree() {
-        // The workspace builds with `-C force-frame-pointers=yes` (.cargo/config.toml).
-        assert_eq!(frame_pointers_agree_with_libgcc(), Ok(()));
+        // The workspace builds with `-C force-frame-pointers=yes` (.cargo/config.toml), unless RUSTFLAGS in
+        // the environment replaces the flags of that file (cargo takes one or the other, not both).
+        let agreed = frame_pointers_agree_with_libgcc();
+        if let (Err(why), Ok(flags)) = (&agreed, std::env::var("RUSTFLAGS"))
+            && !flags.contains("force-frame-pointers=yes")
+        {
+            panic!(
+                "{why}: RUSTFLAGS={flags:?} replaces the workspace's rustflags (.cargo/config.toml), so this build \
+                 may lack frame pointers; add -C force-frame-pointers=yes to RUSTFLAGS"
+            );
+        }
+        assert_eq!(agreed, Ok(()));
     }
 
     #[test]
