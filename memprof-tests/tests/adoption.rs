@@ -219,6 +219,27 @@ fn a_tokio_services_stacks_start_at_its_async_fns() {
     assert!(full.contains("tokio::runtime::task::core::Core<T,S>::poll;"), "{full}");
     let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
     let top: Vec<&str> = text.lines().skip(1).take(2).map(|row| row.split_whitespace().last().unwrap()).collect();
+    // Requests that come through axum: the framework's routing, tower's services, hyper's connection and
+    // tokio's task are cut (the stack starts at the handler), and kept with `full=true`.
+    let id = acceptance::start(&service, "1mins");
+    for _ in 0..200 {
+        assert_eq!(memprof_tests::http::request(service.address(), "POST", "/sessions").status, 200);
+    }
+    service.get_json("/memory-profiler/stop");
+    let is_framework = |frame: &str| {
+        ["hyper::", "tower::", "axum::", "tokio::"]
+            .iter()
+            .any(|prefix| frame.starts_with(prefix) || frame.starts_with(&format!("<{prefix}")))
+    };
+    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
+    for stack in collapsed.lines() {
+        let (frames, _) = stack.rsplit_once(' ').unwrap();
+        assert!(!frames.split(';').any(is_framework), "a framework's frame above the service's code: {stack}");
+    }
+    assert!(collapsed.contains("axum_service::open_session::{{closure}};axum_service::new_session "), "{collapsed}");
+    let full = service.get(&format!("/memory-profiler/download/collapsed?id={id}&full=true")).text();
+    let through_axum = full.lines().filter(|stack| stack.contains("open_session::{{closure}}"));
+    assert!(through_axum.clone().any(|stack| stack.split(';').any(|frame| frame.starts_with("hyper::"))), "{full}");
     let mut top = top;
     top.sort();
     assert_eq!(top, ["axum_service::new_index_block", "axum_service::new_session"], "{text}");

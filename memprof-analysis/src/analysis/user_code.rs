@@ -6,6 +6,12 @@
 //! closure given to `std::thread::spawn`; the readable formats stop there too, and, for tasks of tokio, at
 //! the poll of the task (or of the future `block_on` runs, as `#[tokio::main]` does), then drop the few
 //! frames of tokio's and core's polling machinery left above the user's code.
+//!
+//! Then a stack starts at the outermost frame of the program's own code: the frames of the libraries that
+//! called it (a web framework's routing, middleware and connection handling: axum, tower, hyper) are cut
+//! too. DWARF's file paths tell whose code a frame is: Rust's standard library is built under `/rustc/`,
+//! dependencies from crates.io or git are compiled from cargo's `registry/` and `git/` directories; any
+//! other Rust source is the program's (its workspace, path dependencies included).
 
 /// Frames from which the user's code starts: they and every frame below them are cut. The innermost one
 /// found in a stack counts (a tokio worker's task poll runs above a thread's short-backtrace frame).
@@ -45,6 +51,19 @@ pub(crate) fn cut<T>(frames: &mut Vec<T>, describe: impl Fn(&T) -> (&str, Option
     while frames.len() > 1 && frames.last().is_some_and(|frame| is_machinery(describe(frame))) {
         frames.pop();
     }
+    if let Some(outermost) = frames.iter().rposition(|frame| is_the_programs(describe(frame).1)) {
+        frames.truncate(outermost + 1);
+    }
+}
+
+/// Where the sources of others' code are compiled from: the standard library (`/rustc/<hash>/library/`, or
+/// the sysroot's `lib/rustlib/src/rust/` where it is not remapped) and cargo's downloads
+/// (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`).
+const OTHERS_SOURCES: &[&str] = &["/rustc/", "/lib/rustlib/src/rust/", "/registry/src/", "/git/checkouts/"];
+
+/// Whether a frame's source file is the program's own Rust code.
+fn is_the_programs(file: Option<&str>) -> bool {
+    file.is_some_and(|file| file.ends_with(".rs") && !OTHERS_SOURCES.iter().any(|part| file.contains(part)))
 }
 
 fn is_machinery((function, file): (&str, Option<&str>)) -> bool {
@@ -133,5 +152,39 @@ mod tests {
         assert_eq!(cut_names(&unknown), unknown);
         let only_machinery = ["tokio::runtime::io::Driver::turn", "tokio::runtime::task::core::Core<T,S>::poll"];
         assert_eq!(cut_names(&only_machinery), ["tokio::runtime::io::Driver::turn"]);
+    }
+
+    #[test]
+    fn a_stack_starts_at_the_outermost_frame_of_the_programs_own_code() {
+        let registry = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f";
+        let axum = format!("{registry}/axum-0.8.4/src/routing/route.rs");
+        let hyper = format!("{registry}/hyper-1.6.0/src/proto/h1/dispatch.rs");
+        let serde = format!("{registry}/serde_json-1.0.140/src/de.rs");
+        let mut frames = vec![
+            ("serde_json::de::from_str", Some(serde.as_str())),
+            ("app::sessions::new_session", Some("/srv/app/src/sessions.rs")),
+            ("<serde_json::Deserializer as Deserializer>::deserialize_map", Some(serde.as_str())),
+            ("app::routes::put_item::{{closure}}", Some("src/routes.rs")),
+            ("<axum::routing::route::Route as tower::Service>::call", Some(axum.as_str())),
+            ("hyper::proto::h1::dispatch::Dispatcher::poll_loop", Some(hyper.as_str())),
+            ("tokio::runtime::task::core::Core<T,S>::poll", None),
+            ("std::sys::backtrace::__rust_begin_short_backtrace", None),
+        ];
+        cut(&mut frames, |&(name, file)| (name, file));
+        let names: Vec<&str> = frames.iter().map(|frame| frame.0).collect();
+        assert_eq!(
+            names,
+            [
+                "serde_json::de::from_str",
+                "app::sessions::new_session",
+                "<serde_json::Deserializer as Deserializer>::deserialize_map",
+                "app::routes::put_item::{{closure}}",
+            ]
+        );
+        // Without the program's own files (no DWARF), nothing more is cut.
+        let mut unknown =
+            vec![("a", None), ("b", Some(axum.as_str())), ("tokio::runtime::park::CachedParkThread::block_on", None)];
+        cut(&mut unknown, |&(name, file)| (name, file));
+        assert_eq!(unknown.len(), 2);
     }
 }
