@@ -39,10 +39,12 @@ fn download(service: &Program, target: &str) -> memprof_tests::http::Response {
     response
 }
 
-/// The MB in `Total: <MB> MB`, the first line of the text format.
+/// The MB in `Total: <MB> MB` (followed, for a difference, by what its percentages are of), the first line
+/// of the text format.
 fn total_megabytes(text: &str) -> f64 {
     let line = text.lines().find(|line| line.starts_with("Total: ")).unwrap_or_else(|| panic!("no total: {text}"));
-    line.trim_start_matches("Total: ").trim_end_matches(" MB").parse().unwrap()
+    let megabytes = line.trim_start_matches("Total: ").split(" MB").next().unwrap();
+    megabytes.parse().unwrap_or_else(|error| panic!("{error}: {line}"))
 }
 
 /// The flat MB of the row whose function (last column) is `function`.
