@@ -33,9 +33,10 @@ use crate::heap_profile::{HeapProfile, Mapping};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
     /// The demangled function name (without Rust's hash), or `module+0xoffset` when the binary tells nothing.
-    pub function: String,
-    /// The source file, when debug info has it.
-    pub file: Option<String>,
+    /// Shared: a profile names each function once, however many of its addresses it holds.
+    pub function: Arc<str>,
+    /// The source file, when debug info has it (shared likewise).
+    pub file: Option<Arc<str>>,
     /// The line in `file`.
     pub line: Option<u32>,
 }
@@ -51,7 +52,7 @@ impl Frame {
     pub fn label(&self, with_line: bool) -> String {
         let label = match (&self.file, self.line) {
             (Some(file), Some(line)) if with_line => format!("{} {file}:{line}", self.function),
-            _ => self.function.clone(),
+            _ => self.function.to_string(),
         };
         without_control_characters(label)
     }
@@ -262,14 +263,14 @@ impl Analysis {
     /// ```no_run
     /// # let analysis: memprof_analysis::Analysis = unimplemented!();
     /// for sample in &analysis.samples {
-    ///     let stack: Vec<&str> = analysis.shown_frames(sample, false).iter().map(|frame| frame.function.as_str()).collect();
+    ///     let stack: Vec<&str> = analysis.shown_frames(sample, false).iter().map(|frame| &*frame.function).collect();
     ///     println!("{}", stack.join(" <- "));
     /// }
     /// ```
     pub fn shown_frames<'a>(&'a self, sample: &'a Sample, full: bool) -> Vec<&'a Frame> {
         let mut frames: Vec<&Frame> = self.frames(sample).collect();
         if !full {
-            user_code::cut(&mut frames, |frame| (frame.function.as_str(), frame.file.as_deref()));
+            user_code::cut(&mut frames, |frame| (&*frame.function, frame.file.as_deref()));
         }
         frames
     }
@@ -356,7 +357,7 @@ impl Analysis {
                 if let Some(module) = module {
                     self.modules[module].unnamed_addresses += 1;
                 }
-                let unknown = Frame { function: self.unknown_function(probe, module), file: None, line: None };
+                let unknown = Frame { function: self.unknown_function(probe, module).into(), file: None, line: None };
                 frames.insert(probe, Arc::from([unknown]));
             }
         }
@@ -457,7 +458,7 @@ pub fn function_names_in_this_process(addresses: &[u64]) -> Result<Vec<Option<St
         .map(|sample| {
             let location = &analysis.locations[sample.locations[0]];
             location.module.filter(|&module| analysis.modules[module].has_functions)?;
-            location.frames.first().map(|frame| frame.function.clone())
+            location.frames.first().map(|frame| frame.function.to_string())
         })
         .collect())
 }

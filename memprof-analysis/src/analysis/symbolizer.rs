@@ -75,7 +75,8 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
     };
     let sections = DwarfSections::load(dwarf_source);
     let mut short_names = ShortNames::default();
-    let mut frames = sections.resolve(&addresses, &mut short_names);
+    let mut names = Names::default();
+    let mut frames = sections.resolve(&addresses, &mut short_names, &mut names);
     let mut resolved = Resolved {
         build_id: binary.build_id().ok().flatten().map(<[u8]>::to_vec),
         frames: Vec::with_capacity(addresses.len()),
@@ -85,7 +86,8 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         refused: sections.refused.take(),
     };
     for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
-        let symbol = address.and_then(|address| symbols.containing(address)).map(|symbol| demangle(symbol.name()));
+        let symbol =
+            address.and_then(|address| symbols.containing(address)).map(|symbol| names.get(&demangle(symbol.name())));
         // The symbol table names the real (outermost) function with its whole path; DWARF's own name for
         // it may be short (`-C debuginfo=line-tables-only` keeps no namespaces).
         match (frames.last_mut(), symbol) {
@@ -184,7 +186,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
     /// compilation unit `.debug_aranges` puts them in, and each unit is parsed alone: the cost is that of the
     /// units the addresses are in, not of the whole program. Without `.debug_aranges`, all units are
     /// indexed (addr2line's own way).
-    fn resolve(&self, addresses: &[Option<u64>], short_names: &mut ShortNames) -> Vec<Vec<Frame>> {
+    fn resolve(&self, addresses: &[Option<u64>], short_names: &mut ShortNames, names: &mut Names) -> Vec<Vec<Frame>> {
         let mut frames = vec![Vec::new(); addresses.len()];
         if !self.has_dwarf() {
             return frames;
@@ -193,7 +195,8 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         if units.is_empty() {
             if let Some(context) = self.context(None) {
                 for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
-                    *frames = address.map(|address| dwarf_frames(&context, address, short_names)).unwrap_or_default();
+                    *frames =
+                        address.map(|address| dwarf_frames(&context, address, short_names, names)).unwrap_or_default();
                 }
             }
             return frames;
@@ -213,7 +216,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
             let Some(context) = self.context(Some((unit, last_unit))) else { continue };
             for index in indices {
                 if let Some(address) = addresses[index] {
-                    frames[index] = dwarf_frames(&context, address, short_names);
+                    frames[index] = dwarf_frames(&context, address, short_names, names);
                 }
             }
         }
@@ -353,7 +356,12 @@ fn inflate_prefix(stream: &[u8], length: usize) -> Option<Vec<u8>> {
 
 /// The frames DWARF knows at `address`, innermost first; a frame whose function DWARF does not name has an
 /// empty name (the caller names the outermost one from the symbol table).
-fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64, short_names: &mut ShortNames) -> Vec<Frame> {
+fn dwarf_frames(
+    context: &addr2line::Context<Reader<'_>>,
+    address: u64,
+    short_names: &mut ShortNames,
+    names: &mut Names,
+) -> Vec<Frame> {
     let Ok(mut iter) = context.find_frames(address).skip_all_loads() else {
         return Vec::new();
     };
@@ -361,21 +369,31 @@ fn dwarf_frames(context: &addr2line::Context<Reader<'_>>, address: u64, short_na
     let mut short = Vec::new();
     while let Ok(Some(frame)) = iter.next() {
         short.push(frame.function.as_ref().and_then(short_rust_name));
-        let function = frame
-            .function
-            .as_ref()
-            .and_then(|function| function.demangle().ok())
-            .map(Cow::into_owned)
-            .unwrap_or_default();
+        let function = frame.function.as_ref().and_then(|function| function.demangle().ok()).unwrap_or_default();
         let location = frame.location.as_ref();
         frames.push(Frame {
-            function,
-            file: location.and_then(|location| location.file).map(str::to_owned),
+            function: names.get(&function),
+            file: location.and_then(|location| location.file).map(|file| names.get(file)),
             line: location.and_then(|location| location.line),
         });
     }
     short_names.add_inlined(short);
     frames
+}
+
+/// Each function and file name once: a binary's many addresses in one function share its name.
+#[derive(Default)]
+struct Names(std::collections::HashSet<Arc<str>>);
+
+impl Names {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.0.get(name) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.0.insert(Arc::clone(&shared));
+        shared
+    }
 }
 
 /// Identifies a binary on disk: its path, size and modification time, so a rebuilt or replaced binary is
@@ -404,7 +422,7 @@ pub(crate) const CACHED_BYTES: usize = 8 << 20;
 /// What caching one address's frames takes: the map's slot, the shared slice and the names' text.
 fn entry_bytes(frames: &[Frame]) -> usize {
     let text: usize =
-        frames.iter().map(|frame| frame.function.capacity() + frame.file.as_ref().map_or(0, String::capacity)).sum();
+        frames.iter().map(|frame| frame.function.len() + frame.file.as_ref().map_or(0, |file| file.len())).sum();
     // The hash map's slot (key, fat pointer, control byte, at its load factor), the Arc's counts.
     let slot = 2 * (std::mem::size_of::<u64>() + std::mem::size_of::<Arc<[Frame]>>() + 1);
     slot + 2 * std::mem::size_of::<usize>() + std::mem::size_of_val(frames) + text
@@ -505,8 +523,8 @@ mod tests {
     #[test]
     fn the_cache_stays_within_its_bytes() {
         let frame = |index: u64| Frame {
-            function: format!("some::module::Type::method_with_a_long_name_{index}"),
-            file: Some(format!("/src/some/module/file_{index}.rs")),
+            function: format!("some::module::Type::method_with_a_long_name_{index}").into(),
+            file: Some(format!("/src/some/module/file_{index}.rs").into()),
             line: Some(7),
         };
         let identity = Identity { path: PathBuf::from("/bin/x"), length: 1, modified: None };

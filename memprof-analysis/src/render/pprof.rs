@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -179,7 +180,7 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
         .collect();
     // pprof takes the first mapping for the main program.
     mapping.sort_by_key(|mapping| mapping.memory_start);
-    let mut functions: HashMap<(String, Option<String>), u64> = HashMap::new();
+    let mut functions: HashMap<(Arc<str>, Option<Arc<str>>), u64> = HashMap::new();
     let mut function = Vec::new();
     let mut function_id = |frame: &Frame, strings: &mut Strings| {
         let key = (frame.function.clone(), frame.file.clone());

@@ -84,7 +84,7 @@ fn main_of(binary: &Path) -> Main {
         .find(|&index| inlined_at(index).iter().any(|frame| frame.function.contains("build")))
         .map(|index| offsets[index])
         .expect("shapes::build inlined into main");
-    let inlined = (0..offsets.len()).flat_map(inlined_at).map(|frame| frame.function.clone()).collect();
+    let inlined = (0..offsets.len()).flat_map(inlined_at).map(|frame| frame.function.to_string()).collect();
     Main { inlined, build_call, short_name: resolved.short_inline_name }
 }
 
@@ -92,7 +92,7 @@ fn main_of(binary: &Path) -> Main {
 fn out_of_line_name(binary: &Path) -> String {
     let offsets = offsets_of(binary, "inlined::shapes::build");
     let resolved = resolve(binary, &offsets[..1]).unwrap();
-    resolved.frames[0].last().expect("a frame").function.clone()
+    resolved.frames[0].last().expect("a frame").function.to_string()
 }
 
 /// The analysis of a dump with one stack, at `file_offset` of `binary` mapped whole at 0x10000000.
