@@ -96,8 +96,11 @@ macro_rules! __malloc_conf {
             not(any(target_os = "android", target_os = "dragonfly", target_vendor = "apple")),
             unsafe(export_name = "malloc_conf")
         )]
+        // Named for the mistake that defines it twice: `memprof::malloc_conf!()` beside `#[memprof::main]`
+        // without `allocator = false` (rustc's first error names this static).
         #[used]
-        static __MEMPROF_MALLOC_CONF: $crate::__private::MallocConf = $conf;
+        #[allow(non_upper_case_globals)]
+        static MEMPROF_MALLOC_CONF__a_program_with_its_own_global_allocator_writes_memprof_main_allocator_EQUALS_false: $crate::__private::MallocConf = $conf;
     };
 }
 
