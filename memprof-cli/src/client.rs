@@ -158,13 +158,7 @@ fn without_credentials(url: &str) -> String {
 fn is_loopback(url: &str) -> bool {
     let rest = without_credentials(url);
     let rest = rest.split_once("://").map_or(rest.as_str(), |(_, rest)| rest);
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = match authority.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+    memprof_wire::is_loopback_host(rest.split('/').next().unwrap_or_default())
 }
 
 #[cfg(test)]

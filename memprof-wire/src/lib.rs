@@ -157,6 +157,27 @@ pub struct KeptProfile {
     pub urls: ProfileUrls,
 }
 
+/// Whether a host (`host`, `host:port`, `[v6]:port`: a `Host` field or a URL's authority) names this
+/// machine's loopback interface: `localhost` (and `*.localhost`, RFC 6761), `127.x.x.x` or `[::1]`. The
+/// server answers only such names when it listens on loopback; the tool reaches them without a proxy.
+///
+/// ```
+/// assert!(memprof_wire::is_loopback_host("127.0.0.1:5050"));
+/// assert!(memprof_wire::is_loopback_host("[::1]:80"));
+/// assert!(memprof_wire::is_loopback_host("app.localhost"));
+/// assert!(!memprof_wire::is_loopback_host("localhost.evil.example"));
+/// ```
+pub fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(bracketed) => bracketed.split_once(']').map_or(bracketed, |(address, _)| address),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+}
+
 /// An earlier process's kept profiles, as `state` lists them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EarlierProcess {

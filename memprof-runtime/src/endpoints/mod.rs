@@ -88,14 +88,44 @@ fn checked(context: &Context, request: &Request) -> Result<(), HttpError> {
 /// The parameters of the rendered downloads.
 const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines", "full"];
 
-/// One endpoint: its full path, whether POST is allowed besides GET, its parameters and its handler.
+/// One endpoint: its full path, the methods it takes, its parameters and its handler.
 struct Route {
     path: &'static str,
-    accepts_post: bool,
+    methods: Methods,
     /// Answered on a connection admitted beyond the bound (`Request::reserved`): the operator's way in.
     control: bool,
     parameters: &'static [&'static str],
     handle: Handler,
+}
+
+/// The methods an endpoint takes; HEAD wherever GET is (RFC 9110 9.3.2: the same answer, of which only the
+/// head is sent).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Methods {
+    /// Reads.
+    Get,
+    /// Changes state, and is also a link (Mesos's `start`, `stop`).
+    GetOrPost,
+    /// Changes state, and is never a link (deleting profiles).
+    Post,
+}
+
+impl Methods {
+    fn allow(self, method: &str) -> bool {
+        matches!(
+            (method, self),
+            ("GET" | "HEAD", Methods::Get | Methods::GetOrPost) | ("POST", Methods::GetOrPost | Methods::Post)
+        )
+    }
+
+    /// The `Allow` header's value.
+    fn names(self) -> &'static str {
+        match self {
+            Methods::Get => "GET, HEAD",
+            Methods::GetOrPost => "GET, HEAD, POST",
+            Methods::Post => "POST",
+        }
+    }
 }
 
 /// A handler that reads the query.
@@ -112,17 +142,17 @@ enum Handler {
 
 /// A read-only endpoint.
 const fn get(path: &'static str, parameters: &'static [&'static str], handle: QueryHandler) -> Route {
-    Route { path, accepts_post: false, control: false, parameters, handle: Handler::Query(handle) }
+    Route { path, methods: Methods::Get, control: false, parameters, handle: Handler::Query(handle) }
 }
 
 /// An endpoint that changes state: POST is allowed too.
 const fn post(path: &'static str, parameters: &'static [&'static str], handle: QueryHandler) -> Route {
-    Route { accepts_post: true, ..get(path, parameters, handle) }
+    Route { methods: Methods::GetOrPost, ..get(path, parameters, handle) }
 }
 
 /// An endpoint that reads the request.
-const fn reading(path: &'static str, accepts_post: bool, handle: RequestHandler) -> Route {
-    Route { path, accepts_post, control: false, parameters: &[], handle: Handler::Request(handle) }
+const fn reading(path: &'static str, methods: Methods, handle: RequestHandler) -> Route {
+    Route { path, methods, control: false, parameters: &[], handle: Handler::Request(handle) }
 }
 
 /// An endpoint that answers on a reserved connection too (see [`Route::control`]).
@@ -149,12 +179,12 @@ const ROUTES: &[Route] = &[
     get(paths::DOWNLOAD_PPROF, &["id", "base"], downloads::pprof),
     get(paths::PPROF_HEAP, &[], downloads::newest_raw),
     get(paths::PPROF_CMDLINE, &[], symbols::command_line),
-    reading(paths::PPROF_SYMBOL, true, symbols::symbol),
-    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_HEAP, false, live::heap) },
-    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_ALLOCS, false, live::allocs) },
+    reading(paths::PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
+    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_HEAP, Methods::Get, live::heap) },
+    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_ALLOCS, Methods::Get, live::allocs) },
     get(paths::METRICS, &[], metrics::metrics),
-    reading(paths::DEBUG_PPROF_SYMBOL, true, symbols::symbol),
-    reading(paths::CLEAR_EARLIER, true, runs::clear_earlier),
+    reading(paths::DEBUG_PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
+    Route { methods: Methods::Post, ..get(paths::CLEAR_EARLIER, &[], runs::clear_earlier) },
 ];
 
 /// Whether `url` is the dashboard page: it holds no data, so it needs no token and may be opened from a
@@ -179,12 +209,9 @@ fn route(context: &Context, request: &Request) -> Result<Reply, HttpError> {
             1,
         ));
     }
-    // HEAD wherever GET is allowed (RFC 9110 9.3.2): the same answer, of which only the head is sent.
     let method = request.method.as_str();
-    let allowed = matches!((method, route.accepts_post), ("GET" | "HEAD", _) | ("POST", true));
-    if !allowed {
-        let allow = if route.accepts_post { "GET, HEAD, POST" } else { "GET, HEAD" };
-        return Err(HttpError::method_not_allowed(method, allow));
+    if !route.methods.allow(method) {
+        return Err(HttpError::method_not_allowed(method, route.methods.names()));
     }
     let query = Query::parse(query, route.parameters)?;
     match route.handle {

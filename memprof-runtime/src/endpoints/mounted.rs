@@ -90,11 +90,11 @@ fn read(parts: &::http::request::Parts, target: &str, body: Vec<u8>) -> Result<R
         return Err(http::target_too_long());
     }
     if parts.headers.len() > MAX_HEADER_FIELDS {
-        return Err(HttpError::new(431, format!("The request has more than {MAX_HEADER_FIELDS} header fields")));
+        return Err(http::too_many_fields());
     }
     let header_bytes: usize = parts.headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
     if header_bytes > MAX_HEADERS {
-        return Err(HttpError::new(431, format!("The request headers are larger than {MAX_HEADERS} bytes")));
+        return Err(http::headers_too_large());
     }
     if body.len() > MAX_BODY {
         return Err(http::body_too_large());

@@ -3,7 +3,7 @@
 use super::Context;
 use super::answers::profile_urls;
 use crate::duration;
-use crate::http::{HttpError, Query, Reply, Request};
+use crate::http::{HttpError, Query, Reply};
 use crate::profiler::{Owner, Started};
 use memprof_wire::{RunAnswer, Started as StartedAnswer};
 
@@ -52,10 +52,7 @@ pub(super) fn stop(context: &Context, _: &Query) -> Result<Reply, HttpError> {
 
 /// `clear_earlier` (POST): deletes the profiles earlier processes left (see `state`'s
 /// `earlier_processes`).
-pub(super) fn clear_earlier(context: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
-    if request.method != "POST" {
-        return Err(HttpError::method_not_allowed(&request.method, "POST"));
-    }
+pub(super) fn clear_earlier(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let cleared = context.profiler.clear_earlier();
     Ok(Reply::json(&RunAnswer {
         active: None,

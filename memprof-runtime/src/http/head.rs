@@ -81,11 +81,11 @@ pub(crate) fn target_too_long() -> HttpError {
     HttpError::new(414, format!("The request target is longer than {MAX_TARGET} bytes"))
 }
 
-fn headers_too_large() -> HttpError {
+pub(crate) fn headers_too_large() -> HttpError {
     HttpError::new(431, format!("The request headers are larger than {MAX_HEADERS} bytes"))
 }
 
-fn too_many_fields() -> HttpError {
+pub(crate) fn too_many_fields() -> HttpError {
     HttpError::new(431, format!("The request has more than {MAX_HEADER_FIELDS} header fields"))
 }
 

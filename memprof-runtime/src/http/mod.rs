@@ -16,7 +16,10 @@ pub(crate) use head::Fields;
 #[cfg(feature = "fuzzing")]
 pub(crate) use head::parse_head as parse_request_head;
 #[cfg(feature = "http")]
-pub(crate) use head::{MAX_BODY, MAX_HEADER_FIELDS, MAX_HEADERS, MAX_TARGET, body_too_large, target_too_long};
+pub(crate) use head::{
+    MAX_BODY, MAX_HEADER_FIELDS, MAX_HEADERS, MAX_TARGET, body_too_large, headers_too_large, target_too_long,
+    too_many_fields,
+};
 pub(crate) use query::Query;
 #[cfg(feature = "http")]
 pub(crate) use reply::guarded;

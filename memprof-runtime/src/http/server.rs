@@ -269,7 +269,7 @@ fn serve_connection(stream: &Arc<TcpStream>, slot: Arc<Slot>, handle: &Handler, 
 /// resolve to 127.0.0.1 (DNS rebinding) would otherwise reach the endpoints as if from the same origin.
 fn refused_host(request: &Request, loopback: bool) -> Option<HttpError> {
     let host = request.fields.host.as_deref()?;
-    (loopback && !is_loopback_host(host)).then(|| {
+    (loopback && !memprof_wire::is_loopback_host(host)).then(|| {
         HttpError::new(
             403,
             format!(
@@ -277,19 +277,6 @@ fn refused_host(request: &Request, loopback: bool) -> Option<HttpError> {
             ),
         )
     })
-}
-
-/// Whether a `Host` value names this machine's loopback interface: `localhost` (and `*.localhost`, RFC
-/// 6761), `127.x.x.x` or `[::1]`, with any port.
-fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(bracketed) => bracketed.split_once(']').map_or(bracketed, |(address, _)| address),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    let name = name.trim_end_matches('.').to_ascii_lowercase();
-    name == "localhost"
-        || name.ends_with(".localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }
 
 #[cfg(test)]
