@@ -2,6 +2,7 @@
 //! serves them: the built-in server of the example service (`tests/endpoints.rs`) and the axum service that
 //! mounts memprof's routers on its own (`tests/adoption.rs`).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -11,6 +12,7 @@ use memprof::HeapProfile;
 use serde_json::Value;
 
 use crate::heap::functions_in;
+use crate::http::request_with_body;
 use crate::process::{PATIENCE, Program};
 
 /// Starts a run of `duration` and returns its id, checking Mesos's message.
@@ -26,26 +28,29 @@ pub fn start(service: &Program, duration: &str) -> u64 {
     started["id"].as_u64().unwrap()
 }
 
-/// Waits until the heap holds at least `count` sampled objects (the `t*:` line of a dump of the heap as it
-/// is now): a run started just before has samples of the service's live set.
-pub fn wait_for_samples(service: &Program, count: u64) {
+/// Waits until the heap as it is now (a dump taken for the asking) holds a sample allocated under each of
+/// `functions`, as the service's own symbol service names its frames: what follows can then count on those
+/// samples however slow the machine, with no fixed sleep.
+///
+/// ```no_run
+/// let service = memprof_tests::process::Program::service().spawn();
+/// memprof_tests::acceptance::start(&service, "1mins");
+/// memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
+/// ```
+pub fn wait_for_sampled(service: &Program, functions: &[&str]) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true").text();
-        let sampled = dump
-            .lines()
-            .nth(1)
-            .and_then(|line| line.trim().strip_prefix("t*: "))
-            .and_then(|counts| counts.split(':').next()?.trim().parse::<u64>().ok());
-        if sampled.is_some_and(|sampled| sampled >= count) {
+        let profile = HeapProfile::parse(&dump).unwrap_or_else(|error| panic!("{error}:\n{dump}"));
+        let addresses: BTreeSet<u64> = profile.stacks.iter().flat_map(|stack| stack.addresses.clone()).collect();
+        let asked = addresses.iter().map(|address| format!("{address:#x}")).collect::<Vec<_>>().join("+");
+        let names = request_with_body(service.address(), "POST", "/debug/pprof/symbol", asked.as_bytes()).text();
+        let missing: Vec<&str> = functions.iter().copied().filter(|function| !names.contains(function)).collect();
+        if missing.is_empty() {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "fewer than {count} sampled objects: {}",
-            dump.lines().take(2).collect::<Vec<_>>().join(" ")
-        );
-        thread::sleep(Duration::from_millis(50));
+        assert!(Instant::now() < deadline, "no sample under {missing:?} in the heap; its frames:\n{names}");
+        thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -105,8 +110,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         (409, format!("Run {id} is still active; stop it first or wait for it to end.\n"))
     );
 
-    // Let the service allocate under sampling for a while; the assertions below do not depend on how long.
-    thread::sleep(Duration::from_secs(2));
+    wait_for_sampled(service, allocating);
     let stopped = service.get_json("/memory-profiler/stop");
     assert_eq!(stopped["id"].as_u64(), Some(id));
     assert_eq!(stopped["message"], format!("Successfully stopped heap profiling run {id}."));

@@ -99,8 +99,7 @@ fn memprofs_messages_go_to_the_programs_logger_and_its_work_is_never_sampled() {
 #[test]
 fn parca_and_alloy_scrape_the_mounted_debug_pprof_paths() {
     let service = axum_service().env("MALLOC_CONF", "prof_active:true,lg_prof_sample:14").spawn();
-    service.wait_for_line(|line| line.contains("listening"));
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    acceptance::wait_for_sampled(&service, &["axum_service::new_session"]);
     for path in ["/debug/pprof/heap", "/debug/pprof/allocs"] {
         let response = service.get(path);
         assert_eq!(response.status, 200, "{path}: {}", response.text());
@@ -194,7 +193,7 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     let told = missing().env("MALLOC_CONF", "prof:true,prof_active:false,lg_prof_sample:14").spawn();
     assert_eq!(told.get_json("/memory-profiler/state")["memory_profiler"]["warnings"], serde_json::json!([]));
     let id = acceptance::start(&told, "1mins");
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    acceptance::wait_for_sampled(&told, &["missing_conf::main"]);
     assert_eq!(told.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
     let text = told.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("missing_conf::main"), "{text}");
@@ -206,7 +205,7 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
 fn a_tokio_services_stacks_start_at_its_async_fns() {
     let service = axum_service().spawn();
     let id = acceptance::start(&service, "1mins");
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    acceptance::wait_for_sampled(&service, &["axum_service::new_"]);
     service.get_json("/memory-profiler/stop");
     let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
     let handlers: Vec<&str> = collapsed.lines().filter(|line| line.contains("axum_service::new_")).collect();

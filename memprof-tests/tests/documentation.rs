@@ -73,7 +73,10 @@ fn the_readmes_curl_session_runs_against_the_example() {
         }
         if command.contains("/start?") {
             // The README's next commands read the run's state and stop it; the service allocates meanwhile.
-            memprof_tests::acceptance::wait_for_samples(&service, 30);
+            memprof_tests::acceptance::wait_for_sampled(
+                &service,
+                &["service::open_session", "service::index_document"],
+            );
         }
         ran += 1;
     }

@@ -58,7 +58,7 @@ fn only_the_last_four_profiles_are_kept() {
 fn stacks_start_at_the_programs_main_unless_full_is_asked_for() {
     let service = Program::service().spawn();
     let id = start(&service, "1mins");
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    acceptance::wait_for_sampled(&service, &["service::open_session"]);
     service.get_json("/memory-profiler/stop");
     let start_up = ["std::rt::lang_start_internal", "__rust_begin_short_backtrace", "std::panic::catch_unwind"];
     for format in ["collapsed", "text"] {

@@ -5,7 +5,7 @@
 use std::os::unix::process::ExitStatusExt;
 
 use memprof::HeapProfile;
-use memprof_tests::acceptance::start;
+use memprof_tests::acceptance::{start, wait_for_sampled};
 use memprof_tests::heap::functions_in;
 use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::Scratch;
@@ -27,7 +27,7 @@ fn sigterm_leaves_the_active_runs_profile_and_no_directory() {
     let directory = profile_directory(&service);
     assert!(directory.join("owner").is_file());
     let active = start(&service, "1mins");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    wait_for_sampled(&service, &["service::open_session"]);
 
     service.signal("TERM");
     let status = service.wait_for_exit();

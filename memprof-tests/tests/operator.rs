@@ -4,6 +4,7 @@
 use std::io::Read;
 use std::process::Command;
 
+use memprof_tests::acceptance::wait_for_sampled;
 use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 
@@ -133,7 +134,7 @@ fn metrics_are_prometheus_text_that_promtool_accepts() {
 fn debug_pprof_heap_serves_the_live_heap_to_pprof_scrapers() {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
     service.get_json("/memory-profiler/heap_profile?active=true");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    wait_for_sampled(&service, &["service::open_session"]);
     let response = service.get("/debug/pprof/heap?gc=1");
     assert_eq!(response.status, 200, "{}", response.text());
     let mut protobuf = Vec::new();
@@ -326,7 +327,7 @@ fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
 fn debug_pprof_allocs_shows_what_was_allocated_and_freed_when_jemalloc_keeps_totals() {
     // Without totals (Parca's and Alloy's default scrape path): the in-use profile, and a comment saying why.
     let without = Program::service().env("MALLOC_CONF", "prof_active:true,lg_prof_sample:14").spawn();
-    without.wait_for_line(|line| line == "service: 0 requests handled");
+    wait_for_sampled(&without, &["service::open_session"]);
     let in_use = without.get("/debug/pprof/allocs");
     assert_eq!(in_use.status, 200, "{}", in_use.text());
     if let Some(comments) = tools::pprof(&in_use.body, &["-comments"]) {
