@@ -5,4 +5,5 @@ pub mod acceptance;
 pub mod heap;
 pub mod http;
 pub mod process;
+pub mod sockets;
 pub mod tools;

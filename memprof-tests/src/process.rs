@@ -48,8 +48,9 @@ pub struct Launch {
     /// is never another's, and nothing stays in the machine's `/tmp`.
     temporary: crate::tools::Scratch,
     wait_for_endpoints: bool,
-    /// The line, other than memprof's, that says where the endpoints are: `marker` then `http://address/`.
-    serving_marker: &'static str,
+    /// The line, other than memprof's, that says where the endpoints are: `marker` then `http://address/`;
+    /// `None` for a program that says nothing: its listening socket is looked up.
+    serving_marker: Option<&'static str>,
 }
 
 impl Program {
@@ -80,6 +81,19 @@ impl Program {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "the expected line never came; the program printed:\n{}", lines.join("\n"));
             lines = printed.wait_timeout(lines, left).unwrap().0;
+        }
+    }
+
+    /// The address the program listens on, once it does.
+    fn wait_until_listening(&mut self) -> SocketAddr {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(address) = crate::sockets::listening_address(self.pid()) {
+                return address;
+            }
+            assert!(self.is_running(), "the program ended without listening:\n{}", self.output().join("\n"));
+            assert!(Instant::now() < deadline, "the program never listened:\n{}", self.output().join("\n"));
+            thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -186,14 +200,22 @@ impl Launch {
         command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let temporary = crate::tools::Scratch::new("program");
         command.env("TMPDIR", temporary.join(""));
-        Self { command, temporary, wait_for_endpoints: false, serving_marker: SERVING }
+        Self { command, temporary, wait_for_endpoints: false, serving_marker: Some(SERVING) }
     }
 
     /// Waits, at start, for a line with `marker` followed by the address (`marker127.0.0.1:3000/`): for a
     /// program that serves the endpoints from its own server.
     pub fn serving_at(mut self, marker: &'static str) -> Self {
         self.wait_for_endpoints = true;
-        self.serving_marker = marker;
+        self.serving_marker = Some(marker);
+        self
+    }
+
+    /// Waits, at start, until the program listens on a TCP socket, and serves the endpoints there: for a
+    /// program that prints no address (it binds port 0, so tests never race for a port).
+    pub fn serving_where_it_listens(mut self) -> Self {
+        self.wait_for_endpoints = true;
+        self.serving_marker = None;
         self
     }
 
@@ -237,10 +259,13 @@ impl Launch {
         ];
         let mut program = Program { child, readers, _temporary: self.temporary, output, address: None };
         if self.wait_for_endpoints {
-            let marker = self.serving_marker;
-            let line = program.wait_for_line(|line| line.contains(marker));
-            let address = line.split(marker).nth(1).and_then(|rest| rest.split('/').next()).unwrap();
-            program.address = Some(address.parse().unwrap());
+            program.address = Some(match self.serving_marker {
+                Some(marker) => {
+                    let line = program.wait_for_line(|line| line.contains(marker));
+                    line.split(marker).nth(1).and_then(|rest| rest.split('/').next()).unwrap().parse().unwrap()
+                }
+                None => program.wait_until_listening(),
+            });
         }
         program
     }

@@ -243,3 +243,48 @@ fn a_tokio_services_stacks_start_at_its_async_fns() {
     top.sort();
     assert_eq!(top, ["axum_service::new_index_block", "axum_service::new_session"], "{text}");
 }
+
+/// The README's quick start for a service with its own allocator, logger and router, followed as written:
+/// its dependencies are the example's, its code is `examples/axum-service/src/bin/readme-quick-start.rs`
+/// (but for the port), and that program serves its own route and memprof's merged ones, runs a profile,
+/// answers what Parca and Prometheus scrape, ends gracefully on SIGTERM, and is off without the switch.
+#[test]
+fn the_readmes_axum_quick_start_works_as_written() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let readme = std::fs::read_to_string(workspace.join("README.md")).unwrap();
+    let section = readme.split("**Your allocator, your logger, your router**").nth(1).expect("the quick start");
+    let block = |language: &str| {
+        let opening = format!("```{language}\n");
+        section.split(opening.as_str()).nth(1).and_then(|rest| rest.split("```\n").next()).unwrap().to_owned()
+    };
+    let manifest = std::fs::read_to_string(workspace.join("examples/axum-service/Cargo.toml")).unwrap();
+    let dependencies = block("toml");
+    assert!(dependencies.contains(r#"memprof = { version = "0.1", features = ["axum"] }"#), "{dependencies}");
+    assert!(manifest.contains(r#"memprof = { path = "../..", features = ["axum"] }"#), "{manifest}");
+    for line in dependencies.lines().filter(|line| !line.starts_with("memprof ") && !line.starts_with('[')) {
+        let dependency = line.split('#').next().unwrap().trim();
+        assert!(manifest.lines().any(|line| line == dependency), "{dependency} is not the example's");
+    }
+    let program = std::fs::read_to_string(workspace.join("examples/axum-service/src/bin/readme-quick-start.rs"));
+    let program = program.unwrap();
+    // After the file's doc comment: the README's code.
+    let code = program.split_once("\n\n").unwrap().1;
+    assert_eq!(code, block("rust").replace("\"127.0.0.1:3000\"", "\"127.0.0.1:0\""));
+
+    let quick_start = || Launch::new(adopters().join("readme-quick-start"));
+    let mut service = quick_start().env("LIBPROCESS_MEMORY_PROFILING", "true").serving_where_it_listens().spawn();
+    assert_eq!(service.get("/").text(), "hello");
+    let id = acceptance::start(&service, "1mins");
+    assert_eq!(service.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
+    let text = service.get(&format!("/memory-profiler/download/text?id={id}"));
+    assert!(text.status == 200 && text.text().starts_with("Total: "), "{}", text.text());
+    assert_eq!(service.get("/debug/pprof/heap").status, 200);
+    assert!(service.get("/metrics").text().contains("memprof_profiling_enabled 1\n"));
+    service.signal("TERM");
+    let ended = service.wait_for_exit();
+    assert!(ended.success(), "{ended:?}: {:#?}", service.output());
+
+    let off = quick_start().serving_where_it_listens().spawn();
+    assert_eq!(off.get("/").text(), "hello");
+    assert_eq!(off.get("/memory-profiler/state").status, 404);
+}
