@@ -1,0 +1,76 @@
+//! What memprof adds to a service's binary: `examples/axum-service` built for release and stripped three
+//! ways: as it is (memprof compiled in), with memprof compiled out (`default-features = false`, the
+//! `axum` feature kept, so every `memprof::` line of the service still compiles), and without memprof
+//! (its dependency and its three lines removed).
+//!
+//! ```text
+//! cargo bench -p memprof-tests --bench binary_size
+//! ```
+//!
+//! Each variant is a copy of the example in `target/binary-size/<variant>`, built into one shared target
+//! directory there (the first run builds tokio and axum; later runs are quick). Figures only.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The lines of the example's `main.rs` that use memprof, each with what it becomes without memprof.
+const MEMPROF_LINES: [(&str, &str); 3] = [
+    ("memprof::malloc_conf!();\n", ""),
+    ("    let _memprof = memprof::start(memprof::Options::new().built_in_server(false));\n", ""),
+    ("\n        .merge(memprof::axum::routes());", ";"),
+];
+
+fn main() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let example = workspace.join("examples").join("axum-service");
+    let root = workspace.join("target").join("binary-size");
+    let manifest = std::fs::read_to_string(example.join("Cargo.toml")).unwrap();
+    let dependency = r#"memprof = { path = "../..", features = ["axum"] }"#;
+    assert!(manifest.contains(dependency), "the example's memprof dependency changed: {manifest}");
+    let at = |rest: &str| format!(r#"memprof = {{ path = "{}"{rest} }}"#, workspace.display());
+    let main = std::fs::read_to_string(example.join("src").join("main.rs")).unwrap();
+    let without_memprof = MEMPROF_LINES.iter().fold(main.clone(), |code, (line, replacement)| {
+        assert!(code.contains(line), "the example no longer has {line:?}");
+        code.replace(line, replacement)
+    });
+    assert!(!without_memprof.contains("memprof"), "a use of memprof is left:\n{without_memprof}");
+
+    let variants = [
+        ("compiled in", manifest.replace(dependency, &at(r#", features = ["axum"]"#)), main.clone()),
+        ("compiled out", manifest.replace(dependency, &at(r#", default-features = false, features = ["axum"]"#)), main),
+        ("without memprof", manifest.replace(&format!("{dependency}\n"), ""), without_memprof),
+    ];
+    let sizes: Vec<(&str, u64)> = variants
+        .iter()
+        .map(|(name, manifest, main)| (*name, stripped_size(&example, &root, name, manifest, main)))
+        .collect();
+    let without = sizes[2].1;
+    println!("{:<16} {:>14} {:>14} {:>9}", "axum-service", "stripped bytes", "vs without", "ratio");
+    for (name, size) in &sizes {
+        let added = *size as i64 - without as i64;
+        println!("{name:<16} {size:>14} {added:>+14} {:>9.4}", *size as f64 / without as f64);
+    }
+}
+
+/// Builds the example as `variant` (its manifest and `main.rs` replaced) and returns its stripped size.
+fn stripped_size(example: &Path, root: &Path, variant: &str, manifest: &str, main: &str) -> u64 {
+    let copy = root.join(variant.replace(' ', "-"));
+    std::fs::create_dir_all(copy.join("src")).unwrap();
+    std::fs::copy(example.join("Cargo.lock"), copy.join("Cargo.lock")).unwrap();
+    std::fs::write(copy.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(copy.join("src").join("main.rs"), main).unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--bin", "axum-service", "--manifest-path"])
+        .arg(copy.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(root.join("target"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "{variant} does not build");
+    let stripped: PathBuf = copy.join("axum-service.stripped");
+    let built = root.join("target").join("release").join("axum-service");
+    let status = Command::new("strip").arg("-o").arg(&stripped).arg(&built).status().expect("strip (binutils)");
+    assert!(status.success(), "strip {}", built.display());
+    std::fs::metadata(&stripped).unwrap().len()
+}
