@@ -18,10 +18,13 @@
 
 mod analysis;
 mod heap_profile;
+mod labels;
 mod render;
 
 pub use analysis::{
-    Analysis, Binaries, Frame, Location, Module, Sample, function_names_in_this_process, is_allocation_plumbing,
+    Analysis, Binaries, Frame, Location, Module, NO_LABEL, Sample, function_names_in_this_process,
+    is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
+pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, LabelsError, label_address, label_id, labels_path};
 pub use render::{Format, RenderError, RenderOptions};

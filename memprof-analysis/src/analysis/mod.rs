@@ -28,6 +28,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::heap_profile::{HeapProfile, Mapping};
+use crate::labels::{LabelSet, LabelSets, label_id};
+
+/// The address of the root frames [`Analysis::split_by_label`] adds: no code can have it.
+const SPLIT_ROOT: u64 = u64::MAX;
+
+/// The value a split shows for samples without the key.
+pub const NO_LABEL: &str = "(none)";
 
 /// One function in a stack: a real call, or a call inlined into the frame after it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -97,6 +104,8 @@ pub struct Sample {
     pub allocated_objects: f64,
     /// Their bytes.
     pub allocated_bytes: f64,
+    /// The labels in force on the thread that allocated it (empty when none were).
+    pub labels: LabelSet,
 }
 
 /// One program counter.
@@ -175,8 +184,25 @@ fn running_image(mapped: &str) -> Option<PathBuf> {
 
 impl Analysis {
     /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
-    /// reason is kept in [`Module::problem`].
+    /// reason is kept in [`Module::problem`]. Samples with a label frame whose set is unknown get the label
+    /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
     pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
+        Self::with_labels(profile, binaries, &LabelSets::default())
+    }
+
+    /// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`
+    /// (the process's table, or the one kept beside the dump): the label frame itself is not a frame.
+    ///
+    /// ```no_run
+    /// use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, labels_path};
+    /// let path = std::path::Path::new("memprof.1795354618996.heap");
+    /// let profile = HeapProfile::parse(&std::fs::read_to_string(path)?)?;
+    /// let labels = LabelSets::parse(&std::fs::read_to_string(labels_path(path))?)?;
+    /// let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
+    /// let acme: f64 = analysis.samples.iter().filter(|sample| sample.labels.get("tenant") == Some("acme")).map(|sample| sample.bytes).sum();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_labels(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Self {
         let mappings = MappingIndex::new(&profile.mappings);
         let mut analysis = Analysis {
             sample_period: profile.sample_period,
@@ -187,7 +213,7 @@ impl Analysis {
         // Every distinct probe address, with the module it is in.
         let mut probes: BTreeMap<u64, Option<usize>> = BTreeMap::new();
         for stack in &profile.stacks {
-            for (position, &address) in stack.addresses.iter().enumerate() {
+            for (position, &address) in code_addresses(&stack.addresses).iter().enumerate() {
                 let probe = if position == 0 { address } else { address.saturating_sub(1) };
                 let module = mappings.find(probe).map(|mapping| {
                     *module_of_mapping.entry(mapping).or_insert_with(|| analysis.add_module(&profile.mappings[mapping]))
@@ -198,8 +224,7 @@ impl Analysis {
         let frames = analysis.symbolize(&probes, binaries, &mappings.main_program);
         let mut interned: HashMap<(u64, usize), usize> = HashMap::new();
         for stack in &profile.stacks {
-            let stack_probes: Vec<u64> = stack
-                .addresses
+            let stack_probes: Vec<u64> = code_addresses(&stack.addresses)
                 .iter()
                 .enumerate()
                 .map(|(position, &address)| if position == 0 { address } else { address.saturating_sub(1) })
@@ -222,7 +247,11 @@ impl Analysis {
                 .collect();
             let (objects, bytes) = stack.unbiased(profile.sample_period);
             let (allocated_objects, allocated_bytes) = stack.allocated.unbiased(profile.sample_period);
-            analysis.samples.push(Sample { locations, objects, bytes, allocated_objects, allocated_bytes });
+            let labels = stack.addresses.last().and_then(|&address| label_id(address)).map(|id| {
+                labels.get(id).cloned().unwrap_or_else(|| LabelSet::new([("memprof_label_set", id.to_string())]))
+            });
+            let labels = labels.unwrap_or_default();
+            analysis.samples.push(Sample { locations, objects, bytes, allocated_objects, allocated_bytes, labels });
         }
         analysis
     }
@@ -269,10 +298,47 @@ impl Analysis {
     /// ```
     pub fn shown_frames<'a>(&'a self, sample: &'a Sample, full: bool) -> Vec<&'a Frame> {
         let mut frames: Vec<&Frame> = self.frames(sample).collect();
+        let is_split = sample.locations.last().is_some_and(|&location| self.locations[location].address == SPLIT_ROOT);
+        let root = if is_split { frames.pop() } else { None };
         if !full {
             user_code::cut(&mut frames, |frame| (&*frame.function, frame.file.as_deref()));
         }
+        frames.extend(root);
         frames
+    }
+
+    /// Only the samples whose label `key` is `value`; with `value` [`NO_LABEL`], those without `key`.
+    ///
+    /// ```
+    /// let analysis = memprof_analysis::Analysis::default();
+    /// assert!(analysis.only_labelled("tenant", "acme").samples.is_empty());
+    /// ```
+    pub fn only_labelled(&self, key: &str, value: &str) -> Analysis {
+        let mut only = self.clone();
+        only.samples.retain(|sample| sample.labels.get(key).unwrap_or(NO_LABEL) == value);
+        only
+    }
+
+    /// Each sample under one more, outermost frame named `key=value` (`key=(none)` without `key`): the
+    /// readable formats then split the profile by that label, and their totals stay those of the whole.
+    ///
+    /// ```
+    /// let analysis = memprof_analysis::Analysis::default();
+    /// assert!(analysis.split_by_label("tenant").samples.is_empty());
+    /// ```
+    pub fn split_by_label(&self, key: &str) -> Analysis {
+        let mut split = self.clone();
+        let mut roots: HashMap<String, usize> = HashMap::new();
+        for sample in &mut split.samples {
+            let name = format!("{key}={}", sample.labels.get(key).unwrap_or(NO_LABEL));
+            let root = *roots.entry(name).or_insert_with_key(|name| {
+                let frame = Frame { function: name.as_str().into(), file: None, line: None };
+                split.locations.push(Location { address: SPLIT_ROOT, module: None, frames: Arc::from([frame]) });
+                split.locations.len() - 1
+            });
+            sample.locations.push(root);
+        }
+        split
     }
 
     /// What grew from `base` to `self`: both profiles' samples, `base`'s with negated counts (as
@@ -291,6 +357,7 @@ impl Analysis {
             bytes: -sample.bytes,
             allocated_objects: -sample.allocated_objects,
             allocated_bytes: -sample.allocated_bytes,
+            labels: sample.labels.clone(),
         }));
         difference
     }
@@ -374,6 +441,14 @@ impl Analysis {
             }
             None => format!("{probe:#x}"),
         }
+    }
+}
+
+/// A stack's addresses without its label frame (the outermost, when the process labels its samples).
+fn code_addresses(addresses: &[u64]) -> &[u64] {
+    match addresses.split_last() {
+        Some((&last, code)) if label_id(last).is_some() => code,
+        _ => addresses,
     }
 }
 

@@ -16,6 +16,7 @@ mod graph;
 mod pprof;
 mod text;
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::analysis::Analysis;
@@ -51,6 +52,11 @@ pub struct RenderOptions {
     /// pprof only, for a profile with allocation totals: make `alloc_space` the default sample type, as
     /// in Go's `allocs` profile (else `inuse_space`, as in `heap`).
     pub allocations_first: bool,
+    /// Split the readable formats by this label key: each stack under a root frame `KEY=value`
+    /// (`KEY=(none)` for samples without it). pprof carries every label as a tag instead (`-tags`).
+    pub by: Option<String>,
+    /// Keep only the samples whose label `.0` is `.1` (`(none)`: the samples without `.0`), in every format.
+    pub label: Option<(String, String)>,
 }
 
 /// Why a profile could not be rendered.
@@ -117,6 +123,9 @@ impl Format {
         base: Option<&Analysis>,
         options: &RenderOptions,
     ) -> Result<Vec<u8>, RenderError> {
+        let analysis = &*labelled(analysis, options, self);
+        let base = base.map(|base| labelled(base, options, self));
+        let base = base.as_deref();
         let difference = || base.map(|base| analysis.minus(base));
         let rendered = match self {
             Format::Text => {
@@ -130,6 +139,18 @@ impl Format {
         };
         rendered.map_err(|error| RenderError(format!("Cannot render the {} format: {error}", self.name())))
     }
+}
+
+/// `analysis` as `options` filter and split it by label (see [`RenderOptions::by`], [`RenderOptions::label`]).
+fn labelled<'a>(analysis: &'a Analysis, options: &RenderOptions, format: Format) -> Cow<'a, Analysis> {
+    let mut view = Cow::Borrowed(analysis);
+    if let Some((key, value)) = &options.label {
+        view = Cow::Owned(view.only_labelled(key, value));
+    }
+    if let Some(key) = options.by.as_deref().filter(|_| format != Format::Pprof) {
+        view = Cow::Owned(view.split_by_label(key));
+    }
+    view
 }
 
 /// Bytes as jeprof prints them: MB with one decimal.

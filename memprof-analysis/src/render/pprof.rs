@@ -54,6 +54,17 @@ mod proto {
         pub(super) location_id: Vec<u64>,
         #[prost(int64, repeated, tag = "2")]
         pub(super) value: Vec<i64>,
+        #[prost(message, repeated, tag = "3")]
+        pub(super) label: Vec<Label>,
+    }
+
+    /// A string label of a sample (pprof's tags: `-tags`, `-tagfocus`, `-tagignore`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Label {
+        #[prost(int64, tag = "1")]
+        pub(super) key: i64,
+        #[prost(int64, tag = "2")]
+        pub(super) str: i64,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -215,6 +226,11 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
         .iter()
         .map(|sample| proto::Sample {
             location_id: sample.locations.iter().map(|&location| location as u64 + 1).collect(),
+            label: sample
+                .labels
+                .iter()
+                .map(|(key, value)| proto::Label { key: strings.intern(key), str: strings.intern(value) })
+                .collect(),
             value: if analysis.has_allocations {
                 [sample.allocated_objects, sample.allocated_bytes, sample.objects, sample.bytes]
                     .map(|value| value.round() as i64)
@@ -260,6 +276,7 @@ mod tests {
                 bytes: 1e6,
                 allocated_objects: 10.0,
                 allocated_bytes: 4e6,
+                labels: crate::LabelSet::new([("tenant", "acme"), ("route", "/")]),
             }],
             locations: vec![
                 Location {
@@ -276,6 +293,9 @@ mod tests {
         let name = |index: i64| profile.string_table[index as usize].as_str();
         assert_eq!(profile.sample[0].value, [2, 1_000_000]);
         assert_eq!(profile.sample[0].location_id, [1, 2]);
+        let tags: Vec<(&str, &str)> =
+            profile.sample[0].label.iter().map(|label| (name(label.key), name(label.str))).collect();
+        assert_eq!(tags, [("route", "/"), ("tenant", "acme")]);
         let innermost = &profile.location[0].line[0];
         assert_eq!(name(profile.function[innermost.function_id as usize - 1].name), "app::alloc");
         assert_eq!(profile.location[0].line.len(), 2);

@@ -89,6 +89,7 @@ mod tests {
                     bytes,
                     allocated_objects: 0.0,
                     allocated_bytes: 0.0,
+                    labels: Default::default(),
                 })
                 .collect(),
             locations: (0..bytes.len())
