@@ -98,9 +98,9 @@ fn salvage(directory: &Path) -> bool {
         name == stale::OWNER_FILE
             || profile_id(name, "automatic.").is_some()
             || newest_run.is_some_and(|newest| profile_id(name, "profile.") == Some(newest))
-            || record_of(name).is_some_and(|heap| profile_id(&heap, "automatic.").is_some())
+            || beside_of(name).is_some_and(|heap| profile_id(&heap, "automatic.").is_some())
             || newest_run
-                .is_some_and(|newest| record_of(name).is_some_and(|heap| heap == profile_name("profile.", newest)))
+                .is_some_and(|newest| beside_of(name).is_some_and(|heap| heap == profile_name("profile.", newest)))
     };
     for name in names.iter().filter(|name| !keeps(name)) {
         let _ = fs::remove_file(directory.join(name));
@@ -118,9 +118,13 @@ fn profile_name(prefix: &str, id: u64) -> String {
     format!("{prefix}{id}.heap")
 }
 
-/// The profile whose record `name` is (`X.json` records `X.heap`).
-fn record_of(name: &str) -> Option<String> {
-    Some(format!("{}.heap", name.strip_suffix(".json")?))
+/// The profile that file `name` is kept beside: its record (`X.json` records `X.heap`) or its label table
+/// (`X.heap.labels`).
+fn beside_of(name: &str) -> Option<String> {
+    match name.strip_suffix(".labels") {
+        Some(heap) => heap.ends_with(".heap").then(|| heap.to_owned()),
+        None => Some(format!("{}.heap", name.strip_suffix(".json")?)),
+    }
 }
 
 /// The record written beside a profile.
@@ -228,6 +232,7 @@ fn bound(processes: &mut [EarlierProcess], keep: usize, max_bytes: u64) -> usize
         let profile = process.profiles.remove(position);
         let _ = fs::remove_file(&profile.profile.path);
         let _ = fs::remove_file(record_path(&profile.profile.path));
+        let _ = fs::remove_file(memprof_analysis::labels_path(&profile.profile.path));
         removed += 1;
     }
     removed
@@ -289,7 +294,9 @@ mod tests {
             &[
                 ("automatic.5.heap", "heap_v2/1\n"),
                 ("automatic.5.json", &record(5, 1000.0, &ours)),
+                ("automatic.5.heap.labels", "memprof-labels/1\n"),
                 ("profile.3.heap", "heap_v2/1\n"),
+                ("profile.3.heap.labels", "memprof-labels/1\n"),
                 ("profile.3.json", &record(3, 900.0, &ours)),
                 ("profile.4.heap", "heap_v2/1\n"),
                 ("profile.4.json", &record(4, 950.0, "another-build")),
@@ -306,7 +313,15 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            ["automatic.5.heap", "automatic.5.json", "ended", "owner", "profile.4.heap", "profile.4.json"]
+            [
+                "automatic.5.heap",
+                "automatic.5.heap.labels",
+                "automatic.5.json",
+                "ended",
+                "owner",
+                "profile.4.heap",
+                "profile.4.json"
+            ]
         );
         let [process] = sweep.kept.as_slice() else { panic!("{:?}", sweep.kept) };
         let described: Vec<(u64, bool, String)> = process

@@ -93,6 +93,12 @@ pub(crate) fn reset_samples(lg_sample: usize) -> Result<(), CtlError> {
     unsafe { raw::write(b"prof.reset\0", lg_sample) }
 }
 
+/// `experimental.hooks.prof_backtrace`, read: the address of the stack walk samples use now.
+pub(crate) fn backtrace_hook() -> Result<usize, CtlError> {
+    // SAFETY: the control holds a function pointer, pointer-sized like `usize`.
+    unsafe { raw::read::<usize>(b"experimental.hooks.prof_backtrace\0") }
+}
+
 /// `experimental.hooks.prof_backtrace`: makes `hook` (a `prof_backtrace_hook_t`, as an address) the stack
 /// walk of every sample from now on; returns the previous hook's address.
 pub(crate) fn replace_backtrace_hook(hook: usize) -> Result<usize, CtlError> {

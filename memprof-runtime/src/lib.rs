@@ -30,6 +30,7 @@ mod executable;
 mod history;
 mod http;
 mod jemalloc;
+pub mod labels;
 mod malloc_conf;
 mod profiler;
 mod report;

@@ -107,6 +107,14 @@ impl ProfileStore {
             let _ = fs::remove_file(&partial);
             return Err(error);
         }
+        // The label table travels beside the profile, for readers outside this process (`memprof
+        // analyze`, the next process after a crash); a profile without it still reads, unlabelled.
+        if let Some(table) = crate::labels::table_text() {
+            let written = write_owner_only(&memprof_analysis::labels_path(&finished), table.as_bytes());
+            if let Err(error) = written {
+                report::warn(&format!("Cannot write the label table beside {} ({error})", finished.display()));
+            }
+        }
         Ok(finished)
     }
 
@@ -128,6 +136,7 @@ impl ProfileStore {
         if self.in_memory.remove(path).is_none() {
             let _ = fs::remove_file(path);
             let _ = fs::remove_file(crate::evidence::record_path(path));
+            let _ = fs::remove_file(memprof_analysis::labels_path(path));
         }
     }
 
@@ -139,6 +148,13 @@ impl ProfileStore {
         }
         self.owner_lock = None;
     }
+}
+
+/// Writes `bytes` to a new file at `path` that only the owner can read.
+fn write_owner_only(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?.write_all(bytes)
 }
 
 /// Checks that jemalloc wrote a whole heap profile: it starts with `heap_v2/` and is not truncated.

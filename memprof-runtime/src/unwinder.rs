@@ -10,6 +10,10 @@
 //! (`experimental.hooks.prof_backtrace`); otherwise libgcc's stays and [`Unwinder::Libgcc`] says why.
 //! `MEMPROF_UNWINDER=libgcc` keeps libgcc's whatever the check says.
 //!
+//! Either way memprof's hook is installed, so that each sample also records the labels in force on its
+//! thread (see [`crate::labels`]): one synthetic outermost frame, written after the walk, in place of the
+//! outermost frame when the walk filled the buffer.
+//!
 //! The walk never reads outside the live part of the current thread's stack (from the stack pointer to
 //! the top of the memory mapping that holds it), so a frame pointer a function reused as a plain register
 //! ends the walk instead of faulting. The mapping is looked up in `/proc/self/maps` at a thread's first
@@ -21,7 +25,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::allocator_code::AllocatorCode;
 use crate::environment::UNWINDER as UNWINDER_VARIABLE;
@@ -51,34 +55,53 @@ impl Unwinder {
 /// jemalloc's previous hook (libgcc's walk), for the samples the frame-pointer walk cannot take.
 static PREVIOUS_HOOK: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether samples are walked by frame pointers (else by [`PREVIOUS_HOOK`]).
+static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
+
 /// The allocator's code, whose frames the walk drops from the start of each stack (see
 /// [`crate::allocator_code`]); set before the hook is installed.
 static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock::new();
 
-/// Chooses the walk for this process's samples; call once, when profiling is enabled.
+/// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is
+/// enabled. Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
 pub(crate) fn install() -> Unwinder {
-    if std::env::var(UNWINDER_VARIABLE).is_ok_and(|value| value == "libgcc") {
-        return Unwinder::Libgcc(format!("{UNWINDER_VARIABLE}=libgcc"));
-    }
-    if let Err(reason) = frame_pointers_agree_with_libgcc() {
-        return Unwinder::Libgcc(reason);
-    }
-    ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
-    match crate::jemalloc::replace_backtrace_hook(frame_pointer_hook as BacktraceHook as usize) {
-        Ok(previous) => {
-            PREVIOUS_HOOK.store(previous, Ordering::Release);
-            Unwinder::FramePointers
+    let unwinder = if std::env::var(UNWINDER_VARIABLE).is_ok_and(|value| value == "libgcc") {
+        Unwinder::Libgcc(format!("{UNWINDER_VARIABLE}=libgcc"))
+    } else {
+        match frame_pointers_agree_with_libgcc() {
+            Ok(()) => Unwinder::FramePointers,
+            Err(reason) => Unwinder::Libgcc(reason),
         }
-        Err(error) => Unwinder::Libgcc(format!("jemalloc refused the backtrace hook ({error})")),
+    };
+    // The previous hook is published before memprof's is installed: a sample taken in between finds it.
+    let previous = match crate::jemalloc::backtrace_hook() {
+        Ok(previous) => previous,
+        Err(error) => return Unwinder::Libgcc(format!("jemalloc does not show its backtrace hook ({error})")),
+    };
+    PREVIOUS_HOOK.store(previous, Ordering::Release);
+    if unwinder == Unwinder::FramePointers {
+        ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
+        FRAME_POINTERS.store(true, Ordering::Release);
+    }
+    match crate::jemalloc::replace_backtrace_hook(labelling_hook as BacktraceHook as usize) {
+        Ok(_) => unwinder,
+        Err(error) => {
+            Unwinder::Libgcc(format!("jemalloc refused the backtrace hook ({error}); labels are not recorded"))
+        }
     }
 }
 
-/// The hook jemalloc calls for each sample (with its re-entrancy guard up: allocating here is allowed).
+/// The hook jemalloc calls for each sample (with its re-entrancy guard up: allocating here is allowed, but
+/// nothing here allocates or locks): the walk, then the label frame.
 ///
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
-unsafe extern "C" fn frame_pointer_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
-    let Some(walk) = FrameWalk::here() else {
+unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
+    let walked = FRAME_POINTERS.load(Ordering::Relaxed) && {
+        // SAFETY: jemalloc's contract, passed on.
+        unsafe { walk_frame_pointers(frames, len, max) }
+    };
+    if !walked {
         let previous = PREVIOUS_HOOK.load(Ordering::Acquire);
         if previous != 0 {
             // SAFETY: `previous` is the hook jemalloc had installed, with the same signature and contract.
@@ -87,7 +110,27 @@ unsafe extern "C" fn frame_pointer_hook(frames: *mut *mut c_void, len: *mut c_ui
             // SAFETY: `len` is writable (jemalloc's contract).
             unsafe { *len = 0 };
         }
-        return;
+    }
+    let label = crate::labels::current();
+    if label != 0 && max > 0 {
+        // SAFETY: `len` was written by the walk, at most `max`; the label goes after the walk's frames, or
+        // over the outermost one when they fill the buffer.
+        unsafe {
+            let at = (*len).min(max - 1);
+            *frames.add(at as usize) = memprof_analysis::label_address(label) as *mut c_void;
+            *len = at + 1;
+        }
+    }
+}
+
+/// The frame-pointer walk into `frames`; `false` (nothing written) where this thread's stack is unknown.
+///
+/// # Safety
+/// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
+#[inline(always)]
+unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) -> bool {
+    let Some(walk) = FrameWalk::here() else {
+        return false;
     };
     let mut count = 0;
     for address in walk.take(max as usize) {
@@ -107,6 +150,7 @@ unsafe extern "C" fn frame_pointer_hook(frames: *mut *mut c_void, len: *mut c_ui
     }
     // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
     unsafe { *len = count as c_uint };
+    true
 }
 
 /// The return addresses of the frames above the caller, newest first, found by following frame pointers

@@ -49,6 +49,8 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "core::alloc::",
     "std::alloc::",
     "tikv_jemallocator::",
+    // memprof's backtrace hook, in stacks walked by libgcc on its behalf.
+    "memprof_runtime::unwinder::",
     // `collect` only allocates through the `FromIterator` of the collection it builds.
     "core::iter::traits::iterator::Iterator::collect",
     // Formatting only allocates through the `fmt::Write` it writes to (a `String`, for `format!`); `?` on

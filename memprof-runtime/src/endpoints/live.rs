@@ -77,5 +77,5 @@ fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
         .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;
     let profile = HeapProfile::parse(&text)
         .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))?;
-    Ok(Analysis::new(&profile, &Binaries::this_process()))
+    Ok(Analysis::with_labels(&profile, &Binaries::this_process(), &crate::labels::table_now()))
 }

@@ -112,7 +112,7 @@ fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
         })?;
         let profile = HeapProfile::parse(&text)
             .map_err(|error| Failure::Failed(format!("The profile of run {} is malformed: {error}", run.id)))?;
-        Ok(Analysis::new(&profile, &Binaries::this_process()))
+        Ok(Analysis::with_labels(&profile, &Binaries::this_process(), &crate::labels::table_for(&run.path)))
     })
 }
 

@@ -1,6 +1,6 @@
 //! pprof's remote symbol protocol, which `jeprof` and `pprof` use to symbolize against a live process:
 //! `GET .../pprof/symbol` answers `num_symbols: 1`; `POST` with `0xADDR+0xADDR...` answers one
-//! `0xADDR function` line per address it knows. And `pprof/cmdline`, where jeprof reads the program name.
+//! `0xADDR function` line per address it knows (a label frame as `memprof label tenant=acme`). And `pprof/cmdline`, where jeprof reads the program name.
 //!
 //! ```text
 //! jeprof --text http://127.0.0.1:5050/memory-profiler/pprof/heap
@@ -34,10 +34,11 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     }
     let _permit = Permit::or_busy()?;
     let names = memprof_analysis::function_names_in_this_process(&addresses).map_err(HttpError::internal)?;
+    let labels = crate::labels::frame_names(&addresses);
     let lines: String = addresses
         .iter()
-        .zip(names)
-        .filter_map(|(address, name)| name.map(|name| format!("{address:#018x} {name}\n")))
+        .zip(names.into_iter().zip(labels))
+        .filter_map(|(address, (name, label))| name.or(label).map(|name| format!("{address:#018x} {name}\n")))
         .collect();
     Ok(text(lines))
 }

@@ -1,0 +1,142 @@
+//! Allocation labels: heap profiles split by tenant, route or task.
+//!
+//! Everything allocated while labels are in force on a thread is recorded with them: a sample carries the
+//! labels in force when it was taken, and every format can split or filter by them (`?by=tenant`,
+//! `?label=tenant:acme`, pprof tags for `go tool pprof -tags`, Pyroscope and Parca). Labels nest: an inner
+//! one replaces the same key of an outer one until it ends, and they are restored however the inner block
+//! ends (a panic too). A future labelled with [`WithLabels::with_labels`] has its labels on every poll, on
+//! whichever worker thread polls it.
+//!
+//! ```
+//! use memprof_runtime::labels::{self, WithLabels};
+//!
+//! let session = labels::with(&[("tenant", "acme")], || vec![0u8; 64 * 1024]);
+//! let _entered = labels::enter(&[("route", "/sessions")]);
+//! let task = async { vec![0u8; 1024] }.with_labels(&[("tenant", "initech")]);
+//! # drop((session, task));
+//! ```
+//!
+//! Setting labels costs a thread-local write and, for labels entered before, a lookup under a shared lock;
+//! the sampled stack gets one more frame. A process records at most [`MAX_LABEL_SETS`] distinct label sets
+//! (combinations of keys and values); past that, new ones are recorded as `memprof_overflow`, counted in
+//! `state` and `/metrics`: label by values that repeat (a tenant, a route), not by ones that never do.
+//!
+//! Labels follow threads: memory allocated under a label and freed on another thread still counts against
+//! that label, and a `Vec` that grows by reallocation is charged to the labels in force where it grew.
+
+mod future;
+mod table;
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+
+use memprof_analysis::LabelSets;
+
+pub use future::{Labelled, WithLabels};
+pub(crate) use table::snapshot as table_now;
+use table::snapshot;
+pub use table::{MAX_LABEL_SETS, counts};
+
+thread_local! {
+    /// The id of the label set in force on this thread (0: none). Const-initialised and without a
+    /// destructor, so the backtrace hook reads it straight from thread-local storage.
+    static CURRENT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The label table of the profile at `profile`: the one kept beside it (a profile of an earlier process),
+/// else this process's own, which resolves every profile this process took (ids are never reused).
+pub(crate) fn table_for(profile: &std::path::Path) -> LabelSets {
+    std::fs::read_to_string(memprof_analysis::labels_path(profile))
+        .ok()
+        .and_then(|text| LabelSets::parse(&text).ok())
+        .unwrap_or_else(snapshot)
+}
+
+/// This process's label table as a file's text, for beside a profile it dumps; `None` while no labels
+/// were ever entered.
+pub(crate) fn table_text() -> Option<String> {
+    let sets = snapshot();
+    (!sets.is_empty()).then(|| sets.to_text())
+}
+
+/// The names of the label frames among `addresses`, as pprof's symbol service answers them (`memprof label
+/// tenant=acme`); `None` for addresses of code.
+pub(crate) fn frame_names(addresses: &[u64]) -> Vec<Option<String>> {
+    let sets = snapshot();
+    let name = |id: u32| match sets.get(id) {
+        Some(set) => format!("memprof label {set}"),
+        None => format!("memprof label set {id}"),
+    };
+    addresses.iter().map(|&address| memprof_analysis::label_id(address).map(name)).collect()
+}
+
+/// The label set in force on this thread, as the backtrace hook records it.
+pub(crate) fn current() -> u32 {
+    CURRENT.try_with(Cell::get).unwrap_or(0)
+}
+
+/// Makes set `id` the one in force on this thread and returns the one it replaces.
+fn replace(id: u32) -> u32 {
+    CURRENT.try_with(|current| current.replace(id)).unwrap_or(0)
+}
+
+/// Runs `body` with `labels` added to those in force on this thread, and restores them after, also when
+/// `body` panics.
+///
+/// ```
+/// let buffer = memprof_runtime::labels::with(&[("tenant", "acme")], || vec![0u8; 4096]);
+/// # drop(buffer);
+/// ```
+pub fn with<R>(labels: &[(&str, &str)], body: impl FnOnce() -> R) -> R {
+    let _entered = enter(labels);
+    body()
+}
+
+/// Adds `labels` to those in force on this thread until the returned guard is dropped. The guard stays on
+/// its thread (it is not `Send`): in async code label the future instead ([`WithLabels`]).
+///
+/// ```
+/// let _labels = memprof_runtime::labels::enter(&[("route", "/sessions")]);
+/// let session = vec![0u8; 4096]; // recorded with route=/sessions
+/// # drop(session);
+/// ```
+#[must_use = "the labels end when the guard is dropped"]
+pub fn enter(labels: &[(&str, &str)]) -> Entered {
+    let id = table::intern(current(), labels);
+    Entered { previous: replace(id), _not_send: PhantomData }
+}
+
+/// Labels in force on this thread until dropped; see [`enter`].
+#[derive(Debug)]
+pub struct Entered {
+    previous: u32,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        replace(self.previous);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_nest_and_are_restored_when_the_inner_block_panics() {
+        let outer = enter(&[("tenant", "acme-nesting")]);
+        let in_outer = current();
+        let caught = std::panic::catch_unwind(|| {
+            with(&[("tenant", "initech-nesting")], || {
+                assert_ne!(current(), in_outer);
+                assert_eq!(snapshot().get(current()).unwrap().get("tenant"), Some("initech-nesting"));
+                panic!("inside the labels");
+            })
+        });
+        assert!(caught.is_err());
+        assert_eq!(current(), in_outer);
+        drop(outer);
+        assert_eq!(current(), 0);
+    }
+}

@@ -1,0 +1,190 @@
+//! The label sets in force anywhere in the process, each interned once to a small id that the backtrace
+//! hook records with a sample. Ids are never reused, so every profile this process takes resolves with the
+//! table as it is when the profile is read, and the table is bounded: past [`MAX_LABEL_SETS`] distinct
+//! sets, every new one is recorded as the overflow set, counted and reported.
+//!
+//! Entering labels that were entered before (the common case: a label per request, from a few values)
+//! finds them under a shared lock without allocating; only a new set is built, with the calling thread's
+//! sampling off, so the table never shows in the program's profiles.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memprof_analysis::{LabelSet, LabelSets};
+use parking_lot::RwLock;
+
+/// How many distinct label sets a process records; past it, new sets are recorded as [`OVERFLOW`].
+pub const MAX_LABEL_SETS: u32 = 1024;
+
+/// The id of the overflow set: [`MAX_LABEL_SETS`] + 1.
+pub(crate) const OVERFLOW: u32 = MAX_LABEL_SETS + 1;
+
+/// The label the overflow set carries.
+pub(crate) const OVERFLOW_LABEL: (&str, &str) = ("memprof_overflow", "too many label sets");
+
+/// How many (labels in force, labels entered) pairs are remembered for the fast path.
+const MAX_TRANSITIONS: usize = 16 * MAX_LABEL_SETS as usize;
+
+/// The longest label value kept, in bytes; longer ones are cut at a character boundary.
+pub(crate) const MAX_VALUE_BYTES: usize = 256;
+
+/// Entering `pairs` where set `parent` is in force gives set `id`.
+struct Transition {
+    parent: u32,
+    pairs: Box<[(Box<str>, Box<str>)]>,
+    id: u32,
+}
+
+impl Transition {
+    fn is(&self, parent: u32, pairs: &[(&str, &str)]) -> bool {
+        self.parent == parent
+            && self.pairs.len() == pairs.len()
+            && self
+                .pairs
+                .iter()
+                .zip(pairs)
+                .all(|((key, value), (wanted_key, wanted_value))| &**key == *wanted_key && &**value == *wanted_value)
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    /// Set `id` at index `id - 1`.
+    sets: Vec<LabelSet>,
+    ids: HashMap<LabelSet, u32>,
+    /// By the hash of (parent, pairs).
+    transitions: HashMap<u64, Vec<Transition>>,
+    transition_count: usize,
+}
+
+static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(RwLock::default);
+static HASHER: LazyLock<std::collections::hash_map::RandomState> = LazyLock::new(Default::default);
+
+/// How many times a new label set was recorded as the overflow set.
+static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
+
+/// The id of the set `pairs` make on top of set `parent` (0: none): `parent`'s labels with `pairs` added, a
+/// key in `pairs` replacing the same key of `parent`'s.
+pub(crate) fn intern(parent: u32, pairs: &[(&str, &str)]) -> u32 {
+    let hash = transition_hash(parent, pairs);
+    let known = TABLE.read().transitions.get(&hash).and_then(|transitions| {
+        transitions.iter().find(|transition| transition.is(parent, pairs)).map(|transition| transition.id)
+    });
+    let id = match known {
+        Some(id) => id,
+        None => crate::jemalloc::unsampled(|| intern_new(parent, pairs, hash)),
+    };
+    if id == OVERFLOW {
+        OVERFLOWED.fetch_add(1, Ordering::Relaxed);
+    }
+    id
+}
+
+fn transition_hash(parent: u32, pairs: &[(&str, &str)]) -> u64 {
+    let mut hasher = HASHER.build_hasher();
+    parent.hash(&mut hasher);
+    pairs.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The slow path of [`intern`]: builds the set, finds or records it, and remembers the transition.
+fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> u32 {
+    let mut table = TABLE.write();
+    let inherited: Vec<(String, String)> = match parent {
+        0 => Vec::new(),
+        id => table
+            .sets
+            .get(id as usize - 1)
+            .map_or_else(Vec::new, |set| set.iter().map(|(key, value)| (key.to_owned(), value.to_owned())).collect()),
+    };
+    let entered = pairs.iter().map(|&(key, value)| (sanitized_key(key), truncated_value(value).to_owned()));
+    let set = LabelSet::new(inherited.into_iter().chain(entered));
+    let id = if parent == OVERFLOW {
+        OVERFLOW
+    } else if let Some(&id) = table.ids.get(&set) {
+        id
+    } else if table.sets.len() < MAX_LABEL_SETS as usize {
+        table.sets.push(set.clone());
+        let id = table.sets.len() as u32;
+        table.ids.insert(set, id);
+        id
+    } else {
+        if OVERFLOWED.load(Ordering::Relaxed) == 0 {
+            crate::report::warn(&format!(
+                "More than {MAX_LABEL_SETS} distinct label sets: new ones are recorded as {}={}. Label by values \
+                 that repeat (a tenant, a route), not by ones that never do (a request id, a user id)",
+                OVERFLOW_LABEL.0, OVERFLOW_LABEL.1
+            ));
+        }
+        OVERFLOW
+    };
+    if table.transition_count < MAX_TRANSITIONS {
+        table.transition_count += 1;
+        let pairs = pairs.iter().map(|&(key, value)| (key.into(), value.into())).collect();
+        table.transitions.entry(hash).or_default().push(Transition { parent, pairs, id });
+    }
+    id
+}
+
+/// A key as pprof tags and `?by=` take it: ASCII letters, digits and `_` (others become `_`), never empty.
+fn sanitized_key(key: &str) -> String {
+    let key: String =
+        key.chars().map(|character| if character.is_ascii_alphanumeric() { character } else { '_' }).collect();
+    if key.is_empty() { "_".to_owned() } else { key }
+}
+
+fn truncated_value(value: &str) -> &str {
+    let mut end = value.len().min(MAX_VALUE_BYTES);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    &value[..end]
+}
+
+/// Every set recorded so far, the overflow set among them once it was used.
+pub(crate) fn snapshot() -> LabelSets {
+    let table = TABLE.read();
+    let mut sets = LabelSets::default();
+    for (index, set) in table.sets.iter().enumerate() {
+        sets.insert_set(index as u32 + 1, set.clone());
+    }
+    if OVERFLOWED.load(Ordering::Relaxed) > 0 {
+        sets.insert(OVERFLOW, [OVERFLOW_LABEL]);
+    }
+    sets
+}
+
+/// How many distinct label sets are recorded, and how many times a new one was recorded as the overflow set.
+pub fn counts() -> (u32, u64) {
+    (TABLE.read().sets.len() as u32, OVERFLOWED.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_labels_on_the_same_parent_are_one_set_and_inner_keys_replace_outer_ones() {
+        let acme = intern(0, &[("tenant", "acme-table-test")]);
+        assert_eq!(intern(0, &[("tenant", "acme-table-test")]), acme);
+        let route = intern(acme, &[("route", "/table-test")]);
+        let other = intern(route, &[("tenant", "initech-table-test")]);
+        let sets = snapshot();
+        assert_eq!(sets.get(route).unwrap().to_string(), "route=/table-test,tenant=acme-table-test");
+        assert_eq!(sets.get(other).unwrap().to_string(), "route=/table-test,tenant=initech-table-test");
+        assert_eq!(intern(0, &[("route", "/table-test"), ("tenant", "initech-table-test")]), other);
+    }
+
+    #[test]
+    fn keys_are_sanitized_and_long_values_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_VALUE_BYTES);
+        let id = intern(0, &[("a key-with.dots", &long)]);
+        let set = snapshot().get(id).unwrap().clone();
+        let (key, value) = set.iter().next().unwrap();
+        assert_eq!(key, "a_key_with_dots");
+        assert_eq!(value.len(), MAX_VALUE_BYTES);
+        assert!(long.starts_with(value));
+    }
+}
