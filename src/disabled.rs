@@ -119,3 +119,53 @@ pub fn router() -> axum::Router {
 pub fn debug_pprof_router() -> axum::Router {
     axum::Router::new()
 }
+
+/// Compiled out: labels that cost nothing.
+pub(crate) mod labels {
+    /// Compiled out: as many as compiled in, for code that reads it.
+    pub const MAX_LABEL_SETS: u32 = 1024;
+
+    /// Compiled out: runs `body`.
+    ///
+    /// ```
+    /// assert_eq!(memprof::labels::with(&[("tenant", "acme")], || 7), 7);
+    /// ```
+    pub fn with<R>(_labels: &[(&str, &str)], body: impl FnOnce() -> R) -> R {
+        body()
+    }
+
+    /// Compiled out: a guard of no size.
+    ///
+    /// ```
+    /// let _labels = memprof::labels::enter(&[("route", "/sessions")]);
+    /// ```
+    #[must_use = "the labels end when the guard is dropped"]
+    pub fn enter(_labels: &[(&str, &str)]) -> Entered {
+        Entered { _not_send: std::marker::PhantomData }
+    }
+
+    /// Compiled out: nothing to restore.
+    #[derive(Debug)]
+    pub struct Entered {
+        _not_send: std::marker::PhantomData<*const ()>,
+    }
+
+    /// Compiled out: the future itself.
+    pub type Labelled<F> = F;
+
+    /// Compiled out: `with_labels` returns the future unchanged.
+    ///
+    /// ```
+    /// use memprof::labels::WithLabels;
+    /// let task = async { 7 }.with_labels(&[("tenant", "acme")]);
+    /// # drop(task);
+    /// ```
+    pub trait WithLabels: std::future::Future + Sized {
+        /// The future itself.
+        fn with_labels(self, _labels: &[(&str, &str)]) -> Labelled<Self> {
+            self
+        }
+    }
+
+    impl<F: std::future::Future> WithLabels for F {}
+}

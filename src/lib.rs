@@ -77,6 +77,29 @@ mod disabled;
 #[cfg(not(feature = "enabled"))]
 pub use disabled::{Guard, Options, shutdown, start};
 
+/// Allocation labels: heap profiles split by tenant, route or task. Everything allocated while labels are in
+/// force is recorded with them; every format can split (`?by=tenant`) or filter (`?label=tenant:acme`) by
+/// them, and pprof carries them as tags (`go tool pprof -tags`). Compiled out (without `enabled`), labels
+/// cost nothing: [`labels::with`] runs its closure, [`labels::enter`] returns a guard of no size, and
+/// [`labels::WithLabels::with_labels`] returns the future itself.
+///
+/// ```
+/// use memprof::labels::{self, WithLabels};
+///
+/// let session = labels::with(&[("tenant", "acme")], || vec![0u8; 64 * 1024]);
+/// let _route = labels::enter(&[("route", "/sessions")]);
+/// let task = async { vec![0u8; 1024] }.with_labels(&[("tenant", "initech")]);
+/// # drop((session, task));
+/// ```
+pub mod labels {
+    #[cfg(feature = "enabled")]
+    #[doc(inline)]
+    pub use memprof_runtime::labels::{Entered, Labelled, MAX_LABEL_SETS, WithLabels, enter, with};
+
+    #[cfg(not(feature = "enabled"))]
+    pub use crate::disabled::labels::{Entered, Labelled, MAX_LABEL_SETS, WithLabels, enter, with};
+}
+
 /// memprof's endpoints as a handler over the `http` crate's types, for the program's own HTTP server
 /// (feature `http`). Compiled out (without `enabled`), every request is answered 404.
 #[cfg(feature = "http")]

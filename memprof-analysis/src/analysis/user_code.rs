@@ -13,6 +13,12 @@
 //! dependencies from crates.io or git are compiled from cargo's `registry/` and `git/` directories; any
 //! other Rust source is the program's (its workspace, path dependencies included).
 
+/// memprof's labelling between the user's frames (`labels::with`, a labelled future's poll): dropped
+/// wherever they are, as the user's code reads without them.
+fn is_labelling(function: &str) -> bool {
+    function.starts_with("memprof_runtime::labels::") || function.starts_with("<memprof_runtime::labels::")
+}
+
 /// Frames from which the user's code starts: they and every frame below them are cut. The innermost one
 /// found in a stack counts (a tokio worker's task poll runs above a thread's short-backtrace frame).
 fn starts_user_code(function: &str) -> bool {
@@ -38,12 +44,13 @@ const MACHINERY: &[&str] = &[
 /// names without their path (`call_once<fn(), ()>`).
 const MACHINERY_FILES: &[&str] = &["/library/core/src/", "/library/std/src/", "/tokio-"];
 
-/// The frames of a stack, innermost first, without those below the user's code; `describe` gives a
-/// frame's function and source file.
+/// The frames of a stack, innermost first, without those below the user's code and without memprof's
+/// labelling; `describe` gives a frame's function and source file.
 ///
 /// A stack with no frame that starts the user's code (a thread memprof cannot recognise) is kept whole,
 /// and the machinery is dropped only while a frame of the user's stays.
 pub(crate) fn cut<T>(frames: &mut Vec<T>, describe: impl Fn(&T) -> (&str, Option<&str>)) {
+    frames.retain(|frame| !is_labelling(describe(frame).0));
     let Some(start) = frames.iter().position(|frame| starts_user_code(describe(frame).0)) else {
         return;
     };
@@ -79,6 +86,21 @@ mod tests {
         let mut frames = stack.to_vec();
         cut(&mut frames, |name| (name, None));
         frames
+    }
+
+    #[test]
+    fn memprofs_labelling_is_dropped_between_the_users_frames() {
+        let mut frames = vec![
+            ("service::open_session", Some("/work/examples/service.rs")),
+            ("service::main::{{closure}}", Some("/work/examples/service.rs")),
+            ("memprof_runtime::labels::with", Some("/work/memprof-runtime/src/labels/mod.rs")),
+            ("<memprof_runtime::labels::future::Labelled<F> as core::future::future::Future>::poll", None),
+            ("service::main", Some("/work/examples/service.rs")),
+            ("std::sys::backtrace::__rust_begin_short_backtrace", None),
+        ];
+        cut(&mut frames, |&(name, file)| (name, file));
+        let names: Vec<&str> = frames.iter().map(|frame| frame.0).collect();
+        assert_eq!(names, ["service::open_session", "service::main::{{closure}}", "service::main"]);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub(super) fn pprof(context: &Context, query: &Query) -> Result<Reply, HttpError
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,
 /// `lines=true` for source lines instead of functions, `full=true` for the frames below the user's code too
-/// (pprof always has them).
+/// (pprof always has them), `by=KEY` to split by a label, `label=KEY:VALUE` to keep only its samples.
 fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, HttpError> {
     let profile = requested(context, query, "id")?;
     let base = match query.parse_id("base")? {
@@ -63,7 +63,20 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     for profile in std::iter::once(&profile).chain(&base) {
         symbolized_here(context, profile)?;
     }
-    let options = RenderOptions { lines: query.flag("lines")?, full: query.flag("full")?, ..RenderOptions::default() };
+    fn invalid(name: &'static str) -> impl Fn(String) -> HttpError {
+        move |error| HttpError::bad_request(format!("Invalid parameter '{name}': {error}"))
+    }
+    let options = RenderOptions {
+        lines: query.flag("lines")?,
+        full: query.flag("full")?,
+        by: query
+            .get("by")
+            .map(|key| memprof_wire::label_key(key).map(str::to_owned))
+            .transpose()
+            .map_err(invalid("by"))?,
+        label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
+        ..RenderOptions::default()
+    };
     let bytes = rendered::rendered(&profile, base.as_ref(), format, &options).map_err(|failure| match failure {
         rendered::Failure::Busy => super::jobs::busy(),
         rendered::Failure::Gone(error) => unreadable(context, &profile, &error),

@@ -63,5 +63,13 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     );
     metric("memprof_run_active", "gauge", "1 while a profiling run is active.", flag(runs.current.is_some()));
     metric("memprof_profiles_kept", "gauge", "Finished profiles kept for download.", runs.finished.len() as f64);
+    let (label_sets, overflowed) = crate::labels::counts();
+    metric("memprof_label_sets", "gauge", "Distinct allocation label sets recorded.", f64::from(label_sets));
+    metric(
+        "memprof_label_sets_overflowed_total",
+        "counter",
+        "Times labels were entered past the bound on label sets (recorded as memprof_overflow).",
+        overflowed as f64,
+    );
     Ok(Reply::bytes("text/plain; version=0.0.4; charset=utf-8", text.into_bytes()))
 }

@@ -81,8 +81,7 @@ pub(crate) fn rendered(
     format: Format,
     options: &RenderOptions,
 ) -> Result<Arc<Vec<u8>>, Failure> {
-    let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
-    RENDERED.get(&request, || {
+    let render = || {
         let Some(_permit) = Permit::acquire() else {
             // Every caller waiting on this render sees it; it is not kept, so the next one tries again.
             return Err(Failure::Busy);
@@ -90,7 +89,13 @@ pub(crate) fn rendered(
         let profile = analysis(run)?;
         let base = base.map(analysis).transpose()?;
         format.render(&profile, base.as_deref(), options).map_err(|error| Failure::Failed(error.to_string()))
-    })
+    };
+    // A label's key and value are the asker's choice, without bound: such renders are not kept.
+    if options.by.is_some() || options.label.is_some() {
+        return render().map(Arc::new);
+    }
+    let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
+    RENDERED.get(&request, render)
 }
 
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memprof_wire::{
-    AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, ProfilerState,
-    StackWalk, State,
+    AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, LabelCounts, MallocConfSources,
+    ProfilerState, StackWalk, State,
 };
 use parking_lot::Mutex;
 
@@ -69,6 +69,10 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
             warnings: config.warnings.clone(),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
+            labels: {
+                let (sets, overflowed) = crate::labels::counts();
+                LabelCounts { sets, max_sets: crate::labels::MAX_LABEL_SETS, overflowed }
+            },
             heap: jemalloc::heap_stats().ok(),
         },
         jemalloc: JemallocState {
