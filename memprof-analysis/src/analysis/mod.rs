@@ -444,10 +444,11 @@ impl Analysis {
     }
 }
 
-/// A stack's addresses without its label frame (the outermost, when the process labels its samples).
+/// A stack's addresses without its label frame (the outermost, when the process labels its samples); a
+/// stack of nothing else (the walk found no frame) keeps it, so that every sample has a location.
 fn code_addresses(addresses: &[u64]) -> &[u64] {
     match addresses.split_last() {
-        Some((&last, code)) if label_id(last).is_some() => code,
+        Some((&last, code)) if label_id(last).is_some() && !code.is_empty() => code,
         _ => addresses,
     }
 }
@@ -536,4 +537,64 @@ pub fn function_names_in_this_process(addresses: &[u64]) -> Result<Vec<Option<St
             location.frames.first().map(|frame| frame.function.to_string())
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap_profile::Stack;
+    use crate::labels::label_address;
+
+    fn stack(addresses: Vec<u64>) -> Stack {
+        Stack { addresses, objects: 1, bytes: 1024, allocated: Default::default() }
+    }
+
+    #[test]
+    fn label_frames_become_the_samples_labels_and_a_stack_of_only_a_label_keeps_a_location() {
+        let profile = HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![stack(vec![0x1000, label_address(1)]), stack(vec![label_address(2)]), stack(vec![0x1000])],
+            mappings: Vec::new(),
+        };
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme")]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let labels: Vec<String> = analysis.samples.iter().map(|sample| sample.labels.to_string()).collect();
+        assert_eq!(labels, ["tenant=acme", "memprof_label_set=2", ""]);
+        let addresses: Vec<Vec<u64>> = analysis
+            .samples
+            .iter()
+            .map(|sample| sample.locations.iter().map(|&location| analysis.locations[location].address).collect())
+            .collect();
+        assert_eq!(addresses, [vec![0x1000], vec![label_address(2)], vec![0x1000]]);
+        assert_eq!(function_names_in_this_process(&[label_address(1)]).unwrap(), [None]);
+    }
+
+    #[test]
+    fn a_split_adds_one_root_per_value_and_keeps_the_totals() {
+        let profile = HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![
+                stack(vec![0x1000, label_address(1)]),
+                stack(vec![0x2000]),
+                stack(vec![0x3000, label_address(1)]),
+            ],
+            mappings: Vec::new(),
+        };
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme")]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let split = analysis.split_by_label("tenant");
+        let roots: Vec<&str> =
+            split.samples.iter().map(|sample| &*split.shown_frames(sample, false).last().unwrap().function).collect();
+        assert_eq!(roots, ["tenant=acme", "tenant=(none)", "tenant=acme"]);
+        assert_eq!(split.locations.len(), analysis.locations.len() + 2);
+        assert_eq!(split.total(), analysis.total());
+        assert_eq!(analysis.only_labelled("tenant", "acme").samples.len(), 2);
+        assert_eq!(analysis.only_labelled("tenant", NO_LABEL).samples.len(), 1);
+    }
 }

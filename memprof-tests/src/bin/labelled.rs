@@ -1,0 +1,78 @@
+//! A program that labels its allocations, for `tests/labels.rs`. Its endpoints are served on a free port.
+//!
+//! - `labelled tokio`: on a two-worker tokio runtime, a task labelled `task=labelled` keeps the newest 64
+//!   buffers of 64 KiB from `labelled_allocation`, sleeping between allocations so that it moves between
+//!   the workers (it prints `labelled task polled on 2 threads` once it has); an unlabelled task does the same
+//!   in `unlabelled_allocation` on the same workers.
+//! - `labelled overflow`: enters 1,100 distinct label sets (`request=0`..`request=1099`, past the bound of
+//!   1,024), each around a 1 KiB buffer it keeps, prints `entered 1100 label sets`, then waits to be killed.
+
+use std::collections::{HashSet, VecDeque};
+use std::hint::black_box;
+use std::time::Duration;
+
+use memprof::labels::{self, WithLabels};
+
+#[memprof::main(http = "127.0.0.1:0")]
+fn main() {
+    match std::env::args().nth(1).as_deref() {
+        Some("tokio") => tokio_tasks(),
+        Some("overflow") => overflow(),
+        other => panic!("expected the mode 'tokio' or 'overflow', not {other:?}"),
+    }
+}
+
+fn tokio_tasks() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    runtime.block_on(async {
+        let labelled = tokio::spawn(
+            async {
+                let mut threads = HashSet::new();
+                let mut kept = VecDeque::new();
+                loop {
+                    keep(&mut kept, labelled_allocation());
+                    if threads.insert(std::thread::current().id()) && threads.len() == 2 {
+                        println!("labelled task polled on 2 threads");
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            .with_labels(&[("task", "labelled")]),
+        );
+        let unlabelled = tokio::spawn(async {
+            let mut kept = VecDeque::new();
+            loop {
+                keep(&mut kept, unlabelled_allocation());
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let _ = (labelled.await, unlabelled.await);
+    });
+}
+
+fn keep(kept: &mut VecDeque<Vec<u8>>, buffer: Vec<u8>) {
+    if kept.len() == 64 {
+        kept.pop_front();
+    }
+    kept.push_back(buffer);
+}
+
+#[inline(never)]
+fn labelled_allocation() -> Vec<u8> {
+    black_box(vec![1; 64 * 1024])
+}
+
+#[inline(never)]
+fn unlabelled_allocation() -> Vec<u8> {
+    black_box(vec![2; 64 * 1024])
+}
+
+fn overflow() {
+    let kept: Vec<Vec<u8>> = (0..1100)
+        .map(|request| labels::with(&[("request", &request.to_string())], || black_box(vec![3; 1024])))
+        .collect();
+    println!("entered {} label sets", kept.len());
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}

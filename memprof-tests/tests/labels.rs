@@ -1,0 +1,199 @@
+//! Allocation labels on real programs: the example service's two tenants (3:1) through every format and
+//! pprof's tags, a labelled tokio task across workers, and more label sets than the bound.
+
+use std::collections::BTreeSet;
+
+use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, label_id, labels_path};
+use memprof_tests::acceptance::{self, wait_for_sampled};
+use memprof_tests::http::request_with_body;
+use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::tools::{self, Scratch};
+
+/// The example service sampled every 16 KiB: its 256 sessions of 64 KiB and 128 index blocks of 32 KiB
+/// are nearly all sampled, so the tenants' shares come out close to 3:1.
+fn finely_sampled_service() -> Program {
+    Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn()
+}
+
+/// A finished run of `service` that sampled `functions`.
+fn finished_run(service: &Program, functions: &[&str]) -> u64 {
+    let id = acceptance::start(service, "1mins");
+    wait_for_sampled(service, functions);
+    assert_eq!(service.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
+    id
+}
+
+/// The `MB` total of a text table.
+fn total_megabytes(text: &str) -> f64 {
+    text.lines().next().and_then(|line| line.strip_prefix("Total: ")?.strip_suffix(" MB")?.parse().ok()).unwrap()
+}
+
+#[test]
+fn the_services_tenants_split_its_heap_three_to_one_in_every_format() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service, &["service::open_session", "service::index_document"]);
+    let download = |query: &str| {
+        let response = service.get(&format!("/memory-profiler/download/{query}"));
+        assert_eq!(response.status, 200, "{query}: {}", response.text());
+        response
+    };
+
+    // Split by tenant: one root row per tenant, adding up to the whole.
+    let whole = download(&format!("text?id={id}")).text();
+    let split = download(&format!("text?id={id}&by=tenant")).text();
+    assert_eq!(split.lines().next(), whole.lines().next(), "the same total:\n{split}");
+    let tenant_row = |tenant: &str| {
+        split.lines().find(|line| line.ends_with(&format!("% tenant={tenant}"))).unwrap_or_else(|| panic!("{split}"))
+    };
+    let cumulative = |row: &str| row.split_whitespace().nth(3).unwrap().parse::<f64>().unwrap();
+    let (acme, initech) = (cumulative(tenant_row("acme")), cumulative(tenant_row("initech")));
+    assert!((acme + initech - total_megabytes(&whole)).abs() <= 0.1, "{acme} + {initech}:\n{split}");
+    assert!((2.5..3.5).contains(&(acme / initech)), "acme {acme} MB, initech {initech} MB:\n{split}");
+    assert!(!whole.contains("tenant=") && !whole.contains("memprof_runtime::labels"), "{whole}");
+
+    // Filtered: only initech's samples.
+    let only = download(&format!("text?id={id}&label=tenant:initech")).text();
+    assert!((total_megabytes(&only) - initech).abs() <= 0.1, "{only}");
+    let none = download(&format!("text?id={id}&label=tenant:(none)")).text();
+    assert_eq!(none.lines().next(), Some("Total: 0.0 MB"), "every session and block has a tenant:\n{none}");
+
+    // Folded stacks and the flame graph start at the tenant.
+    let collapsed = download(&format!("collapsed?id={id}&by=tenant")).text();
+    assert!(
+        collapsed.lines().all(|line| line.starts_with("tenant=acme;") || line.starts_with("tenant=initech;")),
+        "{collapsed}"
+    );
+    let flame_graph = download(&format!("flamegraph?id={id}&by=tenant")).text();
+    assert!(flame_graph.contains("tenant=initech"), "the flame graph has the tenant frames");
+    let graph = download(&format!("graph?id={id}&by=tenant")).text();
+    assert!(graph.contains("tenant=acme"), "the call graph has the tenant frames");
+
+    // pprof: tags, as go tool pprof lists them.
+    let pprof = download(&format!("pprof?id={id}")).body;
+    if let Some(tags) = tools::pprof(&pprof, &["-tags"]) {
+        let share = |tenant: &str| -> f64 {
+            let line = tags.lines().find(|line| line.trim_end().ends_with(&format!(": {tenant}")));
+            let line = line.unwrap_or_else(|| panic!("{tenant} is not among the tags:\n{tags}"));
+            line.split('(').nth(1).and_then(|rest| rest.split('%').next()).unwrap().parse().unwrap()
+        };
+        assert!(tags.contains(" tenant: Total "), "{tags}");
+        let ratio = share("acme") / share("initech");
+        assert!((2.5..3.5).contains(&ratio), "{ratio}:\n{tags}");
+        let focused = tools::pprof(&pprof, &["-top", "-tagfocus=tenant=initech"]).unwrap();
+        assert!(focused.contains("service::open_session"), "{focused}");
+    }
+
+    // Bad keys and filters are refused, saying what is expected.
+    let refused = service.get(&format!("/memory-profiler/download/text?id={id}&by=the%20tenant"));
+    assert_eq!(
+        (refused.status, refused.text()),
+        (
+            400,
+            "Invalid parameter 'by': 'the tenant' is not a label key; expected letters, digits and '_' (at most 64).\n"
+                .to_owned()
+        )
+    );
+    let refused = service.get(&format!("/memory-profiler/download/text?id={id}&label=tenant"));
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("'tenant' is not KEY:VALUE (for example tenant:acme)"), "{}", refused.text());
+}
+
+#[test]
+fn the_label_table_travels_beside_the_raw_profile_and_the_symbol_service_names_label_frames() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service, &["service::open_session"]);
+    let state = service.get_json("/memory-profiler/state");
+    let directory = std::path::Path::new(state["memory_profiler"]["tmp_dir"].as_str().unwrap());
+    let profile = directory.join(format!("profile.{id}.heap"));
+    let table = std::fs::read_to_string(labels_path(&profile)).unwrap();
+    let table = LabelSets::parse(&table).unwrap();
+
+    // Offline, with the table beside it, the raw profile splits as the service splits it.
+    let raw = HeapProfile::parse(&service.get(&format!("/memory-profiler/download/raw?id={id}")).text()).unwrap();
+    let analysis = Analysis::with_labels(&raw, &Binaries::as_mapped(), &table);
+    let bytes = |tenant: &str| -> f64 {
+        analysis
+            .samples
+            .iter()
+            .filter(|sample| sample.labels.get("tenant") == Some(tenant))
+            .map(|sample| sample.bytes)
+            .sum()
+    };
+    assert!((2.5..3.5).contains(&(bytes("acme") / bytes("initech"))), "{} {}", bytes("acme"), bytes("initech"));
+    assert!(analysis.samples.iter().all(|sample| !sample.labels.is_empty()));
+
+    // The symbol service names the label frames as jeprof asks for them (moved back by one).
+    let label_frames: BTreeSet<u64> = raw
+        .stacks
+        .iter()
+        .filter_map(|stack| stack.addresses.last().copied().filter(|&address| label_id(address).is_some()))
+        .collect();
+    assert!(!label_frames.is_empty(), "every sample ends in its label frame");
+    let asked: Vec<String> = label_frames.iter().map(|address| format!("{:#x}", address - 1)).collect();
+    let names = request_with_body(service.address(), "POST", "/debug/pprof/symbol", asked.join("+").as_bytes()).text();
+    let named: BTreeSet<&str> = names.lines().filter_map(|line| line.split_once(' ').map(|(_, name)| name)).collect();
+    assert_eq!(named, BTreeSet::from(["memprof label tenant=acme", "memprof label tenant=initech"]), "{names}");
+}
+
+/// jeprof, through the endpoint, names the label frames as the symbol service answers them.
+#[test]
+fn jeprof_through_the_endpoint_shows_the_tenants() {
+    let (Some(jeprof), Some(_)) = (tools::find("jeprof", "libjemalloc-dev"), tools::find("curl", "curl")) else {
+        return;
+    };
+    let service = finely_sampled_service();
+    finished_run(&service, &["service::open_session"]);
+    let scratch = Scratch::new("jeprof-labels");
+    let url = format!("http://{}/memory-profiler/pprof/heap", service.address());
+    let report = tools::run(
+        &jeprof,
+        &["--text", "--cum", &url],
+        &[("JEPROF_TMPDIR", &scratch.join("tmp")), ("HOME", &scratch.join("home"))],
+    );
+    let report = String::from_utf8_lossy(&report.stdout);
+    for tenant in ["acme", "initech"] {
+        assert!(report.contains(&format!("memprof label tenant={tenant}")), "{report}");
+    }
+}
+
+/// The labelled program, in `mode`, with its endpoints on.
+fn labelled(mode: &str) -> Launch {
+    Launch::new(built_binary("labelled")).args([mode]).env("LIBPROCESS_MEMORY_PROFILING", "true")
+}
+
+#[test]
+fn a_labelled_tokio_task_keeps_its_labels_on_every_worker_and_an_unlabelled_one_never_gets_them() {
+    let service = labelled("tokio").env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    service.wait_for_line(|line| line == "labelled task polled on 2 threads");
+    let id = acceptance::start(&service, "1mins");
+    wait_for_sampled(&service, &["labelled::labelled_allocation", "labelled::unlabelled_allocation"]);
+    service.get_json("/memory-profiler/stop");
+    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}&by=task")).text();
+    let stacks = |function: &str| -> Vec<&str> {
+        collapsed.lines().filter(|line| line.contains(&format!("labelled::{function} "))).collect()
+    };
+    let (labelled, unlabelled) = (stacks("labelled_allocation"), stacks("unlabelled_allocation"));
+    assert!(!labelled.is_empty() && !unlabelled.is_empty(), "{collapsed}");
+    assert!(labelled.iter().all(|stack| stack.starts_with("task=labelled;")), "{collapsed}");
+    assert!(unlabelled.iter().all(|stack| stack.starts_with("task=(none);")), "{collapsed}");
+}
+
+#[test]
+fn more_label_sets_than_the_bound_are_recorded_as_one_overflow_set_counted_and_reported_once() {
+    let service = labelled("overflow").env("MALLOC_CONF", "prof_active:true,lg_prof_sample:10").spawn();
+    service.wait_for_line(|line| line == "entered 1100 label sets");
+    let labels = &service.get_json("/memory-profiler/state")["memory_profiler"]["labels"];
+    assert_eq!(labels, &serde_json::json!({"sets": 1024, "max_sets": 1024, "overflowed": 76}));
+    let metrics = service.get("/metrics").text();
+    assert!(metrics.contains("\nmemprof_label_sets 1024\n"), "{metrics}");
+    assert!(metrics.contains("\nmemprof_label_sets_overflowed_total 76\n"), "{metrics}");
+    let warning = "[memprof] WARN More than 1024 distinct label sets: new ones are recorded as memprof_overflow=too many label sets. Label by values that repeat (a tenant, a route), not by ones that never do (a request id, a user id)";
+    let warned = service.output().iter().filter(|line| *line == warning).count();
+    assert_eq!(warned, 1, "{:#?}", service.output());
+    let live = service.get("/debug/pprof/heap");
+    assert_eq!(live.status, 200, "{}", live.text());
+    if let Some(tags) = tools::pprof(&live.body, &["-tags"]) {
+        assert!(tags.contains(" memprof_overflow: Total"), "{tags}");
+        assert!(tags.contains(" request: Total"), "{tags}");
+    }
+}
