@@ -120,6 +120,16 @@ pub fn debug_pprof_router() -> axum::Router {
     axum::Router::new()
 }
 
+/// Compiled out: the request goes on, unlabelled.
+///
+/// ```
+/// let app: axum::Router = axum::Router::new().layer(axum::middleware::from_fn(memprof::axum::label_by_route));
+/// ```
+#[cfg(feature = "axum")]
+pub async fn label_by_route(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    next.run(request).await
+}
+
 /// Compiled out: labels that cost nothing.
 pub(crate) mod labels {
     /// Compiled out: as many as compiled in, for code that reads it.

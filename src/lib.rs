@@ -122,9 +122,12 @@ pub mod axum {
     #[cfg(feature = "enabled")]
     #[doc(inline)]
     pub use memprof_runtime::axum::{MAX_IN_FLIGHT, debug_pprof_router, router, routes};
+    #[cfg(feature = "enabled")]
+    #[doc(inline)]
+    pub use memprof_runtime::labels::label_by_route;
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::{debug_pprof_router, router, routes};
+    pub use crate::disabled::{debug_pprof_router, label_by_route, router, routes};
 }
 
 /// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]

@@ -56,11 +56,30 @@ pub fn request(address: SocketAddr, method: &str, target: &str) -> Response {
 /// assert_eq!(response.status, 200);
 /// ```
 pub fn request_with_body(address: SocketAddr, method: &str, target: &str, body: &[u8]) -> Response {
+    request_with_headers(address, method, target, &[], body)
+}
+
+/// Sends `method target` with `headers` and `body` to `address` and reads the whole answer.
+///
+/// ```no_run
+/// let address = "127.0.0.1:3000".parse().unwrap();
+/// let headers = [("X-Tenant", "acme")];
+/// let response = memprof_tests::http::request_with_headers(address, "POST", "/sessions", &headers, b"");
+/// assert_eq!(response.status, 200);
+/// ```
+pub fn request_with_headers(
+    address: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut stream = TcpStream::connect_timeout(&address, PATIENCE).expect("connect");
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let headers: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
     write!(
         stream,
-        "{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        "{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n",
         body.len()
     )
     .and_then(|()| stream.write_all(body))

@@ -13,14 +13,21 @@
 //! `ADDR` sets the address (default `127.0.0.1:3000`). Its handlers allocate on tokio's worker threads:
 //! `open_session` keeps 64 KiB per session (the newest 256), `index_document` 32 KiB per document (the
 //! newest 128), `render_page` a buffer freed at once. A load task calls them in a loop, as clients would.
+//!
+//! Memory by route and tenant: requests are labelled with the route they matched and the tenant their
+//! `X-Tenant` header names, the load task's calls with their tenant (`acme` three times in four, `initech`
+//! once): `curl '127.0.0.1:3000/memory-profiler/download/text?by=tenant'`.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::middleware::{Next, from_fn};
+use axum::response::Response;
 use axum::routing::{get, post};
+use memprof::labels::WithLabels;
 
 // The service's allocator, declared as it was before memprof came.
 #[global_allocator]
@@ -56,6 +63,10 @@ async fn main() {
         .route("/documents", post(index_document))
         .route("/page", get(render_page))
         .with_state(Arc::clone(&memory))
+        // Memory by route and by tenant (`?by=route`, `?by=tenant`): each request's allocations are labelled
+        // with the route it matched and the tenant it names.
+        .layer(from_fn(label_by_tenant))
+        .layer(from_fn(memprof::axum::label_by_route))
         // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.
         .merge(memprof::axum::routes());
 
@@ -66,6 +77,14 @@ async fn main() {
     axum::serve(listener, app).with_graceful_shutdown(terminated()).await.expect("the server runs");
     println!("axum-service: done");
     // `_memprof` is dropped here: a run still active is ended and the profiles are removed.
+}
+
+/// Labels a request's allocations with the tenant its `X-Tenant` header names (`unknown` without one). A
+/// real service would check the name against its tenants: memprof records at most 1,024 distinct label sets.
+async fn label_by_tenant(request: Request, next: Next) -> Response {
+    let tenant = request.headers().get("x-tenant").and_then(|value| value.to_str().ok()).unwrap_or("unknown");
+    let tenant = tenant.to_owned();
+    next.run(request).with_labels(&[("tenant", &tenant)]).await
 }
 
 /// Resolves at SIGTERM (systemd, Kubernetes, `docker stop`) or Ctrl-C.
@@ -119,9 +138,10 @@ fn keep<T>(items: &mut VecDeque<T>, limit: usize, item: T) {
 
 /// Calls the handlers in a loop on the runtime's workers, as clients would.
 async fn load(memory: Shared) {
-    loop {
-        open_session(State(Arc::clone(&memory))).await;
-        index_document(State(Arc::clone(&memory))).await;
+    for request in 0u64.. {
+        let tenant = [("tenant", if request % 4 == 3 { "initech" } else { "acme" })];
+        open_session(State(Arc::clone(&memory))).with_labels(&tenant).await;
+        index_document(State(Arc::clone(&memory))).with_labels(&tenant).await;
         std::hint::black_box(render_page().await);
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

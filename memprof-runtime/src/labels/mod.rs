@@ -24,6 +24,8 @@
 //! Labels follow threads: memory allocated under a label and freed on another thread still counts against
 //! that label, and a `Vec` that grows by reallocation is charged to the labels in force where it grew.
 
+#[cfg(feature = "axum")]
+mod axum;
 mod future;
 mod table;
 
@@ -32,6 +34,8 @@ use std::marker::PhantomData;
 
 use memprof_analysis::LabelSets;
 
+#[cfg(feature = "axum")]
+pub use axum::{UNMATCHED_ROUTE, label_by_route};
 pub use future::{Labelled, WithLabels};
 pub(crate) use table::snapshot as table_now;
 use table::snapshot;
