@@ -5,11 +5,16 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, LabelSets, RenderOptions, labels_path};
 
 use crate::Failure;
 use crate::output::{self, Content};
 use crate::terminal::for_terminal;
+
+/// A label key, as `--by` takes it.
+pub(crate) fn label_key(key: &str) -> Result<String, String> {
+    memprof_wire::label_key(key).map(str::to_owned)
+}
 
 /// Symbolize a raw heap profile (download/raw) and write it as text, folded stacks, a flame graph, a
 /// call graph or pprof.
@@ -35,6 +40,13 @@ pub(crate) struct Analyze {
     /// Every frame, down to the program's start (pprof always has them).
     #[arg(long)]
     full: bool,
+    /// Split by this label key: each stack under a root frame KEY=value (text, graph, flamegraph,
+    /// collapsed; pprof carries every label as a tag).
+    #[arg(long, value_name = "KEY", value_parser = label_key)]
+    by: Option<String>,
+    /// Only the samples with this label: KEY:VALUE (KEY:(none) for the samples without KEY).
+    #[arg(long, value_name = "KEY:VALUE", value_parser = memprof_wire::label_filter)]
+    label: Option<(String, String)>,
     /// Where to write the result (default: standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -51,7 +63,13 @@ impl Analyze {
         let binaries = Binaries::replacing(self.binaries.iter().cloned());
         let analysis = analyze(&self.profile, &binaries)?;
         let base = self.base.as_deref().map(|base| analyze(base, &binaries)).transpose()?;
-        let options = RenderOptions { lines: self.lines, full: self.full, ..RenderOptions::default() };
+        let options = RenderOptions {
+            lines: self.lines,
+            full: self.full,
+            by: self.by,
+            label: self.label,
+            ..RenderOptions::default()
+        };
         let rendered = self
             .format
             .render(&analysis, base.as_ref(), &options)
@@ -97,5 +115,17 @@ fn analyze(path: &Path, binaries: &Binaries) -> Result<Analysis, Failure> {
         )));
     }
     let profile = HeapProfile::parse(&text).map_err(|error| refused(&error))?;
-    Ok(Analysis::new(&profile, binaries))
+    Ok(Analysis::with_labels(&profile, binaries, &label_table(path)?))
+}
+
+/// The label table kept beside the profile (`<profile>.labels`, written by the service and downloaded by
+/// `memprof download --format raw`); none when there is no such file (an unlabelled profile).
+fn label_table(profile: &Path) -> Result<LabelSets, Failure> {
+    let path = labels_path(profile);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(LabelSets::default()),
+        Err(error) => return Err(Failure::Refused(format!("{}: {error}", path.display()))),
+    };
+    LabelSets::parse(&text).map_err(|error| Failure::Refused(format!("{}: {error}", path.display())))
 }

@@ -88,6 +88,13 @@ pub(crate) struct Output {
     /// Every frame, down to the program's start (text, graph, flamegraph, collapsed; pprof always has them).
     #[arg(long)]
     full: bool,
+    /// Split by this label key: each stack under a root frame KEY=value (text, graph, flamegraph,
+    /// collapsed; pprof carries every label as a tag).
+    #[arg(long, value_name = "KEY", value_parser = crate::analyze::label_key)]
+    by: Option<String>,
+    /// Only the samples with this label: KEY:VALUE (KEY:(none) for the samples without KEY).
+    #[arg(long, value_name = "KEY:VALUE", value_parser = memprof_wire::label_filter)]
+    label: Option<(String, String)>,
     /// Where to write it (default: standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -220,15 +227,35 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
     if output.lines {
         query.push("lines=true".to_owned());
     }
-    if output.full && matches!(output.format, Download::Rendered(format) if format != Format::Pprof) {
+    let readable = matches!(output.format, Download::Rendered(format) if format != Format::Pprof);
+    if output.full && readable {
         query.push("full=true".to_owned());
+    }
+    if let Some(key) = output.by.as_deref().filter(|_| readable) {
+        query.push(format!("by={key}"));
+    }
+    if let Some((key, value)) = &output.label {
+        let filter: String = form_urlencoded::byte_serialize(format!("{key}:{value}").as_bytes()).collect();
+        query.push(format!("label={filter}"));
     }
     let path = format!("{}?{}", paths::download(output.format.name()), query.join("&"));
     let content = match output.format {
         Download::Raw | Download::Rendered(Format::Pprof) => Content::Binary,
         Download::Rendered(_) => Content::Text,
     };
-    output::write_to(output.output.as_deref(), content, |out| client.download(&path, out))
+    output::write_to(output.output.as_deref(), content, |out| client.download(&path, out))?;
+    // A raw dump is read with its label table beside it (`memprof analyze`).
+    if let (Download::Raw, Some(file)) = (output.format, output.output.as_deref()) {
+        let table = client.get(&format!("{}?{}", paths::DOWNLOAD_LABELS, query.join("&")))?;
+        let table = memprof_analysis::LabelSets::parse(&String::from_utf8_lossy(&table.body))
+            .map_err(|error| Failure::Refused(format!("the service's label table is malformed ({error})")))?;
+        if !table.is_empty() {
+            let path = memprof_analysis::labels_path(file);
+            std::fs::write(&path, table.to_text())
+                .map_err(|error| Failure::Refused(format!("{}: {error}", path.display())))?;
+        }
+    }
+    Ok(())
 }
 
 /// Prints the service's answer as it is with `--json` (for scripts; it must be JSON; through

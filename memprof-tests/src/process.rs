@@ -23,6 +23,25 @@ pub fn built_binary(name: &str) -> PathBuf {
     directory.join(name)
 }
 
+/// Runs the `memprof` tool against `service` with `arguments`: its exit code, standard output and error.
+///
+/// ```no_run
+/// let service = memprof_tests::process::Program::service().spawn();
+/// let (code, state, _) = memprof_tests::process::memprof_tool(&service, &["state"]);
+/// assert_eq!(code, 0, "{state}");
+/// ```
+pub fn memprof_tool(service: &Program, arguments: &[&str]) -> (i32, String, String) {
+    let output = Command::new(built_binary("memprof-tool"))
+        .arg("--url")
+        .arg(format!("http://{}", service.address()))
+        .args(arguments)
+        .env_remove("MEMPROF_URL")
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
 /// A running program.
 ///
 /// ```no_run

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, label_id, labels_path};
 use memprof_tests::acceptance::{self, wait_for_sampled};
 use memprof_tests::http::request_with_body;
-use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::process::{Launch, Program, built_binary, memprof_tool};
 use memprof_tests::tools::{self, Scratch};
 
 /// The example service sampled every 16 KiB: its 256 sessions of 64 KiB and 128 index blocks of 32 KiB
@@ -196,4 +196,38 @@ fn more_label_sets_than_the_bound_are_recorded_as_one_overflow_set_counted_and_r
         assert!(tags.contains(" memprof_overflow: Total"), "{tags}");
         assert!(tags.contains(" request: Total"), "{tags}");
     }
+}
+
+/// The tool: a raw download brings its label table beside it, `analyze --by` and `--label` read it
+/// offline, and `download --by`/`--label` ask the service for the same.
+#[test]
+fn the_tool_splits_and_filters_by_label_offline_and_through_the_service() {
+    let service = finely_sampled_service();
+    let id = finished_run(&service, &["service::open_session"]).to_string();
+    let scratch = Scratch::new("labels-cli");
+    let raw = scratch.join("run.heap");
+    let (code, _, stderr) =
+        memprof_tool(&service, &["download", "--id", &id, "--format", "raw", "-o", raw.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(labels_path(&raw).is_file(), "the label table is written beside the raw profile");
+    let (code, offline, stderr) = memprof_tool(&service, &["analyze", raw.to_str().unwrap(), "--by", "tenant"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, served, _) = memprof_tool(&service, &["download", "--id", &id, "--by", "tenant"]);
+    assert_eq!(code, 0);
+    for tenant in ["acme", "initech"] {
+        let row = format!("% tenant={tenant}");
+        assert!(offline.lines().any(|line| line.ends_with(&row)), "{offline}");
+        assert!(served.lines().any(|line| line.ends_with(&row)), "{served}");
+    }
+    let (code, only, _) =
+        memprof_tool(&service, &["download", "--id", &id, "--label", "tenant:initech", "--format", "collapsed"]);
+    assert_eq!(code, 0);
+    let (_, offline_only, _) = memprof_tool(
+        &service,
+        &["analyze", raw.to_str().unwrap(), "--label", "tenant:initech", "--format", "collapsed"],
+    );
+    assert_eq!(only, offline_only, "the service and the tool filter alike");
+    let (code, _, refused) = memprof_tool(&service, &["download", "--id", &id, "--label", "tenant"]);
+    assert_eq!(code, 2, "{refused}");
+    assert!(refused.contains("'tenant' is not KEY:VALUE (for example tenant:acme)"), "{refused}");
 }

@@ -9,17 +9,7 @@ use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 
 /// `memprof --url <service> <arguments>`: exit code, stdout, stderr.
-fn memprof(service: &Program, arguments: &[&str]) -> (i32, String, String) {
-    let output = Command::new(built_binary("memprof-tool"))
-        .arg("--url")
-        .arg(format!("http://{}", service.address()))
-        .args(arguments)
-        .env_remove("MEMPROF_URL")
-        .output()
-        .unwrap();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
-}
+use memprof_tests::process::memprof_tool as memprof;
 
 #[test]
 fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {

@@ -36,6 +36,8 @@ pub mod paths {
     pub const MEMORY: &str = "/memory-profiler/memory";
     /// A kept profile, as jemalloc dumped it: `?id=`.
     pub const DOWNLOAD_RAW: &str = "/memory-profiler/download/raw";
+    /// The label table of a kept profile (`memprof-labels/1`), for `memprof analyze`: `?id=`.
+    pub const DOWNLOAD_LABELS: &str = "/memory-profiler/download/labels";
     /// jeprof's text table.
     pub const DOWNLOAD_TEXT: &str = "/memory-profiler/download/text";
     /// The SVG call graph.

@@ -15,6 +15,14 @@ pub(super) fn raw(context: &Context, query: &Query) -> Result<Reply, HttpError> 
     send_raw(context, requested(context, query, "id")?)
 }
 
+/// `download/labels`: the label table that resolves the label frames of a kept profile (`id`, else the
+/// latest), to keep beside its raw download for `memprof analyze`.
+pub(super) fn labels(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    let profile = requested(context, query, "id")?;
+    let table = crate::labels::table_for(&profile.path).to_text();
+    Ok(Reply::bytes("text/plain; charset=utf-8", table.into_bytes()))
+}
+
 /// `pprof/heap`, what `jeprof http://host/memory-profiler/pprof/heap` fetches: the newest profile, during a
 /// run too (there is no id to pass).
 pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpError> {
