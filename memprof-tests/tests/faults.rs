@@ -81,7 +81,12 @@ fn a_disk_refusing_writes_fails_one_run(
     leftovers.sort();
     assert_eq!(
         leftovers,
-        ["owner".to_owned(), format!("profile.{first}.heap"), format!("profile.{first}.json")],
+        [
+            "owner".to_owned(),
+            format!("profile.{first}.heap"),
+            format!("profile.{first}.heap.labels"),
+            format!("profile.{first}.json")
+        ],
         "no partial file left"
     );
 
