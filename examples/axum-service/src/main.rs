@@ -10,7 +10,7 @@
 //! curl 127.0.0.1:3000/metrics                                   # what Prometheus scrapes
 //! ```
 //!
-//! `ADDR` sets the address (default `127.0.0.1:3000`). Its handlers allocate on tokio's worker threads:
+//! `ADDR` sets the address (default `127.0.0.1:3000`); `LOAD=off` leaves out the load task. Its handlers allocate on tokio's worker threads:
 //! `open_session` keeps 64 KiB per session (the newest 256), `index_document` 32 KiB per document (the
 //! newest 128), `render_page` a buffer freed at once. A load task calls them in a loop, as clients would.
 //!
@@ -73,7 +73,11 @@ async fn main() {
     let address = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&address).await.expect("the address is free");
     println!("axum-service: listening on http://{}/", listener.local_addr().expect("bound"));
-    tokio::spawn(load(memory));
+    if std::env::var("LOAD").is_ok_and(|load| load == "off") {
+        drop(memory);
+    } else {
+        tokio::spawn(load(memory));
+    }
     axum::serve(listener, app).with_graceful_shutdown(terminated()).await.expect("the server runs");
     println!("axum-service: done");
     // `_memprof` is dropped here: a run still active is ended and the profiles are removed.
