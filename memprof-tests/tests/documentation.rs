@@ -80,6 +80,6 @@ fn the_readmes_curl_session_runs_against_the_example() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 6, "the README's session has six curl commands for the example");
+    assert_eq!(ran, 8, "the README has six curl commands for the example session and two for its labels");
     assert!(std::fs::read_to_string(scratch.join("heap.svg")).unwrap().contains("service::open_session"));
 }
