@@ -129,6 +129,24 @@ async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_
     }
     client.enter_parent_frame().await.unwrap();
 
+    // The run's live bytes by label (the example labels by tenant, 3:1), and its flame graph split by one.
+    let rows =
+        "return document.getElementById('label-tenant-acme') && document.getElementById('label-tenant-initech');";
+    wait_for(&client, "the bytes by label", rows).await;
+    let share = client.find(Locator::Css("#label-tenant-acme td:last-child")).await.unwrap().text().await.unwrap();
+    let share: f64 = share.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("{share}"));
+    assert!((50.0..95.0).contains(&share), "acme's share: {share}%");
+    client.find(Locator::Id("split-by")).await.unwrap().select_by_value("tenant").await.unwrap();
+    let split = format!(
+        "const frame = document.getElementById('flamegraph'); \
+         return frame.getAttribute('data-run') === '{run}' && frame.getAttribute('data-by') === 'tenant';"
+    );
+    wait_for(&client, "the flame graph by tenant", &split).await;
+    client.enter_frame(0).await.unwrap();
+    let by_tenant = client.source().await.unwrap();
+    assert!(by_tenant.contains("tenant=acme") && by_tenant.contains("tenant=initech"), "{by_tenant}");
+    client.enter_parent_frame().await.unwrap();
+
     // Sampling switched on and off by hand makes a second profile; then the difference of the two.
     client.find(Locator::Id("activate")).await.unwrap().click().await.unwrap();
     let manual = "return document.getElementById('status').textContent.endsWith('(switched on by hand)') \

@@ -36,6 +36,8 @@ pub mod paths {
     pub const MEMORY: &str = "/memory-profiler/memory";
     /// A kept profile, as jemalloc dumped it: `?id=`.
     pub const DOWNLOAD_RAW: &str = "/memory-profiler/download/raw";
+    /// A kept profile's live bytes by label: [`crate::LabelBytes`], `?id=`.
+    pub const LABELS: &str = "/memory-profiler/labels";
     /// The label table of a kept profile (`memprof-labels/1`), for `memprof analyze`: `?id=`.
     pub const DOWNLOAD_LABELS: &str = "/memory-profiler/download/labels";
     /// jeprof's text table.
@@ -332,6 +334,18 @@ pub struct ProfilerState {
     pub labels: LabelCounts,
     /// jemalloc's counters now.
     pub heap: Option<HeapCounters>,
+}
+
+/// `labels?id=N`: a kept profile's estimated live bytes under each value of each label key (`(none)` for
+/// the samples without the key).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabelBytes {
+    /// The profile.
+    pub id: u64,
+    /// Its total live bytes.
+    pub total_bytes: f64,
+    /// Key, then value, then bytes.
+    pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
 }
 
 /// `state.memory_profiler.labels`: how many distinct label sets the process recorded, of how many it may.

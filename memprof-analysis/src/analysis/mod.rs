@@ -319,6 +319,28 @@ impl Analysis {
         only
     }
 
+    /// The estimated live bytes under each value of each label key ([`NO_LABEL`] for the samples without
+    /// the key): what `?by=KEY` splits, for every key at once.
+    ///
+    /// ```
+    /// assert!(memprof_analysis::Analysis::default().bytes_by_label().is_empty());
+    /// ```
+    pub fn bytes_by_label(&self) -> BTreeMap<String, BTreeMap<String, f64>> {
+        let mut keys: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+        for key in self.samples.iter().flat_map(|sample| sample.labels.iter().map(|(key, _)| key)) {
+            if !keys.contains_key(key) {
+                keys.insert(key.to_owned(), BTreeMap::new());
+            }
+        }
+        for (key, values) in &mut keys {
+            for sample in &self.samples {
+                let value = sample.labels.get(key).unwrap_or(NO_LABEL);
+                *values.entry(value.to_owned()).or_default() += sample.bytes;
+            }
+        }
+        keys
+    }
+
     /// Each sample under one more, outermost frame named `key=value` (`key=(none)` without `key`): the
     /// readable formats then split the profile by that label, and their totals stay those of the whole.
     ///
@@ -596,5 +618,7 @@ mod tests {
         assert_eq!(split.total(), analysis.total());
         assert_eq!(analysis.only_labelled("tenant", "acme").samples.len(), 2);
         assert_eq!(analysis.only_labelled("tenant", NO_LABEL).samples.len(), 1);
+        let by_label = analysis.bytes_by_label();
+        assert_eq!(by_label["tenant"], BTreeMap::from([("acme".to_owned(), 2048.0), (NO_LABEL.to_owned(), 1024.0)]));
     }
 }

@@ -23,6 +23,15 @@ pub(super) fn labels(context: &Context, query: &Query) -> Result<Reply, HttpErro
     Ok(Reply::bytes("text/plain; charset=utf-8", table.into_bytes()))
 }
 
+/// `labels`: a kept profile's live bytes by label, for the dashboard and scripts.
+pub(super) fn label_bytes(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    let profile = requested(context, query, "id")?;
+    symbolized_here(context, &profile)?;
+    let analysis = rendered::analysed(&profile).map_err(|failure| failed(context, &profile, failure))?;
+    let (_, total_bytes) = analysis.total();
+    Ok(Reply::json(&memprof_wire::LabelBytes { id: profile.id, total_bytes, keys: analysis.bytes_by_label() }))
+}
+
 /// `pprof/heap`, what `jeprof http://host/memory-profiler/pprof/heap` fetches: the newest profile, during a
 /// run too (there is no id to pass).
 pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpError> {
@@ -85,16 +94,22 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
         ..RenderOptions::default()
     };
-    let bytes = rendered::rendered(&profile, base.as_ref(), format, &options).map_err(|failure| match failure {
-        rendered::Failure::Busy => super::jobs::busy(),
-        rendered::Failure::Gone(error) => unreadable(context, &profile, &error),
-        rendered::Failure::Failed(message) => HttpError::internal(message),
-    })?;
+    let bytes = rendered::rendered(&profile, base.as_ref(), format, &options)
+        .map_err(|failure| failed(context, &profile, failure))?;
     let name = match &base {
         Some(base) => format!("memprof.{}-minus-{}.{}", profile.id, base.id, format.extension()),
         None => format!("memprof.{}.{}", profile.id, format.extension()),
     };
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
+}
+
+/// The answer to a render or analysis that failed.
+fn failed(context: &Context, profile: &KeptProfile, failure: rendered::Failure) -> HttpError {
+    match failure {
+        rendered::Failure::Busy => super::jobs::busy(),
+        rendered::Failure::Gone(error) => unreadable(context, profile, &error),
+        rendered::Failure::Failed(message) => HttpError::internal(message),
+    }
 }
 
 /// Refuses to symbolize a profile another build of this program wrote (an earlier process's, before an

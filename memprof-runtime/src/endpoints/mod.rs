@@ -173,6 +173,7 @@ const ROUTES: &[Route] = &[
     post(paths::HEAP_PROFILE, &["active", "trigger_dump"], controls::heap_profile),
     get(paths::DOWNLOAD_RAW, &["id"], downloads::raw),
     get(paths::DOWNLOAD_LABELS, &["id"], downloads::labels),
+    get(paths::LABELS, &["id"], downloads::label_bytes),
     get(paths::DOWNLOAD_TEXT, RENDER_PARAMETERS, downloads::text),
     get(paths::DOWNLOAD_GRAPH, RENDER_PARAMETERS, downloads::graph),
     get(paths::DOWNLOAD_FLAMEGRAPH, RENDER_PARAMETERS, downloads::flame_graph),

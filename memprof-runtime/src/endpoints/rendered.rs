@@ -98,6 +98,14 @@ pub(crate) fn rendered(
     RENDERED.get(&request, render)
 }
 
+/// The symbolized profile of `run`, for a summary of it: analysed once under a job permit, like a render.
+pub(crate) fn analysed(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
+    let Some(_permit) = Permit::acquire() else {
+        return Err(Failure::Busy);
+    };
+    analysis(run)
+}
+
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
 pub(crate) fn forget(id: u64) {
     ANALYSES.retain(|analysed| *analysed != id);
