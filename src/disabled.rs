@@ -179,4 +179,25 @@ pub(crate) mod labels {
     }
 
     impl<F: std::future::Future> WithLabels for F {}
+
+    /// Compiled out: a `tracing_subscriber` layer that does nothing.
+    #[cfg(feature = "tracing")]
+    #[derive(Debug, Clone, Default)]
+    pub struct LabelLayer;
+
+    #[cfg(feature = "tracing")]
+    impl LabelLayer {
+        /// Compiled out: nothing to label.
+        pub fn new() -> Self {
+            Self
+        }
+
+        /// Compiled out: nothing to label.
+        pub fn with_fields(_fields: impl IntoIterator<Item = &'static str>) -> Self {
+            Self
+        }
+    }
+
+    #[cfg(feature = "tracing")]
+    impl<S: tracing_core::Subscriber> tracing_subscriber::Layer<S> for LabelLayer {}
 }

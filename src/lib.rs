@@ -98,6 +98,13 @@ pub mod labels {
 
     #[cfg(not(feature = "enabled"))]
     pub use crate::disabled::labels::{Entered, Labelled, MAX_LABEL_SETS, WithLabels, enter, with};
+
+    #[cfg(all(feature = "tracing", feature = "enabled"))]
+    #[doc(inline)]
+    pub use memprof_runtime::labels::LabelLayer;
+
+    #[cfg(all(feature = "tracing", not(feature = "enabled")))]
+    pub use crate::disabled::labels::LabelLayer;
 }
 
 /// memprof's endpoints as a handler over the `http` crate's types, for the program's own HTTP server

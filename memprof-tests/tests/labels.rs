@@ -249,3 +249,20 @@ fn the_tool_splits_and_filters_by_label_offline_and_through_the_service() {
     assert_eq!(code, 2, "{refused}");
     assert!(refused.contains("'tenant' is not KEY:VALUE (for example tenant:acme)"), "{refused}");
 }
+
+/// A task instrumented with a `tracing` span is labelled by memprof's layer with the span's name and its
+/// chosen fields, on every poll, with no label code of its own.
+#[test]
+fn a_task_instrumented_with_a_tracing_span_is_labelled_with_its_name_and_fields() {
+    let service = labelled("tracing").env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    service.wait_for_line(|line| line == "tracing ready");
+    let id = acceptance::start(&service, "1mins");
+    wait_for_sampled(&service, &["labelled::traced_allocation"]);
+    service.get_json("/memory-profiler/stop");
+    for (key, root) in [("span", "span=job;"), ("tenant", "tenant=acme;")] {
+        let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}&by={key}")).text();
+        let traced: Vec<&str> =
+            collapsed.lines().filter(|line| line.contains("labelled::traced_allocation ")).collect();
+        assert!(!traced.is_empty() && traced.iter().all(|stack| stack.starts_with(root)), "{collapsed}");
+    }
+}

@@ -28,6 +28,8 @@
 mod axum;
 mod future;
 mod table;
+#[cfg(feature = "tracing")]
+mod tracing;
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -40,6 +42,8 @@ pub use future::{Labelled, WithLabels};
 pub(crate) use table::snapshot as table_now;
 use table::snapshot;
 pub use table::{MAX_LABEL_SETS, counts};
+#[cfg(feature = "tracing")]
+pub use tracing::LabelLayer;
 
 thread_local! {
     /// The id of the label set in force on this thread (0: none). Const-initialised and without a

@@ -4,6 +4,9 @@
 //!   buffers of 64 KiB from `labelled_allocation`, sleeping between allocations so that it moves between
 //!   the workers (it prints `labelled task polled on 2 threads` once it has); an unlabelled task does the same
 //!   in `unlabelled_allocation` on the same workers.
+//! - `labelled tracing`: with memprof's `tracing` layer labelling by span name and `tenant`, a task
+//!   instrumented with the span `job` (`tenant = "acme"`) keeps the newest 64 buffers of 64 KiB from
+//!   `traced_allocation`; prints `tracing ready`.
 //! - `labelled overflow`: enters 1,100 distinct label sets (`request=0`..`request=1099`, past the bound of
 //!   1,024), each around a 1 KiB buffer it keeps, prints `entered 1100 label sets`, then waits to be killed.
 
@@ -18,7 +21,8 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("tokio") => tokio_tasks(),
         Some("overflow") => overflow(),
-        other => panic!("expected the mode 'tokio' or 'overflow', not {other:?}"),
+        Some("tracing") => traced(),
+        other => panic!("expected the mode 'tokio', 'tracing' or 'overflow', not {other:?}"),
     }
 }
 
@@ -48,6 +52,33 @@ fn tokio_tasks() {
         });
         let _ = (labelled.await, unlabelled.await);
     });
+}
+
+fn traced() {
+    use tracing::Instrument;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry().with(memprof::labels::LabelLayer::with_fields(["tenant"])).init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    runtime.block_on(async {
+        let job = tokio::spawn(
+            async {
+                let mut kept = VecDeque::new();
+                loop {
+                    keep(&mut kept, traced_allocation());
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            .instrument(tracing::info_span!("job", tenant = "acme")),
+        );
+        println!("tracing ready");
+        let _ = job.await;
+    });
+}
+
+#[inline(never)]
+fn traced_allocation() -> Vec<u8> {
+    black_box(vec![4; 64 * 1024])
 }
 
 fn keep(kept: &mut VecDeque<Vec<u8>>, buffer: Vec<u8>) {
