@@ -13,6 +13,9 @@
 //!   `jeprof --text` and `jeprof --svg` (which needs graphviz's `dot`): wall time and peak RSS (GNU time's
 //!   `%M`; jeprof's includes its `addr2line`, `nm` and `dot` children).
 //!
+//! - the price of a label split: each readable format rendered from the same symbolized profile of the
+//!   example service (which labels by tenant) with `by=tenant` and without, in this process.
+//!
 //! Medians of several runs; the figures are printed, never asserted (the machine is noisy).
 
 use std::path::Path;
@@ -20,6 +23,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, LabelSets, RenderOptions};
 use memprof_tests::process::{Launch, Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 
@@ -61,6 +65,7 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
     }
     let raw = scratch.join(&format!("{}.heap", binary.file_name().unwrap().to_string_lossy()));
     std::fs::write(&raw, program.get(&format!("/memory-profiler/download/raw?id={last}")).body).unwrap();
+    let labels = program.get(&format!("/memory-profiler/download/labels?id={last}")).text();
     drop(program);
 
     println!(
@@ -101,6 +106,43 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
             None => ("-".to_owned(), "-".to_owned()),
         };
         println!("{:<16} {format:<12} {:>22} {jeprof_cell:>22} {speed_up:>9}", "", cell(ours));
+    }
+    split_renders(&raw, &labels);
+}
+
+/// Each readable format rendered from one symbolized profile with `by=tenant` and without: the median
+/// times of [`SPLIT_RENDERS`] renders each, and their ratio.
+fn split_renders(raw: &Path, labels: &str) {
+    const SPLIT_RENDERS: usize = 21;
+    let profile = HeapProfile::parse(&std::fs::read_to_string(raw).unwrap()).unwrap();
+    let labels = LabelSets::parse(labels).unwrap();
+    if labels.is_empty() {
+        return;
+    }
+    let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
+    let time = |format: Format, options: &RenderOptions| {
+        median(
+            (0..SPLIT_RENDERS)
+                .map(|_| {
+                    let started = Instant::now();
+                    std::hint::black_box(format.render(&analysis, None, options).unwrap());
+                    started.elapsed()
+                })
+                .collect(),
+        )
+    };
+    println!("{:<16} {:<12} {:>14} {:>14} {:>9}", "", "by=tenant", "unsplit ms", "split ms", "ratio");
+    for format in [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph] {
+        let unsplit = time(format, &RenderOptions::default());
+        let split = time(format, &RenderOptions { by: Some("tenant".to_owned()), ..RenderOptions::default() });
+        println!(
+            "{:<16} {:<12} {:>14.2} {:>14.2} {:>9.2}",
+            "",
+            format.name(),
+            millis(unsplit),
+            millis(split),
+            split.as_secs_f64() / unsplit.as_secs_f64()
+        );
     }
 }
 

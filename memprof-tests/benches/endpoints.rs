@@ -30,7 +30,8 @@ const REPEATS: usize = 3;
 fn main() {
     if std::env::var_os("MEMPROF_BENCH_HOST").is_some() {
         let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
-        let figures = workloads::measure_for("json-handler", threads, Duration::from_secs(HOST_SECONDS));
+        let figures =
+            workloads::measure_for("json-handler", threads, Duration::from_secs(HOST_SECONDS), &workloads::Plain);
         println!("rate {}", figures.rate);
         return;
     }

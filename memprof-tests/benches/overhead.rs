@@ -37,9 +37,10 @@ struct Configuration {
 enum Launch {
     /// A baseline program, built with these features.
     Baseline(PathBuf),
-    /// This benchmark in child mode, with `MALLOC_CONF`, sampling on or off, and the stack walk
-    /// (`MEMPROF_UNWINDER`, empty for the default).
-    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str },
+    /// This benchmark in child mode, with `MALLOC_CONF`, sampling on or off, the stack walk
+    /// (`MEMPROF_UNWINDER`, empty for the default), and whether each operation runs inside
+    /// `memprof::labels::with` (one of four tenants, in turn).
+    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str, labelled: bool },
 }
 
 #[memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS")]
@@ -47,7 +48,7 @@ fn main() {
     if let Ok(configuration) = std::env::var("MEMPROF_BENCH_CHILD") {
         return child(&configuration);
     }
-    let memprof = |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling, unwinder: "" };
+    let memprof = |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling, unwinder: "", labelled: false };
     let configurations = [
         Configuration { name: "system", launch: Launch::Baseline(build_baseline("")), against: None },
         Configuration {
@@ -67,8 +68,18 @@ fn main() {
         Configuration { name: "lg 17", launch: memprof("lg_prof_sample:17", true), against: Some("inactive") },
         Configuration {
             name: "lg 19 libgcc",
-            launch: Launch::Memprof { malloc_conf: "lg_prof_sample:19", sampling: true, unwinder: "libgcc" },
+            launch: Launch::Memprof {
+                malloc_conf: "lg_prof_sample:19",
+                sampling: true,
+                unwinder: "libgcc",
+                labelled: false,
+            },
             against: Some("inactive"),
+        },
+        Configuration {
+            name: "lg 19 labels",
+            launch: Launch::Memprof { malloc_conf: "lg_prof_sample:19", sampling: true, unwinder: "", labelled: true },
+            against: Some("lg 19"),
         },
     ];
     let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
@@ -97,13 +108,14 @@ fn main() {
             println!();
         }
     };
-    table("Throughput, million operations/s (ratio to the column named in the legend)", &|row, index| {
-        let rate = row.medians[index].rate / 1e6;
-        match row.ratios[index] {
-            Some(ratio) => format!("{rate:.2} ({ratio:.2})"),
-            None => format!("{rate:.2}"),
-        }
-    });
+    table("Throughput, million operations/s", &|row, index| format!("{:.2}", row.medians[index].rate / 1e6));
+    table(
+        "Throughput ratio to the column named in the legend: median of the rounds (lowest-highest)",
+        &|row, index| match row.ratios[index] {
+            Some((median, low, high)) => format!("{median:.3} ({low:.2}-{high:.2})"),
+            None => "-".to_owned(),
+        },
+    );
     table("Latency of one operation, p50 / p99 in ns", &|row, index| {
         format!("{} / {}", row.medians[index].p50_ns, row.medians[index].p99_ns)
     });
@@ -112,7 +124,10 @@ fn main() {
         format!("{:.1} ({:.2})", peak / 1024.0, peak / inactive as f64)
     });
     println!("\nRatios: jemalloc and compiled out against system; prof:false against jemalloc; inactive against");
-    println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive.");
+    println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive; lg 19 labels (every operation inside");
+    println!("memprof::labels::with, one of four tenants in turn) against lg 19. Each round measures every");
+    println!("configuration once, in turn; a ratio is taken within a round, so a slower machine moment weighs on");
+    println!("both sides of it. A spread wider than a difference means the difference is not measured.");
 }
 
 /// The column of the configuration named `name`.
@@ -124,8 +139,9 @@ fn column(configurations: &[Configuration], name: &str) -> usize {
 struct Row {
     /// The median figures of each configuration (by throughput).
     medians: Vec<Figures>,
-    /// For each configuration with a column to compare with, the median of the rounds' throughput ratios.
-    ratios: Vec<Option<f64>>,
+    /// For each configuration with a column to compare with, the median, lowest and highest of the rounds'
+    /// throughput ratios.
+    ratios: Vec<Option<(f64, f64, f64)>>,
 }
 
 /// [`REPEATS`] rounds, each measuring every configuration once, in turn.
@@ -147,7 +163,7 @@ fn measure_row(configurations: &[Configuration], workload: &str, threads: usize)
             let against = column(configurations, configuration.against?);
             let mut ratios: Vec<f64> = rounds.iter().map(|round| round[index].rate / round[against].rate).collect();
             ratios.sort_by(f64::total_cmp);
-            Some(ratios[REPEATS / 2])
+            Some((ratios[REPEATS / 2], ratios[0], ratios[REPEATS - 1]))
         })
         .collect();
     Row { medians, ratios }
@@ -179,9 +195,9 @@ fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Fig
             command.args([workload, &threads.to_string()]);
             command
         }
-        Launch::Memprof { malloc_conf, sampling, unwinder } => {
+        Launch::Memprof { malloc_conf, sampling, unwinder, labelled } => {
             let mut command = Command::new(std::env::current_exe().unwrap());
-            command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling}"));
+            command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling},{labelled}"));
             command.env("MALLOC_CONF", malloc_conf);
             command.env("MEMPROF_UNWINDER", unwinder);
             command
@@ -209,10 +225,29 @@ fn parse_figures(line: &str) -> Option<Figures> {
 /// In the child: the workload on `threads` threads, sampling on or off; prints the figures.
 fn child(configuration: &str) {
     let mut fields = configuration.split(',');
-    let (workload, threads, sampling) =
-        (fields.next().unwrap(), fields.next().unwrap().parse::<usize>().unwrap(), fields.next() == Some("true"));
+    let (workload, threads, sampling, labelled) = (
+        fields.next().unwrap(),
+        fields.next().unwrap().parse::<usize>().unwrap(),
+        fields.next() == Some("true"),
+        fields.next() == Some("true"),
+    );
     let run = sampling.then(|| memprof::Run::start("overhead").expect("profiling is enabled"));
-    let figures = workloads::measure(workload, threads);
+    let figures = if labelled {
+        workloads::measure_for(workload, threads, workloads::WORKLOAD_TIME, &Labelled)
+    } else {
+        workloads::measure(workload, threads)
+    };
     drop(run);
     println!("{}", figures.line());
+}
+
+/// Each operation inside `memprof::labels::with`, for one of four tenants in turn: a label per request.
+struct Labelled;
+
+impl workloads::Around for Labelled {
+    #[inline(always)]
+    fn run<F: FnMut()>(&self, number: u64, operation: &mut F) {
+        const TENANTS: [&str; 4] = ["acme", "initech", "globex", "umbrella"];
+        memprof::labels::with(&[("tenant", TENANTS[number as usize % 4])], operation);
+    }
 }

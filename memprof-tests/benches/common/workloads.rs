@@ -30,20 +30,37 @@ impl Figures {
     }
 }
 
-/// Runs `workload` ("mixed-sizes" or "json-handler") on `threads` threads for [`WORKLOAD_TIME`].
-pub fn measure(workload: &str, threads: usize) -> Figures {
-    measure_for(workload, threads, WORKLOAD_TIME)
+/// How each operation is run: as it is ([`Plain`]), or inside something a configuration measures the cost
+/// of (labels set around each, in the overhead benchmark).
+pub trait Around: Sync {
+    /// Runs the `number`-th operation of a thread.
+    fn run<F: FnMut()>(&self, number: u64, operation: &mut F);
 }
 
-/// Runs `workload` on `threads` threads for `time`.
-pub fn measure_for(workload: &str, threads: usize, time: Duration) -> Figures {
+/// Each operation as it is.
+pub struct Plain;
+
+impl Around for Plain {
+    #[inline(always)]
+    fn run<F: FnMut()>(&self, _: u64, operation: &mut F) {
+        operation();
+    }
+}
+
+/// Runs `workload` ("mixed-sizes" or "json-handler") on `threads` threads for [`WORKLOAD_TIME`].
+pub fn measure(workload: &str, threads: usize) -> Figures {
+    measure_for(workload, threads, WORKLOAD_TIME, &Plain)
+}
+
+/// Runs `workload` on `threads` threads for `time`, each operation through `around`.
+pub fn measure_for(workload: &str, threads: usize, time: Duration, around: &impl Around) -> Figures {
     let started = Instant::now();
     let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|seed| {
                 scope.spawn(move || match workload {
-                    "mixed-sizes" => repeat(mixed_sizes_operation(seed as u64), time),
-                    _ => repeat(json_handler_operation(seed as u64), time),
+                    "mixed-sizes" => repeat(mixed_sizes_operation(seed as u64), time, around),
+                    _ => repeat(json_handler_operation(seed as u64), time, around),
                 })
             })
             .collect();
@@ -58,7 +75,7 @@ pub fn measure_for(workload: &str, threads: usize, time: Duration) -> Figures {
 }
 
 /// Runs `operation` until `time` is up; returns how many ran and the latencies of the timed ones.
-fn repeat(mut operation: impl FnMut(), time: Duration) -> (u64, Vec<u64>) {
+fn repeat(mut operation: impl FnMut(), time: Duration, around: &impl Around) -> (u64, Vec<u64>) {
     let started = Instant::now();
     let mut latencies = Vec::with_capacity(1 << 20);
     let mut operations = 0u64;
@@ -66,10 +83,10 @@ fn repeat(mut operation: impl FnMut(), time: Duration) -> (u64, Vec<u64>) {
         for _ in 0..64 {
             if operations.is_multiple_of(TIMED_EVERY) {
                 let begun = Instant::now();
-                operation();
+                around.run(operations, &mut operation);
                 latencies.push(begun.elapsed().as_nanos() as u64);
             } else {
-                operation();
+                around.run(operations, &mut operation);
             }
             operations += 1;
         }
