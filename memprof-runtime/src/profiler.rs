@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -296,10 +296,10 @@ impl Runs {
         self.last_id
     }
 
-    /// Deletes a profile no longer kept, and every render of it.
+    /// Deletes a profile no longer kept, and tells whoever keeps what was made of it.
     fn evict(&mut self, profile: &KeptProfile) {
         self.store.remove(&profile.path);
-        crate::endpoints::rendered::forget(profile.id);
+        evicted(profile.id);
     }
 
     fn keep(&mut self, run: KeptProfile) {
@@ -565,7 +565,7 @@ impl Profiler {
         let mut runs = self.runs.lock();
         let earlier = std::mem::take(&mut runs.earlier);
         for profile in earlier.iter().flat_map(|process| &process.profiles) {
-            crate::endpoints::rendered::forget(profile.profile.id);
+            evicted(profile.profile.id);
         }
         crate::evidence::clear(&earlier)
     }
@@ -617,6 +617,21 @@ pub(crate) enum Stopped {
 }
 
 /// A failed jemalloc control, as an [`Error`].
+/// Told the id of each profile that is no longer kept: set by the layer above that keeps renders of them
+/// (the endpoints), which the profiler knows nothing of.
+static EVICTION_LISTENER: OnceLock<fn(u64)> = OnceLock::new();
+
+/// Has `listener` told the id of each profile no longer kept, from now on (the first listener stays).
+pub(crate) fn on_eviction(listener: fn(u64)) {
+    let _ = EVICTION_LISTENER.set(listener);
+}
+
+fn evicted(id: u64) {
+    if let Some(listener) = EVICTION_LISTENER.get() {
+        listener(id);
+    }
+}
+
 fn control(doing: &'static str, control: &'static str, error: jemalloc::CtlError) -> Error {
     Error::Control { doing, control, error: error.to_string() }
 }

@@ -106,14 +106,21 @@ pub(crate) fn analysed(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     analysis(run)
 }
 
+/// Has the profiler say which profiles it no longer keeps, once there is something to forget.
+fn listen_for_evictions() {
+    static LISTENING: std::sync::Once = std::sync::Once::new();
+    LISTENING.call_once(|| crate::profiler::on_eviction(forget));
+}
+
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
-pub(crate) fn forget(id: u64) {
+fn forget(id: u64) {
     ANALYSES.retain(|analysed| *analysed != id);
     RENDERED.retain(|request| request.run != id && request.base != Some(id));
 }
 
 /// The symbolized profile of `run`, analysed once and kept until the profile is evicted.
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
+    listen_for_evictions();
     ANALYSES.get(&run.id, || {
         let text = fs::read_to_string(&run.path).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => Failure::Gone(Arc::new(error)),
