@@ -67,10 +67,27 @@ pub use memprof_macros::main;
 
 #[cfg(feature = "enabled")]
 #[doc(inline)]
-pub use memprof_runtime::{
-    Analysis, Binaries, Counts, Error, Format, Frame, Guard, HeapProfile, Location, Mapping, Module, Options,
-    ParseError, Profile, RenderError, RenderOptions, Run, Sample, Stack, shutdown, start,
-};
+pub use memprof_runtime::{DumpOf, Error, Guard, Options, Profile, Run, shutdown, start};
+
+/// Reading heap profiles in a program of its own (memprof-analysis): parse a jemalloc dump, symbolize it,
+/// split it by label and render it in any format. Compiled in only (it is the profiler's own analysis).
+///
+/// ```no_run
+/// use memprof::analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+///
+/// let profile = HeapProfile::parse(&std::fs::read_to_string("memprof.1795354618996.heap")?)?;
+/// let analysis = Analysis::new(&profile, &Binaries::this_process());
+/// let text = Format::Text.render(&analysis, None, &RenderOptions::default())?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[cfg(feature = "enabled")]
+pub mod analysis {
+    #[doc(inline)]
+    pub use memprof_runtime::analysis::{
+        Analysis, Binaries, Counts, Format, Frame, HeapProfile, LabelSet, LabelSets, LabelsError, Location, Mapping,
+        Module, NO_LABEL, ParseError, RenderError, RenderOptions, Sample, Stack, label_id, labels_path,
+    };
+}
 
 #[cfg(not(feature = "enabled"))]
 mod disabled;

@@ -147,7 +147,7 @@ impl LabelSets {
     }
 
     /// The table as a file: a header line, then per set its id and its `key=value` pairs, tab-separated,
-    /// with `\`, tab and newline escaped (`\\`, `\t`, `\n`) and `=` in a key as `\=`.
+    /// with `\`, tab, newline and carriage return escaped (`\\`, `\t`, `\n`, `\r`) and `=` in a key as `\=`.
     pub fn to_text(&self) -> String {
         let mut text = format!("{HEADER}\n");
         for (id, set) in &self.0 {
@@ -199,6 +199,7 @@ fn escape(text: &str, key: bool) -> String {
             '\\' => escaped.push_str("\\\\"),
             '\t' => escaped.push_str("\\t"),
             '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
             '=' if key => escaped.push_str("\\="),
             other => escaped.push(other),
         }
@@ -232,6 +233,7 @@ fn unescape(text: &str) -> Result<String, String> {
             Some('\\') => '\\',
             Some('t') => '\t',
             Some('n') => '\n',
+            Some('r') => '\r',
             Some('=') => '=',
             other => return Err(format!("unknown escape \\{}", other.map(String::from).unwrap_or_default())),
         });
@@ -260,7 +262,7 @@ mod tests {
     fn tables_with_every_character_escaped_read_back_as_written() {
         let mut sets = LabelSets::default();
         sets.insert(1, [("tenant", "acme")]);
-        sets.insert(7, [("a=b", "x\ty\nz\\=")]);
+        sets.insert(7, [("a=b", "x\ty\nz\\=\r")]);
         sets.insert(9, Vec::<(&str, &str)>::new());
         assert_eq!(LabelSets::parse(&sets.to_text()), Ok(sets));
     }

@@ -43,10 +43,8 @@ mod threads;
 mod unwinder;
 
 pub use malloc_conf::{MallocConf, PROFILING_CONF};
-pub use memprof_analysis::{
-    Analysis, Binaries, Counts, Format, Frame, HeapProfile, Location, Mapping, Module, ParseError, RenderError,
-    RenderOptions, Sample, Stack,
-};
+/// Parsing, symbolizing, splitting and rendering heap profiles: memprof-analysis, as the endpoints use it.
+pub use memprof_analysis as analysis;
 pub use profiler::{DumpOf, Error};
 pub use run::{Profile, Run, Scope};
 pub use startup::{DEFAULT_ADDRESS, Guard, Options, shutdown, start};
@@ -92,15 +90,23 @@ pub mod __fuzzing {
              00001000-00009000 r-xp 00000000 08:01 1 {}\n",
             file.path().display()
         );
-        if let Ok(profile) = crate::HeapProfile::parse(&text) {
-            let _ = crate::Analysis::new(&profile, &crate::Binaries::as_mapped());
+        if let Ok(profile) = crate::analysis::HeapProfile::parse(&text) {
+            let _ = crate::analysis::Analysis::new(&profile, &crate::analysis::Binaries::as_mapped());
+        }
+    }
+
+    /// A label table, as a profile of an earlier process or a download brings it (`<profile>.labels`):
+    /// what parses is written back as it was read.
+    pub fn label_table(text: &str) {
+        if let Ok(sets) = crate::analysis::LabelSets::parse(text) {
+            assert_eq!(crate::analysis::LabelSets::parse(&sets.to_text()), Ok(sets));
         }
     }
 
     /// A heap profile, parsed and, when it parses, symbolized against this process's binaries.
     pub fn heap_profile(text: &str) {
-        if let Ok(profile) = crate::HeapProfile::parse(text) {
-            let _ = crate::Analysis::new(&profile, &crate::Binaries::as_mapped());
+        if let Ok(profile) = crate::analysis::HeapProfile::parse(text) {
+            let _ = crate::analysis::Analysis::new(&profile, &crate::analysis::Binaries::as_mapped());
         }
     }
 }

@@ -32,6 +32,7 @@ pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
 /// assert_eq!(error.to_string(), "Heap profiling run 1795354618996 is already active; stop it or wait for it to end");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// Profiling is not enabled in this process (`opt.prof` is false).
     Unavailable(String),
@@ -71,6 +72,7 @@ pub enum Error {
 
 /// Which heap profile could not be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DumpOf {
     /// Run `id`'s; `previous` is the profile still available, if any.
     Run {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use memprof::HeapProfile;
+use memprof::analysis::HeapProfile;
 use serde_json::Value;
 
 use crate::heap::functions_in;

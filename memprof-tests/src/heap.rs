@@ -4,14 +4,14 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use memprof::HeapProfile;
+use memprof::analysis::HeapProfile;
 use object::{Object, ObjectSegment};
 
 /// The names of `binary`'s functions that the stacks of `profile` pass through (mangled, as the symbol
 /// table has them). Return addresses are moved back one byte, into the call instruction.
 ///
 /// ```no_run
-/// let profile = memprof::HeapProfile::parse(&std::fs::read_to_string("service.heap").unwrap()).unwrap();
+/// let profile = memprof::analysis::HeapProfile::parse(&std::fs::read_to_string("service.heap").unwrap()).unwrap();
 /// let functions = memprof_tests::heap::functions_in(&profile, "target/debug/service".as_ref());
 /// assert!(functions.iter().any(|name| name.contains("open_session")));
 /// ```

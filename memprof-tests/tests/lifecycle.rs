@@ -4,7 +4,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 
-use memprof::HeapProfile;
+use memprof::analysis::HeapProfile;
 use memprof_tests::acceptance::{start, wait_for_sampled};
 use memprof_tests::heap::functions_in;
 use memprof_tests::process::{Program, built_binary};

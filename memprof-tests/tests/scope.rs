@@ -40,7 +40,7 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     assert!(output.contains(&"done: 65536 32768 65536 Err(\"gave up after 8388608 bytes\")".to_owned()), "{output:#?}");
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "profiles removed when main returned");
     // But for the one saved elsewhere: the block's own profile.
-    let saved = memprof::HeapProfile::parse(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+    let saved = memprof::analysis::HeapProfile::parse(&std::fs::read_to_string(&kept).unwrap()).unwrap();
     let functions = memprof_tests::heap::functions_in(&saved, &memprof_tests::process::built_binary("scope"));
     assert!(functions.iter().any(|name| name.contains("build_table")), "{functions:#?}");
     std::fs::remove_file(kept).unwrap();
