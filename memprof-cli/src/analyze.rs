@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, LabelSets, RenderOptions, labels_path};
+use memprof_analysis::{Analysis, Binaries, Format, LabelSets, RenderOptions, labels_path};
 
 use crate::Failure;
 use crate::output::{self, Content};
@@ -114,8 +114,7 @@ fn analyze(path: &Path, binaries: &Binaries) -> Result<Analysis, Failure> {
             MAX_DUMP >> 20
         )));
     }
-    let profile = HeapProfile::parse(&text).map_err(|error| refused(&error))?;
-    Ok(Analysis::with_labels(&profile, binaries, &label_table(path)?))
+    Analysis::of_dump(&text, binaries, &label_table(path)?).map_err(|error| refused(&error))
 }
 
 /// The label table kept beside the profile (`<profile>.labels`, written by the service and downloaded by

@@ -190,6 +190,18 @@ impl Analysis {
         Self::with_labels(profile, binaries, &LabelSets::default())
     }
 
+    /// A dump's text, parsed and symbolized with its label table: what every reader of a dump does.
+    ///
+    /// ```no_run
+    /// use memprof_analysis::{Analysis, Binaries, LabelSets};
+    /// let dump = std::fs::read_to_string("memprof.1795354618996.heap")?;
+    /// let analysis = Analysis::of_dump(&dump, &Binaries::as_mapped(), &LabelSets::default())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn of_dump(dump: &str, binaries: &Binaries, labels: &LabelSets) -> Result<Self, crate::ParseError> {
+        Ok(Self::with_labels(&HeapProfile::parse(dump)?, binaries, labels))
+    }
+
     /// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`
     /// (the process's table, or the one kept beside the dump): the label frame itself is not a frame.
     ///

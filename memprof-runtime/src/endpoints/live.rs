@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
-use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
 
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;
@@ -75,7 +75,6 @@ fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
     let mut text = String::new();
     file.read_to_string(&mut text)
         .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;
-    let profile = HeapProfile::parse(&text)
-        .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))?;
-    Ok(Analysis::with_labels(&profile, &Binaries::this_process(), &crate::labels::table_now()))
+    Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
+        .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))
 }

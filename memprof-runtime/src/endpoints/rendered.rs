@@ -14,7 +14,7 @@ use std::sync::{LazyLock, OnceLock};
 
 use super::jobs::Permit;
 use crate::profiler::KeptProfile;
-use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
 
 /// What was asked: a run's profile in a format, maybe as a difference from a base run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -130,9 +130,8 @@ fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
                 run.path.display()
             )),
         })?;
-        let profile = HeapProfile::parse(&text)
-            .map_err(|error| Failure::Failed(format!("The profile of run {} is malformed: {error}", run.id)))?;
-        Ok(Analysis::with_labels(&profile, &Binaries::this_process(), &crate::labels::table_for(&run.path)))
+        Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_for(&run.path))
+            .map_err(|error| Failure::Failed(format!("The profile of run {} is malformed: {error}", run.id)))
     })
 }
 

@@ -19,15 +19,19 @@ use crate::unwinder::Unwinder;
 pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let profiler = context.profiler;
     let config = &profiler.config;
-    let runs = profiler.runs();
+    // jemalloc's figures first: the runs' lock is not held across mallctl calls (a stats epoch walks every
+    // arena), so a run's start or stop never waits for them.
     let active = jemalloc::profiling_active().unwrap_or(false);
+    let lg_sample = jemalloc::lg_sample().ok();
+    let heap = jemalloc::heap_stats().ok();
+    let label_counts = crate::labels::counts();
+    let runs = profiler.runs();
     let current_run = match &runs.current {
         Some(run) => {
             CurrentRun::Active { id: run.id, remaining_seconds: run.remaining_seconds(), started_by: run.owner.name() }
         }
         None => CurrentRun::Idle { id: () },
     };
-    let lg_sample = jemalloc::lg_sample().ok();
     let tmp_dir = match runs.store.path() {
         Some(path) => path.display().to_string(),
         None if runs.store.in_memory() => "In memory (no writable directory)".to_owned(),
@@ -69,11 +73,12 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
             warnings: config.warnings.clone(),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
-            labels: {
-                let (sets, overflowed) = crate::labels::counts();
-                LabelCounts { sets, max_sets: crate::labels::MAX_LABEL_SETS, overflowed }
+            labels: LabelCounts {
+                sets: label_counts.0,
+                max_sets: crate::labels::MAX_LABEL_SETS,
+                overflowed: label_counts.1,
             },
-            heap: jemalloc::heap_stats().ok(),
+            heap,
         },
         jemalloc: JemallocState {
             malloc_conf: MallocConfSources {
