@@ -120,14 +120,14 @@ pub fn debug_pprof_router() -> axum::Router {
     axum::Router::new()
 }
 
-/// Compiled out: the request goes on, unlabelled.
+/// Compiled out: tower's `Identity` layer, which adds nothing.
 ///
 /// ```
-/// let app: axum::Router = axum::Router::new().layer(axum::middleware::from_fn(memprof::axum::label_by_route));
+/// let app: axum::Router = axum::Router::new().layer(memprof::axum::route_labels());
 /// ```
 #[cfg(feature = "axum")]
-pub async fn label_by_route(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
-    next.run(request).await
+pub fn route_labels() -> tower_layer::Identity {
+    tower_layer::Identity::new()
 }
 
 /// Compiled out: labels that cost nothing.

@@ -148,10 +148,10 @@ pub mod axum {
     pub use memprof_runtime::axum::{MAX_IN_FLIGHT, debug_pprof_router, router, routes};
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::labels::label_by_route;
+    pub use memprof_runtime::labels::{RouteLabelled, RouteLabels, route_labels};
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::{debug_pprof_router, label_by_route, router, routes};
+    pub use crate::disabled::{debug_pprof_router, route_labels, router, routes};
 }
 
 /// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]

@@ -66,7 +66,7 @@ async fn main() {
         // Memory by route and by tenant (`?by=route`, `?by=tenant`): each request's allocations are labelled
         // with the route it matched and the tenant it names.
         .layer(from_fn(label_by_tenant))
-        .layer(from_fn(memprof::axum::label_by_route))
+        .layer(memprof::axum::route_labels())
         // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.
         .merge(memprof::axum::routes());
 

@@ -1,24 +1,58 @@
 //! Labels from axum: each request's allocations labelled with the route it matched.
 
-use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
-use axum::response::Response;
+use std::task::{Context, Poll};
 
-use super::WithLabels;
+use axum::extract::{MatchedPath, Request};
+
+use super::{Labelled, WithLabels};
 
 /// The route a request that matched none is labelled with.
 pub const UNMATCHED_ROUTE: &str = "(unmatched)";
 
-/// axum middleware that labels everything a request allocates, in its handler and the layers inside this
-/// one, with `route=<the route it matched>` (`/sessions/{id}`, never the raw path, so the label's values
-/// stay as few as the routes). One line on the program's router:
+/// A tower layer for the program's axum router that labels everything a request allocates, in its handler
+/// and the layers inside this one, with `route=<the route it matched>` (`/sessions/{id}`, never the raw
+/// path, so the label's values stay as few as the routes). One line on the router:
 ///
 /// ```no_run
 /// let app: axum::Router = axum::Router::new()
 ///     .route("/sessions", axum::routing::post(|| async { "opened" }))
-///     .layer(axum::middleware::from_fn(memprof_runtime::labels::label_by_route));
+///     .layer(memprof_runtime::labels::route_labels());
 /// ```
-pub async fn label_by_route(request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED_ROUTE, MatchedPath::as_str).to_owned();
-    next.run(request).with_labels(&[("route", &route)]).await
+///
+/// Compiled out, `memprof::axum::route_labels()` is tower's `Identity`: no code runs.
+pub fn route_labels() -> RouteLabels {
+    RouteLabels
+}
+
+/// The layer [`route_labels`] makes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouteLabels;
+
+impl<S> tower_layer::Layer<S> for RouteLabels {
+    type Service = RouteLabelled<S>;
+
+    fn layer(&self, inner: S) -> RouteLabelled<S> {
+        RouteLabelled { inner }
+    }
+}
+
+/// A service whose responses are computed with the request's route as a label; see [`route_labels`].
+#[derive(Debug, Clone)]
+pub struct RouteLabelled<S> {
+    inner: S,
+}
+
+impl<S: tower_service::Service<Request>> tower_service::Service<Request> for RouteLabelled<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Labelled<S::Future>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(context)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED_ROUTE, MatchedPath::as_str).to_owned();
+        self.inner.call(request).with_labels(&[("route", &route)])
+    }
 }

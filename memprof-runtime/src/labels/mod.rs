@@ -37,7 +37,7 @@ use std::marker::PhantomData;
 use memprof_analysis::LabelSets;
 
 #[cfg(feature = "axum")]
-pub use axum::{UNMATCHED_ROUTE, label_by_route};
+pub use axum::{RouteLabelled, RouteLabels, UNMATCHED_ROUTE, route_labels};
 pub use future::{Labelled, WithLabels};
 pub(crate) use table::snapshot as table_now;
 use table::snapshot;
