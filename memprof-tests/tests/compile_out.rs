@@ -63,3 +63,45 @@ fn without_the_enabled_feature_nothing_of_the_profiler_is_compiled() {
     assert_eq!(output.last().map(String::as_str), Some("service: done"), "{output:#?}");
     assert!(!output.iter().any(|line| line.contains("memprof")), "{output:#?}");
 }
+
+/// The axum example compiled out (memprof's `axum` feature kept, `enabled` off): every use it makes of
+/// memprof (the routes, the route labels, labelled futures, `malloc_conf!`, `start`) still compiles.
+#[test]
+fn the_axum_example_compiles_with_the_profiler_compiled_out() {
+    let example = workspace().join("examples").join("axum-service");
+    let scratch = memprof_tests::tools::Scratch::new("axum-compiled-out");
+    let copy = scratch.join("axum-service");
+    std::fs::create_dir_all(&copy).unwrap();
+    let manifest = std::fs::read_to_string(example.join("Cargo.toml")).unwrap();
+    let dependency = r#"memprof = { path = "../..", features = ["axum"] }"#;
+    assert!(manifest.contains(dependency), "{manifest}");
+    let compiled_out =
+        format!(r#"memprof = {{ path = "{}", default-features = false, features = ["axum"] }}"#, workspace().display());
+    std::fs::write(copy.join("Cargo.toml"), manifest.replace(dependency, &compiled_out)).unwrap();
+    std::fs::copy(example.join("Cargo.lock"), copy.join("Cargo.lock")).unwrap();
+    copy_tree(&example.join("src"), &copy.join("src"));
+    let target = workspace().join("target").join("compile-out");
+    let manifest_path = copy.join("Cargo.toml");
+    cargo(&[
+        "check",
+        "--offline",
+        "--bins",
+        "--manifest-path",
+        manifest_path.to_str().unwrap(),
+        "--target-dir",
+        target.to_str().unwrap(),
+    ]);
+}
+
+/// Copies the files under `from` to `to`, directories included.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
