@@ -132,21 +132,31 @@ unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c
     let Some(walk) = FrameWalk::here() else {
         return false;
     };
-    let mut count = 0;
-    for address in walk.take(max as usize) {
-        // SAFETY: `count < max`, and `frames` has room for `max` pointers.
-        unsafe { *frames.add(count) = address as *mut c_void };
-        count += 1;
-    }
     // The walk starts in jemalloc (the hook's caller) and goes through Rust's allocation plumbing: the
-    // stack recorded starts at the allocator's caller.
-    if let Some(code) = ALLOCATOR_CODE.get() {
-        // SAFETY: the first `count` pointers were written above; `*mut c_void` and `usize` have one layout.
-        let written = unsafe { std::slice::from_raw_parts(frames as *const usize, count) };
-        let leading = code.leading(written);
-        // SAFETY: both ranges lie in the first `count` pointers; `copy` allows them to overlap.
-        unsafe { std::ptr::copy(frames.add(leading), frames, count - leading) };
-        count -= leading;
+    // stack recorded starts at the allocator's caller. Those leading frames are dropped as the walk goes,
+    // so they never take the place of the program's own when the stack is deeper than `max`.
+    let code = ALLOCATOR_CODE.get();
+    let is_allocator = |address: usize| code.is_some_and(|code| code.returns_into(address));
+    let max = max as usize;
+    let frames = frames as *mut usize;
+    // While `in_leading`, every frame written is the allocator's.
+    let (mut count, mut in_leading) = (0, true);
+    for address in walk {
+        if in_leading && !is_allocator(address) {
+            in_leading = false;
+            count = 0;
+        } else if in_leading && count == max && max > 0 {
+            // Only the allocator's frames so far: keep the newest one, in case no other comes.
+            // SAFETY: `count - 1 < max` pointers were written.
+            unsafe { *frames = *frames.add(count - 1) };
+            count = 1;
+        }
+        if count == max {
+            break;
+        }
+        // SAFETY: `count < max`, and `frames` has room for `max` pointers.
+        unsafe { *frames.add(count) = address };
+        count += 1;
     }
     // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
     unsafe { *len = count as c_uint };

@@ -266,3 +266,18 @@ fn a_task_instrumented_with_a_tracing_span_is_labelled_with_its_name_and_fields(
         assert!(!traced.is_empty() && traced.iter().all(|stack| stack.starts_with(root)), "{collapsed}");
     }
 }
+
+/// When the walk fills jemalloc's buffer (`prof_bt_max` frames), the allocator's frames are not among
+/// them (they are dropped as the walk goes) and the label takes the outermost frame's place instead of
+/// being dropped: a deep stack keeps its allocating function and its tenant.
+#[test]
+fn a_stack_that_fills_the_buffer_keeps_its_allocating_function_and_its_label() {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14,prof_bt_max:4").spawn();
+    let id = finished_run(&service, &["service::open_session"]);
+    let raw = HeapProfile::parse(&service.get(&format!("/memory-profiler/download/raw?id={id}")).text()).unwrap();
+    assert!(raw.stacks.iter().all(|stack| stack.addresses.len() <= 4), "jemalloc keeps at most 4 frames");
+    let split = service.get(&format!("/memory-profiler/download/text?id={id}&by=tenant")).text();
+    for row in ["% tenant=acme", "% tenant=initech", "% service::open_session"] {
+        assert!(split.lines().any(|line| line.ends_with(row)), "{row}:\n{split}");
+    }
+}

@@ -78,4 +78,26 @@ mod tests {
         }
         assert_eq!(current(), 0);
     }
+
+    #[test]
+    fn a_labelled_future_dropped_between_polls_or_panicking_in_one_leaves_the_pollers_labels() {
+        let outer = super::super::enter(&[("task", "poller-drop-test")]);
+        let poller = current();
+        let mut context = Context::from_waker(Waker::noop());
+        let mut pending = Box::pin(std::future::pending::<()>().with_labels(&[("task", "dropped-drop-test")]));
+        assert!(pending.as_mut().poll(&mut context).is_pending());
+        assert_eq!(current(), poller);
+        drop(pending);
+        assert_eq!(current(), poller);
+        let panicking = std::panic::catch_unwind(|| {
+            let mut future = std::pin::pin!(
+                std::future::poll_fn(|_| -> Poll<()> { panic!("inside the poll") })
+                    .with_labels(&[("task", "panicking-drop-test")])
+            );
+            let _ = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        });
+        assert!(panicking.is_err());
+        assert_eq!(current(), poller);
+        drop(outer);
+    }
 }
