@@ -16,8 +16,8 @@
 //! # drop((session, task));
 //! ```
 //!
-//! Setting labels costs a thread-local write and, for labels entered before, a lookup under a shared lock;
-//! the sampled stack gets one more frame. A process records at most [`MAX_LABEL_SETS`] distinct label sets
+//! Setting labels costs a hash of them and a lookup among the thread's recent ones (under a shared lock
+//! when not recent); the sampled stack gets one more frame. A process records at most [`MAX_LABEL_SETS`] distinct label sets
 //! (combinations of keys and values); past that, new ones are recorded as `memprof_overflow`, counted in
 //! `state` and `/metrics`: label by values that repeat (a tenant, a route), not by ones that never do.
 //!

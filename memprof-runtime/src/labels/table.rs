@@ -4,13 +4,14 @@
 //! sets, every new one is recorded as the overflow set, counted and reported.
 //!
 //! Entering labels that were entered before (the common case: a label per request, from a few values)
-//! finds them under a shared lock without allocating; only a new set is built, with the calling thread's
-//! sampling off, so the table never shows in the program's profiles.
+//! finds them among the thread's recent transitions, without a lock, else under a shared lock, without
+//! allocating; only a new set is built, with the calling thread's sampling off, so the table never shows
+//! in the program's profiles.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use memprof_analysis::{LabelSet, LabelSets};
 use parking_lot::RwLock;
@@ -32,14 +33,17 @@ pub(crate) const MAX_VALUE_BYTES: usize = 256;
 
 /// Entering `pairs` where set `parent` is in force gives set `id`.
 struct Transition {
+    /// [`transition_hash`] of `parent` and `pairs`.
+    hash: u64,
     parent: u32,
     pairs: Box<[(Box<str>, Box<str>)]>,
     id: u32,
 }
 
 impl Transition {
-    fn is(&self, parent: u32, pairs: &[(&str, &str)]) -> bool {
-        self.parent == parent
+    fn is(&self, hash: u64, parent: u32, pairs: &[(&str, &str)]) -> bool {
+        self.hash == hash
+            && self.parent == parent
             && self.pairs.len() == pairs.len()
             && self
                 .pairs
@@ -55,12 +59,27 @@ struct Table {
     sets: Vec<LabelSet>,
     ids: HashMap<LabelSet, u32>,
     /// By the hash of (parent, pairs).
-    transitions: HashMap<u64, Vec<Transition>>,
+    transitions: HashMap<u64, Vec<Arc<Transition>>>,
     transition_count: usize,
 }
 
 static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(RwLock::default);
-static HASHER: LazyLock<std::collections::hash_map::RandomState> = LazyLock::new(Default::default);
+
+/// The seed of [`transition_hash`], random per process: label values can come from requests, and a
+/// sender must not be able to pick values whose hashes collide.
+static SEED: LazyLock<u64> = LazyLock::new(|| {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
+});
+
+/// How many transitions each thread keeps at hand.
+const RECENT_TRANSITIONS: usize = 16;
+
+thread_local! {
+    /// The transitions this thread used last, by hash: entering labels entered before takes no lock.
+    static RECENT: RefCell<[Option<Arc<Transition>>; RECENT_TRANSITIONS]> =
+        const { RefCell::new([const { None }; RECENT_TRANSITIONS]) };
+}
 
 /// How many times a new label set was recorded as the overflow set.
 static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
@@ -69,12 +88,28 @@ static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
 /// key in `pairs` replacing the same key of `parent`'s.
 pub(crate) fn intern(parent: u32, pairs: &[(&str, &str)]) -> u32 {
     let hash = transition_hash(parent, pairs);
-    let known = TABLE.read().transitions.get(&hash).and_then(|transitions| {
-        transitions.iter().find(|transition| transition.is(parent, pairs)).map(|transition| transition.id)
-    });
-    let id = match known {
+    let slot = hash as usize % RECENT_TRANSITIONS;
+    let recent = RECENT
+        .try_with(|recent| {
+            let recent = recent.borrow();
+            recent[slot]
+                .as_ref()
+                .filter(|transition| transition.is(hash, parent, pairs))
+                .map(|transition| transition.id)
+        })
+        .ok()
+        .flatten();
+    let id = match recent {
         Some(id) => id,
-        None => crate::jemalloc::unsampled(|| intern_new(parent, pairs, hash)),
+        None => {
+            let known = TABLE.read().transitions.get(&hash).and_then(|transitions| {
+                transitions.iter().find(|transition| transition.is(hash, parent, pairs)).cloned()
+            });
+            let transition = known.unwrap_or_else(|| crate::jemalloc::unsampled(|| intern_new(parent, pairs, hash)));
+            let id = transition.id;
+            let _ = RECENT.try_with(|recent| recent.borrow_mut()[slot] = Some(transition));
+            id
+        }
     };
     if id == OVERFLOW {
         OVERFLOWED.fetch_add(1, Ordering::Relaxed);
@@ -82,15 +117,28 @@ pub(crate) fn intern(parent: u32, pairs: &[(&str, &str)]) -> u32 {
     id
 }
 
+/// FNV-1a over the parent and the pairs (each string ended by a byte no UTF-8 text has), from a random seed.
 fn transition_hash(parent: u32, pairs: &[(&str, &str)]) -> u64 {
-    let mut hasher = HASHER.build_hasher();
-    parent.hash(&mut hasher);
-    pairs.hash(&mut hasher);
-    hasher.finish()
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = *SEED;
+    let mut add = |bytes: &[u8]| {
+        for &byte in bytes {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
+        }
+    };
+    add(&parent.to_le_bytes());
+    for (key, value) in pairs {
+        add(key.as_bytes());
+        add(&[0xff]);
+        add(value.as_bytes());
+        add(&[0xff]);
+    }
+    hash
 }
 
-/// The slow path of [`intern`]: builds the set, finds or records it, and remembers the transition.
-fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> u32 {
+/// The slow path of [`intern`]: builds the set, finds or records it, and remembers the transition (past
+/// [`MAX_TRANSITIONS`], only the calling thread does).
+fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> Arc<Transition> {
     let mut table = TABLE.write();
     let inherited: Vec<(String, String)> = match parent {
         0 => Vec::new(),
@@ -120,12 +168,13 @@ fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> u32 {
         }
         OVERFLOW
     };
+    let pairs = pairs.iter().map(|&(key, value)| (key.into(), value.into())).collect();
+    let transition = Arc::new(Transition { hash, parent, pairs, id });
     if table.transition_count < MAX_TRANSITIONS {
         table.transition_count += 1;
-        let pairs = pairs.iter().map(|&(key, value)| (key.into(), value.into())).collect();
-        table.transitions.entry(hash).or_default().push(Transition { parent, pairs, id });
+        table.transitions.entry(hash).or_default().push(Arc::clone(&transition));
     }
-    id
+    transition
 }
 
 /// A key as pprof tags and `?by=` take it: ASCII letters, digits and `_` (others become `_`), never empty.
