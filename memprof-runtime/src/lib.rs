@@ -15,6 +15,12 @@
 // `unsafe` only where jemalloc is called or its symbols exported (`jemalloc`, `malloc_conf`, `unwinder`), and
 // where the executable is mapped to be read (`allocator_code`, `executable`).
 #![deny(unsafe_code)]
+
+#[cfg(not(unix))]
+compile_error!(
+    "memprof profiles with jemalloc on Unix (Linux, macOS, the BSDs); on this target depend on memprof with \
+     `default-features = false`, which compiles the profiler out and keeps every use of it compiling"
+);
 #![cfg(unix)]
 
 mod allocator_code;
@@ -47,7 +53,7 @@ pub use malloc_conf::{MallocConf, PROFILING_CONF};
 pub use memprof_analysis as analysis;
 pub use profiler::{DumpOf, Error};
 pub use run::{Profile, Run, Scope};
-pub use startup::{DEFAULT_ADDRESS, Guard, Options, shutdown, start};
+pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, start};
 
 // The runtime's own tests run with profiling armed, as a program using memprof does.
 #[cfg(test)]

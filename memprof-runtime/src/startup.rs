@@ -48,6 +48,9 @@ impl Default for Options {
 /// Where the built-in server listens unless told otherwise.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:5050";
 
+/// The most finished profiles [`Options::keep_runs`] keeps (the attribute's `keep_runs` refuses more).
+pub const MAX_KEEP_RUNS: u32 = 1000;
+
 impl Options {
     /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
     /// `MEMPROF_TOKEN`, four profiles kept, SIGTERM left to the program.
@@ -75,9 +78,10 @@ impl Options {
         self
     }
 
-    /// How many finished profiles stay downloadable (at least 1; the oldest is deleted past it).
+    /// How many finished profiles stay downloadable, from 1 to [`MAX_KEEP_RUNS`] (the bounds the attribute's
+    /// `keep_runs` takes; a count outside them is brought within); the oldest is deleted past it.
     pub fn keep_runs(mut self, count: u32) -> Self {
-        self.keep_runs = count;
+        self.keep_runs = count.clamp(1, MAX_KEEP_RUNS);
         self
     }
 

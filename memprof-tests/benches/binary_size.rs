@@ -21,9 +21,18 @@ const MEMPROF_USES: [(&str, &str); 8] = [
     ("    let _memprof = memprof::start(memprof::Options::new().built_in_server(false));\n", ""),
     ("        .layer(memprof::axum::route_labels())\n", ""),
     ("\n        .merge(memprof::axum::routes());", ";"),
-    ("next.run(request).with_labels(&[(\"tenant\", &tenant)]).await", "{\n    let _ = tenant;\n    next.run(request).await\n}"),
-    ("open_session(State(Arc::clone(&memory))).with_labels(&tenant).await", "open_session(State(Arc::clone(&memory))).await"),
-    ("index_document(State(Arc::clone(&memory))).with_labels(&tenant).await", "index_document(State(Arc::clone(&memory))).await"),
+    (
+        "next.run(request).with_labels(&[(\"tenant\", &tenant)]).await",
+        "{\n    let _ = tenant;\n    next.run(request).await\n}",
+    ),
+    (
+        "open_session(State(Arc::clone(&memory))).with_labels(&tenant).await",
+        "open_session(State(Arc::clone(&memory))).await",
+    ),
+    (
+        "index_document(State(Arc::clone(&memory))).with_labels(&tenant).await",
+        "index_document(State(Arc::clone(&memory))).await",
+    ),
 ];
 
 fn main() {
