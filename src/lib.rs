@@ -16,6 +16,12 @@
 //! is compiled.
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+#[cfg(all(feature = "enabled", not(unix)))]
+compile_error!(
+    "memprof profiles with jemalloc on Unix (Linux, macOS, the BSDs); on this target depend on memprof with \
+     `default-features = false`, which compiles the profiler out and keeps every use of it compiling"
+);
+
 /// Arms jemalloc heap profiling for the whole program and serves the profiling endpoints when asked to.
 ///
 /// Arguments, all optional:
