@@ -607,6 +607,43 @@ mod tests {
     }
 
     #[test]
+    fn a_replacement_stands_in_for_the_binary_of_its_name_else_for_the_main_program() {
+        let binaries = Binaries::replacing(["/builds/service", "/builds/debug/libfoo.so"]);
+        let file = |mapped: &str| binaries.file_for(mapped, "/srv/app/service");
+        assert_eq!(file("/srv/app/service"), Path::new("/builds/service"), "same file name");
+        assert_eq!(file("/usr/lib/libfoo.so"), Path::new("/builds/debug/libfoo.so"), "same file name");
+        assert_eq!(file("/usr/lib/libc.so.6"), Path::new("/usr/lib/libc.so.6"), "no replacement: as mapped");
+        let unnamed = Binaries::replacing(["/builds/service.debug"]);
+        assert_eq!(unnamed.file_for("/srv/app/service", "/srv/app/service"), Path::new("/builds/service.debug"));
+        assert_eq!(unnamed.file_for("/usr/lib/libc.so.6", "/srv/app/service"), Path::new("/usr/lib/libc.so.6"));
+        assert_eq!(
+            Binaries::as_mapped().file_for("/srv/app/service", "/srv/app/service"),
+            Path::new("/srv/app/service")
+        );
+    }
+
+    #[test]
+    fn a_difference_holds_both_profiles_samples_the_bases_negated() {
+        let profile = |bytes: u64| HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![Stack { addresses: vec![0x1000], objects: 1, bytes, allocated: Default::default() }],
+            mappings: Vec::new(),
+        };
+        let (now, base) = (
+            Analysis::new(&profile(3072), &Binaries::as_mapped()),
+            Analysis::new(&profile(1024), &Binaries::as_mapped()),
+        );
+        let difference = now.minus(&base);
+        assert_eq!(difference.samples.len(), 2);
+        assert_eq!(difference.locations.len(), 2, "the base's locations follow the profile's");
+        assert_eq!(difference.samples[1].locations, [1]);
+        assert_eq!(difference.total().1, now.total().1 - base.total().1);
+        assert!(difference.samples[1].bytes < 0.0);
+    }
+
+    #[test]
     fn a_split_adds_one_root_per_value_and_keeps_the_totals() {
         let profile = HeapProfile {
             sample_period: 1,

@@ -9,11 +9,8 @@ use crate::analysis::Analysis;
 fn fold(analysis: &Analysis, options: &RenderOptions) -> BTreeMap<String, f64> {
     let mut stacks = BTreeMap::new();
     for sample in &analysis.samples {
-        let mut frames: Vec<String> = analysis
-            .shown_frames(sample, options.full)
-            .into_iter()
-            .map(|frame| frame.label(options.lines).replace(';', ","))
-            .collect();
+        let mut frames: Vec<String> =
+            super::shown_names(analysis, sample, options).into_iter().map(|name| name.replace(';', ",")).collect();
         frames.reverse();
         *stacks.entry(frames.join(";")).or_insert(0.0) += sample.bytes;
     }

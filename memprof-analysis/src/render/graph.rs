@@ -45,11 +45,7 @@ fn graph(analysis: &Analysis, options: &RenderOptions, total: f64) -> (Vec<Node>
         .samples
         .iter()
         .map(|sample| {
-            let mut labels: Vec<String> = analysis
-                .shown_frames(sample, options.full)
-                .into_iter()
-                .map(|frame| frame.label(options.lines))
-                .collect();
+            let mut labels = super::shown_names(analysis, sample, options);
             labels.reverse();
             (labels, sample.bytes)
         })

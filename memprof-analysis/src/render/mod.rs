@@ -153,6 +153,12 @@ fn labelled<'a>(analysis: &'a Analysis, options: &RenderOptions, format: Format)
     view
 }
 
+/// The names a readable format shows for a sample's frames, innermost first: its shown frames
+/// ([`Analysis::shown_frames`]) by function, or by `function file:line` with `options.lines`.
+fn shown_names(analysis: &Analysis, sample: &crate::Sample, options: &RenderOptions) -> Vec<String> {
+    analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect()
+}
+
 /// Bytes as jeprof prints them: MB with one decimal.
 fn megabytes(bytes: f64) -> String {
     let megabytes = bytes / 1_048_576.0;

@@ -24,8 +24,7 @@ struct Row {
 pub(super) fn render(analysis: &Analysis, options: &RenderOptions, base_total: Option<f64>) -> String {
     let mut rows: HashMap<String, Row> = HashMap::new();
     for sample in &analysis.samples {
-        let labels: Vec<String> =
-            analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect();
+        let labels = super::shown_names(analysis, sample, options);
         if let Some(allocating) = labels.first() {
             rows.entry(allocating.clone()).or_default().flat += sample.bytes;
         }
