@@ -15,8 +15,8 @@
 use std::thread;
 use std::time::Duration;
 
+use crate::messages;
 use crate::profiler::Profiler;
-use crate::report;
 use crate::{environment, jemalloc};
 
 /// How many automatic dumps are kept unless `MEMPROF_DUMP_KEEP` says otherwise.
@@ -141,9 +141,9 @@ pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
                 let settings = &watcher.settings;
                 match Profiler::global().automatic_dump(reason, settings.keep, settings.max_bytes) {
                     Ok(dump) => {
-                        report::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display()))
+                        messages::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display()))
                     }
-                    Err(error) => report::warn(&format!("Automatic heap dump failed: {error}")),
+                    Err(error) => messages::warn(&format!("Automatic heap dump failed: {error}")),
                 }
             }
         }

@@ -32,7 +32,7 @@ use memprof_wire::paths::PREFIX;
 
 use crate::http::{HttpError, MAX_BODY, Wait, body_too_large, client_gone, wait_unless};
 use crate::threads::Pool;
-use crate::{endpoints, report};
+use crate::{endpoints, messages};
 
 /// The most requests answered at once, as many as the built-in server's connections.
 pub const MAX_IN_FLIGHT: usize = 32;
@@ -42,7 +42,7 @@ pub const MAX_IN_FLIGHT: usize = 32;
 static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
     Pool::new("memprof-http-m", MAX_IN_FLIGHT)
         .map_err(|error| {
-            report::warn(&format!("The mounted heap profiling endpoints cannot start their threads ({error})"))
+            messages::warn(&format!("The mounted heap profiling endpoints cannot start their threads ({error})"))
         })
         .ok()
 });
@@ -99,7 +99,7 @@ fn under(prefix: &'static str) -> Router {
 fn started() {
     LazyLock::force(&THREADS);
     if let Err(error) = crate::history::start() {
-        report::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
+        messages::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
     }
 }
 

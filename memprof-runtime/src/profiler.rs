@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::evidence::{EarlierProcess, EarlierProfile};
 use crate::jemalloc;
 use crate::malloc_conf::ConfigReport;
-use crate::report;
+use crate::messages;
 use crate::storage::ProfileStore;
 use crate::unwinder::Unwinder;
 
@@ -511,9 +511,9 @@ impl Profiler {
             if Instant::now() >= deadline {
                 match self.finish(&mut runs) {
                     Ok(run) => {
-                        report::info(&format!("Heap profiling run {id} ended; profile at {}", run.path.display()))
+                        messages::info(&format!("Heap profiling run {id} ended; profile at {}", run.path.display()))
                     }
-                    Err(error) => report::warn(&error.to_string()),
+                    Err(error) => messages::warn(&error.to_string()),
                 }
                 return;
             }
@@ -584,17 +584,18 @@ impl Profiler {
                 Some(path) => {
                     let path = PathBuf::from(path);
                     match jemalloc::unsampled(|| jemalloc::dump_profile(&path)) {
-                        Ok(()) => report::info(&format!(
+                        Ok(()) => messages::info(&format!(
                             "Heap profiling run {} was active when the program ended; its profile is at {}",
                             run.id,
                             path.display()
                         )),
-                        Err(error) => {
-                            report::warn(&format!("The final heap profile of run {} was not written: {error}", run.id))
-                        }
+                        Err(error) => messages::warn(&format!(
+                            "The final heap profile of run {} was not written: {error}",
+                            run.id
+                        )),
                     }
                 }
-                None => report::info(&format!(
+                None => messages::info(&format!(
                     "Heap profiling run {} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)",
                     run.id
                 )),
@@ -641,6 +642,6 @@ fn control(doing: &'static str, control: &'static str, error: jemalloc::CtlError
 /// Switches sampling off at the end of run `id`; a failure is logged (the run is over either way).
 fn switch_sampling_off(id: u64) {
     if let Err(error) = jemalloc::set_profiling_active(false) {
-        report::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
+        messages::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
     }
 }

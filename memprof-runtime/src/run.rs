@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::messages;
 use crate::profiler::{Error, KeptProfile, Owner, Profiler, Started};
-use crate::report;
 
 /// A profiling run bracketed by code. It ends when [`Run::stop`] is called or when it is dropped, also
 /// on `?` and panics; its profile then becomes the latest downloadable one.
@@ -56,13 +56,13 @@ impl Drop for Run {
     fn drop(&mut self) {
         if !self.ended {
             match self.end() {
-                Ok(profile) => report::info(&format!(
+                Ok(profile) => messages::info(&format!(
                     "Heap profiling run {} (\"{}\") ended; profile at {}",
                     profile.id,
                     self.label,
                     profile.path.display()
                 )),
-                Err(error) => report::warn(&format!("Heap profiling run {} (\"{}\"): {error}", self.id, self.label)),
+                Err(error) => messages::warn(&format!("Heap profiling run {} (\"{}\"): {error}", self.id, self.label)),
             }
         }
     }
@@ -146,7 +146,7 @@ impl Scope {
                     }
                     _ => "",
                 };
-                report::warn(&format!("memprof::scope!(\"{label}\") runs unprofiled: {error}{advice}"));
+                messages::warn(&format!("memprof::scope!(\"{label}\") runs unprofiled: {error}{advice}"));
                 Scope { _run: None }
             }
         }

@@ -5,8 +5,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::messages;
 use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
-use crate::report;
 use crate::{environment, http};
 
 /// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
@@ -129,7 +129,7 @@ pub fn start(options: Options) -> Guard {
 
 fn start_unsampled(options: Options) -> Guard {
     if STARTED.swap(true, Ordering::SeqCst) {
-        report::warn("memprof::start was called again; only the first call counts");
+        messages::warn("memprof::start was called again; only the first call counts");
         return Guard { owns_shutdown: false };
     }
     let profiler = Profiler::global();
@@ -139,24 +139,24 @@ fn start_unsampled(options: Options) -> Guard {
     // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
     let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
     for warning in &profiler.config.warnings {
-        if impossible { report::error(warning) } else { report::warn(warning) }
+        if impossible { messages::error(warning) } else { messages::warn(warning) }
     }
     for note in profiler.config.notes() {
-        report::info(&note);
+        messages::info(&note);
     }
     if let crate::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
         && profiler.config.profiling_enabled
     {
-        report::info(&format!("Samples walk the stack with libgcc: {reason}"));
+        messages::info(&format!("Samples walk the stack with libgcc: {reason}"));
     }
     match crate::autodump::Settings::from_environment() {
         Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::autodump::spawn(settings) {
-            Ok(()) => report::info("Automatic heap dumps are on (MEMPROF_DUMP_*)"),
-            Err(error) => report::error(&format!("Automatic heap dumps are off: {error}")),
+            Ok(()) => messages::info("Automatic heap dumps are on (MEMPROF_DUMP_*)"),
+            Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
         },
-        Ok(Some(_)) => report::error("Automatic heap dumps are off: heap profiling is disabled"),
+        Ok(Some(_)) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
         Ok(None) => {}
-        Err(error) => report::error(&format!("Automatic heap dumps are off: {error}")),
+        Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
     }
     let wanted = environment::switched_on(&options.env);
     let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
@@ -166,7 +166,7 @@ fn start_unsampled(options: Options) -> Guard {
     if options.dump_on_sigterm
         && let Err(error) = crate::sigterm::watch()
     {
-        report::warn(&format!("SIGTERM will not leave a final profile: {error}"));
+        messages::warn(&format!("SIGTERM will not leave a final profile: {error}"));
     }
     Guard { owns_shutdown: true }
 }
@@ -177,7 +177,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
     let (keep, max_bytes) = crate::autodump::retention();
     let sweep = crate::evidence::sweep(parent, keep, max_bytes);
     if sweep.removed_directories > 0 {
-        report::info(&format!(
+        messages::info(&format!(
             "Removed {} profile director{} left in {} by memprof processes that no longer run, with nothing worth keeping",
             sweep.removed_directories,
             if sweep.removed_directories == 1 { "y" } else { "ies" },
@@ -185,7 +185,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
         ));
     }
     if sweep.removed_profiles > 0 {
-        report::info(&format!(
+        messages::info(&format!(
             "Removed the {} oldest profiles of earlier processes, beyond {keep} profiles or {} MiB (MEMPROF_DUMP_KEEP, MEMPROF_DUMP_MAX_BYTES)",
             sweep.removed_profiles,
             max_bytes >> 20
@@ -196,7 +196,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
         sweep.kept.first().and_then(|process| process.profiles.first().map(|profile| (process, profile)))
     {
         let (process, profile) = newest;
-        report::warn(&format!(
+        messages::warn(&format!(
             "Kept {kept} profile{} of {} earlier process{} that ended without cleaning up (killed or crashed), in {}; the newest is {} of process {} ({}): see {} or download it by id, and clear them with {}",
             if kept == 1 { "" } else { "s" },
             sweep.kept.len(),
@@ -222,18 +222,20 @@ fn serve(options: &Options, context: &'static crate::endpoints::Context) {
     });
     match served {
         Ok(bound) => {
-            report::info(&format!(
+            messages::info(&format!(
                 "Serving heap profiling endpoints on http://{bound}{}/",
                 memprof_wire::paths::PREFIX
             ));
             if context.token.is_none() && !bound.ip().is_loopback() {
-                report::warn(&format!(
+                messages::warn(&format!(
                     "The heap profiling endpoints on {bound} are open to anyone who can reach it: profiles show code addresses and the heap's shape, and runs spend CPU and disk; set {} to require a token, or bind 127.0.0.1",
                     options.token_env
                 ));
             }
         }
-        Err(error) => report::error(&format!("Heap profiling endpoints are not served: {error}; the program runs on")),
+        Err(error) => {
+            messages::error(&format!("Heap profiling endpoints are not served: {error}; the program runs on"))
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use crate::report;
+use crate::messages;
 use crate::{jemalloc, stale};
 
 use crate::environment::DIRECTORY as DIRECTORY_VARIABLE;
@@ -112,7 +112,7 @@ impl ProfileStore {
         if let Some(table) = crate::labels::table_text() {
             let written = write_owner_only(&memprof_analysis::labels_path(&finished), table.as_bytes());
             if let Err(error) = written {
-                report::warn(&format!("Cannot write the label table beside {} ({error})", finished.display()));
+                messages::warn(&format!("Cannot write the label table beside {} ({error})", finished.display()));
             }
         }
         Ok(finished)
@@ -125,7 +125,7 @@ impl ProfileStore {
         jemalloc::dump_profile(&path).and_then(|()| check_profile(&path))?;
         if !self.reported_in_memory {
             self.reported_in_memory = true;
-            report::warn(&format!("Heap profiles are kept in memory: {why}"));
+            messages::warn(&format!("Heap profiles are kept in memory: {why}"));
         }
         self.in_memory.insert(path.clone(), file);
         Ok(path)

@@ -6,7 +6,7 @@
 //! from here (409).
 
 use super::Context;
-use super::answers::profile_urls;
+use super::to_wire::profile_urls;
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
 use crate::profiler::{Owner, Started, Stopped};

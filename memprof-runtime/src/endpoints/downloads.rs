@@ -6,7 +6,7 @@ use memprof_analysis::{Format, RenderOptions};
 
 use memprof_wire::paths::PREFIX;
 
-use super::{Context, rendered};
+use super::{Context, render_cache};
 use crate::http::{HttpError, Query, Reply};
 use crate::profiler::{KeptProfile, LookupError};
 
@@ -27,7 +27,7 @@ pub(super) fn labels(context: &Context, query: &Query) -> Result<Reply, HttpErro
 pub(super) fn label_bytes(context: &Context, query: &Query) -> Result<Reply, HttpError> {
     let profile = requested(context, query, "id")?;
     symbolized_here(context, &profile)?;
-    let analysis = rendered::analysed(&profile).map_err(|failure| failed(context, &profile, failure))?;
+    let analysis = render_cache::analysed(&profile).map_err(|failure| failed(context, &profile, failure))?;
     let (_, total_bytes) = analysis.total();
     Ok(Reply::json(&memprof_wire::LabelBytes { id: profile.id, total_bytes, keys: analysis.bytes_by_label() }))
 }
@@ -94,7 +94,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
         ..RenderOptions::default()
     };
-    let bytes = rendered::rendered(&profile, base.as_ref(), format, &options)
+    let bytes = render_cache::rendered(&profile, base.as_ref(), format, &options)
         .map_err(|failure| failed(context, &profile, failure))?;
     let name = match &base {
         Some(base) => format!("memprof.{}-minus-{}.{}", profile.id, base.id, format.extension()),
@@ -104,11 +104,11 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
 }
 
 /// The answer to a render or analysis that failed.
-fn failed(context: &Context, profile: &KeptProfile, failure: rendered::Failure) -> HttpError {
+fn failed(context: &Context, profile: &KeptProfile, failure: render_cache::Failure) -> HttpError {
     match failure {
-        rendered::Failure::Busy => super::jobs::busy(),
-        rendered::Failure::Gone(error) => unreadable(context, profile, &error),
-        rendered::Failure::Failed(message) => HttpError::internal(message),
+        render_cache::Failure::Busy => super::jobs::busy(),
+        render_cache::Failure::Gone(error) => unreadable(context, profile, &error),
+        render_cache::Failure::Failed(message) => HttpError::internal(message),
     }
 }
 

@@ -4,21 +4,21 @@
 //! module per family of handlers. Handlers get a `Context` (the profiler, the token) instead of reaching
 //! for process-wide state, so they can be tried on their own.
 
-mod answers;
 mod auth;
 mod browsers;
 mod controls;
 mod dashboard;
+mod debug_pprof;
 mod downloads;
 pub(crate) mod jobs;
-mod live;
 mod metrics;
 #[cfg(feature = "http")]
 mod mounted;
-pub(crate) mod rendered;
+pub(crate) mod render_cache;
 mod runs;
 mod state;
 mod symbols;
+mod to_wire;
 
 use std::sync::OnceLock;
 
@@ -182,8 +182,8 @@ const ROUTES: &[Route] = &[
     get(paths::PPROF_HEAP, &[], downloads::newest_raw),
     get(paths::PPROF_CMDLINE, &[], symbols::command_line),
     reading(paths::PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
-    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_HEAP, Methods::Get, live::heap) },
-    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_ALLOCS, Methods::Get, live::allocs) },
+    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_HEAP, Methods::Get, debug_pprof::heap) },
+    Route { parameters: &["seconds", "gc"], ..reading(paths::DEBUG_PPROF_ALLOCS, Methods::Get, debug_pprof::allocs) },
     get(paths::METRICS, &[], metrics::metrics),
     reading(paths::DEBUG_PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
     Route { methods: Methods::Post, ..get(paths::CLEAR_EARLIER, &[], runs::clear_earlier) },

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Context;
 use crate::http::{self, Fields, HttpError, MAX_BODY, MAX_HEADER_FIELDS, MAX_HEADERS, MAX_TARGET, Request, Wait};
-use crate::{environment, jemalloc, report};
+use crate::{environment, jemalloc, messages};
 
 /// Answers one request for memprof's endpoints. The request's path is the full one the built-in server
 /// would see (`/memory-profiler/state`, `/debug/pprof/heap`, ...): a router that strips a prefix puts it
@@ -48,14 +48,14 @@ fn announce(context: &Context) {
         return;
     }
     if !context.mounted {
-        report::info(&format!(
+        messages::info(&format!(
             "Heap profiling endpoints mounted on the program's own server are off (answered 404): set {}=true to serve them",
             environment::SWITCH
         ));
     } else if context.token.is_some() {
-        report::info("Serving heap profiling endpoints on the program's own server; requests need the token");
+        messages::info("Serving heap profiling endpoints on the program's own server; requests need the token");
     } else {
-        report::warn(
+        messages::warn(
             "Serving heap profiling endpoints on the program's own server with no token: anyone who reaches its port can use them; set MEMPROF_TOKEN to require one",
         );
     }

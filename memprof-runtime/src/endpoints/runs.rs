@@ -1,7 +1,7 @@
 //! `start` and `stop`: the Mesos run life cycle.
 
 use super::Context;
-use super::answers::profile_urls;
+use super::to_wire::profile_urls;
 use crate::duration;
 use crate::http::{HttpError, Query, Reply};
 use crate::profiler::{Owner, Started};

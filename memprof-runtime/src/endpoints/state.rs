@@ -10,7 +10,7 @@ use memprof_wire::{
 use parking_lot::Mutex;
 
 use super::Context;
-use super::answers::{describe_earlier, describe_run};
+use super::to_wire::{describe_earlier, describe_run};
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
 use crate::unwinder::Unwinder;

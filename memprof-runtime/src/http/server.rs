@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use super::connection::{Connection, Incoming};
 use super::reply::{Framing, HttpError, Response, guarded};
 use super::request::{Request, Wait, client_gone, wait_unless};
-use crate::report;
+use crate::messages;
 use crate::threads::{self, Pool};
 
 /// The most connections served at once.
@@ -65,7 +65,7 @@ impl Server {
                 Err(error) => {
                     // Out of descriptors or memory, say: wait and go on; the server never gives up.
                     if !failures_reported {
-                        report::warn(&format!(
+                        messages::warn(&format!(
                             "Cannot accept a connection on the heap profiling endpoints ({error}); retrying"
                         ));
                         failures_reported = true;

@@ -160,7 +160,7 @@ fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> Arc<Transition>
         id
     } else {
         if OVERFLOWED.load(Ordering::Relaxed) == 0 {
-            crate::report::warn(&format!(
+            crate::messages::warn(&format!(
                 "More than {MAX_LABEL_SETS} distinct label sets: new ones are recorded as {}={}. Label by values \
                  that repeat (a tenant, a route), not by ones that never do (a request id, a user id)",
                 OVERFLOW_LABEL.0, OVERFLOW_LABEL.1
