@@ -20,7 +20,10 @@ const MEMPROF_USES: [(&str, &str); 8] = [
     ("memprof::malloc_conf!();\n", ""),
     ("    let _memprof = memprof::start(memprof::Options::new().built_in_server(false));\n", ""),
     ("        .layer(memprof::axum::route_labels())\n", ""),
-    ("\n        .merge(memprof::axum::routes());", ";"),
+    (
+        "\n        // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.\n        .merge(memprof::axum::routes());",
+        ";",
+    ),
     (
         "next.run(request).with_labels(&[(\"tenant\", &tenant)]).await",
         "{\n    let _ = tenant;\n    next.run(request).await\n}",
