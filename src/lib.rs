@@ -117,10 +117,10 @@ pub use disabled::{Guard, Options, shutdown, start};
 pub mod labels {
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::labels::{Entered, Labelled, MAX_LABEL_SETS, WithLabels, enter, with};
+    pub use memprof_runtime::labels::{Entered, Labelled, Labels, MAX_LABEL_SETS, WithLabels, enter, with};
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::labels::{Entered, Labelled, MAX_LABEL_SETS, WithLabels, enter, with};
+    pub use crate::disabled::labels::{Entered, Labelled, Labels, MAX_LABEL_SETS, WithLabels, enter, with};
 
     #[cfg(all(feature = "tracing", feature = "enabled"))]
     #[doc(inline)]

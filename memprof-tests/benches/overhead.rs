@@ -39,8 +39,8 @@ enum Launch {
     Baseline(PathBuf),
     /// This benchmark in child mode, with `MALLOC_CONF`, sampling on or off, the stack walk
     /// (`MEMPROF_UNWINDER`, empty for the default), and whether each operation runs inside
-    /// `memprof::labels::with` (one of four tenants, in turn).
-    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str, labelled: bool },
+    /// `memprof::labels::with` or made-once `memprof::labels::Labels` (one of four tenants, in turn).
+    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str, labelled: Labelling },
 }
 
 #[memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS")]
@@ -48,7 +48,8 @@ fn main() {
     if let Ok(configuration) = std::env::var("MEMPROF_BENCH_CHILD") {
         return child(&configuration);
     }
-    let memprof = |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling, unwinder: "", labelled: false };
+    let memprof =
+        |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling, unwinder: "", labelled: Labelling::None };
     let configurations = [
         Configuration { name: "system", launch: Launch::Baseline(build_baseline("")), against: None },
         Configuration {
@@ -72,13 +73,28 @@ fn main() {
                 malloc_conf: "lg_prof_sample:19",
                 sampling: true,
                 unwinder: "libgcc",
-                labelled: false,
+                labelled: Labelling::None,
             },
             against: Some("inactive"),
         },
         Configuration {
             name: "lg 19 labels",
-            launch: Launch::Memprof { malloc_conf: "lg_prof_sample:19", sampling: true, unwinder: "", labelled: true },
+            launch: Launch::Memprof {
+                malloc_conf: "lg_prof_sample:19",
+                sampling: true,
+                unwinder: "",
+                labelled: Labelling::ByValue,
+            },
+            against: Some("lg 19"),
+        },
+        Configuration {
+            name: "lg 19 Labels",
+            launch: Launch::Memprof {
+                malloc_conf: "lg_prof_sample:19",
+                sampling: true,
+                unwinder: "",
+                labelled: Labelling::MadeOnce,
+            },
             against: Some("lg 19"),
         },
     ];
@@ -125,7 +141,8 @@ fn main() {
     });
     println!("\nRatios: jemalloc and compiled out against system; prof:false against jemalloc; inactive against");
     println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive; lg 19 labels (every operation inside");
-    println!("memprof::labels::with, one of four tenants in turn) against lg 19. Each round measures every");
+    println!("memprof::labels::with, one of four tenants in turn) and lg 19 Labels (the same four made once, as");
+    println!("memprof::labels::Labels) against lg 19. Each round measures every");
     println!("configuration once, in turn; a ratio is taken within a round, so a slower machine moment weighs on");
     println!("both sides of it. A spread wider than a difference means the difference is not measured.");
 }
@@ -197,7 +214,7 @@ fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Fig
         }
         Launch::Memprof { malloc_conf, sampling, unwinder, labelled } => {
             let mut command = Command::new(std::env::current_exe().unwrap());
-            command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling},{labelled}"));
+            command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling},{}", labelled.name()));
             command.env("MALLOC_CONF", malloc_conf);
             command.env("MEMPROF_UNWINDER", unwinder);
             command
@@ -229,25 +246,63 @@ fn child(configuration: &str) {
         fields.next().unwrap(),
         fields.next().unwrap().parse::<usize>().unwrap(),
         fields.next() == Some("true"),
-        fields.next() == Some("true"),
+        fields.next().unwrap_or_default(),
     );
     let run = sampling.then(|| memprof::Run::start("overhead").expect("profiling is enabled"));
-    let figures = if labelled {
-        workloads::measure_for(workload, threads, workloads::WORKLOAD_TIME, &Labelled)
-    } else {
-        workloads::measure(workload, threads)
+    let figures = match labelled {
+        "by-value" => workloads::measure_for(workload, threads, workloads::WORKLOAD_TIME, &ByValue),
+        "made-once" => workloads::measure_for(workload, threads, workloads::WORKLOAD_TIME, &MadeOnce::new()),
+        _ => workloads::measure(workload, threads),
     };
     drop(run);
     println!("{}", figures.line());
 }
 
-/// Each operation inside `memprof::labels::with`, for one of four tenants in turn: a label per request.
-struct Labelled;
+/// How each operation is labelled.
+#[derive(Clone, Copy)]
+enum Labelling {
+    None,
+    /// `memprof::labels::with(&[("tenant", ..)], ..)`: the labels hashed and looked up at each entry.
+    ByValue,
+    /// `memprof::labels::Labels` made once per tenant, entered per operation.
+    MadeOnce,
+}
 
-impl workloads::Around for Labelled {
+impl Labelling {
+    fn name(self) -> &'static str {
+        match self {
+            Labelling::None => "none",
+            Labelling::ByValue => "by-value",
+            Labelling::MadeOnce => "made-once",
+        }
+    }
+}
+
+/// The tenants operations are labelled with, in turn.
+const TENANTS: [&str; 4] = ["acme", "initech", "globex", "umbrella"];
+
+/// Each operation inside `memprof::labels::with`, for one of four tenants in turn: a label per request.
+struct ByValue;
+
+impl workloads::Around for ByValue {
     #[inline(always)]
     fn run<F: FnMut()>(&self, number: u64, operation: &mut F) {
-        const TENANTS: [&str; 4] = ["acme", "initech", "globex", "umbrella"];
         memprof::labels::with(&[("tenant", TENANTS[number as usize % 4])], operation);
+    }
+}
+
+/// Each operation inside one of four `memprof::labels::Labels` made once, in turn.
+struct MadeOnce([memprof::labels::Labels; 4]);
+
+impl MadeOnce {
+    fn new() -> Self {
+        Self(TENANTS.map(|tenant| memprof::labels::Labels::new(&[("tenant", tenant)])))
+    }
+}
+
+impl workloads::Around for MadeOnce {
+    #[inline(always)]
+    fn run<F: FnMut()>(&self, number: u64, operation: &mut F) {
+        self.0[number as usize % 4].with(operation);
     }
 }
