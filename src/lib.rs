@@ -158,6 +158,43 @@ pub mod axum {
 
     #[cfg(not(feature = "enabled"))]
     pub use crate::disabled::{debug_pprof_router, route_labels, router, routes};
+
+    /// memprof on the program's router in a method call each, which compiled out is the router itself: no
+    /// code at all, where `.merge(routes())` and `.layer(route_labels())` still instantiate axum's merge and
+    /// layer for the empty stand-ins.
+    ///
+    /// ```
+    /// use memprof::axum::RouterExt;
+    ///
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .memprof_route_labels()
+    ///     .memprof_endpoints();
+    /// ```
+    pub trait RouterExt: Sized {
+        /// Every endpoint at its own path, as `.merge(memprof::axum::routes())`.
+        fn memprof_endpoints(self) -> Self;
+        /// Each request labelled with its route, as `.layer(memprof::axum::route_labels())`.
+        fn memprof_route_labels(self) -> Self;
+    }
+
+    impl RouterExt for ::axum::Router {
+        #[inline]
+        fn memprof_endpoints(self) -> Self {
+            #[cfg(feature = "enabled")]
+            return self.merge(routes());
+            #[cfg(not(feature = "enabled"))]
+            self
+        }
+
+        #[inline]
+        fn memprof_route_labels(self) -> Self {
+            #[cfg(feature = "enabled")]
+            return self.layer(route_labels());
+            #[cfg(not(feature = "enabled"))]
+            self
+        }
+    }
 }
 
 /// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]

@@ -15,13 +15,14 @@ use std::process::Command;
 
 /// Each use the example's `main.rs` makes of memprof, with what it becomes without memprof (its own tenant
 /// middleware stays, without the label).
-const MEMPROF_USES: [(&str, &str); 8] = [
+const MEMPROF_USES: [(&str, &str); 9] = [
+    ("use memprof::axum::RouterExt;\n", ""),
     ("use memprof::labels::WithLabels;\n", ""),
     ("memprof::malloc_conf!();\n", ""),
     ("    let _memprof = memprof::start(memprof::Options::new().built_in_server(false));\n", ""),
-    ("        .layer(memprof::axum::route_labels())\n", ""),
+    ("        .memprof_route_labels()\n", ""),
     (
-        "\n        // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.\n        .merge(memprof::axum::routes());",
+        "\n        // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.\n        // Compiled out, these two calls are the router itself.\n        .memprof_endpoints();",
         ";",
     ),
     (

@@ -27,6 +27,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{Next, from_fn};
 use axum::response::Response;
 use axum::routing::{get, post};
+use memprof::axum::RouterExt;
 use memprof::labels::WithLabels;
 
 // The service's allocator, declared as it was before memprof came.
@@ -66,9 +67,10 @@ async fn main() {
         // Memory by route and by tenant (`?by=route`, `?by=tenant`): each request's allocations are labelled
         // with the route it matched and the tenant it names.
         .layer(from_fn(label_by_tenant))
-        .layer(memprof::axum::route_labels())
+        .memprof_route_labels()
         // Every endpoint at its own path: the dashboard at /memory-profiler/, Go's /debug/pprof/*, /metrics.
-        .merge(memprof::axum::routes());
+        // Compiled out, these two calls are the router itself.
+        .memprof_endpoints();
 
     let address = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&address).await.expect("the address is free");
