@@ -90,8 +90,8 @@ pub use memprof_runtime::{DumpOf, Error, Guard, Options, Profile, Run, shutdown,
 pub mod analysis {
     #[doc(inline)]
     pub use memprof_runtime::analysis::{
-        Analysis, Binaries, Counts, Format, Frame, HeapProfile, LabelSet, LabelSets, LabelsError, Location, Mapping,
-        Module, NO_LABEL, ParseError, RenderError, RenderOptions, Sample, Stack, label_id, labels_path,
+        Analysis, Binaries, Counts, Format, Frame, HeapProfile, LabelSet, LabelSets, Location, Mapping, Module,
+        NO_LABEL, ParseError, RenderError, RenderOptions, Sample, Stack, label_id, labels_path,
     };
 }
 

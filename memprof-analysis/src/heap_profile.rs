@@ -110,7 +110,8 @@ pub struct Mapping {
     pub path: Option<String>,
 }
 
-/// A malformed profile: the line (from 1) and what is wrong with it.
+/// A malformed file memprof reads (a heap profile, a label table): the line (from 1) and what is wrong
+/// with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
     /// The line, counted from 1.

@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::heap_profile::ParseError;
+
 /// Where label addresses start: `LABEL\0` in ASCII, in the lower half of the address space and far above
 /// any mapping a process can have.
 pub const LABEL_ADDRESS_BASE: u64 = 0x4c41_4245_4c00_0000;
@@ -108,23 +110,6 @@ pub struct LabelSets(BTreeMap<u32, LabelSet>);
 /// The first line of a label table file.
 const HEADER: &str = "memprof-labels/1";
 
-/// Why a label table could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabelsError {
-    /// The 1-based line.
-    pub line: usize,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl fmt::Display for LabelsError {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "line {}: {}", self.line, self.message)
-    }
-}
-
-impl std::error::Error for LabelsError {}
-
 impl LabelSets {
     /// Records set `id`.
     pub fn insert<K: AsRef<str>, V: AsRef<str>>(&mut self, id: u32, pairs: impl IntoIterator<Item = (K, V)>) {
@@ -165,15 +150,15 @@ impl LabelSets {
 
     /// Reads a table written by [`LabelSets::to_text`]. It is a claim like the dump it travels with:
     /// anything else is refused with its line.
-    pub fn parse(text: &str) -> Result<Self, LabelsError> {
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, HEADER)) => {}
-            _ => return Err(LabelsError { line: 1, message: format!("expected the header {HEADER:?}") }),
+            _ => return Err(ParseError { line: 1, message: format!("expected the header {HEADER:?}") }),
         }
         let mut sets = BTreeMap::new();
         for (index, line) in lines {
-            let error = |message: String| LabelsError { line: index + 1, message };
+            let error = |message: String| ParseError { line: index + 1, message };
             let mut fields = line.split('\t');
             let id = fields.next().unwrap_or_default();
             let id: u32 = id.parse().map_err(|_| error(format!("{id:?} is not a label set id")))?;
@@ -183,7 +168,7 @@ impl LabelSets {
                         split_unescaped(field).ok_or_else(|| error(format!("{field:?} is not key=value")))?;
                     Ok((unescape(key).map_err(&error)?, unescape(value).map_err(&error)?))
                 })
-                .collect::<Result<Vec<(String, String)>, LabelsError>>()?;
+                .collect::<Result<Vec<(String, String)>, ParseError>>()?;
             if sets.insert(id, LabelSet::new(pairs)).is_some() {
                 return Err(error(format!("label set {id} is listed twice")));
             }

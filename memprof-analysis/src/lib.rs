@@ -26,5 +26,5 @@ pub use analysis::{
     is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
-pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, LabelsError, label_address, label_id, labels_path};
+pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, label_address, label_id, labels_path};
 pub use render::{Format, RenderError, RenderOptions};

@@ -17,9 +17,10 @@
 //! ```
 //!
 //! Setting labels costs a hash of them and a lookup among the thread's recent ones (under a shared lock
-//! when not recent); the sampled stack gets one more frame. A process records at most [`MAX_LABEL_SETS`] distinct label sets
-//! (combinations of keys and values); past that, new ones are recorded as `memprof_overflow`, counted in
-//! `state` and `/metrics`: label by values that repeat (a tenant, a route), not by ones that never do.
+//! when not recent); the sampled stack gets one more frame. A process records at most [`MAX_LABEL_SETS`]
+//! distinct label sets (combinations of keys and values); past that, new ones are recorded as
+//! `memprof_overflow`, counted in `state` and `/metrics`: label by values that repeat (a tenant, a route),
+//! not by ones that never do.
 //!
 //! Labels follow threads: memory allocated under a label and freed on another thread still counts against
 //! that label, and a `Vec` that grows by reallocation is charged to the labels in force where it grew.
@@ -146,10 +147,7 @@ impl Labels {
     pub fn enter(&self) -> Entered {
         let id = match current() {
             0 => self.id,
-            outer => {
-                let pairs: Vec<(&str, &str)> = self.pairs.iter().map(|(key, value)| (&**key, &**value)).collect();
-                table::intern(outer, &pairs)
-            }
+            outer => table::intern(outer, &self.pairs),
         };
         Entered { previous: replace(id), _not_send: PhantomData }
     }

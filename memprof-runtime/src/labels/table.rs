@@ -41,15 +41,13 @@ struct Transition {
 }
 
 impl Transition {
-    fn is(&self, hash: u64, parent: u32, pairs: &[(&str, &str)]) -> bool {
+    fn is<K: AsRef<str>, V: AsRef<str>>(&self, hash: u64, parent: u32, pairs: &[(K, V)]) -> bool {
         self.hash == hash
             && self.parent == parent
             && self.pairs.len() == pairs.len()
-            && self
-                .pairs
-                .iter()
-                .zip(pairs)
-                .all(|((key, value), (wanted_key, wanted_value))| &**key == *wanted_key && &**value == *wanted_value)
+            && self.pairs.iter().zip(pairs).all(|((key, value), (wanted_key, wanted_value))| {
+                &**key == wanted_key.as_ref() && &**value == wanted_value.as_ref()
+            })
     }
 }
 
@@ -85,8 +83,9 @@ thread_local! {
 static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
 
 /// The id of the set `pairs` make on top of set `parent` (0: none): `parent`'s labels with `pairs` added, a
-/// key in `pairs` replacing the same key of `parent`'s.
-pub(crate) fn intern(parent: u32, pairs: &[(&str, &str)]) -> u32 {
+/// key in `pairs` replacing the same key of `parent`'s. Keys and values are borrowed as they come (string
+/// literals, or the boxed strings of [`super::Labels`]): nothing is allocated unless the set is new.
+pub(crate) fn intern<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]) -> u32 {
     let hash = transition_hash(parent, pairs);
     let slot = hash as usize % RECENT_TRANSITIONS;
     let recent = RECENT
@@ -118,7 +117,7 @@ pub(crate) fn intern(parent: u32, pairs: &[(&str, &str)]) -> u32 {
 }
 
 /// FNV-1a over the parent and the pairs (each string ended by a byte no UTF-8 text has), from a random seed.
-fn transition_hash(parent: u32, pairs: &[(&str, &str)]) -> u64 {
+fn transition_hash<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut hash = *SEED;
     let mut add = |bytes: &[u8]| {
@@ -128,9 +127,9 @@ fn transition_hash(parent: u32, pairs: &[(&str, &str)]) -> u64 {
     };
     add(&parent.to_le_bytes());
     for (key, value) in pairs {
-        add(key.as_bytes());
+        add(key.as_ref().as_bytes());
         add(&[0xff]);
-        add(value.as_bytes());
+        add(value.as_ref().as_bytes());
         add(&[0xff]);
     }
     hash
@@ -138,7 +137,7 @@ fn transition_hash(parent: u32, pairs: &[(&str, &str)]) -> u64 {
 
 /// The slow path of [`intern`]: builds the set, finds or records it, and remembers the transition (past
 /// [`MAX_TRANSITIONS`], only the calling thread does).
-fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> Arc<Transition> {
+fn intern_new<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)], hash: u64) -> Arc<Transition> {
     let mut table = TABLE.write();
     let inherited: Vec<(String, String)> = match parent {
         0 => Vec::new(),
@@ -147,7 +146,8 @@ fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> Arc<Transition>
             .get(id as usize - 1)
             .map_or_else(Vec::new, |set| set.iter().map(|(key, value)| (key.to_owned(), value.to_owned())).collect()),
     };
-    let entered = pairs.iter().map(|&(key, value)| (sanitized_key(key), truncated_value(value).to_owned()));
+    let entered =
+        pairs.iter().map(|(key, value)| (sanitized_key(key.as_ref()), truncated_value(value.as_ref()).to_owned()));
     let set = LabelSet::new(inherited.into_iter().chain(entered));
     let id = if parent == OVERFLOW {
         OVERFLOW
@@ -168,7 +168,7 @@ fn intern_new(parent: u32, pairs: &[(&str, &str)], hash: u64) -> Arc<Transition>
         }
         OVERFLOW
     };
-    let pairs = pairs.iter().map(|&(key, value)| (key.into(), value.into())).collect();
+    let pairs = pairs.iter().map(|(key, value)| (key.as_ref().into(), value.as_ref().into())).collect();
     let transition = Arc::new(Transition { hash, parent, pairs, id });
     if table.transition_count < MAX_TRANSITIONS {
         table.transition_count += 1;
