@@ -84,7 +84,7 @@ pub struct Profile {
 impl Profile {
     /// The profile of the run that ended last, if any is kept.
     pub fn latest() -> Option<Profile> {
-        Profiler::global().runs().latest().map(Profile::from)
+        Profiler::global().overview().latest().map(Profile::from)
     }
 
     /// The id of the run that produced it.

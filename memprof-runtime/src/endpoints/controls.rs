@@ -24,12 +24,12 @@ pub(super) fn heap_profile(context: &Context, query: &Query) -> Result<Reply, Ht
 }
 
 fn switches(context: &Context) -> Switches {
-    let runs = context.profiler.runs();
+    let overview = context.profiler.overview();
     Switches {
         profiling_enabled: context.profiler.config.profiling_enabled,
         profiling_active: jemalloc::profiling_active().ok(),
         new_threads_sampled: jemalloc::new_threads_sampled().ok(),
-        current_run: runs.current.as_ref().map(|run| RunOwner { id: run.id, started_by: run.owner.name() }),
+        current_run: overview.current.as_ref().map(|run| RunOwner { id: run.id, started_by: run.owner.name() }),
     }
 }
 

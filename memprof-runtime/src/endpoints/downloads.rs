@@ -115,8 +115,7 @@ fn failed(context: &Context, profile: &KeptProfile, failure: render_cache::Failu
 /// Refuses to symbolize a profile another build of this program wrote (an earlier process's, before an
 /// upgrade): this binary's symbols would name the wrong functions. Its raw download is served.
 fn symbolized_here(context: &Context, profile: &KeptProfile) -> Result<(), HttpError> {
-    let runs = context.profiler.runs();
-    let Some(earlier) = runs.earlier_profile(profile.id).filter(|earlier| !earlier.same_build) else {
+    let Some(earlier) = context.profiler.earlier_profile(profile.id).filter(|earlier| !earlier.same_build) else {
         return Ok(());
     };
     let binary = earlier.binary.as_deref().unwrap_or("the program it ran");

@@ -46,8 +46,8 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
             (1u64 << lg_sample) as f64,
         );
     }
-    let runs = profiler.runs();
-    let counts = runs.counts;
+    let overview = profiler.overview();
+    let counts = overview.counts;
     metric("memprof_runs_started_total", "counter", "Profiling runs started.", counts.started as f64);
     metric(
         "memprof_runs_finished_total",
@@ -61,8 +61,8 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "Profiling runs whose profile could not be written.",
         counts.failed as f64,
     );
-    metric("memprof_run_active", "gauge", "1 while a profiling run is active.", flag(runs.current.is_some()));
-    metric("memprof_profiles_kept", "gauge", "Finished profiles kept for download.", runs.finished.len() as f64);
+    metric("memprof_run_active", "gauge", "1 while a profiling run is active.", flag(overview.current.is_some()));
+    metric("memprof_profiles_kept", "gauge", "Finished profiles kept for download.", overview.finished.len() as f64);
     let (label_sets, overflowed) = crate::labels::counts();
     metric("memprof_label_sets", "gauge", "Distinct allocation label sets recorded.", f64::from(label_sets));
     metric(

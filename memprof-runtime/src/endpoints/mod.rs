@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(cross_site("/memory-profiler/start?duration=1days"), 403);
         assert_eq!(cross_site("/memory-profiler/state"), 403);
         assert_eq!(cross_site("/memory-profiler/"), 200);
-        assert_eq!(Profiler::global().runs().current.as_ref().map(|run| run.id), None, "no run was started");
+        assert_eq!(Profiler::global().overview().current.map(|run| run.id), None, "no run was started");
     }
 
     #[test]

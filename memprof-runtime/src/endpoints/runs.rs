@@ -35,7 +35,7 @@ pub(super) fn stop(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             (Some(run), message)
         }
         None => {
-            let latest = profiler.runs().latest().cloned();
+            let latest = profiler.overview().latest().cloned();
             let message = match &latest {
                 Some(run) => format!(
                     "No heap profiling run is active; nothing was stopped. The latest profile is run {}.",

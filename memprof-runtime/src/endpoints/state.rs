@@ -19,22 +19,22 @@ use crate::unwinder::Unwinder;
 pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let profiler = context.profiler;
     let config = &profiler.config;
-    // jemalloc's figures first: the runs' lock is not held across mallctl calls (a stats epoch walks every
-    // arena), so a run's start or stop never waits for them.
+    // jemalloc's figures are read with no lock held (a stats epoch walks every arena), and the runs'
+    // records are a copy: a run's start or stop never waits for this answer.
     let active = jemalloc::profiling_active().unwrap_or(false);
     let lg_sample = jemalloc::lg_sample().ok();
     let heap = jemalloc::heap_stats().ok();
     let label_counts = crate::labels::counts();
-    let runs = profiler.runs();
+    let runs = profiler.overview();
     let current_run = match &runs.current {
         Some(run) => {
             CurrentRun::Active { id: run.id, remaining_seconds: run.remaining_seconds(), started_by: run.owner.name() }
         }
         None => CurrentRun::Idle { id: () },
     };
-    let tmp_dir = match runs.store.path() {
+    let tmp_dir = match &runs.directory {
         Some(path) => path.display().to_string(),
-        None if runs.store.in_memory() => "In memory (no writable directory)".to_owned(),
+        None if runs.in_memory => "In memory (no writable directory)".to_owned(),
         None => "Not yet generated".to_owned(),
     };
     let settings = crate::autodump::settings_in_force().map(|settings| AutomaticDumpSettings {
@@ -51,7 +51,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             current_run,
             latest_run: runs.latest().map(describe_run),
             runs: runs.finished.iter().rev().map(describe_run).collect(),
-            keep_runs: runs.kept(),
+            keep_runs: runs.kept,
             auth_required: context.token.is_some(),
             automatic_dumps: AutomaticDumps {
                 settings,

@@ -1,0 +1,315 @@
+//! Profiling runs: one at a time, identified by increasing ids, ended by a timer, by `stop`, or by the
+//! code that started them.
+//!
+//! A run resets jemalloc's samples (`prof.reset`) so its profile holds only its own window, switches
+//! `prof.active` on, and at its end dumps the heap into the [`ProfileStore`] and switches sampling off. The last
+//! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
+
+mod error;
+mod records;
+mod runs;
+mod timer;
+
+use std::path::PathBuf;
+use std::sync::{LazyLock, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::{Condvar, Mutex};
+
+pub(crate) use error::control;
+pub use error::{DumpOf, Error};
+pub(crate) use records::{ActiveRun, FailedRun, KeptProfile, LookupError, Owner, RunCounts, Started, Stopped};
+pub(crate) use runs::Overview;
+use runs::{Runs, StopTarget};
+
+use crate::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
+use crate::evidence::{EarlierProcess, EarlierProfile};
+use crate::jemalloc;
+use crate::malloc_conf::ConfigReport;
+use crate::messages;
+use crate::storage::ProfileStore;
+use crate::unwinder::Unwinder;
+
+/// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
+pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
+
+/// The runs' records and the files they name, changed together under one lock.
+#[derive(Debug)]
+struct Books {
+    runs: Runs,
+    store: ProfileStore,
+}
+
+impl Books {
+    /// Deletes the files of profiles no longer kept, and tells whoever keeps what was made of them.
+    fn forget(&mut self, profiles: Vec<KeptProfile>) {
+        for profile in profiles {
+            self.store.remove(&profile.path);
+            evicted(profile.id);
+        }
+    }
+}
+
+/// The profiler: runs started and stopped through jemalloc, their profiles written to the store.
+pub(crate) struct Profiler {
+    books: Mutex<Books>,
+    /// Wakes the timer of the current run when the run ends early.
+    run_ended: Condvar,
+    pub(crate) config: ConfigReport,
+    /// How samples walk the stack.
+    pub(crate) unwinder: Unwinder,
+}
+
+/// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
+/// that must not show in a profile when sampling is on from the start).
+static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
+    jemalloc::unsampled(|| {
+        let config = ConfigReport::read();
+        let unwinder = if config.profiling_enabled {
+            crate::unwinder::install()
+        } else {
+            Unwinder::Libgcc("heap profiling is disabled".to_owned())
+        };
+        Profiler::new(config, unwinder)
+    })
+});
+
+impl Profiler {
+    /// The profiler of this process; the first call reads jemalloc's configuration and installs the stack
+    /// walk.
+    pub(crate) fn global() -> &'static Profiler {
+        &PROFILER
+    }
+
+    /// A profiler with no runs, for the `config` jemalloc reported, whose samples walk the stack with
+    /// `unwinder`; its profiles go to a directory of their own.
+    pub(crate) fn new(config: ConfigReport, unwinder: Unwinder) -> Self {
+        let books = Books { runs: Runs::new(DEFAULT_KEPT_RUNS), store: ProfileStore::default() };
+        Profiler { books: Mutex::new(books), run_ended: Condvar::new(), config, unwinder }
+    }
+
+    /// The kept profile `id`, or the latest one without an id.
+    pub(crate) fn profile(&self, id: Option<u64>) -> Result<KeptProfile, LookupError> {
+        self.books.lock().runs.lookup(id)
+    }
+
+    /// The newest profile kept, whether a run is active or not (jeprof's `pprof/heap` reads it mid-run).
+    pub(crate) fn newest(&self) -> Result<KeptProfile, LookupError> {
+        self.books.lock().runs.newest().cloned().ok_or(LookupError::NoneYet)
+    }
+
+    /// The profile `id` of an earlier process, if it is one.
+    pub(crate) fn earlier_profile(&self, id: u64) -> Option<EarlierProfile> {
+        self.books.lock().runs.earlier_profile(id).cloned()
+    }
+
+    /// A copy of the runs' records, taken under the lock and read without it.
+    pub(crate) fn overview(&self) -> Overview {
+        let books = self.books.lock();
+        books.runs.overview(books.store.path().map(PathBuf::from), books.store.in_memory())
+    }
+
+    /// Keeps the `count` newest profiles (at least one) from now on.
+    pub(crate) fn keep_runs(&self, count: usize) {
+        let mut books = self.books.lock();
+        let evicted = books.runs.keep_runs(count);
+        books.forget(evicted);
+    }
+
+    fn check_available(&self) -> Result<(), Error> {
+        if self.config.profiling_enabled {
+            Ok(())
+        } else {
+            let why = self.config.warnings.last().cloned().unwrap_or_default();
+            Err(Error::Unavailable(why))
+        }
+    }
+
+    /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
+    pub(crate) fn start(&'static self, owner: Owner, length: Option<Duration>) -> Result<Started, Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        if let Some(current) = books.runs.current() {
+            return Ok(Started::AlreadyActive(current.clone()));
+        }
+        if jemalloc::profiling_active()
+            .map_err(|error| control("Cannot read whether sampling is on", "prof.active", error))?
+        {
+            return Err(Error::StartedExternally);
+        }
+        let lg_sample =
+            jemalloc::lg_sample().map_err(|error| control("Cannot read the sampling rate", "prof.lg_sample", error))?;
+        jemalloc::reset_samples(lg_sample)
+            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))?;
+        let id = books.runs.next_id();
+        let deadline = length.map(|length| Instant::now() + length);
+        if let Some(deadline) = deadline {
+            timer::spawn(self, id, deadline)?;
+        }
+        jemalloc::set_profiling_active(true)
+            .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
+        Ok(Started::New(books.runs.begin(id, owner, deadline)))
+    }
+
+    /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
+    /// run that already ended, its profile is returned; with no id and no run, the result is `None`.
+    pub(crate) fn stop(&self, id: Option<u64>) -> Result<Option<KeptProfile>, Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        match books.runs.stop_target(id) {
+            StopTarget::Current => self.finish(&mut books).map(Some),
+            StopTarget::NoRun => no_run_unless_started_externally().map(|()| None),
+            StopTarget::Ended(profile) => profile.map(Some),
+        }
+    }
+
+    /// Stops the current run if `owner` started it, deciding under one lock (so a `stop` racing it makes
+    /// this find no run, not a run that vanished).
+    pub(crate) fn stop_owned_by(&self, owner: &Owner) -> Result<Stopped, Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        match books.runs.current() {
+            Some(run) if run.owner == *owner => self.finish(&mut books).map(Stopped::Profile),
+            Some(run) => Ok(Stopped::OwnedBy(run.clone())),
+            None => no_run_unless_started_externally().map(|()| Stopped::NoRun),
+        }
+    }
+
+    /// Ends the current run: the heap dumped into the store, then sampling off.
+    ///
+    /// The dump comes first: between the two, the program goes on freeing sampled objects (which the
+    /// profile counts out) and allocating their replacements (which it would no longer sample), so a
+    /// profile dumped after switching off reads low on memory that churns.
+    fn finish(&self, books: &mut Books) -> Result<KeptProfile, Error> {
+        let Some(run) = books.runs.end() else {
+            unreachable!("finish is only called with a current run");
+        };
+        self.run_ended.notify_all();
+        let dumped = jemalloc::unsampled(|| books.store.dump(run.id));
+        switch_sampling_off(run.id);
+        match dumped {
+            Ok(path) => {
+                let finished = KeptProfile {
+                    id: run.id,
+                    owner: run.owner,
+                    started: run.started,
+                    stopped: SystemTime::now(),
+                    path,
+                };
+                crate::evidence::record(&finished);
+                let evicted = books.runs.finished(finished.clone());
+                books.forget(evicted);
+                Ok(finished)
+            }
+            Err(error) => Err(books.runs.failed(run.id, error.to_string())),
+        }
+    }
+
+    /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
+    /// a file the caller deletes once read.
+    pub(crate) fn snapshot(&self) -> Result<(std::fs::File, String), Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let id = books.runs.next_id();
+        books.store.snapshot(id).map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.to_string() })
+    }
+
+    /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
+    /// files or `max_bytes` in all (the newest always stays).
+    pub(crate) fn automatic_dump(&self, reason: String, keep: usize, max_bytes: u64) -> Result<KeptProfile, Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let id = books.runs.next_id();
+        let path = books
+            .store
+            .automatic(id)
+            .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
+        let now = SystemTime::now();
+        let dump = KeptProfile { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
+        crate::evidence::record(&dump);
+        let size = |dump: &KeptProfile| std::fs::metadata(&dump.path).map_or(0, |metadata| metadata.len());
+        let evicted = books.runs.automatic_dump(dump.clone(), keep, max_bytes, size);
+        books.forget(evicted);
+        Ok(dump)
+    }
+
+    /// Serves what earlier processes kept (found at start-up).
+    pub(crate) fn adopt_earlier(&self, earlier: Vec<EarlierProcess>) {
+        self.books.lock().runs.adopt_earlier(earlier);
+    }
+
+    /// Deletes what earlier processes kept; how many profiles there were.
+    pub(crate) fn clear_earlier(&self) -> usize {
+        let earlier = self.books.lock().runs.take_earlier();
+        for profile in earlier.iter().flat_map(|process| &process.profiles) {
+            evicted(profile.profile.id);
+        }
+        crate::evidence::clear(&earlier)
+    }
+
+    /// Ends any run without keeping its profile and removes the profile directory: the program is ending.
+    ///
+    /// A run still active can leave its profile behind, outside the removed directory, at the path in
+    /// `MEMPROF_FINAL_DUMP`.
+    pub(crate) fn shut_down(&self) {
+        let mut books = self.books.lock();
+        if let Some(run) = books.runs.end() {
+            self.run_ended.notify_all();
+            leave_final_dump(run.id);
+            switch_sampling_off(run.id);
+        }
+        books.runs.close();
+        books.store.remove_all();
+    }
+}
+
+/// With no run of memprof's, the answer to a stop: nothing, unless sampling was switched on outside
+/// memprof (which it leaves alone).
+fn no_run_unless_started_externally() -> Result<(), Error> {
+    if jemalloc::profiling_active().unwrap_or(false) { Err(Error::StartedExternally) } else { Ok(()) }
+}
+
+/// Writes the profile of run `id`, active as the program ends, to `MEMPROF_FINAL_DUMP` if set.
+fn leave_final_dump(id: u64) {
+    let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE).map(PathBuf::from) else {
+        messages::info(&format!(
+            "Heap profiling run {id} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)"
+        ));
+        return;
+    };
+    match jemalloc::unsampled(|| jemalloc::dump_profile(&path)) {
+        Ok(()) => messages::info(&format!(
+            "Heap profiling run {id} was active when the program ended; its profile is at {}",
+            path.display()
+        )),
+        Err(error) => messages::warn(&format!("The final heap profile of run {id} was not written: {error}")),
+    }
+}
+
+/// Told the id of each profile that is no longer kept: set by the layer above that keeps renders of them
+/// (the endpoints), which the profiler knows nothing of.
+static EVICTION_LISTENER: OnceLock<fn(u64)> = OnceLock::new();
+
+/// Has `listener` told the id of each profile no longer kept, from now on (the first listener stays).
+pub(crate) fn on_eviction(listener: fn(u64)) {
+    let _ = EVICTION_LISTENER.set(listener);
+}
+
+fn evicted(id: u64) {
+    if let Some(listener) = EVICTION_LISTENER.get() {
+        listener(id);
+    }
+}
+
+/// Switches sampling off at the end of run `id`; a failure is logged (the run is over either way).
+fn switch_sampling_off(id: u64) {
+    if let Err(error) = jemalloc::set_profiling_active(false) {
+        messages::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
+    }
+}
+
+#[cfg(test)]
+mod tests;

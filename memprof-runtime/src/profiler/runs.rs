@@ -1,0 +1,350 @@
+//! The bookkeeping of runs, with no jemalloc, thread or file in it: ids, the run in progress, the two rings
+//! of kept profiles and their eviction, and which profile a request names (the 404/409 rules).
+//!
+//! Whatever it evicts it hands back: the [`super::Profiler`] deletes the files and tells who keeps renders
+//! of them.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::{ActiveRun, DumpOf, Error, FailedRun, KeptProfile, LookupError, Owner, RunCounts};
+use crate::evidence::{EarlierProcess, EarlierProfile};
+
+/// Everything about runs, kept behind the profiler's lock.
+#[derive(Debug)]
+pub(crate) struct Runs {
+    current: Option<ActiveRun>,
+    /// Oldest first.
+    finished: VecDeque<KeptProfile>,
+    /// Automatic dumps, oldest first, in a ring of their own (see [`crate::autodump`]).
+    automatic: VecDeque<KeptProfile>,
+    /// What earlier processes that ended without cleaning up kept, newest first (see [`crate::evidence`]).
+    earlier: Vec<EarlierProcess>,
+    /// Set when the program ends: nothing is dumped any more.
+    closed: bool,
+    last_failure: Option<FailedRun>,
+    last_id: u64,
+    /// How many finished runs to keep.
+    kept: usize,
+    counts: RunCounts,
+}
+
+/// What a request to stop names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StopTarget {
+    /// The run in progress: finish it.
+    Current,
+    /// No run is in progress, and no id was given.
+    NoRun,
+    /// A run that ended already: its profile, or why it has none.
+    Ended(Result<KeptProfile, Error>),
+}
+
+/// A copy of the runs' records, for handlers to read without holding the profiler's lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Overview {
+    pub(crate) current: Option<ActiveRun>,
+    /// Oldest first.
+    pub(crate) finished: Vec<KeptProfile>,
+    /// Oldest first.
+    pub(crate) automatic: Vec<KeptProfile>,
+    pub(crate) earlier: Vec<EarlierProcess>,
+    pub(crate) last_failure: Option<FailedRun>,
+    pub(crate) kept: usize,
+    pub(crate) counts: RunCounts,
+    /// The profile directory, once made.
+    pub(crate) directory: Option<PathBuf>,
+    /// Whether profiles are kept in memory, for want of a writable directory.
+    pub(crate) in_memory: bool,
+}
+
+impl Overview {
+    /// The newest finished run.
+    pub(crate) fn latest(&self) -> Option<&KeptProfile> {
+        self.finished.last()
+    }
+}
+
+impl Runs {
+    /// No runs yet; `kept` finished runs will be kept (at least one).
+    pub(crate) fn new(kept: usize) -> Self {
+        Self {
+            current: None,
+            finished: VecDeque::new(),
+            automatic: VecDeque::new(),
+            earlier: Vec::new(),
+            closed: false,
+            last_failure: None,
+            last_id: 0,
+            kept: kept.max(1),
+            counts: RunCounts::default(),
+        }
+    }
+
+    /// The run in progress.
+    pub(crate) fn current(&self) -> Option<&ActiveRun> {
+        self.current.as_ref()
+    }
+
+    /// Fails with [`Error::Ending`] once the program ends.
+    pub(crate) fn check_open(&self) -> Result<(), Error> {
+        if self.closed { Err(Error::Ending) } else { Ok(()) }
+    }
+
+    /// A new id: milliseconds since the Unix epoch, bumped past the previous id so ids never collide.
+    pub(crate) fn next_id(&mut self) -> u64 {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        self.last_id = u64::try_from(now).unwrap_or(u64::MAX).max(self.last_id + 1);
+        self.last_id
+    }
+
+    /// Records run `id` (from [`Runs::next_id`]) as in progress (the caller checked there is none).
+    pub(crate) fn begin(&mut self, id: u64, owner: Owner, deadline: Option<Instant>) -> ActiveRun {
+        let run = ActiveRun { id, owner, started: SystemTime::now(), deadline };
+        self.current = Some(run.clone());
+        self.counts.started += 1;
+        run
+    }
+
+    /// Ends the run in progress, if any.
+    pub(crate) fn end(&mut self) -> Option<ActiveRun> {
+        self.current.take()
+    }
+
+    /// Keeps the profile of a run that ended; returns the profiles pushed out.
+    pub(crate) fn finished(&mut self, profile: KeptProfile) -> Vec<KeptProfile> {
+        self.finished.push_back(profile);
+        self.counts.finished += 1;
+        self.drop_oldest()
+    }
+
+    /// Records that run `id` ended without a profile, and returns the error saying so.
+    pub(crate) fn failed(&mut self, id: u64, error: String) -> Error {
+        let of = DumpOf::Run { id, previous: self.finished.back().map(|latest| latest.id) };
+        let error = Error::Dump { of, error };
+        self.last_failure = Some(FailedRun { id, error: error.clone() });
+        self.counts.failed += 1;
+        error
+    }
+
+    /// Keeps the `count` newest finished runs (at least one) from now on; returns the profiles pushed out.
+    pub(crate) fn keep_runs(&mut self, count: usize) -> Vec<KeptProfile> {
+        self.kept = count.max(1);
+        self.drop_oldest()
+    }
+
+    fn drop_oldest(&mut self) -> Vec<KeptProfile> {
+        let excess = self.finished.len().saturating_sub(self.kept);
+        self.finished.drain(..excess).collect()
+    }
+
+    /// Keeps an automatic dump, then drops the oldest beyond `keep` dumps or `max_bytes` in all, as `size`
+    /// measures them (the newest always stays); returns the dumps dropped.
+    pub(crate) fn automatic_dump(
+        &mut self,
+        dump: KeptProfile,
+        keep: usize,
+        max_bytes: u64,
+        size: impl Fn(&KeptProfile) -> u64,
+    ) -> Vec<KeptProfile> {
+        self.automatic.push_back(dump);
+        let mut total: u64 = self.automatic.iter().map(&size).sum();
+        let mut dropped = Vec::new();
+        while self.automatic.len() > 1 && (self.automatic.len() > keep || total > max_bytes) {
+            let Some(oldest) = self.automatic.pop_front() else { break };
+            total = total.saturating_sub(size(&oldest));
+            dropped.push(oldest);
+        }
+        dropped
+    }
+
+    /// Serves what earlier processes kept.
+    pub(crate) fn adopt_earlier(&mut self, earlier: Vec<EarlierProcess>) {
+        self.earlier = earlier;
+    }
+
+    /// Stops serving what earlier processes kept, and hands it back.
+    pub(crate) fn take_earlier(&mut self) -> Vec<EarlierProcess> {
+        std::mem::take(&mut self.earlier)
+    }
+
+    /// Closes the books as the program ends: nothing more is kept; returns this process's profiles.
+    pub(crate) fn close(&mut self) -> Vec<KeptProfile> {
+        self.closed = true;
+        self.finished.drain(..).chain(self.automatic.drain(..)).collect()
+    }
+
+    /// The newest profile of this process: a finished run's or an automatic dump's.
+    pub(crate) fn newest(&self) -> Option<&KeptProfile> {
+        self.finished.back().into_iter().chain(self.automatic.back()).max_by_key(|profile| profile.id)
+    }
+
+    /// Every profile kept: runs', automatic dumps' and earlier processes'.
+    fn kept_profiles(&self) -> impl Iterator<Item = &KeptProfile> {
+        let earlier = self.earlier.iter().flat_map(|process| process.profiles.iter().map(|earlier| &earlier.profile));
+        self.finished.iter().chain(&self.automatic).chain(earlier)
+    }
+
+    fn find(&self, id: u64) -> Option<&KeptProfile> {
+        self.kept_profiles().find(|run| run.id == id)
+    }
+
+    /// The profile `id` of an earlier process, if it is one.
+    pub(crate) fn earlier_profile(&self, id: u64) -> Option<&EarlierProfile> {
+        self.earlier.iter().flat_map(|process| &process.profiles).find(|earlier| earlier.profile.id == id)
+    }
+
+    /// The kept profile `id`, or the newest one without an id; why not, when it cannot be served.
+    pub(crate) fn lookup(&self, id: Option<u64>) -> Result<KeptProfile, LookupError> {
+        let current = self.current.as_ref().map(|run| run.id);
+        let Some(id) = id else {
+            if let Some(current) = current {
+                return Err(LookupError::RunActive(current));
+            }
+            return self.newest().cloned().ok_or(LookupError::NoneYet);
+        };
+        if let Some(profile) = self.find(id) {
+            return Ok(profile.clone());
+        }
+        if current == Some(id) {
+            return Err(LookupError::StillActive(id));
+        }
+        match self.last_failure.as_ref().filter(|failure| failure.id == id) {
+            Some(failure) => Err(LookupError::Failed(failure.error.clone())),
+            None => Err(LookupError::NotKept { id, kept: self.kept_profiles().map(|run| run.id).collect() }),
+        }
+    }
+
+    /// What a request to stop run `id` (the current one, without an id) names.
+    pub(crate) fn stop_target(&self, id: Option<u64>) -> StopTarget {
+        let current = self.current.as_ref().map(|run| run.id);
+        match (id, current) {
+            (None, Some(_)) => StopTarget::Current,
+            (Some(id), Some(current)) if id == current => StopTarget::Current,
+            (None, None) => StopTarget::NoRun,
+            (Some(id), _) => StopTarget::Ended(match (self.find(id), &self.last_failure) {
+                (Some(run), _) => Ok(run.clone()),
+                (None, Some(failure)) if failure.id == id => Err(failure.error.clone()),
+                (None, _) => Err(Error::UnknownRun(id)),
+            }),
+        }
+    }
+
+    /// A copy of the records, with where the profiles are stored.
+    pub(crate) fn overview(&self, directory: Option<PathBuf>, in_memory: bool) -> Overview {
+        Overview {
+            current: self.current.clone(),
+            finished: self.finished.iter().cloned().collect(),
+            automatic: self.automatic.iter().cloned().collect(),
+            earlier: self.earlier.clone(),
+            last_failure: self.last_failure.clone(),
+            kept: self.kept,
+            counts: self.counts,
+            directory,
+            in_memory,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(id: u64) -> KeptProfile {
+        let now = SystemTime::now();
+        KeptProfile { id, owner: Owner::Http, started: now, stopped: now, path: format!("/p/{id}.heap").into() }
+    }
+
+    fn ids(profiles: &[KeptProfile]) -> Vec<u64> {
+        profiles.iter().map(|profile| profile.id).collect()
+    }
+
+    /// Starts a run, as the profiler does once sampling is on.
+    fn begin(runs: &mut Runs, owner: Owner) -> u64 {
+        let id = runs.next_id();
+        runs.begin(id, owner, None).id
+    }
+
+    /// Ends the run in progress with a profile, as the profiler does after a dump.
+    fn finish(runs: &mut Runs) -> (u64, Vec<KeptProfile>) {
+        let run = runs.end().expect("a run is in progress");
+        (run.id, runs.finished(profile(run.id)))
+    }
+
+    #[test]
+    fn ids_increase_even_within_a_millisecond() {
+        let mut runs = Runs::new(4);
+        let first = runs.next_id();
+        let ids: Vec<u64> = (0..100).map(|_| runs.next_id()).collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(first < ids[0]);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert!(first <= now + 1 && first + 10_000 > now, "ids are milliseconds since the epoch");
+    }
+
+    #[test]
+    fn the_oldest_runs_beyond_the_number_kept_are_handed_back() {
+        let mut runs = Runs::new(2);
+        let mut evicted = Vec::new();
+        let mut started = Vec::new();
+        for _ in 0..4 {
+            started.push(begin(&mut runs, Owner::Http));
+            evicted.extend(finish(&mut runs).1);
+        }
+        assert_eq!(ids(&evicted), started[..2]);
+        assert_eq!(runs.lookup(None).map(|profile| profile.id), Ok(started[3]));
+        assert_eq!(ids(&runs.keep_runs(0)), [started[2]], "at least one stays");
+        assert_eq!(runs.counts, RunCounts { started: 4, finished: 4, failed: 0 });
+    }
+
+    #[test]
+    fn lookups_say_why_a_profile_cannot_be_served() {
+        let mut runs = Runs::new(4);
+        assert_eq!(runs.lookup(None), Err(LookupError::NoneYet));
+        let first = begin(&mut runs, Owner::Manual);
+        assert_eq!(runs.lookup(None), Err(LookupError::RunActive(first)));
+        assert_eq!(runs.lookup(Some(first)), Err(LookupError::StillActive(first)));
+        finish(&mut runs);
+        assert_eq!(runs.lookup(Some(first)).map(|profile| profile.id), Ok(first));
+        let second = begin(&mut runs, Owner::Http);
+        runs.end();
+        let error = runs.failed(second, "disk full".to_owned());
+        assert_eq!(
+            error,
+            Error::Dump { of: DumpOf::Run { id: second, previous: Some(first) }, error: "disk full".into() }
+        );
+        assert_eq!(runs.lookup(Some(second)), Err(LookupError::Failed(error)));
+        assert_eq!(runs.lookup(Some(7)), Err(LookupError::NotKept { id: 7, kept: vec![first] }));
+        assert_eq!(runs.lookup(None).map(|profile| profile.id), Ok(first), "the failed run left the latest");
+    }
+
+    #[test]
+    fn a_stop_names_the_current_run_an_ended_one_or_none() {
+        let mut runs = Runs::new(4);
+        assert_eq!(runs.stop_target(None), StopTarget::NoRun);
+        assert_eq!(runs.stop_target(Some(3)), StopTarget::Ended(Err(Error::UnknownRun(3))));
+        let id = begin(&mut runs, Owner::Http);
+        assert_eq!(runs.stop_target(None), StopTarget::Current);
+        assert_eq!(runs.stop_target(Some(id)), StopTarget::Current);
+        assert_eq!(runs.stop_target(Some(id - 1)), StopTarget::Ended(Err(Error::UnknownRun(id - 1))));
+        finish(&mut runs);
+        let kept = runs.lookup(Some(id)).unwrap();
+        assert_eq!(runs.stop_target(Some(id)), StopTarget::Ended(Ok(kept)));
+    }
+
+    #[test]
+    fn automatic_dumps_are_bounded_by_count_and_bytes_but_the_newest_stays() {
+        let mut runs = Runs::new(4);
+        let size = |dump: &KeptProfile| if dump.id == 5 { 1000 } else { 10 };
+        let mut dropped = Vec::new();
+        for id in 1..=4 {
+            dropped.extend(runs.automatic_dump(profile(id), 3, 100, size));
+        }
+        assert_eq!(ids(&dropped), [1], "beyond three dumps");
+        assert_eq!(ids(&runs.automatic_dump(profile(5), 3, 100, size)), [2, 3, 4], "beyond 100 bytes");
+        assert_eq!(runs.lookup(None).map(|profile| profile.id), Ok(5));
+        assert_eq!(ids(&runs.close()), [5]);
+        assert_eq!(runs.check_open(), Err(Error::Ending));
+    }
+}

@@ -1,0 +1,133 @@
+//! The profiler in this very process, against the real jemalloc (the runtime's tests run with profiling
+//! armed): each test builds a fresh profiler of its own.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::*;
+
+/// Sampling is one switch for the whole process: tests that turn it on take turns.
+static SAMPLING: Mutex<()> = Mutex::new(());
+
+fn profiler() -> &'static Profiler {
+    let profiler = Profiler::new(ConfigReport::read(), Unwinder::FramePointers);
+    assert!(profiler.config.profiling_enabled, "the runtime's tests run with profiling armed");
+    Box::leak(Box::new(profiler))
+}
+
+fn started(profiler: &'static Profiler, owner: Owner, length: Option<Duration>) -> ActiveRun {
+    match profiler.start(owner, length) {
+        Ok(Started::New(run)) => run,
+        other => panic!("a new run was expected, not {other:?}"),
+    }
+}
+
+fn is_heap_profile(profile: &KeptProfile) -> bool {
+    std::fs::read_to_string(&profile.path).is_ok_and(|text| text.starts_with("heap_v2/"))
+}
+
+#[test]
+fn a_run_starts_once_and_its_stop_keeps_a_profile() {
+    let _turn = SAMPLING.lock();
+    let profiler = profiler();
+    let run = started(profiler, Owner::Http, None);
+    assert_eq!(jemalloc::profiling_active(), Ok(true));
+    assert_eq!(profiler.start(Owner::Manual, None), Ok(Started::AlreadyActive(run.clone())));
+    assert_eq!(profiler.profile(Some(run.id)), Err(LookupError::StillActive(run.id)));
+    let profile = profiler.stop(None).unwrap().expect("the run's profile");
+    assert_eq!(jemalloc::profiling_active(), Ok(false));
+    assert_eq!((profile.id, &profile.owner), (run.id, &Owner::Http));
+    assert!(is_heap_profile(&profile), "{}", profile.path.display());
+    assert_eq!(profiler.stop(None), Ok(None));
+    assert_eq!(profiler.stop(Some(run.id)), Ok(Some(profile.clone())));
+    assert_eq!(profiler.profile(None), Ok(profile));
+    assert_eq!(profiler.overview().counts, RunCounts { started: 1, finished: 1, failed: 0 });
+    profiler.shut_down();
+}
+
+#[test]
+fn a_timed_run_is_ended_by_its_timer() {
+    let _turn = SAMPLING.lock();
+    let profiler = profiler();
+    let run = started(profiler, Owner::Http, Some(Duration::from_millis(50)));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let profile = loop {
+        match profiler.profile(Some(run.id)) {
+            Ok(profile) => break profile,
+            Err(LookupError::StillActive(_)) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(error) => panic!("the timer did not end run {}: {error:?}", run.id),
+        }
+    };
+    assert!(is_heap_profile(&profile));
+    assert_eq!(jemalloc::profiling_active(), Ok(false));
+    profiler.shut_down();
+}
+
+#[test]
+fn a_run_is_stopped_only_by_its_owner() {
+    let _turn = SAMPLING.lock();
+    let profiler = profiler();
+    let run = started(profiler, Owner::Code("load".to_owned()), None);
+    assert_eq!(profiler.stop_owned_by(&Owner::Manual), Ok(Stopped::OwnedBy(run.clone())));
+    match profiler.stop_owned_by(&Owner::Code("load".to_owned())) {
+        Ok(Stopped::Profile(profile)) => assert_eq!(profile.id, run.id),
+        other => panic!("the owner's stop was expected to end the run, not {other:?}"),
+    }
+    assert_eq!(profiler.stop_owned_by(&Owner::Manual), Ok(Stopped::NoRun));
+    profiler.shut_down();
+}
+
+#[test]
+fn sampling_switched_on_outside_memprof_is_left_alone() {
+    let _turn = SAMPLING.lock();
+    let profiler = profiler();
+    jemalloc::set_profiling_active(true).unwrap();
+    let start = profiler.start(Owner::Http, None);
+    let stop = profiler.stop(None);
+    jemalloc::set_profiling_active(false).unwrap();
+    assert_eq!((start, stop), (Err(Error::StartedExternally), Err(Error::StartedExternally)));
+    profiler.shut_down();
+}
+
+#[test]
+fn profiles_pushed_out_are_deleted() {
+    let _turn = SAMPLING.lock();
+    let profiler = profiler();
+    profiler.keep_runs(1);
+    started(profiler, Owner::Http, None);
+    let first = profiler.stop(None).unwrap().unwrap();
+    started(profiler, Owner::Http, None);
+    let second = profiler.stop(None).unwrap().unwrap();
+    assert!(!first.path.exists() && is_heap_profile(&second));
+    assert_eq!(profiler.profile(Some(first.id)), Err(LookupError::NotKept { id: first.id, kept: vec![second.id] }));
+    let dumps: Vec<KeptProfile> =
+        (0..3).map(|index| profiler.automatic_dump(format!("test {index}"), 2, u64::MAX).unwrap()).collect();
+    assert!(!dumps[0].path.exists() && is_heap_profile(&dumps[1]) && is_heap_profile(&dumps[2]));
+    assert_eq!(profiler.newest(), Ok(dumps[2].clone()));
+    profiler.shut_down();
+}
+
+#[test]
+fn after_shut_down_nothing_is_kept_or_started() {
+    let profiler = profiler();
+    let dump = profiler.automatic_dump("test".to_owned(), 8, u64::MAX).unwrap();
+    profiler.shut_down();
+    assert!(!dump.path.exists());
+    assert_eq!(profiler.start(Owner::Http, None), Err(Error::Ending));
+    assert_eq!(profiler.automatic_dump("late".to_owned(), 8, u64::MAX), Err(Error::Ending));
+    assert_eq!(profiler.profile(None), Err(LookupError::NoneYet));
+}
+
+#[test]
+fn without_profiling_every_control_says_why() {
+    let config =
+        ConfigReport { profiling_enabled: false, warnings: vec!["off, for a test".to_owned()], ..ConfigReport::read() };
+    let profiler: &'static Profiler = Box::leak(Box::new(Profiler::new(config, Unwinder::FramePointers)));
+    let unavailable = Err(Error::Unavailable("off, for a test".to_owned()));
+    assert_eq!(profiler.start(Owner::Http, None).map(drop), unavailable);
+    assert_eq!(profiler.stop(None).map(drop), unavailable);
+    assert_eq!(profiler.snapshot().map(drop), unavailable);
+}
