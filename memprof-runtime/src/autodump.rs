@@ -1,5 +1,5 @@
-//! Automatic dumps, opt-in through the environment, taken by a watcher thread that reads jemalloc's
-//! counters once a second:
+//! Automatic dumps, opt-in through the environment, taken when a reading of jemalloc's counters (once a
+//! second, by [`crate::counters`]) shows one is due:
 //!
 //! | variable | dumps |
 //! |---|---|
@@ -12,8 +12,9 @@
 //! the allocations sampled while sampling was on: for these, leave it on (`memprof activate`, or
 //! `MALLOC_CONF=prof_active:true`).
 
-use std::thread;
-use std::time::Duration;
+use parking_lot::Mutex;
+
+use memprof_wire::HeapCounters;
 
 use crate::messages;
 use crate::profiler::Profiler;
@@ -23,9 +24,6 @@ use crate::{environment, jemalloc};
 const DEFAULT_KEPT_DUMPS: usize = 8;
 /// How many bytes of automatic dumps are kept unless `MEMPROF_DUMP_MAX_BYTES` says otherwise.
 const DEFAULT_KEPT_DUMP_BYTES: u64 = 256 << 20;
-
-/// How often the counters are read.
-const PERIOD: Duration = Duration::from_secs(1);
 
 /// What triggers a dump, and how many are kept.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,36 +120,35 @@ fn parse_percent(text: &str) -> Option<f64> {
     (0.001..=10.0).contains(&share).then_some(share)
 }
 
-/// Starts the watcher thread.
-/// The settings of the running watcher, if automatic dumps are on.
+/// The settings automatic dumps run with, once armed.
 static IN_FORCE: std::sync::OnceLock<Settings> = std::sync::OnceLock::new();
+
+/// The watcher, once armed.
+static WATCHER: Mutex<Option<Watcher>> = Mutex::new(None);
 
 /// The settings automatic dumps run with, if they are on (not the environment read again).
 pub(crate) fn settings_in_force() -> Option<&'static Settings> {
     IN_FORCE.get()
 }
 
-pub(crate) fn spawn(settings: Settings) -> Result<(), String> {
-    let in_force = settings.clone();
-    crate::threads::spawn("memprof-autodump", move || {
-        let mut watcher = Watcher::new(settings);
-        loop {
-            thread::sleep(PERIOD);
-            if let Some(reason) = watcher.due() {
-                let settings = &watcher.settings;
-                match Profiler::global().automatic_dump(reason, settings.keep, settings.max_bytes) {
-                    Ok(dump) => {
-                        messages::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display()))
-                    }
-                    Err(error) => messages::warn(&format!("Automatic heap dump failed: {error}")),
-                }
-            }
-        }
-    })
-    .map(|_| {
-        let _ = IN_FORCE.set(in_force);
-    })
-    .map_err(|error| format!("cannot start the automatic dump thread ({error})"))
+/// Arms automatic dumps with `settings` (the first settings stay): from the next reading of the counters
+/// on, a dump is taken whenever one is due. The counters' thread must run ([`crate::counters::start`]).
+pub(crate) fn arm(settings: Settings) {
+    if IN_FORCE.set(settings.clone()).is_ok() {
+        *WATCHER.lock() = Some(Watcher::new(settings));
+    }
+}
+
+/// Takes an automatic dump if this reading of the counters shows one is due (and dumps are armed).
+pub(crate) fn check(counters: &HeapCounters) {
+    let mut watcher = WATCHER.lock();
+    let Some(watcher) = watcher.as_mut() else { return };
+    let Some(reason) = watcher.due(counters) else { return };
+    let settings = &watcher.settings;
+    match Profiler::global().automatic_dump(reason, settings.keep, settings.max_bytes) {
+        Ok(dump) => messages::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display())),
+        Err(error) => messages::warn(&format!("Automatic heap dump failed: {error}")),
+    }
 }
 
 /// What the watcher remembers between two readings.
@@ -179,8 +176,8 @@ impl Watcher {
         }
     }
 
-    /// The reason for a dump now, if one is due.
-    fn due(&mut self) -> Option<String> {
+    /// The reason for a dump now, if this reading shows one is due.
+    fn due(&mut self, counters: &HeapCounters) -> Option<String> {
         let mut reasons = Vec::new();
         if let (Some(every), Ok(total)) = (self.settings.every, jemalloc::bytes_allocated_since_start()) {
             let since = total.saturating_sub(self.allocated_at_last_dump.unwrap_or(total));
@@ -189,8 +186,8 @@ impl Watcher {
                 reasons.push(format!("{} MiB allocated since the last interval dump", since >> 20));
             }
         }
-        if let (Some(step), Ok(stats)) = (self.settings.high_water_step, jemalloc::heap_stats()) {
-            let allocated = stats.allocated as u64;
+        if let Some(step) = self.settings.high_water_step {
+            let allocated = counters.allocated as u64;
             if allocated as f64 > self.high_water as f64 * (1.0 + step) {
                 self.high_water = allocated;
                 reasons.push(format!("new high-water mark, {} MiB allocated", allocated >> 20));
@@ -264,6 +261,18 @@ mod tests {
         );
         let zero = settings(&[("MEMPROF_DUMP_AT_RESIDENT", "90%"), ("MEMPROF_DUMP_KEEP", "0")]);
         assert_eq!(zero, Err("MEMPROF_DUMP_KEEP=\"0\" is not a count from 1 to 65535".to_owned()));
+    }
+
+    #[test]
+    fn a_high_water_dump_is_due_at_each_new_mark_a_step_above_the_last() {
+        let settings = settings(&[("MEMPROF_DUMP_HIGH_WATER", "10%")]).unwrap().unwrap();
+        let mut watcher = Watcher::new(settings);
+        let mut due =
+            |mebibytes: usize| watcher.due(&HeapCounters { allocated: mebibytes << 20, ..HeapCounters::default() });
+        assert_eq!(due(100).as_deref(), Some("new high-water mark, 100 MiB allocated"));
+        assert_eq!(due(109), None, "less than 10% above the last mark");
+        assert_eq!(due(50), None);
+        assert_eq!(due(111).as_deref(), Some("new high-water mark, 111 MiB allocated"));
     }
 
     #[test]

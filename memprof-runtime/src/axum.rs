@@ -95,12 +95,9 @@ fn under(prefix: &'static str) -> Router {
     Router::new().route("/", any(handler)).route("/{*path}", any(handler))
 }
 
-/// Starts what the routers need: the threads that answer, and the memory chart's readings.
+/// Starts the threads that answer.
 fn started() {
     LazyLock::force(&THREADS);
-    if let Err(error) = crate::history::start() {
-        messages::warn(&format!("The dashboard's memory chart stays empty: cannot start its thread ({error})"));
-    }
 }
 
 async fn answer(prefix: &'static str, request: Request) -> Response {

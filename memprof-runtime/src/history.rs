@@ -1,19 +1,13 @@
-//! The last minutes of jemalloc's memory counters, for the dashboard's chart: an unsampled thread reads
-//! `allocated`, `active`, `resident` and `retained` once a second into a ring of fixed size, served as JSON by
-//! `/memory-profiler/memory`.
+//! The last minutes of jemalloc's memory counters, for the dashboard's chart: the readings of
+//! [`crate::counters`] (`allocated`, `active`, `resident`, `retained`, once a second) in a ring of fixed
+//! size, served as JSON by `/memory-profiler/memory`.
 
 use std::collections::VecDeque;
-use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
 use memprof_wire::Reading;
 
-use crate::jemalloc;
-
-/// How often the counters are read.
-pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 /// How many readings are kept: ten minutes.
 pub(crate) const CAPACITY: usize = 600;
 
@@ -41,32 +35,19 @@ impl Ring {
 
 static RING: Mutex<Ring> = Mutex::new(Ring { readings: VecDeque::new() });
 
-/// Whether the reading thread runs.
-static STARTED: Mutex<bool> = Mutex::new(false);
-
 /// The readings kept.
 pub(crate) fn ring() -> parking_lot::MutexGuard<'static, Ring> {
     RING.lock()
 }
 
-/// Starts the thread that takes a reading every [`PERIOD`], unless it runs already.
-pub(crate) fn start() -> std::io::Result<()> {
-    let mut started = STARTED.lock();
-    if *started {
-        return Ok(());
-    }
-    crate::threads::spawn("memprof-history", || {
-        RING.lock().readings.reserve_exact(CAPACITY);
-        loop {
-            if let Ok(counters) = jemalloc::heap_stats() {
-                let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
-                RING.lock().push(Reading { time, counters });
-            }
-            thread::sleep(PERIOD);
-        }
-    })?;
-    *started = true;
-    Ok(())
+/// Makes room for every reading up front, so recording never allocates.
+pub(crate) fn reserve() {
+    RING.lock().readings.reserve_exact(CAPACITY);
+}
+
+/// Keeps a reading.
+pub(crate) fn record(reading: Reading) {
+    RING.lock().push(reading);
 }
 
 #[cfg(test)]

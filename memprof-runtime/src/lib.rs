@@ -23,6 +23,7 @@ mod autodump;
 #[cfg(feature = "axum")]
 pub mod axum;
 mod cgroup;
+mod counters;
 mod duration;
 pub mod endpoints;
 pub mod environment;

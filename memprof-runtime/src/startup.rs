@@ -150,9 +150,14 @@ fn start_unsampled(options: Options) -> Guard {
         messages::info(&format!("Samples walk the stack with libgcc: {reason}"));
     }
     match crate::autodump::Settings::from_environment() {
-        Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::autodump::spawn(settings) {
-            Ok(()) => messages::info("Automatic heap dumps are on (MEMPROF_DUMP_*)"),
-            Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
+        Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::counters::start() {
+            Ok(()) => {
+                crate::autodump::arm(settings);
+                messages::info("Automatic heap dumps are on (MEMPROF_DUMP_*)")
+            }
+            Err(error) => messages::error(&format!(
+                "Automatic heap dumps are off: cannot start the thread that reads the memory counters ({error})"
+            )),
         },
         Ok(Some(_)) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
         Ok(None) => {}
@@ -216,11 +221,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 fn serve(options: &Options, context: &'static crate::endpoints::Context) {
     let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
     let answer = std::sync::Arc::new(move |request: &http::Request| crate::endpoints::answer(context, request));
-    let served = http::serve(&address, answer).and_then(|bound| {
-        crate::history::start().map_err(|error| format!("cannot start the memory history thread ({error})"))?;
-        Ok(bound)
-    });
-    match served {
+    match http::serve(&address, answer) {
         Ok(bound) => {
             messages::info(&format!(
                 "Serving heap profiling endpoints on http://{bound}{}/",

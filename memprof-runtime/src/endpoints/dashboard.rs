@@ -40,7 +40,7 @@ pub(super) fn memory(_: &Context, query: &Query) -> Result<Reply, HttpError> {
         })?,
     };
     Ok(Reply::json(&memprof_wire::Memory {
-        interval_seconds: history::PERIOD.as_secs(),
+        interval_seconds: crate::counters::PERIOD.as_secs(),
         capacity: history::CAPACITY,
         readings: history::ring().since(since),
     }))

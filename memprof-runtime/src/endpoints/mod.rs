@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 use memprof_wire::paths::{self, PREFIX};
 
 use crate::http::{HttpError, Query, Reply, Request, Response};
+use crate::messages;
 use crate::profiler::Profiler;
 
 #[cfg(feature = "http")]
@@ -49,12 +50,16 @@ pub(crate) struct Context {
 /// call).
 static CONTEXT: OnceLock<Context> = OnceLock::new();
 
-/// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none.
+/// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none. When
+/// the endpoints are on, the memory counters are read from now on, for the dashboard's chart.
 pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
-    CONTEXT.get_or_init(|| Context {
-        profiler: Profiler::global(),
-        token: token.filter(|token| !token.is_empty()),
-        mounted,
+    CONTEXT.get_or_init(|| {
+        if mounted && let Err(error) = crate::counters::start() {
+            messages::warn(&format!(
+                "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
+            ));
+        }
+        Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()), mounted }
     })
 }
 

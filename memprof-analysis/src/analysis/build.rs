@@ -1,0 +1,127 @@
+//! From a parsed dump to an [`Analysis`]: each stack's probe addresses (return addresses moved back into
+//! their call instruction), symbolized once per distinct address, the allocator's frames trimmed, the
+//! counts unbiased, and the label frame made the sample's labels.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::symbolized::Symbolized;
+use super::{Analysis, Binaries, Frame, Location, Sample, plumbing};
+use crate::heap_profile::HeapProfile;
+use crate::labels::{LabelSet, LabelSets, label_id};
+
+/// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`.
+pub(super) fn analysis(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Analysis {
+    let stacks: Vec<Vec<u64>> = profile.stacks.iter().map(|stack| probes(&stack.addresses)).collect();
+    let symbolized = Symbolized::new(stacks.iter().flatten().copied(), &profile.mappings, binaries);
+    let mut analysis = Analysis {
+        sample_period: profile.sample_period,
+        has_allocations: profile.total_allocated.objects > 0,
+        modules: symbolized.modules,
+        ..Analysis::default()
+    };
+    let frames = &symbolized.frames;
+    let mut interned: HashMap<(u64, usize), usize> = HashMap::new();
+    for (stack, stack_probes) in profile.stacks.iter().zip(&stacks) {
+        let (first, skip) = trimmed_start(stack_probes, frames);
+        let locations = stack_probes[first..]
+            .iter()
+            .enumerate()
+            .map(|(position, &probe)| {
+                let skip = if position == 0 { skip } else { 0 };
+                *interned.entry((probe, skip)).or_insert_with(|| {
+                    analysis.locations.push(Location {
+                        address: probe,
+                        module: symbolized.module_of.get(&probe).copied().flatten(),
+                        frames: if skip == 0 { Arc::clone(&frames[&probe]) } else { frames[&probe][skip..].into() },
+                    });
+                    analysis.locations.len() - 1
+                })
+            })
+            .collect();
+        let (objects, bytes) = stack.unbiased(profile.sample_period);
+        let (allocated_objects, allocated_bytes) = stack.allocated.unbiased(profile.sample_period);
+        let labels = stack.addresses.last().and_then(|&address| label_id(address)).map(|id| {
+            labels.get(id).cloned().unwrap_or_else(|| LabelSet::new([("memprof_label_set", id.to_string())]))
+        });
+        let labels = labels.unwrap_or_default();
+        analysis.samples.push(Sample { locations, objects, bytes, allocated_objects, allocated_bytes, labels });
+    }
+    analysis
+}
+
+/// The addresses to look up for a stack: the allocation site as it is, each return address moved back
+/// into its call instruction, the label frame left out.
+fn probes(addresses: &[u64]) -> Vec<u64> {
+    code_addresses(addresses)
+        .iter()
+        .enumerate()
+        .map(|(position, &address)| if position == 0 { address } else { address.saturating_sub(1) })
+        .collect()
+}
+
+/// A stack's addresses without its label frame (the outermost, when the process labels its samples); a
+/// stack of nothing else (the walk found no frame) keeps it, so that every sample has a location.
+fn code_addresses(addresses: &[u64]) -> &[u64] {
+    match addresses.split_last() {
+        Some((&last, code)) if label_id(last).is_some() && !code.is_empty() => code,
+        _ => addresses,
+    }
+}
+
+/// Where a stack starts once the allocator's frames are trimmed: the first location kept, and how many of
+/// its (inlined) frames to skip. A stack made only of allocator frames is kept whole.
+fn trimmed_start(probes: &[u64], frames: &HashMap<u64, Arc<[Frame]>>) -> (usize, usize) {
+    for (position, probe) in probes.iter().enumerate() {
+        if let Some(skip) = frames[probe].iter().position(|frame| !is_plumbing(frame)) {
+            return (position, skip);
+        }
+    }
+    (0, 0)
+}
+
+/// Whether `frame` is the allocator's (or Rust's allocation plumbing).
+pub(super) fn is_plumbing(frame: &Frame) -> bool {
+    plumbing::is_plumbing_frame(&frame.function, frame.file.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap_profile::Stack;
+    use crate::labels::label_address;
+
+    fn stack(addresses: Vec<u64>) -> Stack {
+        Stack { addresses, objects: 1, bytes: 1024, allocated: Default::default() }
+    }
+
+    #[test]
+    fn return_addresses_are_looked_up_in_their_call_and_the_label_frame_is_left_out() {
+        assert_eq!(probes(&[0x1000, 0x2000, label_address(3)]), [0x1000, 0x1fff]);
+        assert_eq!(probes(&[label_address(3)]), [label_address(3)]);
+        assert_eq!(probes(&[]), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn label_frames_become_the_samples_labels_and_a_stack_of_only_a_label_keeps_a_location() {
+        let profile = HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![stack(vec![0x1000, label_address(1)]), stack(vec![label_address(2)]), stack(vec![0x1000])],
+            mappings: Vec::new(),
+        };
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme")]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let labels: Vec<String> = analysis.samples.iter().map(|sample| sample.labels.to_string()).collect();
+        assert_eq!(labels, ["tenant=acme", "memprof_label_set=2", ""]);
+        let addresses: Vec<Vec<u64>> = analysis
+            .samples
+            .iter()
+            .map(|sample| sample.locations.iter().map(|&location| analysis.locations[location].address).collect())
+            .collect();
+        assert_eq!(addresses, [vec![0x1000], vec![label_address(2)], vec![0x1000]]);
+        assert_eq!(analysis.locations.len(), 2, "one location per address");
+    }
+}

@@ -1,0 +1,153 @@
+//! Analyses made from analyses: one label's samples, a split by a label key, the bytes under each label,
+//! and the difference of two profiles.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::{Analysis, Frame, Location, Sample};
+
+/// The address of the root frames [`Analysis::split_by_label`] adds: no code can have it.
+pub(super) const SPLIT_ROOT: u64 = u64::MAX;
+
+/// The value a split shows for samples without the key.
+pub const NO_LABEL: &str = "(none)";
+
+impl Analysis {
+    /// Only the samples whose label `key` is `value`; with `value` [`NO_LABEL`], those without `key`.
+    ///
+    /// ```
+    /// let analysis = memprof_analysis::Analysis::default();
+    /// assert!(analysis.only_labelled("tenant", "acme").samples.is_empty());
+    /// ```
+    pub fn only_labelled(&self, key: &str, value: &str) -> Analysis {
+        let mut only = self.clone();
+        only.samples.retain(|sample| sample.labels.get(key).unwrap_or(NO_LABEL) == value);
+        only
+    }
+
+    /// The estimated live bytes under each value of each label key ([`NO_LABEL`] for the samples without
+    /// the key): what `?by=KEY` splits, for every key at once.
+    ///
+    /// ```
+    /// assert!(memprof_analysis::Analysis::default().bytes_by_label().is_empty());
+    /// ```
+    pub fn bytes_by_label(&self) -> BTreeMap<String, BTreeMap<String, f64>> {
+        let mut keys: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+        for key in self.samples.iter().flat_map(|sample| sample.labels.iter().map(|(key, _)| key)) {
+            if !keys.contains_key(key) {
+                keys.insert(key.to_owned(), BTreeMap::new());
+            }
+        }
+        for (key, values) in &mut keys {
+            for sample in &self.samples {
+                let value = sample.labels.get(key).unwrap_or(NO_LABEL);
+                *values.entry(value.to_owned()).or_default() += sample.bytes;
+            }
+        }
+        keys
+    }
+
+    /// Each sample under one more, outermost frame named `key=value` (`key=(none)` without `key`): the
+    /// readable formats then split the profile by that label, and their totals stay those of the whole.
+    ///
+    /// ```
+    /// let analysis = memprof_analysis::Analysis::default();
+    /// assert!(analysis.split_by_label("tenant").samples.is_empty());
+    /// ```
+    pub fn split_by_label(&self, key: &str) -> Analysis {
+        let mut split = self.clone();
+        let mut roots: HashMap<String, usize> = HashMap::new();
+        for sample in &mut split.samples {
+            let name = format!("{key}={}", sample.labels.get(key).unwrap_or(NO_LABEL));
+            let root = *roots.entry(name).or_insert_with_key(|name| {
+                let frame = Frame { function: name.as_str().into(), file: None, line: None };
+                split.locations.push(Location { address: SPLIT_ROOT, module: None, frames: Arc::from([frame]) });
+                split.locations.len() - 1
+            });
+            sample.locations.push(root);
+        }
+        split
+    }
+
+    /// What grew from `base` to `self`: both profiles' samples, `base`'s with negated counts (as
+    /// `jeprof --base` and `pprof -diff_base` compute it).
+    pub fn minus(&self, base: &Analysis) -> Analysis {
+        let mut difference = self.clone();
+        let (location_offset, module_offset) = (self.locations.len(), self.modules.len());
+        difference.modules.extend(base.modules.iter().cloned());
+        difference.locations.extend(base.locations.iter().map(|location| Location {
+            module: location.module.map(|module| module + module_offset),
+            ..location.clone()
+        }));
+        difference.samples.extend(base.samples.iter().map(|sample| Sample {
+            locations: sample.locations.iter().map(|location| location + location_offset).collect(),
+            objects: -sample.objects,
+            bytes: -sample.bytes,
+            allocated_objects: -sample.allocated_objects,
+            allocated_bytes: -sample.allocated_bytes,
+            labels: sample.labels.clone(),
+        }));
+        difference
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Binaries;
+    use crate::heap_profile::{HeapProfile, Stack};
+    use crate::labels::{LabelSets, label_address};
+
+    fn stack(addresses: Vec<u64>) -> Stack {
+        Stack { addresses, objects: 1, bytes: 1024, allocated: Default::default() }
+    }
+
+    #[test]
+    fn a_difference_holds_both_profiles_samples_the_bases_negated() {
+        let profile = |bytes: u64| HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![Stack { addresses: vec![0x1000], objects: 1, bytes, allocated: Default::default() }],
+            mappings: Vec::new(),
+        };
+        let (now, base) = (
+            Analysis::new(&profile(3072), &Binaries::as_mapped()),
+            Analysis::new(&profile(1024), &Binaries::as_mapped()),
+        );
+        let difference = now.minus(&base);
+        assert_eq!(difference.samples.len(), 2);
+        assert_eq!(difference.locations.len(), 2, "the base's locations follow the profile's");
+        assert_eq!(difference.samples[1].locations, [1]);
+        assert_eq!(difference.total().1, now.total().1 - base.total().1);
+        assert!(difference.samples[1].bytes < 0.0);
+    }
+
+    #[test]
+    fn a_split_adds_one_root_per_value_and_keeps_the_totals() {
+        let profile = HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![
+                stack(vec![0x1000, label_address(1)]),
+                stack(vec![0x2000]),
+                stack(vec![0x3000, label_address(1)]),
+            ],
+            mappings: Vec::new(),
+        };
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme")]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let split = analysis.split_by_label("tenant");
+        let roots: Vec<&str> =
+            split.samples.iter().map(|sample| &*split.shown_frames(sample, false).last().unwrap().function).collect();
+        assert_eq!(roots, ["tenant=acme", "tenant=(none)", "tenant=acme"]);
+        assert_eq!(split.locations.len(), analysis.locations.len() + 2);
+        assert_eq!(split.total(), analysis.total());
+        assert_eq!(analysis.only_labelled("tenant", "acme").samples.len(), 2);
+        assert_eq!(analysis.only_labelled("tenant", NO_LABEL).samples.len(), 1);
+        let by_label = analysis.bytes_by_label();
+        assert_eq!(by_label["tenant"], BTreeMap::from([("acme".to_owned(), 2048.0), (NO_LABEL.to_owned(), 1024.0)]));
+    }
+}

@@ -1,0 +1,182 @@
+//! What an analysis holds: samples (stacks with their unbiased counts and labels), the locations their
+//! stacks point to, each with its frames, and the binaries those are in; and how the readable formats
+//! walk them.
+
+use std::sync::Arc;
+
+use super::derived::SPLIT_ROOT;
+use super::{Binaries, Module, user_code};
+use crate::heap_profile::HeapProfile;
+use crate::labels::{LabelSet, LabelSets};
+
+/// One function in a stack: a real call, or a call inlined into the frame after it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// The demangled function name (without Rust's hash), or `module+0xoffset` when the binary tells nothing.
+    /// Shared: a profile names each function once, however many of its addresses it holds.
+    pub function: Arc<str>,
+    /// The source file, when debug info has it (shared likewise).
+    pub file: Option<Arc<str>>,
+    /// The line in `file`.
+    pub line: Option<u32>,
+}
+
+impl Frame {
+    /// The function, or the function with its `file:line` when `with_line` is set and known.
+    ///
+    /// ```
+    /// let frame = memprof_analysis::Frame { function: "app::load".into(), file: Some("src/app.rs".into()), line: Some(7) };
+    /// assert_eq!(frame.label(false), "app::load");
+    /// assert_eq!(frame.label(true), "app::load src/app.rs:7");
+    /// ```
+    pub fn label(&self, with_line: bool) -> String {
+        let label = match (&self.file, self.line) {
+            (Some(file), Some(line)) if with_line => format!("{} {file}:{line}", self.function),
+            _ => self.function.to_string(),
+        };
+        without_control_characters(label)
+    }
+}
+
+/// `text` with each control character replaced by U+FFFD: names and paths come from binaries and dumps,
+/// which are claims, and a control character would make an SVG invalid XML, or a table rewrite the
+/// terminal it is shown on.
+fn without_control_characters(text: String) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars().map(|character| if character.is_control() { '\u{fffd}' } else { character }).collect()
+    } else {
+        text
+    }
+}
+
+/// A symbolized, trimmed and unbiased heap profile.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Mean bytes between samples (`2^lg_prof_sample`).
+    pub sample_period: u64,
+    /// The allocation stacks with their estimated live objects and bytes.
+    pub samples: Vec<Sample>,
+    /// Each distinct program counter of the stacks, with its frames.
+    pub locations: Vec<Location>,
+    /// The binaries the locations are in.
+    pub modules: Vec<Module>,
+    /// Whether the samples carry what was allocated since start-up (jemalloc's `prof_accum:true`).
+    pub has_allocations: bool,
+}
+
+/// One allocation stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Indices into [`Analysis::locations`], the allocation site first.
+    pub locations: Vec<usize>,
+    /// Estimated live objects (negative in a difference).
+    pub objects: f64,
+    /// Estimated live bytes (negative in a difference).
+    pub bytes: f64,
+    /// Estimated objects allocated since start-up, freed or not (with `prof_accum:true`, else 0).
+    pub allocated_objects: f64,
+    /// Their bytes.
+    pub allocated_bytes: f64,
+    /// The labels in force on the thread that allocated it (empty when none were).
+    pub labels: LabelSet,
+}
+
+/// One program counter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Location {
+    /// The address in the profiled process (moved back into the call instruction for return addresses).
+    pub address: u64,
+    /// Index into [`Analysis::modules`], if the address is in a mapped binary.
+    pub module: Option<usize>,
+    /// The functions at this address, innermost (inlined) first; never empty. Shared with the symbolizer's
+    /// answer, so a profile of many addresses holds each address's names once.
+    pub frames: Arc<[Frame]>,
+}
+
+impl Analysis {
+    /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
+    /// reason is kept in [`Module::problem`]. Samples with a label frame whose set is unknown get the label
+    /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
+    pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
+        Self::with_labels(profile, binaries, &LabelSets::default())
+    }
+
+    /// A dump's text, parsed and symbolized with its label table: what every reader of a dump does.
+    ///
+    /// ```no_run
+    /// use memprof_analysis::{Analysis, Binaries, LabelSets};
+    /// let dump = std::fs::read_to_string("memprof.1795354618996.heap")?;
+    /// let analysis = Analysis::of_dump(&dump, &Binaries::as_mapped(), &LabelSets::default())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn of_dump(dump: &str, binaries: &Binaries, labels: &LabelSets) -> Result<Self, crate::ParseError> {
+        Ok(Self::with_labels(&HeapProfile::parse(dump)?, binaries, labels))
+    }
+
+    /// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`
+    /// (the process's table, or the one kept beside the dump): the label frame itself is not a frame.
+    ///
+    /// ```no_run
+    /// use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, labels_path};
+    /// let path = std::path::Path::new("memprof.1795354618996.heap");
+    /// let profile = HeapProfile::parse(&std::fs::read_to_string(path)?)?;
+    /// let labels = LabelSets::parse(&std::fs::read_to_string(labels_path(path))?)?;
+    /// let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
+    /// let acme: f64 = analysis.samples.iter().filter(|sample| sample.labels.get("tenant") == Some("acme")).map(|sample| sample.bytes).sum();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_labels(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Self {
+        super::build::analysis(profile, binaries, labels)
+    }
+
+    /// What a reader should know about the binaries' names, once per binary (see [`Module::note`]): every
+    /// format carries these (the text table's last lines, the flame graph's subtitle, pprof's comments).
+    ///
+    /// ```
+    /// // A profile whose binaries were all read with whole names has nothing to say.
+    /// assert!(memprof_analysis::Analysis::default().notes().is_empty());
+    /// ```
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = Vec::new();
+        for note in self.modules.iter().filter_map(Module::note).map(without_control_characters) {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        notes
+    }
+
+    /// The estimated live objects and bytes of all samples.
+    pub fn total(&self) -> (f64, f64) {
+        self.samples
+            .iter()
+            .fold((0.0, 0.0), |(objects, bytes), sample| (objects + sample.objects, bytes + sample.bytes))
+    }
+
+    /// The frames of a sample, the allocating function first (inlined frames expanded).
+    pub fn frames<'a>(&'a self, sample: &'a Sample) -> impl Iterator<Item = &'a Frame> + 'a {
+        sample.locations.iter().flat_map(|&location| self.locations[location].frames.iter())
+    }
+
+    /// The frames of a sample as the readable formats show them: [`Analysis::frames`] without the
+    /// start-up and scheduling frames below the user's code (`std::rt::lang_start`, a thread's start,
+    /// tokio's workers down to the task's poll), unless `full`.
+    ///
+    /// ```no_run
+    /// # let analysis: memprof_analysis::Analysis = unimplemented!();
+    /// for sample in &analysis.samples {
+    ///     let stack: Vec<&str> = analysis.shown_frames(sample, false).iter().map(|frame| &*frame.function).collect();
+    ///     println!("{}", stack.join(" <- "));
+    /// }
+    /// ```
+    pub fn shown_frames<'a>(&'a self, sample: &'a Sample, full: bool) -> Vec<&'a Frame> {
+        let mut frames: Vec<&Frame> = self.frames(sample).collect();
+        let is_split = sample.locations.last().is_some_and(|&location| self.locations[location].address == SPLIT_ROOT);
+        let root = if is_split { frames.pop() } else { None };
+        if !full {
+            user_code::cut(&mut frames, |frame| (&*frame.function, frame.file.as_deref()));
+        }
+        frames.extend(root);
+        frames
+    }
+}
