@@ -98,7 +98,7 @@ pub mod analysis {
 #[cfg(not(feature = "enabled"))]
 mod disabled;
 #[cfg(not(feature = "enabled"))]
-pub use disabled::{Guard, Options, shutdown, start};
+pub use disabled::{Error, Guard, Options, Profile, Run, shutdown, start};
 
 /// Allocation labels: heap profiles split by tenant, route or task. Everything allocated while labels are in
 /// force is recorded with them; every format can split (`?by=tenant`) or filter (`?label=tenant:acme`) by
@@ -289,7 +289,6 @@ macro_rules! __malloc_conf_if_enabled {
 /// ```no_run
 /// # #[memprof::main] fn main() {
 /// let index: Vec<u64> = memprof::scope!("build index", (0..1_000_000).collect());
-/// # #[cfg(feature = "enabled")]
 /// if let Some(profile) = memprof::Profile::latest() {
 ///     println!("{} entries; profile {} at {}", index.len(), profile.id(), profile.path().display());
 /// }

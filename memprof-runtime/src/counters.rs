@@ -26,7 +26,7 @@ pub(crate) fn start() -> std::io::Result<()> {
     if *started {
         return Ok(());
     }
-    crate::threads::spawn("memprof-counters", || {
+    crate::threads::spawn("memprof-stats", || {
         history::reserve();
         loop {
             if let Ok(counters) = jemalloc::heap_stats() {

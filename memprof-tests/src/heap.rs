@@ -38,6 +38,6 @@ pub fn functions_in(profile: &HeapProfile, binary: &Path) -> BTreeSet<String> {
         .iter()
         .flat_map(|stack| stack.addresses.iter().enumerate().map(|(depth, address)| address - u64::from(depth > 0)))
         .filter_map(to_virtual)
-        .filter_map(|address| symbols.get(address).map(|symbol| symbol.name().to_owned()))
+        .filter_map(|address| symbols.before(address).map(|symbol| symbol.name().to_owned()))
         .collect()
 }

@@ -34,6 +34,9 @@ fn without_the_enabled_feature_nothing_of_the_profiler_is_compiled() {
         "--no-default-features",
         "--example",
         "service",
+        // Names `Run`, `Profile` and `Error`, whose stand-ins compile in their place.
+        "--example",
+        "scope",
         "--target-dir",
         target.to_str().unwrap(),
     ]);

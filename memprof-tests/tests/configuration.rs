@@ -60,7 +60,7 @@ fn the_endpoints_run_on_one_accept_thread_and_a_pool_started_with_it_that_servin
     wait_for_threads(&service, "memprof-http-c", POOL_THREADS);
     // The threads started with memprof, whose names may lag: the one reading the memory counters, and
     // the example's `dump_on_sigterm` waiter.
-    wait_for_threads(&service, "memprof-counters", 1);
+    wait_for_threads(&service, "memprof-stats", 1);
     wait_for_threads(&service, "memprof-sigterm", 1);
     let memprofs = || service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
     let before = memprofs();

@@ -1,0 +1,51 @@
+//! Prometheus metrics of the real example service, checked by promtool.
+
+use std::process::Command;
+
+use memprof_tests::process::Program;
+use memprof_tests::tools::{self, Scratch};
+
+/// The value of the sample `name` in Prometheus text.
+fn metric(text: &str, name: &str) -> f64 {
+    let line =
+        text.lines().find(|line| line.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
+    line.rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
+#[test]
+fn metrics_are_prometheus_text_that_promtool_accepts() {
+    let service = Program::service().spawn();
+    service.get_json("/memory-profiler/heap_profile?active=true");
+    service.get_json("/memory-profiler/heap_profile?active=false");
+    // The service fills its 20 MiB of sessions and index blocks in its first milliseconds.
+    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
+    let (response, text) = loop {
+        let response = service.get("/metrics");
+        let text = response.text();
+        if metric(&text, "memprof_jemalloc_allocated_bytes") > 20.0 * 1_048_576.0 {
+            break (response, text);
+        }
+        assert!(std::time::Instant::now() < deadline, "the service never held 20 MiB: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(response.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    let value = |name: &str| metric(&text, name);
+    assert!(value("memprof_jemalloc_resident_bytes") >= value("memprof_jemalloc_active_bytes"));
+    assert_eq!(value("memprof_profiling_enabled"), 1.0);
+    assert_eq!(value("memprof_runs_started_total"), 1.0);
+    assert_eq!(value("memprof_runs_finished_total"), 1.0);
+    assert_eq!(value("memprof_profiles_kept"), 1.0);
+    assert_eq!(value("memprof_sample_period_bytes"), 524288.0);
+    let Some(promtool) = tools::find("promtool", "prometheus") else { return };
+    let scratch = Scratch::new("promtool");
+    let file = scratch.join("metrics.txt");
+    std::fs::write(&file, &text).unwrap();
+    let checked =
+        Command::new(promtool).args(["check", "metrics"]).stdin(std::fs::File::open(&file).unwrap()).output().unwrap();
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}

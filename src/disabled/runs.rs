@@ -1,0 +1,93 @@
+//! Compiled out: runs that never start. [`Run::start`] says why; [`Profile::latest`] finds none. The
+//! types keep the names and methods of the compiled-in ones, so code that names them builds either way.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::path::Path;
+
+/// Why a run could not be started; compiled out, always [`Error::Unavailable`], the one variant there is.
+/// The compiled-in type is `#[non_exhaustive]` as this one is, so a `match` on it has a catch-all arm:
+/// code that names only `Unavailable` builds either way; arms for the other variants (and `DumpOf`)
+/// belong behind `#[cfg(feature = "enabled")]` in the program's own feature that enables memprof's.
+///
+/// ```
+/// let error = memprof::Run::start("load").unwrap_err();
+/// assert!(matches!(error, memprof::Error::Unavailable(_)));
+/// assert_eq!(error.to_string(), "memprof is compiled out of this program (its `enabled` feature is off)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// Profiling is not available in this program: compiled out.
+    Unavailable(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Unavailable(why) => formatter.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Compiled out: a run that never starts ([`Run::start`] returns [`Error::Unavailable`]).
+///
+/// ```
+/// assert!(memprof::Run::start("load").is_err());
+/// ```
+#[derive(Debug)]
+#[must_use = "the run ends when it is dropped"]
+pub struct Run {
+    never: Infallible,
+}
+
+impl Run {
+    /// Compiled out: fails with [`Error::Unavailable`].
+    pub fn start(_label: impl Into<String>) -> Result<Run, Error> {
+        Err(Error::Unavailable("memprof is compiled out of this program (its `enabled` feature is off)".to_owned()))
+    }
+
+    /// The run's id (no run exists compiled out).
+    pub fn id(&self) -> u64 {
+        match self.never {}
+    }
+
+    /// Ends the run (no run exists compiled out).
+    pub fn stop(self) -> Result<Profile, Error> {
+        match self.never {}
+    }
+}
+
+/// Compiled out: a heap profile, of which there is none.
+///
+/// ```
+/// assert!(memprof::Profile::latest().is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    never: Infallible,
+}
+
+impl Profile {
+    /// Compiled out: `None`.
+    pub fn latest() -> Option<Profile> {
+        None
+    }
+
+    /// The id of the run that produced it (none exists compiled out).
+    pub fn id(&self) -> u64 {
+        match self.never {}
+    }
+
+    /// Where the file is (none exists compiled out).
+    pub fn path(&self) -> &Path {
+        match self.never {}
+    }
+
+    /// Copies the profile (none exists compiled out).
+    pub fn save(&self, _to: impl AsRef<Path>) -> std::io::Result<()> {
+        match self.never {}
+    }
+}
