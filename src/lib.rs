@@ -136,7 +136,7 @@ pub mod labels {
 pub mod endpoints {
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::endpoints::respond;
+    pub use memprof_runtime::mounted::respond;
 
     #[cfg(not(feature = "enabled"))]
     pub use crate::disabled::respond;
@@ -151,10 +151,10 @@ pub mod endpoints {
 pub mod axum {
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::axum::{MAX_IN_FLIGHT, debug_pprof_router, router, routes};
+    pub use memprof_runtime::labels::{RouteLabelled, RouteLabels, route_labels};
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::labels::{RouteLabelled, RouteLabels, route_labels};
+    pub use memprof_runtime::mounted::axum::{MAX_IN_FLIGHT, debug_pprof_router, router, routes};
 
     #[cfg(not(feature = "enabled"))]
     pub use crate::disabled::{debug_pprof_router, route_labels, router, routes};

@@ -20,12 +20,10 @@
 
 mod allocator_code;
 mod autodump;
-#[cfg(feature = "axum")]
-pub mod axum;
 mod cgroup;
 mod counters;
 mod duration;
-pub mod endpoints;
+mod endpoints;
 pub mod environment;
 mod evidence;
 mod executable;
@@ -35,6 +33,8 @@ mod jemalloc;
 pub mod labels;
 mod malloc_conf;
 mod messages;
+#[cfg(feature = "http")]
+pub mod mounted;
 mod profiler;
 mod run;
 mod sigterm;

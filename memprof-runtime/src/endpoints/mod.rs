@@ -12,8 +12,6 @@ mod debug_pprof;
 mod downloads;
 pub(crate) mod jobs;
 mod metrics;
-#[cfg(feature = "http")]
-mod mounted;
 pub(crate) mod render_cache;
 mod runs;
 mod state;
@@ -27,11 +25,6 @@ use memprof_wire::paths::{self, PREFIX};
 use crate::http::{HttpError, Query, Reply, Request, Response};
 use crate::messages;
 use crate::profiler::Profiler;
-
-#[cfg(feature = "http")]
-pub use mounted::respond;
-#[cfg(feature = "axum")]
-pub(crate) use mounted::{refusal as mounted_refusal, respond_waiting};
 
 /// What handlers work with.
 pub(crate) struct Context {

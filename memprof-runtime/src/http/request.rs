@@ -56,7 +56,7 @@ pub(crate) fn wait_unless(duration: Duration, interrupted: impl Fn() -> Option<H
 
 impl Request {
     /// A request with no header fields, kept alive: read by another server (the program's own, see
-    /// [`crate::endpoints::respond`]), or made by a test.
+    /// `crate::mounted::respond`), or made by a test.
     pub(crate) fn new(method: &str, target: &str, body: Vec<u8>) -> Self {
         Self {
             method: method.to_owned(),

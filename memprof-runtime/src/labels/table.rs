@@ -16,7 +16,8 @@ use std::sync::{Arc, LazyLock};
 use memprof_analysis::{LabelSet, LabelSets};
 use parking_lot::RwLock;
 
-/// How many distinct label sets a process records; past it, new sets are recorded as [`OVERFLOW`].
+/// How many distinct label sets a process records; past it, new sets are recorded as one overflow set,
+/// `memprof_overflow=too many label sets`.
 pub const MAX_LABEL_SETS: u32 = 1024;
 
 /// The id of the overflow set: [`MAX_LABEL_SETS`] + 1.

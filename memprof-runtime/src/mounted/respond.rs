@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::Context;
+use crate::endpoints::{self, Context};
 use crate::http::{self, Fields, HttpError, MAX_BODY, MAX_HEADER_FIELDS, MAX_HEADERS, MAX_TARGET, Request, Wait};
 use crate::{environment, jemalloc, messages};
 
@@ -24,7 +24,7 @@ use crate::{environment, jemalloc, messages};
 ///
 /// ```no_run
 /// let request = http::Request::get("/memory-profiler/state").body(Vec::new()).unwrap();
-/// let response = memprof_runtime::endpoints::respond(request);
+/// let response = memprof_runtime::mounted::respond(request);
 /// assert_eq!(response.status(), 200);
 /// ```
 pub fn respond(request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
@@ -36,7 +36,7 @@ pub(crate) fn respond_waiting(
     request: ::http::Request<Vec<u8>>,
     waiting: Option<Arc<dyn Wait>>,
 ) -> ::http::Response<Vec<u8>> {
-    let context = super::context();
+    let context = endpoints::context();
     announce(context);
     jemalloc::unsampled(|| respond_in(context, request, waiting))
 }
@@ -79,7 +79,7 @@ fn respond_in(
         Ok(request) => Request { waiting, ..request },
         Err(error) => return refusal(error),
     };
-    http::guarded(|| super::answer(context, &request)).into_http().unwrap_or_else(|error| {
+    http::guarded(|| endpoints::answer(context, &request)).into_http().unwrap_or_else(|error| {
         refusal(HttpError::internal(format!("Cannot read the profile to send ({error}); start a new run")))
     })
 }

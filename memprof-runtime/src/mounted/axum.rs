@@ -3,14 +3,14 @@
 //! ```no_run
 //! let app: axum::Router = axum::Router::new()
 //!     .route("/", axum::routing::get(|| async { "hello" }))
-//!     .nest("/memory-profiler", memprof_runtime::axum::router())
-//!     .nest("/debug/pprof", memprof_runtime::axum::debug_pprof_router());
+//!     .nest("/memory-profiler", memprof_runtime::mounted::axum::router())
+//!     .nest("/debug/pprof", memprof_runtime::mounted::axum::debug_pprof_router());
 //! ```
 //!
 //! Call [`crate::start`] first: it reads the token these routes require from the variable `token_env`
 //! names, as the built-in server does (used without it, they take `MEMPROF_TOKEN`'s).
 //!
-//! Requests are answered as by the built-in server ([`crate::endpoints::respond`]: routes, token, limits),
+//! Requests are answered as by the built-in server ([`super::respond`]: routes, token, limits),
 //! each on a thread of memprof's own whose allocations are never sampled, never on the async workers: a
 //! symbolized profile takes milliseconds to seconds of CPU. At most [`MAX_IN_FLIGHT`] are answered at
 //! once, by threads started with the first router; beyond, 503 with `Retry-After`. As the built-in
@@ -30,9 +30,10 @@ use tokio::sync::oneshot;
 
 use memprof_wire::paths::PREFIX;
 
+use super::respond::{refusal, respond_waiting};
 use crate::http::{HttpError, MAX_BODY, Wait, body_too_large, client_gone, wait_unless};
+use crate::messages;
 use crate::threads::Pool;
-use crate::{endpoints, messages};
 
 /// The most requests answered at once, as many as the built-in server's connections.
 pub const MAX_IN_FLIGHT: usize = 32;
@@ -52,7 +53,7 @@ static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
 /// `/memory-profiler/`: the dashboard is at `/memory-profiler`.
 ///
 /// ```no_run
-/// let app: axum::Router = axum::Router::new().nest("/memory-profiler", memprof_runtime::axum::router());
+/// let app: axum::Router = axum::Router::new().nest("/memory-profiler", memprof_runtime::mounted::axum::router());
 /// ```
 pub fn router() -> Router {
     under(PREFIX)
@@ -62,7 +63,7 @@ pub fn router() -> Router {
 /// Alloy scrape by default.
 ///
 /// ```no_run
-/// let app: axum::Router = axum::Router::new().nest("/debug/pprof", memprof_runtime::axum::debug_pprof_router());
+/// let app: axum::Router = axum::Router::new().nest("/debug/pprof", memprof_runtime::mounted::axum::debug_pprof_router());
 /// ```
 pub fn debug_pprof_router() -> Router {
     under("/debug/pprof")
@@ -75,7 +76,7 @@ pub fn debug_pprof_router() -> Router {
 /// ```no_run
 /// let app: axum::Router = axum::Router::new()
 ///     .route("/", axum::routing::get(|| async { "hello" }))
-///     .merge(memprof_runtime::axum::routes());
+///     .merge(memprof_runtime::mounted::axum::routes());
 /// ```
 pub fn routes() -> Router {
     started();
@@ -103,14 +104,14 @@ fn started() {
 async fn answer(prefix: &'static str, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-        return endpoints::mounted_refusal(body_too_large()).map(Body::from);
+        return refusal(body_too_large()).map(Body::from);
     };
     let inner = parts.uri.path_and_query().map_or("/", |target| target.as_str());
     match format!("{prefix}{inner}").parse() {
         Ok(uri) => parts.uri = uri,
         Err(error) => {
             let error = HttpError::bad_request(format!("Malformed request target ({error})"));
-            return endpoints::mounted_refusal(error).map(Body::from);
+            return refusal(error).map(Body::from);
         }
     }
     let request = ::http::Request::from_parts(parts, body.to_vec());
@@ -138,7 +139,7 @@ async fn off_the_workers(request: ::http::Request<Vec<u8>>) -> ::http::Response<
     let sender = Arc::new(Answer(Mutex::new(Some(answered))));
     let waiting: Arc<dyn Wait> = sender.clone();
     let job = Box::new(move || {
-        let response = endpoints::respond_waiting(request, Some(waiting));
+        let response = respond_waiting(request, Some(waiting));
         if let Some(answered) = sender.0.lock().take() {
             let _ = answered.send(response);
         }
@@ -152,5 +153,5 @@ async fn off_the_workers(request: ::http::Request<Vec<u8>>) -> ::http::Response<
 /// 503 with `Retry-After`: every thread for a request is taken.
 fn busy() -> ::http::Response<Vec<u8>> {
     let message = format!("More than {MAX_IN_FLIGHT} requests for the heap profiling endpoints are busy; try again");
-    endpoints::mounted_refusal(HttpError::busy(message, 1))
+    refusal(HttpError::busy(message, 1))
 }
