@@ -17,8 +17,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use memprof_wire::ProfileRecord;
 
-use crate::profiler::{KeptProfile, Owner};
+use crate::records::{KeptProfile, Owner};
 use crate::stale;
+use crate::storage::record_path;
 
 /// The file that marks a directory as an ended process's, holding when that was found (Unix seconds).
 const ENDED_FILE: &str = "ended";
@@ -125,11 +126,6 @@ fn beside_of(name: &str) -> Option<String> {
         Some(heap) => heap.ends_with(".heap").then(|| heap.to_owned()),
         None => Some(format!("{}.heap", name.strip_suffix(".json")?)),
     }
-}
-
-/// The record written beside a profile.
-pub(crate) fn record_path(profile: &Path) -> PathBuf {
-    profile.with_extension("json")
 }
 
 /// Records who made `profile` and with which build, beside it.

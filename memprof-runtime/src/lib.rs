@@ -36,6 +36,7 @@ mod messages;
 #[cfg(feature = "http")]
 pub mod mounted;
 mod profiler;
+mod records;
 mod run;
 mod sigterm;
 mod stale;

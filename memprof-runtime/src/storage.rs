@@ -24,6 +24,11 @@ pub(crate) fn parent_directory() -> PathBuf {
     std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
 }
 
+/// The record written beside a profile (who made it, with which build: see [`crate::evidence`]).
+pub(crate) fn record_path(profile: &Path) -> PathBuf {
+    profile.with_extension("json")
+}
+
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
 #[derive(Debug, Default)]
@@ -135,7 +140,7 @@ impl ProfileStore {
     pub(crate) fn remove(&mut self, path: &Path) {
         if self.in_memory.remove(path).is_none() {
             let _ = fs::remove_file(path);
-            let _ = fs::remove_file(crate::evidence::record_path(path));
+            let _ = fs::remove_file(record_path(path));
             let _ = fs::remove_file(memprof_analysis::labels_path(path));
         }
     }

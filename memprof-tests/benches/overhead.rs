@@ -11,10 +11,16 @@
 //! cargo bench -p memprof-tests --bench overhead
 //! ```
 //!
+//! - where memprof's jemalloc spends what it costs over the plain one: jemalloc built with statistics alone,
+//!   with profiling alone, and with both and unprefixed as memprof builds it, without memprof.
+//!
 //! Each configuration runs in a child process (the allocator and the sampling rate are fixed at start-up).
-//! Five rounds each run every configuration once, in turn, so that a change in the machine's load hits all
-//! of them alike; medians are shown, and each ratio is the median of the five rounds' ratios. Figures only:
-//! the machine is noisy, nothing is asserted.
+//! Five rounds (`MEMPROF_BENCH_ROUNDS`) each run every configuration once, in turn, so that a change in the
+//! machine's load hits all of them alike; medians are shown, and each ratio is the median of the rounds'
+//! ratios, with the lowest and highest. Figures only: the machine is noisy, nothing is asserted.
+//!
+//! To measure fewer, longer: `MEMPROF_BENCH_ONLY=jemalloc,prof:false` keeps those columns (and what their
+//! ratios are taken against), `MEMPROF_BENCH_WORKLOADS=json-handler` those workloads.
 
 #[path = "common/workloads.rs"]
 mod workloads;
@@ -24,7 +30,8 @@ use std::process::Command;
 
 use workloads::Figures;
 
-const REPEATS: usize = 5;
+/// Rounds, unless `MEMPROF_BENCH_ROUNDS` says otherwise.
+const DEFAULT_ROUNDS: usize = 5;
 
 /// A configuration measured: its column name and how its child process is started.
 struct Configuration {
@@ -62,6 +69,21 @@ fn main() {
             launch: Launch::Baseline(build_baseline("memprof-compiled-out")),
             against: Some("system"),
         },
+        Configuration {
+            name: "jemalloc stats",
+            launch: Launch::Baseline(build_baseline("jemalloc-stats")),
+            against: Some("jemalloc"),
+        },
+        Configuration {
+            name: "jemalloc prof",
+            launch: Launch::Baseline(build_baseline("jemalloc-profiling")),
+            against: Some("jemalloc"),
+        },
+        Configuration {
+            name: "jemalloc as memprof",
+            launch: Launch::Baseline(build_baseline("jemalloc-as-memprof")),
+            against: Some("jemalloc"),
+        },
         Configuration { name: "prof:false", launch: memprof("prof:false", false), against: Some("jemalloc") },
         Configuration { name: "inactive", launch: memprof("", false), against: Some("prof:false") },
         Configuration { name: "lg 21", launch: memprof("lg_prof_sample:21", true), against: Some("inactive") },
@@ -98,9 +120,11 @@ fn main() {
             against: Some("lg 19"),
         },
     ];
+    let configurations = selected(configurations);
     let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
+    let workloads = std::env::var("MEMPROF_BENCH_WORKLOADS").unwrap_or_else(|_| "mixed-sizes,json-handler".into());
     let mut rows = Vec::new();
-    for workload in ["mixed-sizes", "json-handler"] {
+    for workload in workloads.split(',') {
         for thread_count in [1, threads] {
             rows.push((
                 format!("{workload}, {thread_count} thr"),
@@ -108,7 +132,6 @@ fn main() {
             ));
         }
     }
-    let column = |name: &str| column(&configurations, name);
     let table = |title: &str, cell: &dyn Fn(&Row, usize) -> String| {
         println!("\n{title}");
         print!("{:<22}", "");
@@ -136,10 +159,18 @@ fn main() {
         format!("{} / {}", row.medians[index].p50_ns, row.medians[index].p99_ns)
     });
     table("Peak RSS, MiB (ratio to inactive)", &|row, index| {
-        let (peak, inactive) = (row.medians[index].peak_rss_kib as f64, row.medians[column("inactive")].peak_rss_kib);
-        format!("{:.1} ({:.2})", peak / 1024.0, peak / inactive as f64)
+        let peak = row.medians[index].peak_rss_kib as f64;
+        match column(&configurations, "inactive") {
+            Some(inactive) => {
+                format!("{:.1} ({:.2})", peak / 1024.0, peak / row.medians[inactive].peak_rss_kib as f64)
+            }
+            None => format!("{:.1}", peak / 1024.0),
+        }
     });
-    println!("\nRatios: jemalloc and compiled out against system; prof:false against jemalloc; inactive against");
+    println!("\nRatios: jemalloc and compiled out against system; jemalloc stats, prof and as memprof (built with");
+    println!(
+        "statistics, profiling, or both and unprefixed, without memprof) and prof:false against jemalloc; inactive against"
+    );
     println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive; lg 19 labels (every operation inside");
     println!("memprof::labels::with, one of four tenants in turn) and lg 19 Labels (the same four made once, as");
     println!("memprof::labels::Labels) against lg 19. Each round measures every");
@@ -147,9 +178,32 @@ fn main() {
     println!("both sides of it. A spread wider than a difference means the difference is not measured.");
 }
 
-/// The column of the configuration named `name`.
-fn column(configurations: &[Configuration], name: &str) -> usize {
-    configurations.iter().position(|configuration| configuration.name == name).unwrap()
+/// The column of the configuration named `name`, if it is measured.
+fn column(configurations: &[Configuration], name: &str) -> Option<usize> {
+    configurations.iter().position(|configuration| configuration.name == name)
+}
+
+/// The configurations `MEMPROF_BENCH_ONLY` names (all without it), with those their ratios are taken
+/// against.
+fn selected(configurations: impl IntoIterator<Item = Configuration>) -> Vec<Configuration> {
+    let configurations: Vec<Configuration> = configurations.into_iter().collect();
+    let Ok(only) = std::env::var("MEMPROF_BENCH_ONLY") else { return configurations };
+    let mut wanted: Vec<&str> = only.split(',').collect();
+    for configuration in &configurations {
+        if wanted.contains(&configuration.name) {
+            wanted.extend(configuration.against);
+        }
+    }
+    configurations.into_iter().filter(|configuration| wanted.contains(&configuration.name)).collect()
+}
+
+/// How many rounds: `MEMPROF_BENCH_ROUNDS`, else [`DEFAULT_ROUNDS`].
+fn rounds() -> usize {
+    std::env::var("MEMPROF_BENCH_ROUNDS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_ROUNDS)
 }
 
 /// One workload on one thread count under every configuration.
@@ -161,26 +215,27 @@ struct Row {
     ratios: Vec<Option<(f64, f64, f64)>>,
 }
 
-/// [`REPEATS`] rounds, each measuring every configuration once, in turn.
+/// [`rounds`] rounds, each measuring every configuration once, in turn.
 fn measure_row(configurations: &[Configuration], workload: &str, threads: usize) -> Row {
-    let rounds: Vec<Vec<Figures>> = (0..REPEATS)
+    let count = rounds();
+    let rounds: Vec<Vec<Figures>> = (0..count)
         .map(|_| configurations.iter().map(|configuration| measure(configuration, workload, threads)).collect())
         .collect();
     let medians = (0..configurations.len())
         .map(|index| {
             let mut runs: Vec<&Figures> = rounds.iter().map(|round| &round[index]).collect();
             runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
-            runs[REPEATS / 2].clone()
+            runs[count / 2].clone()
         })
         .collect();
     let ratios = configurations
         .iter()
         .enumerate()
         .map(|(index, configuration)| {
-            let against = column(configurations, configuration.against?);
+            let against = column(configurations, configuration.against?)?;
             let mut ratios: Vec<f64> = rounds.iter().map(|round| round[index].rate / round[against].rate).collect();
             ratios.sort_by(f64::total_cmp);
-            Some((ratios[REPEATS / 2], ratios[0], ratios[REPEATS - 1]))
+            Some((ratios[count / 2], ratios[0], ratios[count - 1]))
         })
         .collect();
     Row { medians, ratios }

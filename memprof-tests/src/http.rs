@@ -74,16 +74,28 @@ pub fn request_with_headers(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
-    let mut stream = TcpStream::connect_timeout(&address, PATIENCE).expect("connect");
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
     let headers: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
-    write!(
-        stream,
+    let mut request = format!(
         "{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n",
         body.len()
     )
-    .and_then(|()| stream.write_all(body))
-    .unwrap();
+    .into_bytes();
+    request.extend_from_slice(body);
+    exchange(address, &request)
+}
+
+/// Sends `request` to `address` byte for byte, as written (its own `Host`, any header, any framing), and
+/// reads the whole answer: for requests the other helpers would not send.
+///
+/// ```no_run
+/// let address = "127.0.0.1:5050".parse().unwrap();
+/// let request = b"GET /memory-profiler/state HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n";
+/// assert_eq!(memprof_tests::http::exchange(address, request).status, 403);
+/// ```
+pub fn exchange(address: SocketAddr, request: &[u8]) -> Response {
+    let mut stream = TcpStream::connect_timeout(&address, PATIENCE).expect("connect");
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    stream.write_all(request).unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read the response");
     parse(&raw)

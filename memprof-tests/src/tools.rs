@@ -107,6 +107,11 @@ impl Scratch {
     pub fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
 }
 
 impl Drop for Scratch {

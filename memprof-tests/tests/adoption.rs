@@ -144,14 +144,10 @@ fn the_token_guards_the_mounted_endpoints_and_nothing_else() {
     assert_eq!(service.get("/memory-profiler").status, 200, "the dashboard page holds no data");
     assert_eq!(service.get("/memory-profiler/").status, 200, "the dashboard page holds no data");
     assert_eq!(service.get("/metrics").status, 401, "the metrics are there, behind the token");
-    let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
-    use std::io::{Read, Write};
-    stream
-        .write_all(b"GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: bearer s3cret\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let allowed = memprof_tests::http::parse(&raw);
+    // The scheme's name in any case (RFC 9110), which the http helpers would not send.
+    let request =
+        b"GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: bearer s3cret\r\nConnection: close\r\n\r\n";
+    let allowed = memprof_tests::http::exchange(service.address(), request);
     assert_eq!(allowed.status, 200);
     assert_eq!(allowed.json()["memory_profiler"]["auth_required"], true);
 }

@@ -4,6 +4,7 @@
 use std::net::{TcpListener, TcpStream};
 
 use memprof_tests::process::Program;
+use memprof_tests::tools::Scratch;
 
 #[test]
 fn without_the_switch_variable_there_is_no_thread_and_no_port() {
@@ -135,7 +136,7 @@ fn memprofs_own_work_is_not_in_a_profile_sampled_from_the_start() {
     }
     let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true");
     assert_eq!(dump.status, 200, "{}", dump.text());
-    let scratch = memprof_tests::tools::Scratch::new("unsampled-start");
+    let scratch = Scratch::new("unsampled-start");
     let path = scratch.join("now.heap");
     std::fs::write(&path, &dump.body).unwrap();
     let output = std::process::Command::new(memprof_tests::process::built_binary("memprof-tool"))
@@ -189,7 +190,7 @@ fn malloc_conf_overrides_the_sampling_rate_key_by_key() {
 
 #[test]
 fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made() {
-    let scratch = tempfile_directory("unwritable");
+    let scratch = Scratch::new("unwritable");
     let missing = scratch.join("not-yet");
     let service = Program::service().env("TMPDIR", &missing).spawn();
     let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
@@ -214,27 +215,25 @@ fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made()
         service.get(&format!("/memory-profiler/download/raw?id={id}")).text().starts_with("heap_v2/"),
         "the in-memory one is still kept"
     );
-    drop(service);
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
 fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_dump() {
-    let scratch = tempfile_directory("cleanup");
-    let elsewhere = tempfile_directory("final-dump");
+    let scratch = Scratch::new("cleanup");
+    let elsewhere = Scratch::new("final-dump");
     let final_dump = elsewhere.join("final.heap");
     let mut service = Program::service()
-        .env("TMPDIR", &scratch)
+        .env("TMPDIR", scratch.path())
         .env("SERVICE_SECONDS", "3")
         .env("MEMPROF_FINAL_DUMP", &final_dump)
         .spawn();
     service.get_json("/memory-profiler/start?duration=1mins");
     service.get_json("/memory-profiler/stop");
     let active = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
-    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 1, "one run directory");
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 1, "one run directory");
     assert!(service.wait(), "{:?}", service.output());
     assert!(service.output().contains(&"service: done".to_owned()));
-    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "nothing left in TMPDIR");
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0, "nothing left in TMPDIR");
     let expected = format!(
         "[memprof] INFO Heap profiling run {active} was active when the program ended; its profile is at {}",
         final_dump.display()
@@ -243,14 +242,4 @@ fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_du
     assert!(std::fs::read_to_string(&final_dump).unwrap().starts_with("heap_v2/524288\n"));
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&final_dump).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "the final dump is the owner's only");
-    std::fs::remove_dir_all(scratch).unwrap();
-    std::fs::remove_dir_all(elsewhere).unwrap();
-}
-
-/// A fresh directory for one test, under the system's temporary directory.
-fn tempfile_directory(name: &str) -> std::path::PathBuf {
-    let directory = std::env::temp_dir().join(format!("memprof-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
 }

@@ -1,14 +1,14 @@
 //! `memprof::scope!` and `memprof::Run` in a real program: each run's profile, across panics and `?`.
 
 use memprof_tests::process::Program;
+use memprof_tests::tools::Scratch;
 
 #[test]
 fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
-    let scratch = std::env::temp_dir().join(format!("memprof-test-scope-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let kept = std::env::temp_dir().join(format!("memprof-test-scope-kept-{}.heap", std::process::id()));
-    let mut program = Program::scope_example().env("TMPDIR", &scratch).env("KEEP_PROFILE", &kept).spawn();
+    let scratch = Scratch::new("scope");
+    let keeping = Scratch::new("scope-kept");
+    let kept = keeping.join("kept.heap");
+    let mut program = Program::scope_example().env("TMPDIR", scratch.path()).env("KEEP_PROFILE", &kept).spawn();
     assert!(program.wait(), "{:#?}", program.output());
     let output = program.output();
 
@@ -21,7 +21,7 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
             .unwrap_or_else(|| panic!("{what}: {output:#?}"));
         let (id, rest) = line[what.len() + 6..].split_once(" at ").unwrap();
         let (path, header) = rest.split_once(' ').unwrap();
-        assert!(path.starts_with(scratch.to_str().unwrap()), "{line}");
+        assert!(path.starts_with(scratch.path().to_str().unwrap()), "{line}");
         assert!(path.ends_with(&format!("/profile.{id}.heap")), "{line}");
         assert_eq!(header, "(heap_v2/524288)", "{line}");
         ids.push(id.parse::<u64>().unwrap());
@@ -38,11 +38,9 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     );
     assert!(output.contains(&"kept: 2 profiles on disk".to_owned()), "keep_runs = 2: {output:#?}");
     assert!(output.contains(&"done: 65536 32768 65536 Err(\"gave up after 8388608 bytes\")".to_owned()), "{output:#?}");
-    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "profiles removed when main returned");
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0, "profiles removed when main returned");
     // But for the one saved elsewhere: the block's own profile.
     let saved = memprof::analysis::HeapProfile::parse(&std::fs::read_to_string(&kept).unwrap()).unwrap();
     let functions = memprof_tests::heap::functions_in(&saved, &memprof_tests::process::built_binary("scope"));
     assert!(functions.iter().any(|name| name.contains("build_table")), "{functions:#?}");
-    std::fs::remove_file(kept).unwrap();
-    std::fs::remove_dir_all(scratch).unwrap();
 }

@@ -5,13 +5,10 @@ use std::process::Command;
 use memprof_tests::http::Response;
 use memprof_tests::process::{Program, built_binary};
 
+/// `GET target` with `headers` (each line ending in CRLF) as written, from a client on this machine.
 fn request_with_headers(service: &Program, target: &str, headers: &str) -> Response {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
-    write!(stream, "GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n").unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    memprof_tests::http::parse(&raw)
+    let request = format!("GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n");
+    memprof_tests::http::exchange(service.address(), request.as_bytes())
 }
 
 #[test]
@@ -77,19 +74,12 @@ fn web_pages_of_other_sites_cannot_start_runs_or_read_profiles() {
         "{}",
         form.text()
     );
-    let rebound = {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(service.address()).unwrap();
-        let request = format!(
-            "POST {start} HTTP/1.1\r\nHost: rebind.evil.example:{}\r\nOrigin: http://rebind.evil.example:{}\r\nSec-Fetch-Site: same-origin\r\nConnection: close\r\n\r\n",
-            service.address().port(),
-            service.address().port()
-        );
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        memprof_tests::http::parse(&raw)
-    };
+    let rebound = format!(
+        "POST {start} HTTP/1.1\r\nHost: rebind.evil.example:{}\r\nOrigin: http://rebind.evil.example:{}\r\nSec-Fetch-Site: same-origin\r\nConnection: close\r\n\r\n",
+        service.address().port(),
+        service.address().port()
+    );
+    let rebound = memprof_tests::http::exchange(service.address(), rebound.as_bytes());
     assert_eq!(rebound.status, 403);
     assert!(rebound.text().contains("is refused: this server listens on a loopback address"), "{}", rebound.text());
     let state = request_with_headers(&service, "/memory-profiler/state", "Sec-Fetch-Site: cross-site\r\n");

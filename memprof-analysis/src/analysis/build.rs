@@ -1,4 +1,4 @@
-//! From a parsed dump to an [`Analysis`]: each stack's probe addresses (return addresses moved back into
+//! From a parsed dump to an [`Analysis`] ([`Analysis::new`], [`Analysis::with_labels`]): each stack's probe addresses (return addresses moved back into
 //! their call instruction), symbolized once per distinct address, the allocator's frames trimmed, the
 //! counts unbiased, and the label frame made the sample's labels.
 
@@ -10,8 +10,45 @@ use super::{Analysis, Binaries, Frame, Location, Sample, plumbing};
 use crate::heap_profile::HeapProfile;
 use crate::labels::{LabelSet, LabelSets, label_id};
 
+impl Analysis {
+    /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
+    /// reason is kept in [`Module::problem`]. Samples with a label frame whose set is unknown get the label
+    /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
+    pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
+        Self::with_labels(profile, binaries, &LabelSets::default())
+    }
+
+    /// A dump's text, parsed and symbolized with its label table: what every reader of a dump does.
+    ///
+    /// ```no_run
+    /// use memprof_analysis::{Analysis, Binaries, LabelSets};
+    /// let dump = std::fs::read_to_string("memprof.1795354618996.heap")?;
+    /// let analysis = Analysis::of_dump(&dump, &Binaries::as_mapped(), &LabelSets::default())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn of_dump(dump: &str, binaries: &Binaries, labels: &LabelSets) -> Result<Self, crate::ParseError> {
+        Ok(Self::with_labels(&HeapProfile::parse(dump)?, binaries, labels))
+    }
+
+    /// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`
+    /// (the process's table, or the one kept beside the dump): the label frame itself is not a frame.
+    ///
+    /// ```no_run
+    /// use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, labels_path};
+    /// let path = std::path::Path::new("memprof.1795354618996.heap");
+    /// let profile = HeapProfile::parse(&std::fs::read_to_string(path)?)?;
+    /// let labels = LabelSets::parse(&std::fs::read_to_string(labels_path(path))?)?;
+    /// let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
+    /// let acme: f64 = analysis.samples.iter().filter(|sample| sample.labels.get("tenant") == Some("acme")).map(|sample| sample.bytes).sum();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_labels(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Self {
+        analysis(profile, binaries, labels)
+    }
+}
+
 /// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`.
-pub(super) fn analysis(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Analysis {
+fn analysis(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Analysis {
     let stacks: Vec<Vec<u64>> = profile.stacks.iter().map(|stack| probes(&stack.addresses)).collect();
     let symbolized = Symbolized::new(stacks.iter().flatten().copied(), &profile.mappings, binaries);
     let mut analysis = Analysis {

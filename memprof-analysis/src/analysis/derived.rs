@@ -4,10 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::model::SPLIT_ROOT;
 use super::{Analysis, Frame, Location, Sample};
-
-/// The address of the root frames [`Analysis::split_by_label`] adds: no code can have it.
-pub(super) const SPLIT_ROOT: u64 = u64::MAX;
 
 /// The value a split shows for samples without the key.
 pub const NO_LABEL: &str = "(none)";

@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use super::derived::SPLIT_ROOT;
-use super::{Binaries, Module, user_code};
-use crate::heap_profile::HeapProfile;
-use crate::labels::{LabelSet, LabelSets};
+use super::{Module, user_code};
+use crate::labels::LabelSet;
+
+/// The address of the root frames [`Analysis::split_by_label`] adds: no code can have it.
+pub(super) const SPLIT_ROOT: u64 = u64::MAX;
 
 /// One function in a stack: a real call, or a call inlined into the frame after it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -94,41 +95,6 @@ pub struct Location {
 }
 
 impl Analysis {
-    /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
-    /// reason is kept in [`Module::problem`]. Samples with a label frame whose set is unknown get the label
-    /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
-    pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
-        Self::with_labels(profile, binaries, &LabelSets::default())
-    }
-
-    /// A dump's text, parsed and symbolized with its label table: what every reader of a dump does.
-    ///
-    /// ```no_run
-    /// use memprof_analysis::{Analysis, Binaries, LabelSets};
-    /// let dump = std::fs::read_to_string("memprof.1795354618996.heap")?;
-    /// let analysis = Analysis::of_dump(&dump, &Binaries::as_mapped(), &LabelSets::default())?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn of_dump(dump: &str, binaries: &Binaries, labels: &LabelSets) -> Result<Self, crate::ParseError> {
-        Ok(Self::with_labels(&HeapProfile::parse(dump)?, binaries, labels))
-    }
-
-    /// Symbolizes `profile`, giving each sample the labels of the set its label frame names in `labels`
-    /// (the process's table, or the one kept beside the dump): the label frame itself is not a frame.
-    ///
-    /// ```no_run
-    /// use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, labels_path};
-    /// let path = std::path::Path::new("memprof.1795354618996.heap");
-    /// let profile = HeapProfile::parse(&std::fs::read_to_string(path)?)?;
-    /// let labels = LabelSets::parse(&std::fs::read_to_string(labels_path(path))?)?;
-    /// let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
-    /// let acme: f64 = analysis.samples.iter().filter(|sample| sample.labels.get("tenant") == Some("acme")).map(|sample| sample.bytes).sum();
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn with_labels(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> Self {
-        super::build::analysis(profile, binaries, labels)
-    }
-
     /// What a reader should know about the binaries' names, once per binary (see [`Module::note`]): every
     /// format carries these (the text table's last lines, the flame graph's subtitle, pprof's comments).
     ///

@@ -6,7 +6,7 @@
 //! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
 mod error;
-mod records;
+mod outcomes;
 mod runs;
 mod timer;
 
@@ -16,9 +16,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::{Condvar, Mutex};
 
+pub(crate) use crate::records::{ActiveRun, KeptProfile, Owner};
 pub(crate) use error::control;
 pub use error::{DumpOf, Error};
-pub(crate) use records::{ActiveRun, FailedRun, KeptProfile, LookupError, Owner, RunCounts, Started, Stopped};
+pub(crate) use outcomes::{FailedRun, LookupError, RunCounts, Started, Stopped};
 pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
 

@@ -1,10 +1,8 @@
-//! What the profiler records of runs: who started them, the one in progress, the profiles kept, and what
-//! starting, stopping and looking one up can answer.
+//! What is recorded of runs and of the profiles kept: who started a run, the run in progress, a profile on
+//! disk. Shared by the profiler, the records kept beside profiles ([`crate::evidence`]) and the endpoints.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
-
-use super::Error;
 
 /// Who started a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,54 +57,4 @@ pub(crate) struct KeptProfile {
     pub(crate) started: SystemTime,
     pub(crate) stopped: SystemTime,
     pub(crate) path: PathBuf,
-}
-
-/// A run that ended without a profile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FailedRun {
-    pub(crate) id: u64,
-    pub(crate) error: Error,
-}
-
-/// How many runs started, finished and failed.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RunCounts {
-    pub(crate) started: u64,
-    pub(crate) finished: u64,
-    pub(crate) failed: u64,
-}
-
-/// Why a profile asked for by id (or the latest, without one) cannot be served.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LookupError {
-    /// Without an id: a run is active (its profile does not exist yet, and "the latest" would be ambiguous).
-    RunActive(u64),
-    /// That id is the active run's.
-    StillActive(u64),
-    /// That run failed to write its profile.
-    Failed(Error),
-    /// No profile has that id; these are kept.
-    NotKept { id: u64, kept: Vec<u64> },
-    /// Without an id: no profile was ever written.
-    NoneYet,
-}
-
-/// What `start` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Started {
-    /// A new run.
-    New(ActiveRun),
-    /// A run was already active; it goes on unchanged.
-    AlreadyActive(ActiveRun),
-}
-
-/// What [`super::Profiler::stop_owned_by`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Stopped {
-    /// It stopped the run; its profile.
-    Profile(KeptProfile),
-    /// There was no run.
-    NoRun,
-    /// Another owner's run is active, and goes on.
-    OwnedBy(ActiveRun),
 }
