@@ -20,7 +20,8 @@
 //! ratios, with the lowest and highest. Figures only: the machine is noisy, nothing is asserted.
 //!
 //! To measure fewer, longer: `MEMPROF_BENCH_ONLY=jemalloc,prof:false` keeps those columns (and what their
-//! ratios are taken against), `MEMPROF_BENCH_WORKLOADS=json-handler` those workloads.
+//! ratios are taken against), `MEMPROF_BENCH_WORKLOADS=json-handler` those workloads, and
+//! `MEMPROF_BENCH_SECONDS=6` runs each measurement 6 s instead of 1.5.
 
 #[path = "common/workloads.rs"]
 mod workloads;
@@ -305,8 +306,8 @@ fn child(configuration: &str) {
     );
     let run = sampling.then(|| memprof::Run::start("overhead").expect("profiling is enabled"));
     let figures = match labelled {
-        "by-value" => workloads::measure_for(workload, threads, workloads::WORKLOAD_TIME, &ByValue),
-        "made-once" => workloads::measure_for(workload, threads, workloads::WORKLOAD_TIME, &MadeOnce::new()),
+        "by-value" => workloads::measure_for(workload, threads, workloads::workload_time(), &ByValue),
+        "made-once" => workloads::measure_for(workload, threads, workloads::workload_time(), &MadeOnce::new()),
         _ => workloads::measure(workload, threads),
     };
     drop(run);

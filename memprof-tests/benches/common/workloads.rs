@@ -5,8 +5,15 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// How long each workload runs in one measurement.
-pub const WORKLOAD_TIME: Duration = Duration::from_millis(1500);
+/// How long each workload runs in one measurement: `MEMPROF_BENCH_SECONDS` (a fraction allowed), else 1.5 s.
+/// Longer measurements narrow the spread of the ratios.
+pub fn workload_time() -> Duration {
+    std::env::var("MEMPROF_BENCH_SECONDS")
+        .ok()
+        .and_then(|text| text.parse::<f64>().ok())
+        .filter(|seconds| *seconds > 0.0 && *seconds < 3600.0)
+        .map_or(Duration::from_millis(1500), Duration::from_secs_f64)
+}
 /// One operation in this many is timed on its own, for the latency percentiles (timing them all would
 /// cost more than the operations).
 const TIMED_EVERY: u64 = 16;
@@ -47,9 +54,9 @@ impl Around for Plain {
     }
 }
 
-/// Runs `workload` ("mixed-sizes" or "json-handler") on `threads` threads for [`WORKLOAD_TIME`].
+/// Runs `workload` ("mixed-sizes" or "json-handler") on `threads` threads for [`workload_time`].
 pub fn measure(workload: &str, threads: usize) -> Figures {
-    measure_for(workload, threads, WORKLOAD_TIME, &Plain)
+    measure_for(workload, threads, workload_time(), &Plain)
 }
 
 /// Runs `workload` on `threads` threads for `time`, each operation through `around`.
