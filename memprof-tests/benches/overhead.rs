@@ -5,7 +5,8 @@
 //!   memprof compiled out (`default-features = false`);
 //! - memprof compiled in: jemalloc with `prof:false`, profiling armed but inactive (the default), and
 //!   sampling on at `lg_prof_sample` 21, 19 (the default) and 17, the stack walked by frame pointers (the
-//!   workspace keeps them), and at 19 with libgcc's walk (`MEMPROF_UNWINDER=libgcc`) for comparison.
+//!   workspace keeps them), and at 19 with libgcc's walk (`MEMPROF_UNWINDER=libgcc`) for comparison;
+//! - labels on every operation (by value, or made once), while sampling and while no run is active.
 //!
 //! ```text
 //! cargo bench -p memprof-tests --bench overhead
@@ -120,6 +121,16 @@ fn main() {
             },
             against: Some("lg 19"),
         },
+        Configuration {
+            name: "inactive labels",
+            launch: Launch::Memprof { malloc_conf: "", sampling: false, unwinder: "", labelled: Labelling::ByValue },
+            against: Some("inactive"),
+        },
+        Configuration {
+            name: "inactive Labels",
+            launch: Launch::Memprof { malloc_conf: "", sampling: false, unwinder: "", labelled: Labelling::MadeOnce },
+            against: Some("inactive"),
+        },
     ];
     let configurations = selected(configurations);
     let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
@@ -174,7 +185,8 @@ fn main() {
     );
     println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive; lg 19 labels (every operation inside");
     println!("memprof::labels::with, one of four tenants in turn) and lg 19 Labels (the same four made once, as");
-    println!("memprof::labels::Labels) against lg 19. Each round measures every");
+    println!("memprof::labels::Labels) against lg 19; inactive labels and inactive Labels (the same, no run: what");
+    println!("labels cost a service between runs) against inactive. Each round measures every");
     println!("configuration once, in turn; a ratio is taken within a round, so a slower machine moment weighs on");
     println!("both sides of it. A spread wider than a difference means the difference is not measured.");
 }
