@@ -80,11 +80,13 @@ pub(crate) fn frame_names(addresses: &[u64]) -> Vec<Option<String>> {
 }
 
 /// The label set in force on this thread, as the backtrace hook records it.
+#[inline]
 pub(crate) fn current() -> u32 {
     CURRENT.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Makes set `id` the one in force on this thread and returns the one it replaces.
+#[inline]
 fn replace(id: u32) -> u32 {
     CURRENT.try_with(|current| current.replace(id)).unwrap_or(0)
 }
@@ -143,6 +145,7 @@ impl Labels {
     }
 
     /// Adds these labels to those in force on this thread until the guard is dropped; see [`enter`].
+    #[inline]
     #[must_use = "the labels end when the guard is dropped"]
     pub fn enter(&self) -> Entered {
         let id = match current() {
@@ -167,6 +170,7 @@ pub struct Entered {
 }
 
 impl Drop for Entered {
+    #[inline]
     fn drop(&mut self) {
         replace(self.previous);
     }

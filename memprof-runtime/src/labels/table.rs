@@ -64,12 +64,9 @@ struct Table {
 
 static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(RwLock::default);
 
-/// The seed of [`transition_hash`], random per process: label values can come from requests, and a
-/// sender must not be able to pick values whose hashes collide.
-static SEED: LazyLock<u64> = LazyLock::new(|| {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new().build_hasher().finish()
-});
+/// The hasher of [`transition_hash`], keyed at random per process: label values can come from requests,
+/// and a sender must not be able to pick values whose hashes collide.
+static HASHER: LazyLock<ahash::RandomState> = LazyLock::new(ahash::RandomState::new);
 
 /// How many transitions each thread keeps at hand.
 const RECENT_TRANSITIONS: usize = 16;
@@ -117,23 +114,17 @@ pub(crate) fn intern<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]
     id
 }
 
-/// FNV-1a over the parent and the pairs (each string ended by a byte no UTF-8 text has), from a random seed.
+/// The hash of the parent and the pairs, eight or sixteen bytes a step (each string's length is hashed with
+/// it, so `("ab", "c")` and `("a", "bc")` differ): on the path of every entry of labels by value.
 fn transition_hash<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]) -> u64 {
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = *SEED;
-    let mut add = |bytes: &[u8]| {
-        for &byte in bytes {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
-        }
-    };
-    add(&parent.to_le_bytes());
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = HASHER.build_hasher();
+    hasher.write_u32(parent);
     for (key, value) in pairs {
-        add(key.as_ref().as_bytes());
-        add(&[0xff]);
-        add(value.as_ref().as_bytes());
-        add(&[0xff]);
+        hasher.write(key.as_ref().as_bytes());
+        hasher.write(value.as_ref().as_bytes());
     }
-    hash
+    hasher.finish()
 }
 
 /// The slow path of [`intern`]: builds the set, finds or records it, and remembers the transition (past
