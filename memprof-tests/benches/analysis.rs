@@ -110,8 +110,9 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
     split_renders(&raw, &labels);
 }
 
-/// Each readable format rendered from one symbolized profile with `by=tenant` and without: the median
-/// times of [`SPLIT_RENDERS`] renders each, and their ratio.
+/// Each readable format rendered from one symbolized profile with `by=tenant` and without, its stacks from
+/// the user's code and whole: the median times of [`SPLIT_RENDERS`] renders each, their ratio, and the
+/// ratio of the outputs' sizes.
 fn split_renders(raw: &Path, labels: &str) {
     const SPLIT_RENDERS: usize = 21;
     let profile = HeapProfile::parse(&std::fs::read_to_string(raw).unwrap()).unwrap();
@@ -121,28 +122,43 @@ fn split_renders(raw: &Path, labels: &str) {
     }
     let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
     let time = |format: Format, options: &RenderOptions| {
-        median(
-            (0..SPLIT_RENDERS)
-                .map(|_| {
-                    let started = Instant::now();
-                    std::hint::black_box(format.render(&analysis, None, options).unwrap());
-                    started.elapsed()
-                })
-                .collect(),
-        )
+        let times = (0..SPLIT_RENDERS)
+            .map(|_| {
+                let started = Instant::now();
+                std::hint::black_box(format.render(&analysis, None, options).unwrap());
+                started.elapsed()
+            })
+            .collect();
+        (median(times), format.render(&analysis, None, options).unwrap().len())
     };
-    println!("{:<16} {:<12} {:>14} {:>14} {:>9}", "", "by=tenant", "unsplit ms", "split ms", "ratio");
-    for format in [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph] {
-        let unsplit = time(format, &RenderOptions::default());
-        let split = time(format, &RenderOptions { by: Some("tenant".to_owned()), ..RenderOptions::default() });
+    for full in [false, true] {
+        let shown: usize = analysis.samples.iter().map(|sample| analysis.shown_frames(sample, full).len()).sum();
         println!(
-            "{:<16} {:<12} {:>14.2} {:>14.2} {:>9.2}",
+            "{:<16} by=tenant, {} ({} stacks, {:.1} frames each)",
             "",
-            format.name(),
-            millis(unsplit),
-            millis(split),
-            split.as_secs_f64() / unsplit.as_secs_f64()
+            if full { "every frame" } else { "from the user's code" },
+            analysis.samples.len(),
+            shown as f64 / analysis.samples.len() as f64
         );
+        println!(
+            "{:<16} {:<12} {:>14} {:>14} {:>9} {:>12}",
+            "", "format", "unsplit ms", "split ms", "ratio", "bytes ratio"
+        );
+        for format in [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph] {
+            let unsplit = RenderOptions { full, ..RenderOptions::default() };
+            let split = RenderOptions { by: Some("tenant".to_owned()), ..unsplit.clone() };
+            let ((unsplit_time, unsplit_bytes), (split_time, split_bytes)) =
+                (time(format, &unsplit), time(format, &split));
+            println!(
+                "{:<16} {:<12} {:>14.3} {:>14.3} {:>9.2} {:>12.2}",
+                "",
+                format.name(),
+                millis(unsplit_time),
+                millis(split_time),
+                split_time.as_secs_f64() / unsplit_time.as_secs_f64(),
+                split_bytes as f64 / unsplit_bytes as f64
+            );
+        }
     }
 }
 

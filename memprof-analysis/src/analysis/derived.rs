@@ -1,11 +1,9 @@
-//! Analyses made from analyses: one label's samples, a split by a label key, the bytes under each label,
-//! and the difference of two profiles.
+//! Analyses made from analyses: one label's samples, the bytes under each label, and the difference of two
+//! profiles.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use super::model::SPLIT_ROOT;
-use super::{Analysis, Frame, Location, Sample};
+use super::{Analysis, Location, Sample};
 
 /// The value a split shows for samples without the key.
 pub const NO_LABEL: &str = "(none)";
@@ -43,28 +41,6 @@ impl Analysis {
             }
         }
         keys
-    }
-
-    /// Each sample under one more, outermost frame named `key=value` (`key=(none)` without `key`): the
-    /// readable formats then split the profile by that label, and their totals stay those of the whole.
-    ///
-    /// ```
-    /// let analysis = memprof_analysis::Analysis::default();
-    /// assert!(analysis.split_by_label("tenant").samples.is_empty());
-    /// ```
-    pub fn split_by_label(&self, key: &str) -> Analysis {
-        let mut split = self.clone();
-        let mut roots: HashMap<String, usize> = HashMap::new();
-        for sample in &mut split.samples {
-            let name = format!("{key}={}", sample.labels.get(key).unwrap_or(NO_LABEL));
-            let root = *roots.entry(name).or_insert_with_key(|name| {
-                let frame = Frame { function: name.as_str().into(), file: None, line: None };
-                split.locations.push(Location { address: SPLIT_ROOT, module: None, frames: Arc::from([frame]) });
-                split.locations.len() - 1
-            });
-            sample.locations.push(root);
-        }
-        split
     }
 
     /// What grew from `base` to `self`: both profiles' samples, `base`'s with negated counts (as
@@ -122,7 +98,7 @@ mod tests {
     }
 
     #[test]
-    fn a_split_adds_one_root_per_value_and_keeps_the_totals() {
+    fn samples_are_kept_and_counted_by_label_value() {
         let profile = HeapProfile {
             sample_period: 1,
             total: Default::default(),
@@ -137,12 +113,6 @@ mod tests {
         let mut sets = LabelSets::default();
         sets.insert(1, [("tenant", "acme")]);
         let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
-        let split = analysis.split_by_label("tenant");
-        let roots: Vec<&str> =
-            split.samples.iter().map(|sample| &*split.shown_frames(sample, false).last().unwrap().function).collect();
-        assert_eq!(roots, ["tenant=acme", "tenant=(none)", "tenant=acme"]);
-        assert_eq!(split.locations.len(), analysis.locations.len() + 2);
-        assert_eq!(split.total(), analysis.total());
         assert_eq!(analysis.only_labelled("tenant", "acme").samples.len(), 2);
         assert_eq!(analysis.only_labelled("tenant", NO_LABEL).samples.len(), 1);
         let by_label = analysis.bytes_by_label();

@@ -7,9 +7,6 @@ use std::sync::Arc;
 use super::{Module, user_code};
 use crate::labels::LabelSet;
 
-/// The address of the root frames [`Analysis::split_by_label`] adds: no code can have it.
-pub(super) const SPLIT_ROOT: u64 = u64::MAX;
-
 /// One function in a stack: a real call, or a call inlined into the frame after it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
@@ -137,12 +134,9 @@ impl Analysis {
     /// ```
     pub fn shown_frames<'a>(&'a self, sample: &'a Sample, full: bool) -> Vec<&'a Frame> {
         let mut frames: Vec<&Frame> = self.frames(sample).collect();
-        let is_split = sample.locations.last().is_some_and(|&location| self.locations[location].address == SPLIT_ROOT);
-        let root = if is_split { frames.pop() } else { None };
         if !full {
             user_code::cut(&mut frames, |frame| (&*frame.function, frame.file.as_deref()));
         }
-        frames.extend(root);
         frames
     }
 }

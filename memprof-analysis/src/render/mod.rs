@@ -123,8 +123,8 @@ impl Format {
         base: Option<&Analysis>,
         options: &RenderOptions,
     ) -> Result<Vec<u8>, RenderError> {
-        let analysis = &*labelled(analysis, options, self);
-        let base = base.map(|base| labelled(base, options, self));
+        let analysis = &*filtered(analysis, options);
+        let base = base.map(|base| filtered(base, options));
         let base = base.as_deref();
         let difference = || base.map(|base| analysis.minus(base));
         let rendered = match self {
@@ -141,22 +141,26 @@ impl Format {
     }
 }
 
-/// `analysis` as `options` filter and split it by label (see [`RenderOptions::by`], [`RenderOptions::label`]).
-fn labelled<'a>(analysis: &'a Analysis, options: &RenderOptions, format: Format) -> Cow<'a, Analysis> {
-    let mut view = Cow::Borrowed(analysis);
-    if let Some((key, value)) = &options.label {
-        view = Cow::Owned(view.only_labelled(key, value));
+/// `analysis` as `options` filter it by label (see [`RenderOptions::label`]); the split by a key
+/// ([`RenderOptions::by`]) is made where frames are named ([`shown_names`]), without a copy of the profile.
+fn filtered<'a>(analysis: &'a Analysis, options: &RenderOptions) -> Cow<'a, Analysis> {
+    match &options.label {
+        Some((key, value)) => Cow::Owned(analysis.only_labelled(key, value)),
+        None => Cow::Borrowed(analysis),
     }
-    if let Some(key) = options.by.as_deref().filter(|_| format != Format::Pprof) {
-        view = Cow::Owned(view.split_by_label(key));
-    }
-    view
 }
 
 /// The names a readable format shows for a sample's frames, innermost first: its shown frames
-/// ([`Analysis::shown_frames`]) by function, or by `function file:line` with `options.lines`.
+/// ([`Analysis::shown_frames`]) by function, or by `function file:line` with `options.lines`; split by a
+/// label key ([`RenderOptions::by`]), under one more, outermost frame `KEY=value` (`KEY=(none)` for a sample
+/// without the key), so that the totals stay those of the whole.
 fn shown_names(analysis: &Analysis, sample: &crate::Sample, options: &RenderOptions) -> Vec<String> {
-    analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect()
+    let mut names: Vec<String> =
+        analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect();
+    if let Some(key) = &options.by {
+        names.push(format!("{key}={}", sample.labels.get(key).unwrap_or(crate::NO_LABEL)));
+    }
+    names
 }
 
 /// Bytes as jeprof prints them: MB with one decimal.
@@ -169,4 +173,49 @@ fn megabytes(bytes: f64) -> String {
 /// `part` as a percentage of `whole`, as jeprof prints it.
 fn percent(part: f64, whole: f64) -> String {
     if whole == 0.0 { "nan%".to_owned() } else { format!("{:.1}%", part * 100.0 / whole) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap_profile::{HeapProfile, Stack};
+    use crate::labels::{LabelSets, label_address};
+    use crate::{Binaries, NO_LABEL};
+
+    #[test]
+    fn a_split_puts_each_stack_under_its_value_and_keeps_the_totals() {
+        let stack = |addresses| Stack { addresses, objects: 1, bytes: 1024, allocated: Default::default() };
+        let profile = HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![
+                stack(vec![0x1000, label_address(1)]),
+                stack(vec![0x2000]),
+                stack(vec![0x1000, label_address(2)]),
+            ],
+            mappings: Vec::new(),
+        };
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme")]);
+        sets.insert(2, [("tenant", "initech"), ("route", "/")]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let collapsed = |options: &RenderOptions| {
+            String::from_utf8(Format::Collapsed.render(&analysis, None, options).unwrap()).unwrap()
+        };
+        let whole = collapsed(&RenderOptions::default());
+        let split = collapsed(&RenderOptions { by: Some("tenant".to_owned()), ..RenderOptions::default() });
+        let roots: Vec<(&str, &str)> = split
+            .lines()
+            .map(|line| {
+                let (stack, bytes) = line.rsplit_once(' ').unwrap();
+                (stack.split(';').next().unwrap(), bytes)
+            })
+            .collect();
+        assert_eq!(roots, [("tenant=(none)", "1024"), ("tenant=acme", "1024"), ("tenant=initech", "1024")]);
+        assert_eq!(whole.lines().count(), 2, "unsplit, the two tenants' identical stacks are one:\n{whole}");
+        let by_route = collapsed(&RenderOptions { by: Some("route".to_owned()), ..RenderOptions::default() });
+        assert!(by_route.starts_with(&format!("route={NO_LABEL};")), "{by_route}");
+        assert!(by_route.contains("\nroute=/;"), "{by_route}");
+    }
 }
