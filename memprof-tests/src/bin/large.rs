@@ -1,7 +1,8 @@
 //! A deliberately large program for the analysis benchmark: a thousand generated modules, each with its
 //! own closures and so its own monomorphized iterator and collection code, for over 100 MB of DWARF with
 //! full debug info. It serves the endpoints like the example service and keeps allocating through a spread of
-//! the generated functions, so its profiles touch many compilation units' worth of addresses.
+//! the generated functions, so its profiles touch many compilation units' worth of addresses. Requests are
+//! labelled by tenant (four, in turn), so the benchmark measures a label split on a profile of many stacks.
 //!
 //! Built only for the benchmark: `cargo bench -p memprof-tests --features large-binary --bench analysis`.
 
@@ -101,9 +102,12 @@ mod generated {
 #[memprof::main(http = "127.0.0.1:5051", env = "LIBPROCESS_MEMORY_PROFILING")]
 fn main() {
     let mut live = VecDeque::new();
+    let tenants =
+        ["acme", "initech", "globex", "umbrella"].map(|tenant| memprof::labels::Labels::new(&[("tenant", tenant)]));
     println!("large: serving requests");
     for request in 0u64.. {
-        live.push_back(generated::dispatch(request.wrapping_mul(2_654_435_761) % 1_000, request));
+        let which = request.wrapping_mul(2_654_435_761) % 1_000;
+        live.push_back(tenants[request as usize % 4].with(|| generated::dispatch(which, request)));
         if live.len() > 4096 {
             live.pop_front();
         }
