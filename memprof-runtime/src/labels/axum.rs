@@ -4,7 +4,8 @@ use std::task::{Context, Poll};
 
 use axum::extract::{MatchedPath, Request};
 
-use super::{Labelled, WithLabels};
+use super::future::labelled_as;
+use super::{Labelled, current, table};
 
 /// The route a request that matched none is labelled with.
 pub const UNMATCHED_ROUTE: &str = "(unmatched)";
@@ -52,7 +53,8 @@ impl<S: tower_service::Service<Request>> tower_service::Service<Request> for Rou
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED_ROUTE, MatchedPath::as_str).to_owned();
-        self.inner.call(request).with_labels(&[("route", &route)])
+        let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED_ROUTE, MatchedPath::as_str);
+        let labels = table::intern(current(), &[("route", route)]);
+        labelled_as(self.inner.call(request), labels)
     }
 }

@@ -29,8 +29,14 @@ pin_project_lite::pin_project! {
 pub trait WithLabels: Future + Sized {
     /// This future with `labels` in force whenever it is polled.
     fn with_labels(self, labels: &[(&str, &str)]) -> Labelled<Self> {
-        Labelled { future: self, labels: table::intern(current(), labels) }
+        labelled_as(self, table::intern(current(), labels))
     }
+}
+
+/// `future` with label set `id` in force whenever it is polled: for labels interned before the future is
+/// made (from a request the future then takes).
+pub(super) fn labelled_as<F: Future>(future: F, id: u32) -> Labelled<F> {
+    Labelled { future, labels: id }
 }
 
 impl<F: Future> WithLabels for F {}
