@@ -17,6 +17,8 @@
 #![deny(unsafe_code)]
 
 mod analysis;
+#[cfg(test)]
+mod fixtures;
 mod heap_profile;
 mod labels;
 mod render;

@@ -72,10 +72,6 @@ mod tests {
     use crate::heap_profile::{HeapProfile, Stack};
     use crate::labels::{LabelSets, label_address};
 
-    fn stack(addresses: Vec<u64>) -> Stack {
-        Stack { addresses, objects: 1, bytes: 1024, allocated: Default::default() }
-    }
-
     #[test]
     fn a_difference_holds_both_profiles_samples_the_bases_negated() {
         let profile = |bytes: u64| HeapProfile {
@@ -99,20 +95,12 @@ mod tests {
 
     #[test]
     fn samples_are_kept_and_counted_by_label_value() {
-        let profile = HeapProfile {
-            sample_period: 1,
-            total: Default::default(),
-            total_allocated: Default::default(),
-            stacks: vec![
-                stack(vec![0x1000, label_address(1)]),
-                stack(vec![0x2000]),
-                stack(vec![0x3000, label_address(1)]),
-            ],
-            mappings: Vec::new(),
-        };
         let mut sets = LabelSets::default();
         sets.insert(1, [("tenant", "acme")]);
-        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let analysis = crate::fixtures::labelled_analysis(
+            &[&[0x1000, label_address(1)], &[0x2000], &[0x3000, label_address(1)]],
+            &sets,
+        );
         assert_eq!(analysis.only_labelled("tenant", "acme").samples.len(), 2);
         assert_eq!(analysis.only_labelled("tenant", NO_LABEL).samples.len(), 1);
         let by_label = analysis.bytes_by_label();

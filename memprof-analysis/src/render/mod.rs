@@ -178,28 +178,15 @@ fn percent(part: f64, whole: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heap_profile::{HeapProfile, Stack};
+    use crate::fixtures::labelled_analysis;
     use crate::labels::{LabelSets, label_address};
-    use crate::{Binaries, NO_LABEL};
 
     #[test]
     fn a_split_puts_each_stack_under_its_value_and_keeps_the_totals() {
-        let stack = |addresses| Stack { addresses, objects: 1, bytes: 1024, allocated: Default::default() };
-        let profile = HeapProfile {
-            sample_period: 1,
-            total: Default::default(),
-            total_allocated: Default::default(),
-            stacks: vec![
-                stack(vec![0x1000, label_address(1)]),
-                stack(vec![0x2000]),
-                stack(vec![0x1000, label_address(2)]),
-            ],
-            mappings: Vec::new(),
-        };
         let mut sets = LabelSets::default();
         sets.insert(1, [("tenant", "acme")]);
         sets.insert(2, [("tenant", "initech"), ("route", "/")]);
-        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let analysis = labelled_analysis(&[&[0x1000, label_address(1)], &[0x2000], &[0x1000, label_address(2)]], &sets);
         let collapsed = |options: &RenderOptions| {
             String::from_utf8(Format::Collapsed.render(&analysis, None, options).unwrap()).unwrap()
         };
@@ -215,7 +202,7 @@ mod tests {
         assert_eq!(roots, [("tenant=(none)", "1024"), ("tenant=acme", "1024"), ("tenant=initech", "1024")]);
         assert_eq!(whole.lines().count(), 2, "unsplit, the two tenants' identical stacks are one:\n{whole}");
         let by_route = collapsed(&RenderOptions { by: Some("route".to_owned()), ..RenderOptions::default() });
-        assert!(by_route.starts_with(&format!("route={NO_LABEL};")), "{by_route}");
+        assert!(by_route.starts_with(&format!("route={};", crate::NO_LABEL)), "{by_route}");
         assert!(by_route.contains("\nroute=/;"), "{by_route}");
     }
 }
