@@ -48,7 +48,8 @@ enum Launch {
     Baseline(PathBuf),
     /// This benchmark in child mode, with `MALLOC_CONF`, sampling on or off, the stack walk
     /// (`MEMPROF_UNWINDER`, empty for the default), and whether each operation runs inside
-    /// `memprof::labels::with` or made-once `memprof::labels::Labels` (one of four tenants, in turn).
+    /// `memprof::labels::with` or made-once `memprof::labels::Labels` (one of four tenants in turn, or
+    /// always the same one).
     Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str, labelled: Labelling },
 }
 
@@ -122,6 +123,16 @@ fn main() {
             against: Some("lg 19"),
         },
         Configuration {
+            name: "lg 19 one Labels",
+            launch: Launch::Memprof {
+                malloc_conf: "lg_prof_sample:19",
+                sampling: true,
+                unwinder: "",
+                labelled: Labelling::MadeOnceOneTenant,
+            },
+            against: Some("lg 19"),
+        },
+        Configuration {
             name: "inactive labels",
             launch: Launch::Memprof { malloc_conf: "", sampling: false, unwinder: "", labelled: Labelling::ByValue },
             against: Some("inactive"),
@@ -185,8 +196,9 @@ fn main() {
     );
     println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive; lg 19 labels (every operation inside");
     println!("memprof::labels::with, one of four tenants in turn) and lg 19 Labels (the same four made once, as");
-    println!("memprof::labels::Labels) against lg 19; inactive labels and inactive Labels (the same, no run: what");
-    println!("labels cost a service between runs) against inactive. Each round measures every");
+    println!("memprof::labels::Labels) and lg 19 one Labels (one tenant only: as many stacks as unlabelled) against");
+    println!("lg 19; inactive labels and inactive Labels (the same, no run: what labels cost a service between runs)");
+    println!("against inactive. Each round measures every");
     println!("configuration once, in turn; a ratio is taken within a round, so a slower machine moment weighs on");
     println!("both sides of it. A spread wider than a difference means the difference is not measured.");
 }
@@ -319,7 +331,10 @@ fn child(configuration: &str) {
     let run = sampling.then(|| memprof::Run::start("overhead").expect("profiling is enabled"));
     let figures = match labelled {
         "by-value" => workloads::measure_for(workload, threads, workloads::workload_time(), &ByValue),
-        "made-once" => workloads::measure_for(workload, threads, workloads::workload_time(), &MadeOnce::new()),
+        "made-once" => workloads::measure_for(workload, threads, workloads::workload_time(), &MadeOnce::<4>::new()),
+        "made-once-one-tenant" => {
+            workloads::measure_for(workload, threads, workloads::workload_time(), &MadeOnce::<1>::new())
+        }
         _ => workloads::measure(workload, threads),
     };
     drop(run);
@@ -334,6 +349,9 @@ enum Labelling {
     ByValue,
     /// `memprof::labels::Labels` made once per tenant, entered per operation.
     MadeOnce,
+    /// The same, always for one tenant: the label's own price, without the stacks a label multiplies
+    /// (jemalloc keeps each labelled stack once per label set).
+    MadeOnceOneTenant,
 }
 
 impl Labelling {
@@ -342,6 +360,7 @@ impl Labelling {
             Labelling::None => "none",
             Labelling::ByValue => "by-value",
             Labelling::MadeOnce => "made-once",
+            Labelling::MadeOnceOneTenant => "made-once-one-tenant",
         }
     }
 }
@@ -359,18 +378,19 @@ impl workloads::Around for ByValue {
     }
 }
 
-/// Each operation inside one of four `memprof::labels::Labels` made once, in turn.
-struct MadeOnce([memprof::labels::Labels; 4]);
+/// Each operation inside one of the first `N` tenants' `memprof::labels::Labels`, made once, in turn (`N`
+/// a constant, so that choosing one costs what it costs unlabelled: a mask, not a division).
+struct MadeOnce<const N: usize>([memprof::labels::Labels; N]);
 
-impl MadeOnce {
+impl<const N: usize> MadeOnce<N> {
     fn new() -> Self {
-        Self(TENANTS.map(|tenant| memprof::labels::Labels::new(&[("tenant", tenant)])))
+        Self(std::array::from_fn(|tenant| memprof::labels::Labels::new(&[("tenant", TENANTS[tenant])])))
     }
 }
 
-impl workloads::Around for MadeOnce {
+impl<const N: usize> workloads::Around for MadeOnce<N> {
     #[inline(always)]
     fn run<F: FnMut()>(&self, number: u64, operation: &mut F) {
-        self.0[number as usize % 4].with(operation);
+        self.0[number as usize % N].with(operation);
     }
 }
