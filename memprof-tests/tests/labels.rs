@@ -271,6 +271,24 @@ fn a_task_instrumented_with_a_tracing_span_is_labelled_with_its_name_and_fields(
     }
 }
 
+/// With libgcc's walk (`MEMPROF_UNWINDER=libgcc`) memprof's hook wraps it, so samples carry their labels
+/// the same.
+#[test]
+fn samples_walked_by_libgcc_carry_their_labels_too() {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_UNWINDER", "libgcc").spawn();
+    let walk = &service.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    assert_eq!(walk["method"], "libgcc", "{walk}");
+    let id = finished_run(&service, &["service::open_session"]);
+    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}&by=tenant")).text();
+    let sessions: Vec<&str> = collapsed.lines().filter(|line| line.contains("service::open_session")).collect();
+    for tenant in ["acme", "initech"] {
+        let root = format!("tenant={tenant};");
+        assert!(sessions.iter().any(|stack| stack.starts_with(&root)), "{root}\n{collapsed}");
+    }
+    let labelled = |stack: &&str| ["tenant=acme;", "tenant=initech;"].iter().any(|root| stack.starts_with(root));
+    assert!(sessions.iter().all(labelled), "every session has its tenant:\n{collapsed}");
+}
+
 /// When the walk fills jemalloc's buffer (`prof_bt_max` frames), the allocator's frames are not among
 /// them (they are dropped as the walk goes) and the label takes the outermost frame's place instead of
 /// being dropped: a deep stack keeps its allocating function and its tenant.
