@@ -112,7 +112,7 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
 
 /// Each readable format rendered from one symbolized profile with `by=tenant` and without, its stacks from
 /// the user's code and whole: the median times of [`SPLIT_RENDERS`] renders each, their ratio, and the
-/// ratio of the outputs' sizes.
+/// ratios of the outputs' sizes and of what they draw ([`drawn`]).
 fn split_renders(raw: &Path, labels: &str) {
     const SPLIT_RENDERS: usize = 21;
     let profile = HeapProfile::parse(&std::fs::read_to_string(raw).unwrap()).unwrap();
@@ -129,7 +129,8 @@ fn split_renders(raw: &Path, labels: &str) {
                 started.elapsed()
             })
             .collect();
-        (median(times), format.render(&analysis, None, options).unwrap().len())
+        let output = format.render(&analysis, None, options).unwrap();
+        (median(times), output.len(), drawn(format, &output))
     };
     for full in [false, true] {
         let shown: usize = analysis.samples.iter().map(|sample| analysis.shown_frames(sample, full).len()).sum();
@@ -141,24 +142,35 @@ fn split_renders(raw: &Path, labels: &str) {
             shown as f64 / analysis.samples.len() as f64
         );
         println!(
-            "{:<16} {:<12} {:>14} {:>14} {:>9} {:>12}",
-            "", "format", "unsplit ms", "split ms", "ratio", "bytes ratio"
+            "{:<16} {:<12} {:>14} {:>14} {:>9} {:>12} {:>12}",
+            "", "format", "unsplit ms", "split ms", "ratio", "bytes ratio", "drawn ratio"
         );
         for format in [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph] {
             let unsplit = RenderOptions { full, ..RenderOptions::default() };
             let split = RenderOptions { by: Some("tenant".to_owned()), ..unsplit.clone() };
-            let ((unsplit_time, unsplit_bytes), (split_time, split_bytes)) =
+            let ((unsplit_time, unsplit_bytes, unsplit_drawn), (split_time, split_bytes, split_drawn)) =
                 (time(format, &unsplit), time(format, &split));
             println!(
-                "{:<16} {:<12} {:>14.3} {:>14.3} {:>9.2} {:>12.2}",
+                "{:<16} {:<12} {:>14.3} {:>14.3} {:>9.2} {:>12.2} {:>12.2}",
                 "",
                 format.name(),
                 millis(unsplit_time),
                 millis(split_time),
                 split_time.as_secs_f64() / unsplit_time.as_secs_f64(),
-                split_bytes as f64 / unsplit_bytes as f64
+                split_bytes as f64 / unsplit_bytes as f64,
+                split_drawn as f64 / unsplit_drawn as f64
             );
         }
+    }
+}
+
+/// What a rendered `output` draws: its rows (text, folded stacks), or its SVG groups (a flame graph's
+/// frames, a call graph's nodes and edges).
+fn drawn(format: Format, output: &[u8]) -> usize {
+    let output = String::from_utf8_lossy(output);
+    match format {
+        Format::FlameGraph | Format::Graph => output.matches("<g").count(),
+        _ => output.lines().count(),
     }
 }
 
