@@ -14,7 +14,8 @@
 //!   `%M`; jeprof's includes its `addr2line`, `nm` and `dot` children).
 //!
 //! - the price of a label split: each readable format rendered from the same symbolized profile of the
-//!   example service (which labels by tenant) with `by=tenant` and without, in this process.
+//!   example service (which labels by tenant) with `by=tenant` and without, in this process: the render
+//!   alone, and an endpoint's whole answer from the dump.
 //!
 //! Medians of several runs; the figures are printed, never asserted (the machine is noisy).
 
@@ -23,7 +24,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, LabelSets, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, LabelSets, RenderOptions};
 use memprof_tests::process::{Launch, Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 
@@ -112,25 +113,28 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
 
 /// Each readable format rendered from one symbolized profile with `by=tenant` and without, its stacks from
 /// the user's code and whole: the median times of [`SPLIT_RENDERS`] renders each, their ratio, and the
-/// ratios of the outputs' sizes and of what they draw ([`drawn`]).
+/// ratios of the outputs' sizes and of what they draw ([`drawn`]); then the same for an endpoint's whole
+/// answer to a profile not rendered yet: reading the dump, naming its frames (the symbol cache warm) and
+/// rendering.
 fn split_renders(raw: &Path, labels: &str) {
     const SPLIT_RENDERS: usize = 21;
-    let profile = HeapProfile::parse(&std::fs::read_to_string(raw).unwrap()).unwrap();
+    let dump = std::fs::read_to_string(raw).unwrap();
     let labels = LabelSets::parse(labels).unwrap();
     if labels.is_empty() {
         return;
     }
-    let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &labels);
-    let time = |format: Format, options: &RenderOptions| {
-        let times = (0..SPLIT_RENDERS)
-            .map(|_| {
-                let started = Instant::now();
-                std::hint::black_box(format.render(&analysis, None, options).unwrap());
-                started.elapsed()
-            })
-            .collect();
-        let output = format.render(&analysis, None, options).unwrap();
-        (median(times), output.len(), drawn(format, &output))
+    let binaries = Binaries::as_mapped();
+    let analysis = Analysis::of_dump(&dump, &binaries, &labels).unwrap();
+    let median_time = |work: &dyn Fn() -> Vec<u8>| {
+        median(
+            (0..SPLIT_RENDERS)
+                .map(|_| {
+                    let started = Instant::now();
+                    std::hint::black_box(work());
+                    started.elapsed()
+                })
+                .collect(),
+        )
     };
     for full in [false, true] {
         let shown: usize = analysis.samples.iter().map(|sample| analysis.shown_frames(sample, full).len()).sum();
@@ -142,23 +146,42 @@ fn split_renders(raw: &Path, labels: &str) {
             shown as f64 / analysis.samples.len() as f64
         );
         println!(
-            "{:<16} {:<12} {:>14} {:>14} {:>9} {:>12} {:>12}",
-            "", "format", "unsplit ms", "split ms", "ratio", "bytes ratio", "drawn ratio"
+            "{:<16} {:<12} {:>11} {:>9} {:>6} {:>12} {:>12} {:>10} {:>9} {:>6}",
+            "",
+            "format",
+            "unsplit ms",
+            "split ms",
+            "ratio",
+            "bytes ratio",
+            "drawn ratio",
+            "answer ms",
+            "split ms",
+            "ratio"
         );
         for format in [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph] {
             let unsplit = RenderOptions { full, ..RenderOptions::default() };
             let split = RenderOptions { by: Some("tenant".to_owned()), ..unsplit.clone() };
-            let ((unsplit_time, unsplit_bytes, unsplit_drawn), (split_time, split_bytes, split_drawn)) =
-                (time(format, &unsplit), time(format, &split));
+            let render = |options: &RenderOptions| format.render(&analysis, None, options).unwrap();
+            let answer = |options: &RenderOptions| {
+                let analysis = Analysis::of_dump(&dump, &binaries, &labels).unwrap();
+                format.render(&analysis, None, options).unwrap()
+            };
+            let (unsplit_output, split_output) = (render(&unsplit), render(&split));
+            let rendered = [&unsplit, &split].map(|options| median_time(&|| render(options)));
+            let answered = [&unsplit, &split].map(|options| median_time(&|| answer(options)));
+            let ratio = |[unsplit, split]: [Duration; 2]| split.as_secs_f64() / unsplit.as_secs_f64();
             println!(
-                "{:<16} {:<12} {:>14.3} {:>14.3} {:>9.2} {:>12.2} {:>12.2}",
+                "{:<16} {:<12} {:>11.3} {:>9.3} {:>6.2} {:>12.2} {:>12.2} {:>10.3} {:>9.3} {:>6.2}",
                 "",
                 format.name(),
-                millis(unsplit_time),
-                millis(split_time),
-                split_time.as_secs_f64() / unsplit_time.as_secs_f64(),
-                split_bytes as f64 / unsplit_bytes as f64,
-                split_drawn as f64 / unsplit_drawn as f64
+                millis(rendered[0]),
+                millis(rendered[1]),
+                ratio(rendered),
+                split_output.len() as f64 / unsplit_output.len() as f64,
+                drawn(format, &split_output) as f64 / drawn(format, &unsplit_output) as f64,
+                millis(answered[0]),
+                millis(answered[1]),
+                ratio(answered),
             );
         }
     }

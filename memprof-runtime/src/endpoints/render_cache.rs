@@ -1,4 +1,5 @@
-//! Profiles of finished runs, analyzed and rendered once each and cached while the run is kept.
+//! Profiles of finished runs, analyzed and rendered once each and cached while the run is kept; of the
+//! renders split or filtered by a label, only the few asked for last.
 //!
 //! A request for something being rendered waits for that render instead of starting its own; a render is
 //! an expensive job ([`super::jobs`]): when the bound is reached, a request for another one is told to come
@@ -28,32 +29,56 @@ struct Request {
 /// A value computed once, or the error computing it gave.
 type Computed<V, E> = Arc<OnceLock<Result<Arc<V>, E>>>;
 
-/// Values computed once per key; concurrent callers of the same key share one computation.
+/// Values computed once per key; concurrent callers of the same key share one computation. At most
+/// `capacity` are kept: past it, the one asked for least recently is forgotten (its callers still get it).
 struct OnceMap<K, V, E> {
-    cells: Mutex<HashMap<K, Computed<V, E>>>,
+    cells: Mutex<Cells<K, V, E>>,
+    capacity: usize,
+}
+
+/// The kept cells, each with the [`Cells::clock`] of its last use.
+struct Cells<K, V, E> {
+    by_key: HashMap<K, (Computed<V, E>, u64)>,
+    clock: u64,
 }
 
 impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
-    fn new() -> Self {
-        Self { cells: Mutex::new(HashMap::new()) }
+    fn new(capacity: usize) -> Self {
+        Self { cells: Mutex::new(Cells { by_key: HashMap::new(), clock: 0 }), capacity }
     }
 
     /// The value of `key`, computed by `compute` unless another caller did or is doing it. Errors are not
     /// kept: the next caller tries again.
     fn get(&self, key: &K, compute: impl FnOnce() -> Result<V, E>) -> Result<Arc<V>, E> {
-        let cell = Arc::clone(self.cells.lock().entry(key.clone()).or_default());
+        let cell = self.cell(key);
         let value = cell.get_or_init(|| compute().map(Arc::new)).clone();
         if value.is_err() {
             let mut cells = self.cells.lock();
-            if cells.get(key).is_some_and(|kept| Arc::ptr_eq(kept, &cell)) {
-                cells.remove(key);
+            if cells.by_key.get(key).is_some_and(|(kept, _)| Arc::ptr_eq(kept, &cell)) {
+                cells.by_key.remove(key);
             }
         }
         value
     }
 
+    /// `key`'s cell, made if there is none, marked as used now; the least recently used one is forgotten
+    /// when there are more than `capacity`.
+    fn cell(&self, key: &K) -> Computed<V, E> {
+        let mut cells = self.cells.lock();
+        cells.clock += 1;
+        let now = cells.clock;
+        let (cell, used) = cells.by_key.entry(key.clone()).or_default();
+        *used = now;
+        let cell = Arc::clone(cell);
+        if cells.by_key.len() > self.capacity {
+            let oldest = cells.by_key.iter().min_by_key(|(_, (_, used))| *used).map(|(key, _)| key.clone());
+            oldest.map(|oldest| cells.by_key.remove(&oldest));
+        }
+        cell
+    }
+
     fn retain(&self, keep: impl Fn(&K) -> bool) {
-        self.cells.lock().retain(|key, _| keep(key));
+        self.cells.lock().by_key.retain(|key, _| keep(key));
     }
 }
 
@@ -69,9 +94,15 @@ pub(crate) enum Failure {
 }
 
 /// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
-static ANALYSES: LazyLock<OnceMap<u64, Analysis, Failure>> = LazyLock::new(OnceMap::new);
+static ANALYSES: LazyLock<OnceMap<u64, Analysis, Failure>> = LazyLock::new(|| OnceMap::new(usize::MAX));
 /// The renders, by what was asked for; forgotten with the profiles they used.
-static RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> = LazyLock::new(OnceMap::new);
+static RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> = LazyLock::new(|| OnceMap::new(usize::MAX));
+/// How many renders split or filtered by a label are kept: their keys and values are the asker's choice,
+/// without bound, so only the latest few (the dashboard's split flame graph, shown again) are.
+const LABEL_RENDERS_KEPT: usize = 8;
+/// The renders split or filtered by a label asked for last; forgotten with the profiles they used.
+static LABEL_RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> =
+    LazyLock::new(|| OnceMap::new(LABEL_RENDERS_KEPT));
 
 /// `run`'s profile in `format` (the difference from `base` when given), rendered once for every caller
 /// asking at the same time and kept until the profile is evicted.
@@ -90,12 +121,9 @@ pub(crate) fn rendered(
         let base = base.map(analysis).transpose()?;
         format.render(&profile, base.as_deref(), options).map_err(|error| Failure::Failed(error.to_string()))
     };
-    // A label's key and value are the asker's choice, without bound: such renders are not kept.
-    if options.by.is_some() || options.label.is_some() {
-        return render().map(Arc::new);
-    }
     let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
-    RENDERED.get(&request, render)
+    let kept = if options.by.is_some() || options.label.is_some() { &LABEL_RENDERED } else { &RENDERED };
+    kept.get(&request, render)
 }
 
 /// The symbolized profile of `run`, for a summary of it: analysed once under a job permit, like a render.
@@ -115,7 +143,9 @@ fn listen_for_evictions() {
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
 fn forget(id: u64) {
     ANALYSES.retain(|analysed| *analysed != id);
-    RENDERED.retain(|request| request.run != id && request.base != Some(id));
+    for kept in [&RENDERED, &LABEL_RENDERED] {
+        kept.retain(|request| request.run != id && request.base != Some(id));
+    }
 }
 
 /// The symbolized profile of `run`, analysed once and kept until the profile is evicted.
@@ -142,7 +172,7 @@ mod tests {
 
     #[test]
     fn concurrent_callers_share_one_computation_and_errors_are_retried() {
-        let map: OnceMap<u32, u32, String> = OnceMap::new();
+        let map: OnceMap<u32, u32, String> = OnceMap::new(usize::MAX);
         let computed = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for _ in 0..8 {
@@ -159,5 +189,26 @@ mod tests {
         assert_eq!(computed.load(Ordering::SeqCst), 1);
         assert_eq!(map.get(&2, || Err("disk full".to_owned())), Err("disk full".to_owned()));
         assert_eq!(*map.get(&2, || Ok(3)).unwrap(), 3);
+    }
+
+    #[test]
+    fn past_its_capacity_the_least_recently_asked_for_is_forgotten() {
+        let map: OnceMap<u32, u32, String> = OnceMap::new(2);
+        let computed = AtomicUsize::new(0);
+        let get = |key| {
+            *map.get(&key, || {
+                computed.fetch_add(1, Ordering::SeqCst);
+                Ok(key * 10)
+            })
+            .unwrap()
+        };
+        assert_eq!((get(1), get(2), get(1)), (10, 20, 10));
+        assert_eq!(computed.load(Ordering::SeqCst), 2);
+        // 3 pushes out 2, asked for less recently than 1.
+        assert_eq!((get(3), get(1)), (30, 10));
+        assert_eq!(computed.load(Ordering::SeqCst), 3);
+        assert_eq!(get(2), 20);
+        assert_eq!(computed.load(Ordering::SeqCst), 4);
+        assert_eq!(map.cells.lock().by_key.len(), 2);
     }
 }
