@@ -72,7 +72,9 @@ impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
         let cell = Arc::clone(cell);
         if cells.by_key.len() > self.capacity {
             let oldest = cells.by_key.iter().min_by_key(|(_, (_, used))| *used).map(|(key, _)| key.clone());
-            oldest.map(|oldest| cells.by_key.remove(&oldest));
+            if let Some(oldest) = oldest {
+                cells.by_key.remove(&oldest);
+            }
         }
         cell
     }
