@@ -1,21 +1,26 @@
 //! memprof's one thread reading jemalloc's memory counters, once a second: each reading goes into the
 //! memory history (the dashboard's chart, [`crate::history`]) and, when they are armed, to the automatic
-//! dumps' watcher ([`crate::autodump`]).
+//! dumps' watcher ([`crate::autodump`]). The resident set by class ([`crate::memory`]) goes with a reading
+//! as often as reading it costs at most [`CLASSES_SHARE`] of a core: every second for a process of a few
+//! thousand mappings, less often for more.
 //!
 //! Started at start-up when the endpoints are on or automatic dumps are armed (before any run, so its
 //! birth is never sampled), and at most once.
 
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
 use memprof_wire::Reading;
 
-use crate::{autodump, history, jemalloc};
+use crate::{autodump, history, jemalloc, memory};
 
 /// How often the counters are read.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
+
+/// The share of one core that reading the classes may take.
+pub(crate) const CLASSES_SHARE: f64 = 0.005;
 
 /// Whether the reading thread runs.
 static STARTED: Mutex<bool> = Mutex::new(false);
@@ -28,10 +33,16 @@ pub(crate) fn start() -> std::io::Result<()> {
     }
     crate::threads::spawn("memprof-stats", || {
         history::reserve();
+        let mut classes_due = Instant::now();
         loop {
             if let Ok(counters) = jemalloc::heap_stats() {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
-                history::record(Reading { time, counters });
+                let now = Instant::now();
+                let classes = (now >= classes_due).then(|| memory::read().ok()).flatten().map(|reading| {
+                    classes_due = now + PERIOD.max(now.elapsed().div_f64(CLASSES_SHARE));
+                    reading.classified.bytes
+                });
+                history::record(Reading { time, counters, classes });
                 autodump::check(&counters);
             }
             thread::sleep(PERIOD);

@@ -55,7 +55,7 @@ mod tests {
     use super::*;
 
     fn reading(time: u64) -> Reading {
-        Reading { time, counters: memprof_wire::HeapCounters { allocated: 1, ..Default::default() } }
+        Reading { time, counters: memprof_wire::HeapCounters { allocated: 1, ..Default::default() }, classes: None }
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! # Ok::<(), memprof_runtime::Error>(())
 //! ```
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
-// `unsafe` only where jemalloc is called or its symbols exported (`jemalloc`, `malloc_conf`, `unwinder`), and
-// where the executable is mapped to be read (`allocator_code`, `executable`).
+// `unsafe` only where jemalloc is called or its symbols exported (`jemalloc`, `malloc_conf`, `unwinder`),
+// where the executable is mapped to be read (`allocator_code`, `executable`), and where the kernel is asked
+// which pages are resident (`memory::residency`).
 #![deny(unsafe_code)]
 // On other targets the crate is empty: the `memprof` facade says why (`compile_error!`).
 #![cfg(unix)]
@@ -32,6 +33,7 @@ mod http;
 mod jemalloc;
 pub mod labels;
 mod malloc_conf;
+mod memory;
 mod messages;
 #[cfg(feature = "http")]
 pub mod mounted;

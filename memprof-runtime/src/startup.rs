@@ -132,6 +132,8 @@ fn start_unsampled(options: Options) -> Guard {
         messages::warn("memprof::start was called again; only the first call counts");
         return Guard { owns_shutdown: false };
     }
+    // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded (`explain`).
+    crate::jemalloc::install_range_hooks();
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
     let parent = crate::storage::parent_directory();

@@ -32,6 +32,7 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Res
     let told = Arc::clone(&born);
     thread::Builder::new().name(name.to_owned()).spawn(move || {
         jemalloc::set_this_thread_sampled(false);
+        jemalloc::bind_this_thread_to_own_arena();
         *told.0.lock() = true;
         told.1.notify_all();
         drop(told);

@@ -66,6 +66,12 @@ pub mod paths {
     pub const METRICS: &str = "/metrics";
     /// Deletes the kept profiles of earlier processes (POST).
     pub const CLEAR_EARLIER: &str = "/memory-profiler/clear_earlier";
+    /// The process's resident memory accounted for, class by class, with a verdict: [`crate::Explanation`].
+    pub const EXPLAIN: &str = "/memory-profiler/explain";
+    /// Returns the pages jemalloc keeps freed to the system (POST): [`crate::Purged`].
+    pub const PURGE: &str = "/memory-profiler/purge";
+    /// Sets jemalloc's decay times and background thread (POST): [`crate::DecaySettings`].
+    pub const DECAY: &str = "/memory-profiler/decay";
 
     /// The download of a profile as `format` (`raw`, `text`, `pprof`, ...).
     pub fn download(format: &str) -> String {
@@ -472,7 +478,7 @@ pub struct Memory {
     pub readings: Vec<Reading>,
 }
 
-/// One reading of jemalloc's counters.
+/// One reading of jemalloc's counters, and of the process's memory classes when they were read then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reading {
     /// When, in Unix milliseconds.
@@ -480,7 +486,17 @@ pub struct Reading {
     /// The counters.
     #[serde(flatten)]
     pub counters: HeapCounters,
+    /// The resident set by class (`explain`'s leaves), when it was read at this time: readings are spaced
+    /// so that reading the kernel's per-mapping figures costs under 0.5 % of a core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassBytes>,
 }
+
+mod explain;
+pub use explain::{
+    ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, MemoryClass, Purged, Verdict,
+    VerdictKind, class,
+};
 
 #[cfg(test)]
 mod tests {

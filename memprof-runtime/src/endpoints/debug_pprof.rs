@@ -70,7 +70,7 @@ fn render(profile: &Analysis, options: &RenderOptions) -> Result<Vec<u8>, HttpEr
 }
 
 /// The heap now, symbolized: expensive work, for the holder of a permit.
-fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
+pub(super) fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
     let (mut file, name) = context.profiler.snapshot()?;
     let mut text = String::new();
     file.read_to_string(&mut text)

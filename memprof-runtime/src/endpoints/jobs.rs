@@ -1,9 +1,12 @@
 //! The one bound on expensive work: rendering a profile, symbolizing a live snapshot, answering a symbol
 //! lookup, printing jemalloc's statistics. At most [`MAX_JOBS`] run at once, whichever endpoint asks (so a
 //! burst of requests cannot take every core, nor the memory of many symbolizers); a request beyond is told
-//! to come back (503 with `Retry-After`), never queued. When a job ends, the memory it freed goes back to
-//! the system at once, so the program does not stay larger for having been profiled.
+//! to come back (503 with `Retry-After`), never queued. A job allocates from memprof's own arena (also when a
+//! mounted endpoint runs it on a thread of the program's), and when it ends that arena's freed pages go back
+//! to the system at once, so the program does not stay larger for having been profiled. The program's own
+//! arenas are never purged by a job: their freed pages are the program's, and only `POST purge` returns them.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::http::HttpError;
@@ -14,16 +17,26 @@ pub(crate) const MAX_JOBS: usize = 2;
 
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
-/// A right to do expensive work, held while it runs; dropping it returns the job's freed memory to the
+/// A right to do expensive work, held while it runs on one thread: while it is held the thread allocates
+/// from memprof's arena; dropping it puts the thread's arena back and returns the job's freed memory to the
 /// system.
-pub(crate) struct Permit(());
+pub(crate) struct Permit {
+    /// The arena the thread used before, put back at the end.
+    previous_arena: Option<u32>,
+    /// Dropped on the thread that acquired it (the arena binding is the thread's).
+    _same_thread: PhantomData<*const ()>,
+}
 
 impl Permit {
     /// A permit, unless [`MAX_JOBS`] are already out.
     pub(crate) fn acquire() -> Option<Permit> {
         let running = RUNNING.fetch_add(1, Ordering::SeqCst);
         if running < MAX_JOBS {
-            Some(Permit(()))
+            // Objects the thread's cache holds come from the arena it used: empty it so the job's
+            // allocations come from memprof's arena.
+            jemalloc::flush_this_thread_cache();
+            let previous_arena = jemalloc::own_arena().and_then(jemalloc::use_arena);
+            Some(Permit { previous_arena, _same_thread: PhantomData })
         } else {
             RUNNING.fetch_sub(1, Ordering::SeqCst);
             None
@@ -38,9 +51,15 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        RUNNING.fetch_sub(1, Ordering::SeqCst);
         jemalloc::flush_this_thread_cache();
-        jemalloc::release_unused_memory();
+        if let Some(previous) = self.previous_arena {
+            jemalloc::use_arena(previous);
+        }
+        if let Some(own) = jemalloc::own_arena() {
+            // Failing leaves memprof's freed pages to jemalloc's decay; nothing to tell anyone.
+            let _ = jemalloc::purge(own);
+        }
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

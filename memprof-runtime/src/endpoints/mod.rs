@@ -11,6 +11,7 @@ mod dashboard;
 mod debug_pprof;
 mod downloads;
 pub(crate) mod jobs;
+mod memory;
 mod metrics;
 pub(crate) mod render_cache;
 mod runs;
@@ -185,6 +186,12 @@ const ROUTES: &[Route] = &[
     get(paths::METRICS, &[], metrics::metrics),
     reading(paths::DEBUG_PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
     Route { methods: Methods::Post, ..get(paths::CLEAR_EARLIER, &[], runs::clear_earlier) },
+    get(paths::EXPLAIN, &[], memory::explain),
+    Route { methods: Methods::Post, ..get(paths::PURGE, &[], memory::purge) },
+    Route {
+        methods: Methods::Post,
+        ..get(paths::DECAY, &["dirty_ms", "muzzy_ms", "background_thread"], memory::decay)
+    },
 ];
 
 /// Whether `url` is the dashboard page: it holds no data, so it needs no token and may be opened from a

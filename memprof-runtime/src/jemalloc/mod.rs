@@ -11,6 +11,17 @@ use std::path::Path;
 
 use tikv_jemalloc_ctl::{raw, stats, stats_print};
 
+mod arena;
+mod extents;
+mod memory;
+
+#[cfg(test)]
+pub(crate) use memory::ArenaBytes;
+
+pub(crate) use arena::{bind_this_thread_to_own_arena, own_arena, use_arena};
+pub(crate) use extents::{install_range_hooks, range_hooks_installed, ranges};
+pub(crate) use memory::{BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings};
+
 /// What a failed `mallctl` call says (jemalloc returns an errno value).
 pub(crate) type CtlError = tikv_jemalloc_ctl::Error;
 
@@ -133,22 +144,25 @@ pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
     })
 }
 
-/// `arena.<MALLCTL_ARENAS_ALL>.purge`: returns the unused dirty pages of every arena to the system now,
-/// instead of after jemalloc's decay time (used after memprof's own large, short-lived work).
-pub(crate) fn release_unused_memory() {
-    /// `MALLCTL_ARENAS_ALL` (jemalloc.h): the index that names all arenas at once.
-    const NAME: &[u8] = b"arena.4096.purge\0";
-    // SAFETY: `arena.<i>.purge` is a void control: it takes no old or new value, so both pointers are
-    // NULL and both lengths 0, as jemalloc(3) requires; the name is NUL-terminated.
-    let _ = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            NAME.as_ptr().cast(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        )
+/// `MALLCTL_ARENAS_ALL` (jemalloc.h): the arena index that names all arenas at once.
+pub(crate) const ALL_ARENAS: u32 = 4096;
+
+/// `arena.<arena>.purge`: returns the unused dirty and muzzy pages of `arena` ([`ALL_ARENAS`] for every
+/// one) to the system now, instead of after jemalloc's decay time.
+pub(crate) fn purge(arena: u32) -> io::Result<()> {
+    void_control(&format!("arena.{arena}.purge"))
+}
+
+/// Calls a void control (one that takes no old or new value).
+fn void_control(name: &str) -> io::Result<()> {
+    let name = CString::new(name).expect("control names hold no NUL");
+    // SAFETY: the caller names a void control of jemalloc(3) (`arena.<i>.purge`, `thread.tcache.flush`): it
+    // takes no old or new value, so both pointers are NULL and both lengths 0, as jemalloc(3) requires;
+    // the name is NUL-terminated.
+    let code = unsafe {
+        tikv_jemalloc_sys::mallctl(name.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0)
     };
+    if code == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(code)) }
 }
 
 /// `thread.prof.active`: whether allocations made by the calling thread are sampled.
@@ -169,17 +183,8 @@ pub(crate) fn this_thread_sampled() -> Result<bool, CtlError> {
 /// `thread.tcache.flush`: hands the objects the calling thread's cache holds back to the arenas, so a
 /// thread that waits for its next job keeps none of the memory its last one used.
 pub(crate) fn flush_this_thread_cache() {
-    // SAFETY: `thread.tcache.flush` is a void control (no old or new value: NULL pointers, 0 lengths, as
-    // jemalloc(3) requires); it fails harmlessly with EFAULT when the thread has no cache.
-    let _ = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            c"thread.tcache.flush".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        )
-    };
+    // It fails harmlessly with EFAULT when the thread has no cache.
+    let _ = void_control("thread.tcache.flush");
 }
 
 /// Runs `work` with the calling thread's sampling off, then puts it back as it was.

@@ -1,0 +1,103 @@
+//! The process's memory explained (`explain`), and acting on it: returning freed pages (`purge`) and
+//! setting how jemalloc returns them (`decay`). Both actions are POST only: they change the program's memory.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use memprof_analysis::{Analysis, is_allocation_plumbing};
+use memprof_wire::{GrowingStack, Purged};
+
+use super::Context;
+use super::jobs::Permit;
+use crate::http::{HttpError, Query, Reply};
+use crate::{history, jemalloc, memory};
+
+/// How many stacks a leak verdict names.
+const STACKS_NAMED: usize = 5;
+
+/// `explain`: the resident set by class, the verdict and the figures behind them.
+pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> {
+    let _permit = Permit::or_busy()?;
+    let reading = memory::read().map_err(|error| HttpError::internal(format!("Cannot read the memory ({error})")))?;
+    // `memory::read` advanced jemalloc's epoch: the bins are of the same moment.
+    let bins = jemalloc::bins().unwrap_or_default();
+    let decay = jemalloc::decay_settings().ok();
+    let growth = memory::growth(&memory::live_readings(&history::ring().since(0)));
+    let stacks = match growth {
+        Some(_) if jemalloc::profiling_active().unwrap_or(false) => holders(&super::debug_pprof::snapshot(context)?),
+        _ => Vec::new(),
+    };
+    Ok(Reply::json(&memory::explanation(&reading, growth, stacks, &bins, decay.as_ref())))
+}
+
+/// The stacks holding the most live sampled bytes, grouped by the program's function that allocated
+/// (the first frame that is not the allocator's or a collection's plumbing).
+fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
+    let mut by_function: HashMap<&str, GrowingStack> = HashMap::new();
+    for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
+        let frames = analysis.shown_frames(sample, false);
+        let Some(site) = frames.iter().find(|frame| !is_allocation_plumbing(&frame.function)) else {
+            continue;
+        };
+        let holder = by_function.entry(&site.function).or_insert_with(|| GrowingStack {
+            function: site.function.to_string(),
+            frames: frames.iter().take(12).map(|frame| frame.function.to_string()).collect(),
+            bytes: 0.0,
+        });
+        holder.bytes += sample.bytes;
+    }
+    let mut holders: Vec<GrowingStack> = by_function.into_values().collect();
+    holders.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+    holders.truncate(STACKS_NAMED);
+    holders
+}
+
+/// `purge` (POST): returns every arena's freed pages to the system now; answers the resident set before and
+/// after.
+pub(super) fn purge(_: &Context, _: &Query) -> Result<Reply, HttpError> {
+    let rss = || memory::resident_set().map_err(|error| HttpError::internal(format!("Cannot read VmRSS ({error})")));
+    let before = rss()?;
+    let began = Instant::now();
+    jemalloc::purge(jemalloc::ALL_ARENAS)
+        .map_err(|error| HttpError::internal(format!("jemalloc refused to purge its arenas ({error})")))?;
+    let milliseconds = began.elapsed().as_secs_f64() * 1000.0;
+    let after = rss()?;
+    let message = format!(
+        "Returned {} to the system in {milliseconds:.1} ms (RSS {} -> {})",
+        memory::mib(before.saturating_sub(after)),
+        memory::mib(before),
+        memory::mib(after)
+    );
+    Ok(Reply::json(&Purged { rss_before_bytes: before, rss_after_bytes: after, milliseconds, message }))
+}
+
+/// The longest decay time `decay` sets: a day (-1, never, is allowed too).
+const LONGEST_DECAY_MS: i64 = 86_400_000;
+
+/// `decay` (POST): sets the dirty and muzzy decay times of every arena (`dirty_ms`, `muzzy_ms`) and the
+/// background threads (`background_thread`); answers the settings after.
+pub(super) fn decay(_: &Context, query: &Query) -> Result<Reply, HttpError> {
+    let time = |name: &str| -> Result<Option<i64>, HttpError> {
+        query
+            .get(name)
+            .map(|text| match text.parse::<i64>() {
+                Ok(ms) if (-1..=LONGEST_DECAY_MS).contains(&ms) => Ok(ms),
+                _ => Err(HttpError::bad_request(format!(
+                    "Invalid parameter '{name}': '{}' is not a decay time; give milliseconds from 0 to \
+                     {LONGEST_DECAY_MS}, or -1 for never",
+                    text.escape_debug()
+                ))),
+            })
+            .transpose()
+    };
+    let (dirty, muzzy) = (time("dirty_ms")?, time("muzzy_ms")?);
+    let background = query.get("background_thread").is_some().then(|| query.flag("background_thread")).transpose()?;
+    if dirty.is_none() && muzzy.is_none() && background.is_none() {
+        return Err(HttpError::bad_request(
+            "Nothing to set: give dirty_ms, muzzy_ms or background_thread (true or false)".to_owned(),
+        ));
+    }
+    let settings = jemalloc::set_decay_settings(dirty, muzzy, background)
+        .map_err(|error| HttpError::internal(format!("jemalloc refused the settings ({error})")))?;
+    Ok(Reply::json(&settings))
+}

@@ -1,0 +1,362 @@
+//! The verdict: which cause explains the resident set, with the figures and the fix. Pure, so each rule
+//! is tested on recorded readings.
+//!
+//! The rules, first that holds:
+//! 1. **leak**: over the memory history of the last [`LEAK_WINDOW_MS`] (at least [`LEAK_MIN_SPAN_MS`]
+//!    and [`LEAK_MIN_READINGS`] readings), live bytes rose by at least [`LEAK_MIN_BYTES`] and
+//!    [`LEAK_MIN_SHARE`] of where they began, steadily (at least 70 % of steps rising or flat, and the lowest
+//!    reading of the window's second half above a quarter of the rise), while jemalloc's other resident
+//!    bytes grew by less than half as much;
+//! 2. of **retention** (`heap/free`), **fragmentation** (`heap/unused`) and **outside_heap** (`stacks` +
+//!    `other`), the largest that reaches [`NOTABLE_BYTES`] and [`NOTABLE_SHARE`] of the resident set
+//!    (outside_heap: half of it);
+//! 3. otherwise **healthy**.
+
+use memprof_wire::{DecaySettings, GrowingStack, Verdict, VerdictKind, paths};
+
+use super::classes::Classified;
+use crate::jemalloc::BinUse;
+
+/// How far back the leak rule looks.
+pub(crate) const LEAK_WINDOW_MS: u64 = 300_000;
+/// The shortest history the leak rule judges.
+pub(crate) const LEAK_MIN_SPAN_MS: u64 = 10_000;
+/// The fewest readings the leak rule judges.
+pub(crate) const LEAK_MIN_READINGS: usize = 5;
+/// The smallest rise of live bytes called a leak.
+pub(crate) const LEAK_MIN_BYTES: u64 = 16 << 20;
+/// The smallest rise, as a share of the live bytes at the window's start.
+pub(crate) const LEAK_MIN_SHARE: f64 = 0.10;
+/// The smallest class a verdict names.
+pub(crate) const NOTABLE_BYTES: u64 = 32 << 20;
+/// The smallest share of the resident set a verdict names.
+pub(crate) const NOTABLE_SHARE: f64 = 0.25;
+
+/// One reading of the history, as the leak rule needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LiveReading {
+    /// Unix milliseconds.
+    pub(crate) time: u64,
+    /// Live bytes (`stats.allocated`).
+    pub(crate) allocated: u64,
+    /// jemalloc's other resident bytes (`stats.resident - stats.allocated`).
+    pub(crate) rest: u64,
+}
+
+/// How live bytes grew, when the leak rule holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Growth {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// Over how many seconds.
+    pub(crate) seconds: f64,
+}
+
+/// The leak rule over `history` (oldest first).
+pub(crate) fn growth(history: &[LiveReading]) -> Option<Growth> {
+    let last = history.last()?;
+    let window: Vec<&LiveReading> =
+        history.iter().filter(|reading| reading.time + LEAK_WINDOW_MS >= last.time).collect();
+    let first = window.first()?;
+    let span = last.time.saturating_sub(first.time);
+    if span < LEAK_MIN_SPAN_MS || window.len() < LEAK_MIN_READINGS {
+        return None;
+    }
+    let rise = last.allocated.checked_sub(first.allocated)?;
+    if rise < LEAK_MIN_BYTES || (rise as f64) < LEAK_MIN_SHARE * first.allocated as f64 {
+        return None;
+    }
+    let steps = window.windows(2).filter(|pair| pair[1].allocated >= pair[0].allocated).count();
+    let second_half_low = window[window.len() / 2..].iter().map(|reading| reading.allocated).min()?;
+    let steady = steps * 10 >= (window.len() - 1) * 7 && second_half_low >= first.allocated + rise / 4;
+    let rest_rise = last.rest.saturating_sub(first.rest);
+    (steady && rest_rise < rise / 2).then(|| Growth { bytes: rise, seconds: span as f64 / 1000.0 })
+}
+
+/// `12.3 MiB`.
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 { 0.0 } else { 100.0 * part as f64 / whole as f64 }
+}
+
+/// What the verdict is built from.
+pub(crate) struct Findings<'a> {
+    /// The resident set by class.
+    pub(crate) classified: &'a Classified,
+    /// The leak rule's answer.
+    pub(crate) growth: Option<Growth>,
+    /// The stacks holding the most live bytes, when sampling is on.
+    pub(crate) stacks: Vec<GrowingStack>,
+    /// Whether sampling is on.
+    pub(crate) sampling: bool,
+    /// Every small size class's use.
+    pub(crate) bins: &'a [BinUse],
+    /// jemalloc's purging settings.
+    pub(crate) decay: Option<&'a DecaySettings>,
+}
+
+/// The verdict of `findings`.
+pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
+    let b = &findings.classified.bytes;
+    let rss = b.rss;
+    let notable = |bytes: u64, share: f64| bytes >= NOTABLE_BYTES && percent(bytes, rss) >= share * 100.0;
+    if let Some(growth) = findings.growth {
+        return leak(growth, findings.stacks, findings.sampling);
+    }
+    let outside = b.stacks + b.other;
+    let candidates = [
+        (VerdictKind::Retention, b.free, notable(b.free, NOTABLE_SHARE)),
+        (VerdictKind::Fragmentation, b.unused, notable(b.unused, NOTABLE_SHARE)),
+        (VerdictKind::OutsideHeap, outside, notable(outside, 0.5)),
+    ];
+    let chosen = candidates.iter().filter(|candidate| candidate.2).max_by_key(|candidate| candidate.1);
+    let (summary, fix) = match chosen.map(|candidate| candidate.0) {
+        Some(VerdictKind::Retention) => retention(b.free, rss, findings.decay),
+        Some(VerdictKind::Fragmentation) => fragmentation(b.unused, rss, findings.bins),
+        Some(VerdictKind::OutsideHeap) => outside_heap(findings.classified),
+        _ => (
+            format!(
+                "RSS {}: live objects {:.0} %, nothing stands out (freed pages kept {}, unused space in pages {})",
+                mib(rss),
+                percent(b.objects, rss),
+                mib(b.free),
+                mib(b.unused)
+            ),
+            "Nothing to do.".to_owned(),
+        ),
+    };
+    Verdict { kind: chosen.map_or(VerdictKind::Healthy, |candidate| candidate.0), summary, fix, stacks: Vec::new() }
+}
+
+fn leak(growth: Growth, stacks: Vec<GrowingStack>, sampling: bool) -> Verdict {
+    let rate = growth.bytes as f64 / f64::from(1 << 20) / growth.seconds.max(1.0);
+    let summary = format!(
+        "live objects grew by {} in {:.0} s ({rate:.2} MiB/s), steadily, while the rest of the heap did not",
+        mib(growth.bytes),
+        growth.seconds
+    );
+    let fix = if stacks.is_empty() && !sampling {
+        format!(
+            "Sampling is off, so the growing code cannot be named: start a run during the growth \
+             (POST {}?duration=60s) and read the stacks holding live memory in its text download, or diff \
+             two runs' profiles.",
+            paths::START
+        )
+    } else if stacks.is_empty() {
+        "Sampling is on but no sampled stack holds live memory yet: look again in a minute.".to_owned()
+    } else {
+        let named: Vec<String> =
+            stacks.iter().take(3).map(|stack| format!("{} ({})", stack.function, mib(stack.bytes as u64))).collect();
+        format!(
+            "The stacks holding the most live memory sampled since sampling started: {}. Find what keeps these \
+             allocations alive (a cache without a bound, a map never pruned, tasks never joined).",
+            named.join(", ")
+        )
+    };
+    Verdict { kind: VerdictKind::Leak, summary, fix, stacks }
+}
+
+fn retention(free: u64, rss: u64, decay: Option<&DecaySettings>) -> (String, String) {
+    let summary = format!("jemalloc keeps {} of freed pages resident ({:.0} % of RSS)", mib(free), percent(free, rss));
+    let purge = format!("POST {} returns them now", paths::PURGE);
+    let fix = match decay {
+        Some(decay) if !decay.background_thread => format!(
+            "background_thread is off, so dirty pages decay (dirty_decay_ms={}) only when their arena is used \
+             again: {purge}; turn background_thread on (POST {}?background_thread=true, or \
+             `background_thread:true` in MALLOC_CONF) to return them within the decay time from now on.",
+            decay.dirty_decay_ms,
+            paths::DECAY
+        ),
+        Some(decay) => format!(
+            "background_thread is on and dirty pages decay over dirty_decay_ms={} ms: {purge}; lower the decay \
+             time (POST {}?dirty_ms=1000) to return them sooner.",
+            decay.dirty_decay_ms,
+            paths::DECAY
+        ),
+        None => format!("{purge}."),
+    };
+    (summary, fix)
+}
+
+fn fragmentation(unused: u64, rss: u64, bins: &[BinUse]) -> (String, String) {
+    let mut worst: Vec<&BinUse> = bins.iter().filter(|bin| bin.slab_bytes >= 1 << 20).collect();
+    worst.sort_by_key(|bin| std::cmp::Reverse(bin.slab_bytes.saturating_sub(bin.regions_used * bin.size)));
+    let named: Vec<String> = worst
+        .iter()
+        .take(3)
+        .map(|bin| {
+            format!(
+                "{} B: {:.0} % of {} of slabs used",
+                bin.size,
+                percent(bin.regions_used, bin.regions),
+                mib(bin.slab_bytes)
+            )
+        })
+        .collect();
+    let summary = format!(
+        "{} ({:.0} % of RSS) is free space inside pages jemalloc has in use{}",
+        mib(unused),
+        percent(unused, rss),
+        if named.is_empty() { String::new() } else { format!(": {}", named.join("; ")) }
+    );
+    let fix = "Few live objects pin whole slabs, and a purge cannot return them: copy long-lived survivors into \
+               fresh collections (shrink_to_fit, rebuild the map) or allocate objects that live long apart from \
+               short-lived ones of the same size."
+        .to_owned();
+    (summary, fix)
+}
+
+fn outside_heap(classified: &Classified) -> (String, String) {
+    let b = &classified.bytes;
+    if b.stacks >= b.other {
+        (
+            format!(
+                "{} threads hold {} of stack ({:.0} % of RSS), outside the heap",
+                classified.threads,
+                mib(b.stacks),
+                percent(b.stacks, b.rss)
+            ),
+            "Fewer threads, or smaller stacks (std::thread::Builder::stack_size, RUST_MIN_STACK, tokio's \
+             thread_stack_size); a stack keeps every page it ever touched."
+                .to_owned(),
+        )
+    } else {
+        (
+            format!(
+                "{} ({:.0} % of RSS) is anonymous memory outside jemalloc: direct mmaps or another allocator",
+                mib(b.other),
+                percent(b.other, b.rss)
+            ),
+            "Look for anonymous maps (mmap, memmap2's map_anon) and C libraries with their own malloc; \
+             /proc/<pid>/smaps lists the mappings by size."
+                .to_owned(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memprof_wire::ClassBytes;
+
+    const MIB: u64 = 1 << 20;
+
+    fn readings(allocated: impl Fn(u64) -> u64, rest: impl Fn(u64) -> u64) -> Vec<LiveReading> {
+        (0..20)
+            .map(|second| LiveReading {
+                time: 1_000_000 + second * 1000,
+                allocated: allocated(second),
+                rest: rest(second),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_rise_of_live_bytes_is_a_leak_and_a_spike_or_a_bounded_one_is_not() {
+        let steady = readings(|second| 100 * MIB + second * 2 * MIB, |_| 8 * MIB);
+        assert_eq!(growth(&steady), Some(Growth { bytes: 38 * MIB, seconds: 19.0 }));
+        let spike = readings(|second| if second == 19 { 200 * MIB } else { 100 * MIB }, |_| 8 * MIB);
+        assert_eq!(growth(&spike), None);
+        let small = readings(|second| 100 * MIB + second * MIB / 2, |_| 8 * MIB);
+        assert_eq!(growth(&small), None, "9.5 MiB is under the threshold");
+        let with_the_rest = readings(|second| 100 * MIB + second * 2 * MIB, |second| second * 2 * MIB);
+        assert_eq!(growth(&with_the_rest), None, "everything grew: load, not a leak");
+        assert_eq!(growth(&steady[..4]), None, "too short a history");
+    }
+
+    fn classified(bytes: ClassBytes) -> Classified {
+        Classified { bytes, profiling: 0, allocator_metadata: 0, threads: 67 }
+    }
+
+    fn judge(bytes: ClassBytes, bins: &[BinUse], decay: Option<&DecaySettings>) -> Verdict {
+        let classified = classified(bytes);
+        verdict(Findings { classified: &classified, growth: None, stacks: Vec::new(), sampling: false, bins, decay })
+    }
+
+    #[test]
+    fn retention_names_the_switch_that_is_off_and_the_purge() {
+        let decay = DecaySettings { dirty_decay_ms: 10_000, muzzy_decay_ms: 0, background_thread: false };
+        let verdict = judge(
+            ClassBytes { rss: 280 * MIB, free: 270 * MIB, objects: 5 * MIB, ..ClassBytes::default() },
+            &[],
+            Some(&decay),
+        );
+        assert_eq!(verdict.kind, VerdictKind::Retention);
+        assert_eq!(verdict.summary, "jemalloc keeps 270.0 MiB of freed pages resident (96 % of RSS)");
+        assert!(
+            verdict.fix.contains("background_thread is off") && verdict.fix.contains("dirty_decay_ms=10000"),
+            "{}",
+            verdict.fix
+        );
+        assert!(verdict.fix.contains("POST /memory-profiler/purge"), "{}", verdict.fix);
+    }
+
+    #[test]
+    fn fragmentation_names_the_size_classes_and_their_use() {
+        let bins = [
+            BinUse { size: 128, regions_used: 131_072, regions: 2_007_040, slab_bytes: 245 * MIB },
+            BinUse { size: 64, regions_used: 10, regions: 64, slab_bytes: 4096 },
+        ];
+        let verdict = judge(
+            ClassBytes { rss: 254 * MIB, unused: 229 * MIB, objects: 16 * MIB, ..ClassBytes::default() },
+            &bins,
+            None,
+        );
+        assert_eq!(verdict.kind, VerdictKind::Fragmentation);
+        assert!(verdict.summary.ends_with(": 128 B: 7 % of 245.0 MiB of slabs used"), "{}", verdict.summary);
+    }
+
+    #[test]
+    fn outside_heap_names_threads_or_mappings_and_small_figures_are_healthy() {
+        let stacks = judge(ClassBytes { rss: 80 * MIB, stacks: 66 * MIB, ..ClassBytes::default() }, &[], None);
+        assert_eq!(
+            (stacks.kind, stacks.summary.as_str()),
+            (VerdictKind::OutsideHeap, "67 threads hold 66.0 MiB of stack (82 % of RSS), outside the heap")
+        );
+        let mapped = judge(ClassBytes { rss: 140 * MIB, other: 128 * MIB, ..ClassBytes::default() }, &[], None);
+        assert!(
+            mapped.summary.starts_with("128.0 MiB (91 % of RSS) is anonymous memory outside jemalloc"),
+            "{}",
+            mapped.summary
+        );
+        let idle = judge(ClassBytes { rss: 12 * MIB, free: 6 * MIB, ..ClassBytes::default() }, &[], None);
+        assert_eq!(idle.kind, VerdictKind::Healthy);
+    }
+
+    #[test]
+    fn a_leak_names_its_stacks_or_says_how_to_find_them() {
+        let classified = classified(ClassBytes { rss: 200 * MIB, objects: 180 * MIB, ..ClassBytes::default() });
+        let growth = Some(Growth { bytes: 40 * MIB, seconds: 20.0 });
+        let stack = GrowingStack {
+            function: "explained::leak".into(),
+            frames: vec!["explained::leak".into()],
+            bytes: 38.0 * MIB as f64,
+        };
+        let named = verdict(Findings {
+            classified: &classified,
+            growth,
+            stacks: vec![stack],
+            sampling: true,
+            bins: &[],
+            decay: None,
+        });
+        assert_eq!(named.kind, VerdictKind::Leak);
+        assert_eq!(
+            named.summary,
+            "live objects grew by 40.0 MiB in 20 s (2.00 MiB/s), steadily, while the rest of the heap did not"
+        );
+        assert!(named.fix.contains("explained::leak (38.0 MiB)"), "{}", named.fix);
+        let unnamed = verdict(Findings {
+            classified: &classified,
+            growth,
+            stacks: Vec::new(),
+            sampling: false,
+            bins: &[],
+            decay: None,
+        });
+        assert!(unnamed.fix.starts_with("Sampling is off"), "{}", unnamed.fix);
+    }
+}
