@@ -1,0 +1,110 @@
+//! A program put into one known memory state, named by its argument, then idle (tests/explain.rs): each
+//! state is one cause `explain` must tell apart. It prints `explained: ready` once the state is reached.
+//!
+//! - `idle`: nothing beyond start-up;
+//! - `retention`: 256 MiB allocated in 64 KiB blocks, every byte written, then all freed;
+//! - `fragmentation`: 2 M objects of 128 B, then 15 of every 16 freed;
+//! - `threads`: 64 threads, each with 1 MiB of its stack written, parked;
+//! - `mmap`: a 128 MiB anonymous mapping, every page written;
+//! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
+//! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+const MIB: usize = 1 << 20;
+
+#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING")]
+fn main() {
+    let state = std::env::args().nth(1).unwrap_or_default();
+    let mut kept: Vec<Box<dyn std::any::Any>> = Vec::new();
+    match state.as_str() {
+        "idle" => {}
+        "retention" => drop(black_box(blocks(256 * MIB))),
+        "fragmentation" => kept.push(Box::new(fragmented())),
+        "threads" => kept.push(Box::new(threads(64))),
+        "mmap" => kept.push(Box::new(mapped(128 * MIB))),
+        "heap-and-mmap" => {
+            kept.push(Box::new(blocks(256 * MIB)));
+            kept.push(Box::new(mapped(128 * MIB)));
+        }
+        "leak" => {
+            println!("explained: ready");
+            let mut leaked = Vec::new();
+            loop {
+                leak_slowly(&mut leaked);
+                std::thread::sleep(Duration::from_millis(125));
+            }
+        }
+        other => panic!("explained: unknown state {other:?}"),
+    }
+    println!("explained: ready");
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        black_box(&kept);
+    }
+}
+
+/// `total` bytes in 64 KiB blocks, every byte written.
+fn blocks(total: usize) -> Vec<Vec<u8>> {
+    (0..total / (64 * 1024)).map(|_| vec![1u8; 64 * 1024]).collect()
+}
+
+/// 2 M objects of 128 B allocated in turn, of which every 16th is kept.
+fn fragmented() -> Vec<Box<[u8; 128]>> {
+    let all: Vec<Box<[u8; 128]>> = (0..2_000_000).map(|_| Box::new([1u8; 128])).collect();
+    all.into_iter().step_by(16).collect()
+}
+
+/// `count` threads, each having written 1 MiB of its stack (4 MiB of room: a debug build copies the array), parked for good.
+fn threads(count: usize) -> Vec<std::thread::JoinHandle<()>> {
+    let (ready, told) = std::sync::mpsc::channel();
+    let threads = (0..count)
+        .map(|_| {
+            let ready = ready.clone();
+            std::thread::Builder::new()
+                .stack_size(4 * MIB)
+                .spawn(move || {
+                    let stack = black_box([1u8; MIB]);
+                    black_box(&stack);
+                    ready.send(()).unwrap();
+                    loop {
+                        std::thread::park();
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..count {
+        told.recv().unwrap();
+    }
+    threads
+}
+
+/// An anonymous private mapping of `len` bytes outside any allocator, every page written.
+struct Mapped(&'static mut [u8]);
+
+fn mapped(len: usize) -> Mapped {
+    // SAFETY: a fresh anonymous private mapping, owned by the slice made from it and never unmapped
+    // (the program exits with it).
+    let bytes = unsafe {
+        let address = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(address, libc::MAP_FAILED, "mmap of {len} bytes");
+        std::slice::from_raw_parts_mut(address.cast::<u8>(), len)
+    };
+    bytes.fill(1);
+    Mapped(bytes)
+}
+
+/// Keeps 256 KiB more, every byte written.
+#[inline(never)]
+fn leak_slowly(leaked: &mut Vec<Vec<u8>>) {
+    leaked.push(vec![1u8; 256 * 1024]);
+}

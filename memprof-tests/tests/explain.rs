@@ -1,0 +1,168 @@
+//! `explain` on real processes in known memory states (src/bin/explained.rs): the leaves add up to the
+//! resident set, each state lands in its class, the verdict names its cause; the kernel's own figures are
+//! read here from `/proc/<pid>/status`, not taken from memprof.
+
+use std::time::{Duration, Instant};
+
+use memprof_tests::http;
+use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_wire::{Explanation, VerdictKind, class};
+
+const MIB: u64 = 1 << 20;
+
+fn explained(state: &str) -> Program {
+    let program = Launch::new(built_binary("explained"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .args([state])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    program
+}
+
+/// `VmRSS` of the program, as the kernel says it.
+fn kernel_rss(program: &Program) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", program.pid())).unwrap();
+    let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// `explain`, checked against the kernel's RSS read just before and after, and its leaves' sum.
+fn explain(program: &Program) -> Explanation {
+    let before = kernel_rss(program);
+    let explanation: Explanation = serde_json::from_value(program.get_json("/memory-profiler/explain")).unwrap();
+    let after = kernel_rss(program);
+    let rss = explanation.rss_bytes;
+    assert!(
+        rss + 2 * MIB >= before.min(after) && rss <= before.max(after) + 2 * MIB,
+        "explain's RSS {rss} against the kernel's {before} and {after}"
+    );
+    let leaves: u64 = explanation.leaves().iter().map(|leaf| leaf.bytes).sum();
+    assert_eq!(leaves, rss, "{explanation:#?}");
+    let ids: Vec<&str> = explanation.leaves().iter().map(|leaf| leaf.id.as_str()).collect();
+    assert_eq!(ids, class::LEAVES);
+    explanation
+}
+
+fn bytes(explanation: &Explanation, id: &str) -> u64 {
+    explanation.class(id).unwrap_or_else(|| panic!("no class {id}")).bytes
+}
+
+fn assert_near(explanation: &Explanation, id: &str, expected: u64) {
+    let got = bytes(explanation, id);
+    assert!(got.abs_diff(expected) * 20 <= expected, "{id}: {got} is not within 5 % of {expected}\n{explanation:#?}");
+}
+
+#[test]
+fn an_idle_service_is_healthy_and_accounts_for_nearly_everything() {
+    let program = explained("idle");
+    let explanation = explain(&program);
+    assert_eq!(explanation.verdict.kind, VerdictKind::Healthy, "{explanation:#?}");
+    assert!(bytes(&explanation, class::UNATTRIBUTED) * 100 <= explanation.rss_bytes, "{explanation:#?}");
+    assert!(bytes(&explanation, class::CODE) > 0 && bytes(&explanation, class::HEAP_OBJECTS) > 0);
+    let stacks = explanation.class(class::STACKS).unwrap();
+    assert!(stacks.count.unwrap() >= 2, "{stacks:?}");
+}
+
+#[test]
+fn freed_pages_kept_are_retention_and_a_purge_returns_them() {
+    let program = explained("retention");
+    let explanation = explain(&program);
+    assert_eq!(explanation.verdict.kind, VerdictKind::Retention, "{explanation:#?}");
+    assert!(bytes(&explanation, class::HEAP_FREE) >= 240 * MIB, "{explanation:#?}");
+    assert!(explanation.verdict.fix.contains("background_thread is off"), "{}", explanation.verdict.fix);
+    let refused = program.get("/memory-profiler/purge");
+    assert_eq!(refused.status, 405, "a GET never purges");
+    every_get_and_render(&program);
+    assert!(kernel_rss(&program) >= 240 * MIB, "the GETs and renders left the program's freed pages resident");
+    let purged = http::request(program.address(), "POST", "/memory-profiler/purge");
+    assert_eq!(purged.status, 200, "{}", purged.text());
+    let purged: memprof_wire::Purged = serde_json::from_value(purged.json()).unwrap();
+    assert!(purged.rss_before_bytes - purged.rss_after_bytes >= 200 * MIB, "{purged:?}");
+    assert!(kernel_rss(&program) < purged.rss_before_bytes - 200 * MIB);
+    assert_eq!(explain(&program).verdict.kind, VerdictKind::Healthy);
+}
+
+/// Every GET endpoint, and every render of a profile.
+fn every_get_and_render(program: &Program) {
+    let run = http::request(program.address(), "POST", "/memory-profiler/start?duration=1mins");
+    assert_eq!(run.status, 200, "{}", run.text());
+    assert_eq!(http::request(program.address(), "POST", "/memory-profiler/stop").status, 200);
+    for path in [
+        "/memory-profiler/",
+        "/memory-profiler/state",
+        "/memory-profiler/memory",
+        "/memory-profiler/statistics",
+        "/memory-profiler/statistics?format=json",
+        "/memory-profiler/explain",
+        "/memory-profiler/download/raw",
+        "/memory-profiler/download/text",
+        "/memory-profiler/download/graph",
+        "/memory-profiler/download/flamegraph",
+        "/memory-profiler/download/collapsed",
+        "/memory-profiler/download/pprof",
+        "/debug/pprof/heap",
+        "/memory-profiler/pprof/heap",
+        "/memory-profiler/pprof/cmdline",
+        "/debug/pprof/allocs",
+        "/debug/pprof/symbol",
+        "/metrics",
+    ] {
+        let response = program.get(path);
+        assert_eq!(response.status, 200, "GET {path}: {}", response.text());
+    }
+}
+
+#[test]
+fn thinly_used_slabs_are_fragmentation_named_by_size_class() {
+    let program = explained("fragmentation");
+    let explanation = explain(&program);
+    assert_eq!(explanation.verdict.kind, VerdictKind::Fragmentation, "{explanation:#?}");
+    assert!(bytes(&explanation, class::HEAP_UNUSED) >= 180 * MIB, "{explanation:#?}");
+    assert!(explanation.verdict.summary.contains(": 128 B: 6 % of "), "{}", explanation.verdict.summary);
+}
+
+#[test]
+fn thread_stacks_are_outside_the_heap_with_their_count() {
+    let program = explained("threads");
+    let explanation = explain(&program);
+    assert_eq!(explanation.verdict.kind, VerdictKind::OutsideHeap, "{explanation:#?}");
+    let stacks = explanation.class(class::STACKS).unwrap();
+    assert!(stacks.bytes >= 64 * MIB && stacks.count >= Some(65), "{stacks:?}");
+    assert!(explanation.verdict.summary.contains(" threads hold "), "{}", explanation.verdict.summary);
+}
+
+#[test]
+fn a_direct_mapping_is_other() {
+    let program = explained("mmap");
+    let explanation = explain(&program);
+    assert_eq!(explanation.verdict.kind, VerdictKind::OutsideHeap, "{explanation:#?}");
+    assert_near(&explanation, class::OTHER, 128 * MIB);
+}
+
+#[test]
+fn heap_and_a_mapping_together_are_told_apart_within_five_percent() {
+    let program = explained("heap-and-mmap");
+    let explanation = explain(&program);
+    assert_near(&explanation, class::HEAP_OBJECTS, 256 * MIB);
+    assert_near(&explanation, class::OTHER, 128 * MIB);
+}
+
+#[test]
+fn a_steady_leak_with_sampling_on_names_the_growing_function() {
+    let program = explained("leak");
+    let started = http::request(program.address(), "POST", "/memory-profiler/start?duration=5mins");
+    assert_eq!(started.status, 200, "{}", started.text());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let explanation = loop {
+        let explanation = explain(&program);
+        if explanation.verdict.kind == VerdictKind::Leak || Instant::now() > deadline {
+            break explanation;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(explanation.verdict.kind, VerdictKind::Leak, "{explanation:#?}");
+    let named = &explanation.verdict.stacks[0];
+    assert!(named.function.ends_with("leak_slowly"), "{:#?}", explanation.verdict);
+    assert!(explanation.verdict.fix.contains("leak_slowly"), "{}", explanation.verdict.fix);
+}
