@@ -26,6 +26,11 @@ impl Ring {
         self.readings.push_back(reading);
     }
 
+    /// The newest resident set by class, when one was read.
+    pub(crate) fn latest_classes(&self) -> Option<memprof_wire::ClassBytes> {
+        self.readings.iter().rev().find_map(|reading| reading.classes)
+    }
+
     /// The readings taken after `time` (all of them with 0), oldest first.
     pub(crate) fn since(&self, time: u64) -> Vec<Reading> {
         let first_newer = self.readings.partition_point(|reading| reading.time <= time);

@@ -36,6 +36,31 @@ fn metrics_are_prometheus_text_that_promtool_accepts() {
     assert_eq!(value("memprof_runs_finished_total"), 1.0);
     assert_eq!(value("memprof_profiles_kept"), 1.0);
     assert_eq!(value("memprof_sample_period_bytes"), 524288.0);
+    let classes: Vec<(&str, f64)> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("memprof_memory_bytes{class=\""))
+        .map(|line| {
+            let (class, value) = line.split_once("\"} ").unwrap();
+            (class, value.parse().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = classes.iter().map(|(class, _)| *class).collect();
+    assert_eq!(
+        names,
+        [
+            "heap/objects",
+            "heap/unused",
+            "heap/free",
+            "heap/metadata",
+            "heap/profiler",
+            "stacks",
+            "code",
+            "files",
+            "other",
+            "unattributed"
+        ]
+    );
+    assert_eq!(classes.iter().map(|(_, bytes)| bytes).sum::<f64>(), value("memprof_resident_set_bytes"));
     let Some(promtool) = tools::find("promtool", "prometheus") else { return };
     let scratch = Scratch::new("promtool");
     let file = scratch.join("metrics.txt");

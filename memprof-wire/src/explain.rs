@@ -251,6 +251,31 @@ pub struct ClassBytes {
     pub unattributed: u64,
 }
 
+impl ClassBytes {
+    /// Each class with its bytes, in the order of [`class::LEAVES`] (the two metadata leaves as one,
+    /// `heap/metadata`); they add up to [`ClassBytes::rss`].
+    ///
+    /// ```
+    /// let bytes = memprof_wire::ClassBytes { rss: 3, objects: 2, other: 1, ..Default::default() };
+    /// let sum: u64 = bytes.by_class().iter().map(|(_, bytes)| bytes).sum();
+    /// assert_eq!((bytes.by_class()[0], sum), (("heap/objects", 2), 3));
+    /// ```
+    pub fn by_class(&self) -> [(&'static str, u64); 10] {
+        [
+            (class::HEAP_OBJECTS, self.objects),
+            (class::HEAP_UNUSED, self.unused),
+            (class::HEAP_FREE, self.free),
+            (class::HEAP_METADATA, self.metadata),
+            (class::HEAP_PROFILER, self.profiler),
+            (class::STACKS, self.stacks),
+            (class::CODE, self.code),
+            (class::FILES, self.files),
+            (class::OTHER, self.other),
+            (class::UNATTRIBUTED, self.unattributed),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

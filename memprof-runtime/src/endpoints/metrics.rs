@@ -1,4 +1,5 @@
-//! `/metrics`: jemalloc's memory counters and the profiler's state in Prometheus's text format (0.0.4).
+//! `/metrics`: jemalloc's memory counters, the resident set by class (the memory history's newest) and the
+//! profiler's state in Prometheus's text format (0.0.4).
 
 use std::fmt::Write;
 
@@ -9,6 +10,20 @@ use crate::jemalloc;
 /// `/metrics`.
 pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let mut text = String::new();
+    if let Some(classes) = crate::history::ring().latest_classes() {
+        let name = "memprof_memory_bytes";
+        let _ = write!(
+            text,
+            "# HELP {name} The process's resident set by class (see /memory-profiler/explain); the classes add up to \
+             memprof_resident_set_bytes.\n# TYPE {name} gauge\n"
+        );
+        for (class, bytes) in classes.by_class() {
+            let _ = writeln!(text, "{name}{{class=\"{class}\"}} {bytes}");
+        }
+        let name = "memprof_resident_set_bytes";
+        let help = "The process's resident set, as the kernel counts it (the sum of smaps' Rss).";
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}\n", classes.rss);
+    }
     let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
     };
