@@ -11,6 +11,7 @@
 mod analyze;
 mod client;
 mod duration;
+mod memory;
 mod output;
 mod remote;
 mod terminal;

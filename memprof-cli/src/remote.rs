@@ -9,10 +9,11 @@ use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use memprof_analysis::Format;
-use memprof_wire::{CurrentRun, EarlierProcess, RunAnswer, Started, State, paths};
+use memprof_wire::{CurrentRun, DecaySettings, EarlierProcess, Explanation, Purged, RunAnswer, Started, State, paths};
 
 use crate::Failure;
 use crate::client::{Answer, Client};
+use crate::memory::{describe_decay, describe_explanation, describe_purged};
 use crate::output::{self, Content};
 use crate::terminal::for_terminal;
 
@@ -65,6 +66,23 @@ pub(crate) enum Remote {
     Earlier,
     /// Delete the profiles kept from earlier processes.
     ClearEarlier,
+    /// The process's resident memory class by class (adding up to what the kernel counts), with a verdict
+    /// (leak, fragmentation, retention, outside the heap, healthy) and the fix.
+    Explain,
+    /// Return the freed pages jemalloc keeps to the system now; prints the RSS before and after.
+    Purge,
+    /// Set how jemalloc returns freed pages: decay times and background threads (prints the settings).
+    Decay {
+        /// Milliseconds a freed page stays dirty before it is returned (-1: never).
+        #[arg(long, allow_hyphen_values = true)]
+        dirty_ms: Option<i64>,
+        /// Milliseconds a page stays muzzy (lazily freed) before it is returned (-1: never).
+        #[arg(long, allow_hyphen_values = true)]
+        muzzy_ms: Option<i64>,
+        /// Whether background threads return freed pages on a timer.
+        #[arg(long)]
+        background_thread: Option<bool>,
+    },
     /// What grew from run BASE to run ID.
     Diff {
         /// The earlier run.
@@ -146,6 +164,20 @@ impl Remote {
             Remote::Earlier => print_or(json, &client.get(paths::STATE)?, |state: State| {
                 describe_earlier(&state.memory_profiler.earlier_processes)
             }),
+            Remote::Explain => print_or(json, &client.get(paths::EXPLAIN)?, |explanation: Explanation| {
+                describe_explanation(&explanation)
+            }),
+            Remote::Purge => print_or(json, &client.post(paths::PURGE)?, |purged: Purged| describe_purged(&purged)),
+            Remote::Decay { dirty_ms, muzzy_ms, background_thread } => {
+                let settings = [
+                    dirty_ms.map(|ms| format!("dirty_ms={ms}")),
+                    muzzy_ms.map(|ms| format!("muzzy_ms={ms}")),
+                    background_thread.map(|on| format!("background_thread={on}")),
+                ];
+                let query: Vec<String> = settings.into_iter().flatten().collect();
+                let path = format!("{}?{}", paths::DECAY, query.join("&"));
+                print_or(json, &client.post(&path)?, |settings: DecaySettings| describe_decay(&settings))
+            }
             Remote::ClearEarlier => {
                 print_or(json, &client.post(paths::CLEAR_EARLIER)?, |answer: RunAnswer| answer.message)
             }

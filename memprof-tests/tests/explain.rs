@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use memprof_tests::http;
-use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::process::{Launch, Program, built_binary, memprof_tool};
 use memprof_wire::{Explanation, VerdictKind, class};
 
 const MIB: u64 = 1 << 20;
@@ -165,4 +165,34 @@ fn a_steady_leak_with_sampling_on_names_the_growing_function() {
     let named = &explanation.verdict.stacks[0];
     assert!(named.function.ends_with("leak_slowly"), "{:#?}", explanation.verdict);
     assert!(explanation.verdict.fix.contains("leak_slowly"), "{}", explanation.verdict.fix);
+}
+
+#[test]
+fn the_cli_explains_purges_and_sets_decay() {
+    let program = explained("retention");
+    let (code, out, err) = memprof_tool(&program, &["explain"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("RSS "), "{out}");
+    assert!(out.contains("\n    heap/free ") && out.contains("\nVerdict: retention: jemalloc keeps "), "{out}");
+    assert!(out.contains("\nFix: background_thread is off"), "{out}");
+    let (code, out, _) = memprof_tool(&program, &["--json", "explain"]);
+    assert_eq!(code, 0);
+    let explanation: Explanation = serde_json::from_str(&out).unwrap();
+    assert_eq!(explanation.verdict.kind, VerdictKind::Retention);
+    let (code, out, err) = memprof_tool(&program, &["purge"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("Returned ") && out.contains(" to the system in "), "{out}");
+    let (code, out, err) = memprof_tool(&program, &["decay", "--dirty-ms", "1000", "--background-thread", "true"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "dirty pages are returned after 1000 ms, muzzy pages after 0 ms; background threads are on\n");
+    let (code, out, _) = memprof_tool(&program, &["decay", "--dirty-ms", "-1"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "dirty pages are returned never, muzzy pages after 0 ms; background threads are on\n")
+    );
+    let refused = http::request(program.address(), "POST", "/memory-profiler/decay?dirty_ms=soon");
+    assert_eq!(refused.status, 400);
+    assert!(refused.text().contains("Invalid parameter 'dirty_ms': 'soon' is not a decay time"), "{}", refused.text());
+    assert_eq!(http::request(program.address(), "POST", "/memory-profiler/decay").status, 400);
+    assert_eq!(program.get("/memory-profiler/decay?dirty_ms=0").status, 405);
 }

@@ -1,0 +1,97 @@
+//! `explain`, `purge` and `decay` for a person: the resident set class by class with its shares, the
+//! verdict and its fix; what a purge returned; the purging settings.
+
+use memprof_wire::{DecaySettings, Explanation, MemoryClass, Purged};
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// The class tree with sizes and shares of the resident set, then the verdict, its fix and the container.
+///
+/// ```ignore
+/// println!("{}", describe_explanation(&client.get(paths::EXPLAIN)?.parse()?));
+/// ```
+pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
+    let mut lines = vec![format!("RSS {}, class by class (the leaves add up to it):", mib(explanation.rss_bytes))];
+    fn walk(classes: &[MemoryClass], depth: usize, rss: u64, lines: &mut Vec<String>) {
+        for class in classes {
+            let name = match class.count {
+                Some(count) => format!("{} ({count} threads)", class.id),
+                None => class.id.clone(),
+            };
+            let share = if rss == 0 { 0.0 } else { 100.0 * class.bytes as f64 / rss as f64 };
+            let indent = "  ".repeat(depth + 1);
+            lines.push(format!(
+                "{indent}{name:<width$} {:>11} {share:>5.1} %",
+                mib(class.bytes),
+                width = 34 - 2 * depth
+            ));
+            walk(&class.children, depth + 1, rss, lines);
+        }
+    }
+    walk(&explanation.classes, 0, explanation.rss_bytes, &mut lines);
+    let verdict = &explanation.verdict;
+    let kind = serde_json::to_value(verdict.kind).ok().and_then(|kind| kind.as_str().map(str::to_owned));
+    lines.push(String::new());
+    lines.push(format!("Verdict: {}: {}", kind.unwrap_or_default(), verdict.summary));
+    for stack in &verdict.stacks {
+        lines.push(format!("  {} {}", mib(stack.bytes.max(0.0) as u64), stack.frames.join(" <- ")));
+    }
+    lines.push(format!("Fix: {}", verdict.fix));
+    if let Some(container) = &explanation.container {
+        lines.push(format!("Container: {}", container.summary));
+    }
+    lines.join("\n")
+}
+
+/// What a purge returned.
+pub(crate) fn describe_purged(purged: &Purged) -> String {
+    purged.message.clone()
+}
+
+/// jemalloc's purging settings.
+pub(crate) fn describe_decay(settings: &DecaySettings) -> String {
+    let time = |ms: i64| if ms < 0 { "never".to_owned() } else { format!("after {ms} ms") };
+    format!(
+        "dirty pages are returned {}, muzzy pages {}; background threads are {}",
+        time(settings.dirty_decay_ms),
+        time(settings.muzzy_decay_ms),
+        if settings.background_thread { "on" } else { "off" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memprof_wire::{Verdict, VerdictKind};
+
+    #[test]
+    fn the_tree_shows_sizes_shares_and_the_verdict() {
+        let leaf = |id: &str, bytes: u64| MemoryClass { id: id.into(), bytes, count: None, children: Vec::new() };
+        let explanation = Explanation {
+            rss_bytes: 400 << 20,
+            classes: vec![
+                MemoryClass { children: vec![leaf("heap/free", 300 << 20)], ..leaf("heap", 300 << 20) },
+                MemoryClass { count: Some(3), ..leaf("stacks", 100 << 20) },
+            ],
+            verdict: Verdict {
+                kind: VerdictKind::Retention,
+                summary: "jemalloc keeps 300.0 MiB of freed pages resident (75 % of RSS)".into(),
+                fix: "POST /memory-profiler/purge returns them now.".into(),
+                stacks: Vec::new(),
+            },
+            evidence: Vec::new(),
+            container: None,
+        };
+        assert_eq!(
+            describe_explanation(&explanation),
+            "RSS 400.0 MiB, class by class (the leaves add up to it):\n  \
+             heap                                 300.0 MiB  75.0 %\n    \
+             heap/free                          300.0 MiB  75.0 %\n  \
+             stacks (3 threads)                   100.0 MiB  25.0 %\n\n\
+             Verdict: retention: jemalloc keeps 300.0 MiB of freed pages resident (75 % of RSS)\n\
+             Fix: POST /memory-profiler/purge returns them now."
+        );
+    }
+}
