@@ -193,6 +193,41 @@ async fn with_a_token_the_dashboard_asks_for_it_and_then_works() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn the_dashboard_explains_retention_stacks_the_classes_and_purges_on_request() {
+    let program = memprof_tests::process::Launch::new(memprof_tests::process::built_binary("explained"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .args(["retention"])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let Some((_driver, client)) = open_dashboard(&program).await else { return };
+
+    let verdict = "return document.getElementById('verdict').dataset.kind === 'retention' \
+                   && document.getElementById('verdict').textContent;";
+    let verdict = wait_for(&client, "the retention verdict", verdict).await;
+    assert!(verdict.as_str().unwrap().starts_with("retention: jemalloc keeps "), "{verdict}");
+    let fix = client.find(Locator::Id("fix")).await.unwrap().text().await.unwrap();
+    assert!(fix.contains("background_thread is off"), "{fix}");
+    wait_for(
+        &client,
+        "the stacked classes",
+        "return document.querySelector('#classes-chart polygon[data-series=free]');",
+    )
+    .await;
+    let legend = client.find(Locator::Id("classes-legend")).await.unwrap().text().await.unwrap();
+    assert!(legend.contains("free ") && legend.contains("objects ") && legend.contains("unattributed "), "{legend}");
+    screenshot(&client, "dashboard-explained").await;
+
+    client.find(Locator::Id("purge")).await.unwrap().click().await.unwrap();
+    let purged = "return document.getElementById('message').textContent.startsWith('Returned ') \
+                  && document.getElementById('message').textContent;";
+    wait_for(&client, "the purge's answer", purged).await;
+    wait_for(&client, "the healthy verdict", "return document.getElementById('verdict').dataset.kind === 'healthy';")
+        .await;
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn with_profiling_disabled_the_dashboard_says_so_and_offers_no_run() {
     let service = Program::service().env("MALLOC_CONF", "prof:false").spawn();
     let Some((_driver, client)) = open_dashboard(&service).await else { return };

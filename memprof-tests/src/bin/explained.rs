@@ -7,7 +7,8 @@
 //! - `threads`: 64 threads, each with 1 MiB of its stack written, parked;
 //! - `mmap`: a 128 MiB anonymous mapping, every page written;
 //! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
-//! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever.
+//! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever;
+//! - `mappings N`: N more mappings of one page each (the explain benchmark, benches/explain.rs).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -27,6 +28,10 @@ fn main() {
         "heap-and-mmap" => {
             kept.push(Box::new(blocks(256 * MIB)));
             kept.push(Box::new(mapped(128 * MIB)));
+        }
+        "mappings" => {
+            let count = std::env::args().nth(2).and_then(|count| count.parse().ok()).expect("mappings N");
+            kept.push(Box::new(many_mappings(count)));
         }
         "leak" => {
             println!("explained: ready");
@@ -83,26 +88,37 @@ fn threads(count: usize) -> Vec<std::thread::JoinHandle<()>> {
     threads
 }
 
-/// An anonymous private mapping of `len` bytes outside any allocator, every page written; kept for its
-/// pages, never read.
-struct Mapped(#[allow(dead_code)] &'static mut [u8]);
+/// An anonymous private mapping outside any allocator.
+struct Mapped(&'static mut [u8]);
 
+/// A mapping of `len` bytes, every page written.
 fn mapped(len: usize) -> Mapped {
+    let mapped = map(len, libc::PROT_READ | libc::PROT_WRITE);
+    mapped.0.fill(1);
+    mapped
+}
+
+/// `count` one-page mappings, read-only and writable in turn so the kernel cannot merge neighbours.
+fn many_mappings(count: usize) -> Vec<Mapped> {
+    let page = 4096;
+    let mut maps: Vec<Mapped> = (0..count)
+        .map(|index| map(page, if index % 2 == 0 { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE }))
+        .collect();
+    for writable in maps.iter_mut().skip(1).step_by(2) {
+        writable.0.fill(1);
+    }
+    maps
+}
+
+/// An anonymous private mapping of `len` bytes with `protection`, not touched.
+fn map(len: usize, protection: libc::c_int) -> Mapped {
     // SAFETY: a fresh anonymous private mapping, owned by the slice made from it and never unmapped
     // (the program exits with it).
     let bytes = unsafe {
-        let address = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
+        let address = libc::mmap(std::ptr::null_mut(), len, protection, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
         assert_ne!(address, libc::MAP_FAILED, "mmap of {len} bytes");
         std::slice::from_raw_parts_mut(address.cast::<u8>(), len)
     };
-    bytes.fill(1);
     Mapped(bytes)
 }
 
