@@ -9,7 +9,12 @@
 //! For each size: the answer's wall time (median, lowest and highest of 15), the reading's own time as the
 //! answer reports it (evidence "reading took (ms)", median), the peak extra RSS while answering (peak RSS
 //! reset through `/proc/<pid>/clear_refs` before each request), and the `memprof-stats` thread's CPU time
-//! over 20 s from `/proc/<pid>/task/<tid>/stat`. Figures are printed, never asserted.
+//! over 20 s from `/proc/<pid>/task/<tid>/stat`.
+//!
+//! Then what jemalloc's background threads change (the measurement behind keeping them off by default):
+//! the `retention` state (256 MiB written in 64 KiB blocks, then freed) with `background_thread` off and on,
+//! RSS when the state is reached and 15 s later, the process's CPU share over those 15 s and its threads.
+//! Figures are printed, never asserted.
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +30,36 @@ fn main() {
     for count in [100, 1_000, 10_000] {
         measure(count);
     }
+    println!();
+    println!(
+        "{:>18} {:>14} {:>14} {:>16} {:>8}",
+        "background_thread", "RSS ready MiB", "RSS +15 s MiB", "process % core", "threads"
+    );
+    for on in [false, true] {
+        background_threads(on);
+    }
+}
+
+/// The retention state with jemalloc's background threads `on` or not.
+fn background_threads(on: bool) {
+    let program = Launch::new(built_binary("explained"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MALLOC_CONF", format!("background_thread:{on}"))
+        .args(["retention"])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let ready = status_number(&program, "VmRSS");
+    let process = std::path::PathBuf::from(format!("/proc/{}", program.pid()));
+    let share = cpu_share(&process, Duration::from_secs(15));
+    println!(
+        "{:>18} {:>14.1} {:>14.1} {:>16.3} {:>8}",
+        on,
+        ready as f64 / 1024.0,
+        status_number(&program, "VmRSS") as f64 / 1024.0,
+        share * 100.0,
+        status_number(&program, "Threads")
+    );
 }
 
 fn measure(count: usize) {
@@ -38,12 +73,12 @@ fn measure(count: usize) {
     let mut readings = Vec::new();
     let mut peaks = Vec::new();
     for _ in 0..ANSWERS {
-        let before = status_kilobytes(&program, "VmRSS");
+        let before = status_number(&program, "VmRSS");
         std::fs::write(format!("/proc/{}/clear_refs", program.pid()), "5").expect("reset the peak RSS");
         let began = Instant::now();
         let explanation = program.get_json("/memory-profiler/explain");
         answers.push(began.elapsed());
-        peaks.push(status_kilobytes(&program, "VmHWM").saturating_sub(before));
+        peaks.push(status_number(&program, "VmHWM").saturating_sub(before));
         let took = explanation["evidence"]
             .as_array()
             .unwrap()
@@ -75,8 +110,13 @@ fn sampler_share(program: &Program, window: Duration) -> f64 {
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .find(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|name| name.trim() == "memprof-stats"))
         .expect("the memprof-stats thread");
+    cpu_share(&stats_thread, window)
+}
+
+/// The CPU time of the process or thread at `task` (a `/proc` directory) over `window`, as a share of a core.
+fn cpu_share(task: &std::path::Path, window: Duration) -> f64 {
     let ticks = || {
-        let stat = std::fs::read_to_string(stats_thread.join("stat")).unwrap();
+        let stat = std::fs::read_to_string(task.join("stat")).unwrap();
         // stat(5) after the command's closing parenthesis, numbers only (the state letter is skipped): from
         // ppid (field 4) on, so utime (14) and stime (15) are the 11th and 12th.
         let fields: Vec<u64> =
@@ -89,7 +129,8 @@ fn sampler_share(program: &Program, window: Duration) -> f64 {
     (ticks() - before) as f64 / ticks_per_second / began.elapsed().as_secs_f64()
 }
 
-fn status_kilobytes(program: &Program, field: &str) -> u64 {
+/// A number of `/proc/<pid>/status` (kB for sizes).
+fn status_number(program: &Program, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", program.pid())).unwrap();
     let line = status.lines().find(|line| line.starts_with(field)).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()

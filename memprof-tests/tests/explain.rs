@@ -196,3 +196,29 @@ fn the_cli_explains_purges_and_sets_decay() {
     assert_eq!(http::request(program.address(), "POST", "/memory-profiler/decay").status, 400);
     assert_eq!(program.get("/memory-profiler/decay?dirty_ms=0").status, 405);
 }
+
+/// README's `memprof explain` session is what the tool prints for a program in the same state: the same
+/// classes in the same order, the same verdict and fix (figures aside), the same purge message.
+#[test]
+fn the_readmes_explain_session_is_what_the_tool_prints() {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let session: Vec<&str> = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("$ memprof explain"))
+        .take_while(|line| !line.starts_with("```"))
+        .collect();
+    let purge = session.iter().position(|line| *line == "$ memprof purge").expect("README purges");
+    let program = explained("retention");
+    let (_, explained_now, _) = memprof_tool(&program, &["explain"]);
+    let shape = |line: &str| -> String {
+        // A line without its figures: words only.
+        line.split_whitespace().filter(|word| !word.starts_with(|c: char| c.is_ascii_digit() || c == '(')).collect()
+    };
+    let printed: Vec<String> =
+        explained_now.lines().filter(|line| !line.starts_with("Container: ")).map(shape).collect();
+    let shown: Vec<String> = session[1..purge].iter().map(|line| shape(line)).collect();
+    assert_eq!(printed, shown);
+    let (_, purged, _) = memprof_tool(&program, &["purge"]);
+    assert_eq!(shape(&purged), shape(session[purge + 1]));
+}
