@@ -87,13 +87,15 @@ fn analysis(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> A
     analysis
 }
 
-/// The addresses to look up for a stack: the allocation site as it is, each return address moved back
-/// into its call instruction, the label frame left out.
+/// The addresses to look up for a stack: each moved back into its call instruction, the label frame left
+/// out. Every address of a stack is a return address, the first too (jemalloc's walk and memprof's start
+/// above the allocator's entry): at the address itself is the instruction after the call, which may belong
+/// to another inlined function or line (where a call ends an inlined range, as binutils' `addr2line` shows
+/// when given the address minus one).
 fn probes(addresses: &[u64]) -> Vec<u64> {
     code_addresses(addresses)
         .iter()
-        .enumerate()
-        .map(|(position, &address)| if position == 0 { address } else { address.saturating_sub(1) })
+        .map(|&address| if label_id(address).is_some() { address } else { address.saturating_sub(1) })
         .collect()
 }
 
@@ -133,8 +135,8 @@ mod tests {
     }
 
     #[test]
-    fn return_addresses_are_looked_up_in_their_call_and_the_label_frame_is_left_out() {
-        assert_eq!(probes(&[0x1000, 0x2000, label_address(3)]), [0x1000, 0x1fff]);
+    fn every_return_address_is_looked_up_in_its_call_and_the_label_frame_is_left_out() {
+        assert_eq!(probes(&[0x1000, 0x2000, label_address(3)]), [0xfff, 0x1fff]);
         assert_eq!(probes(&[label_address(3)]), [label_address(3)]);
         assert_eq!(probes(&[]), Vec::<u64>::new());
     }
@@ -158,7 +160,7 @@ mod tests {
             .iter()
             .map(|sample| sample.locations.iter().map(|&location| analysis.locations[location].address).collect())
             .collect();
-        assert_eq!(addresses, [vec![0x1000], vec![label_address(2)], vec![0x1000]]);
+        assert_eq!(addresses, [vec![0xfff], vec![label_address(2)], vec![0xfff]]);
         assert_eq!(analysis.locations.len(), 2, "one location per address");
     }
 }

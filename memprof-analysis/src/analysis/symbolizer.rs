@@ -1,13 +1,14 @@
 //! Addresses to functions, files and lines, for one binary at a time.
 //!
-//! The binary is memory-mapped, never read whole: `addr2line` parses the DWARF units that the requested
-//! addresses fall in and nothing else, and everything is released when [`resolve`] returns. Without DWARF the
+//! The binary is memory-mapped, never read whole: `addr2line` reads every unit's header and address ranges,
+//! and the lines and functions only of the units the requested addresses fall in; everything is released
+//! when [`resolve`] returns. Without DWARF the
 //! symbol table gives the function; without either, the caller shows `module+offset`. Split debug info is
 //! found as gdb finds it (see [`super::debug_file`]). Results are cached per binary and address, so the
 //! next profile of the same process opens the binary only for addresses it has not seen.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -138,8 +139,6 @@ struct DwarfSections<'data, 'file> {
     binary: &'file object::File<'data>,
     /// Each section of [`READ`], decompressed on first use.
     sections: [OnceCell<Option<Cow<'data, [u8]>>>; READ.len()],
-    /// `.debug_info` up to the end of the last unit looked up, when the section is compressed.
-    info_prefix: OnceCell<Option<Vec<u8>>>,
     endian: gimli::RunTimeEndian,
     /// A section refused for its claimed size, said in the profile's notes.
     refused: Cell<Option<String>>,
@@ -164,7 +163,7 @@ const READ: [&str; 10] = [
 impl<'data, 'file> DwarfSections<'data, 'file> {
     fn load(binary: &'file object::File<'data>) -> Self {
         let endian = if binary.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-        Self { binary, sections: Default::default(), info_prefix: OnceCell::new(), endian, refused: Cell::new(None) }
+        Self { binary, sections: Default::default(), endian, refused: Cell::new(None) }
     }
 
     fn has_dwarf(&self) -> bool {
@@ -182,91 +181,30 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         data.as_deref()
     }
 
-    /// The frames of each address (empty where DWARF knows nothing). Addresses are grouped by the
-    /// compilation unit `.debug_aranges` puts them in, and each unit is parsed alone: the cost is that of the
-    /// units the addresses are in, not of the whole program. Without `.debug_aranges`, all units are
-    /// indexed (addr2line's own way).
+    /// The frames of each address (empty where DWARF knows nothing), from one addr2line context over the
+    /// whole `.debug_info`, as binutils' `addr2line` reads it: a unit's inlined functions may be defined in
+    /// another unit (`DW_FORM_ref_addr`, which fat LTO makes common), and many units have no
+    /// `.debug_aranges` entry, so neither the units nor the ranges can be taken one at a time. addr2line
+    /// parses unit headers and ranges up front and each unit's lines and functions only when an address
+    /// falls in it.
     fn resolve(&self, addresses: &[Option<u64>], short_names: &mut ShortNames, names: &mut Names) -> Vec<Vec<Frame>> {
         let mut frames = vec![Vec::new(); addresses.len()];
         if !self.has_dwarf() {
             return frames;
         }
-        let units = self.unit_ranges();
-        if units.is_empty() {
-            if let Some(context) = self.context(None) {
-                for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
-                    *frames =
-                        address.map(|address| dwarf_frames(&context, address, short_names, names)).unwrap_or_default();
-                }
-            }
-            return frames;
-        }
-        let mut by_unit: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for (index, address) in addresses.iter().enumerate() {
-            let unit = address.and_then(|address| {
-                let after = units.partition_point(|&(start, _, _)| start <= address);
-                units[..after].iter().rev().find(|&&(_, end, _)| address < end).map(|&(_, _, unit)| unit)
-            });
-            if let Some(unit) = unit {
-                by_unit.entry(unit).or_default().push(index);
-            }
-        }
-        let last_unit = by_unit.keys().next_back().copied().unwrap_or(0);
-        for (unit, indices) in by_unit {
-            let Some(context) = self.context(Some((unit, last_unit))) else { continue };
-            for index in indices {
-                if let Some(address) = addresses[index] {
-                    frames[index] = dwarf_frames(&context, address, short_names, names);
-                }
+        if let Some(context) = self.context() {
+            for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
+                *frames =
+                    address.map(|address| dwarf_frames(&context, address, short_names, names)).unwrap_or_default();
             }
         }
         frames
     }
 
-    /// `.debug_aranges`: (start, end, offset of the unit in `.debug_info`), by start.
-    fn unit_ranges(&self) -> Vec<(u64, u64, usize)> {
-        let aranges = gimli::DebugAranges::new(self.section(".debug_aranges").unwrap_or_default(), self.endian);
-        let mut ranges = Vec::new();
-        let mut headers = aranges.headers();
-        while let Ok(Some(header)) = headers.next() {
-            let unit = header.debug_info_offset().0;
-            let mut entries = header.entries();
-            while let Ok(Some(entry)) = entries.next() {
-                let range = entry.range();
-                if range.end > range.begin {
-                    ranges.push((range.begin, range.end, unit));
-                }
-            }
-        }
-        ranges.sort_unstable();
-        ranges
-    }
-
-    /// An addr2line context over one unit (the one at the first offset in `.debug_info`, the second being
-    /// that of the last unit to be looked up), or over all of them.
-    fn context(&self, unit: Option<(usize, usize)>) -> Option<addr2line::Context<Reader<'_>>> {
-        let info = match unit {
-            Some((_, last)) => self.info_up_to_unit(last)?,
-            None => self.section(".debug_info")?,
-        };
-        let unit = unit.map(|(offset, _)| offset);
-        let info = match unit {
-            Some(offset) => {
-                let header =
-                    gimli::DebugInfo::new(info, self.endian).header_from_offset(gimli::DebugInfoOffset(offset)).ok()?;
-                info.get(offset..offset.checked_add(header.length_including_self())?)?
-            }
-            None => info,
-        };
+    /// An addr2line context over the whole of the binary's DWARF.
+    fn context(&self) -> Option<addr2line::Context<Reader<'_>>> {
         let dwarf = gimli::Dwarf::load(|id| -> Result<Reader<'_>, gimli::Error> {
-            let data = match id {
-                gimli::SectionId::DebugInfo => info,
-                // Its offsets are those of the whole `.debug_info`; a one-unit context finds its ranges in
-                // the unit itself.
-                gimli::SectionId::DebugAranges if unit.is_some() => &[],
-                id => self.section(id.name()).unwrap_or_default(),
-            };
-            Ok(gimli::EndianSlice::new(data, self.endian))
+            Ok(gimli::EndianSlice::new(self.section(id.name()).unwrap_or_default(), self.endian))
         })
         .ok()?;
         addr2line::Context::from_dwarf(dwarf).ok()
@@ -301,34 +239,6 @@ impl<'data> DwarfSections<'data, '_> {
             object::CompressionFormat::Zlib => inflate_prefix(compressed.data, claimed).map(Cow::Owned),
             _ => compressed.decompress().ok(),
         }
-    }
-
-    /// `.debug_info` at least up to the end of the unit at `last`: where the section is zlib-compressed
-    /// (separate debug files often are), only that much of it is inflated.
-    fn info_up_to_unit(&self, last: usize) -> Option<&[u8]> {
-        let compressed = self.binary.section_by_name(".debug_info")?.compressed_data().ok()?;
-        if compressed.format != object::CompressionFormat::Zlib {
-            return self.section(".debug_info");
-        }
-        let prefix = self.info_prefix.get_or_init(|| {
-            let whole = usize::try_from(compressed.uncompressed_size).ok()?;
-            let limit = inflation_limit(compressed.data.len());
-            if whole > limit {
-                self.refused.set(Some(format!(
-                    "its section .debug_info claims {whole} bytes inflated from {} compressed, more than the {limit} memprof inflates; it was not read",
-                    compressed.data.len()
-                )));
-                return None;
-            }
-            // A unit starts with its length (4 bytes, or 12 in 64-bit DWARF): it says where the unit ends.
-            let start = inflate_prefix(compressed.data, (last + 12).min(whole))?;
-            let (length, format) =
-                gimli::Reader::read_initial_length(&mut gimli::EndianSlice::new(start.get(last..)?, self.endian))
-                    .ok()?;
-            let end = last.saturating_add(usize::from(format.initial_length_size())).saturating_add(length);
-            inflate_prefix(compressed.data, end.min(whole))
-        });
-        prefix.as_deref()
     }
 }
 

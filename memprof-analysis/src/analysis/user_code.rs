@@ -9,7 +9,8 @@
 //!
 //! Then a stack starts at the outermost frame of the program's own code: the frames of the libraries that
 //! called it (a web framework's routing, middleware and connection handling: axum, tower, hyper) are cut
-//! too. DWARF's file paths tell whose code a frame is: Rust's standard library is built under `/rustc/`,
+//! too, and so are libraries' frames between two of the program's (the routing between a middleware and
+//! its handler). DWARF's file paths tell whose code a frame is: Rust's standard library is built under `/rustc/`,
 //! dependencies from crates.io or git are compiled from cargo's `registry/` and `git/` directories; any
 //! other Rust source is the program's (its workspace, path dependencies included).
 
@@ -60,6 +61,17 @@ pub(crate) fn cut<T>(frames: &mut Vec<T>, describe: impl Fn(&T) -> (&str, Option
     }
     if let Some(outermost) = frames.iter().rposition(|frame| is_the_programs(describe(frame).1)) {
         frames.truncate(outermost + 1);
+        // Between the program's innermost and outermost frames, others' frames are folded too (a web
+        // framework's routing between a middleware and its handler, a span's `Instrumented::poll` between
+        // a connection task and what it runs); those between the allocation and the program's innermost
+        // frame (a collection growing, a serializer writing) stay: they say how the program allocated.
+        let innermost = frames.iter().position(|frame| is_the_programs(describe(frame).1)).unwrap_or(outermost);
+        let mut index = 0;
+        frames.retain(|frame| {
+            let keep = index <= innermost || index >= outermost || is_the_programs(describe(frame).1);
+            index += 1;
+            keep
+        });
     }
 }
 
@@ -196,12 +208,27 @@ mod tests {
         let names: Vec<&str> = frames.iter().map(|frame| frame.0).collect();
         assert_eq!(
             names,
-            [
-                "serde_json::de::from_str",
-                "app::sessions::new_session",
-                "<serde_json::Deserializer as Deserializer>::deserialize_map",
-                "app::routes::put_item::{{closure}}",
-            ]
+            ["serde_json::de::from_str", "app::sessions::new_session", "app::routes::put_item::{{closure}}"],
+            "the library frames between the program's are folded, those below its innermost stay"
+        );
+        // A middleware and its handler, with axum's routing between them.
+        let next = format!("{registry}/axum-0.8.4/src/middleware/from_fn.rs");
+        let tower = format!("{registry}/tower-0.5.2/src/util/oneshot.rs");
+        let mut frames = vec![
+            ("alloc::vec::Vec<T>::push", Some("/rustc/59807616e1fa/library/alloc/src/vec/mod.rs")),
+            ("app::handlers::list::{{closure}}", Some("/srv/app/src/handlers.rs")),
+            ("<axum::routing::route::RouteFuture<E> as Future>::poll", Some(axum.as_str())),
+            ("<tower::util::oneshot::Oneshot<S,Req> as Future>::poll", Some(tower.as_str())),
+            ("axum::middleware::from_fn::Next::run::{{closure}}", Some(next.as_str())),
+            ("app::middleware::timing::{{closure}}", Some("/srv/app/src/middleware.rs")),
+            ("<axum::routing::route::RouteFuture<E> as Future>::poll", Some(axum.as_str())),
+            ("tokio::runtime::task::core::Core<T,S>::poll", None),
+        ];
+        cut(&mut frames, |&(name, file)| (name, file));
+        let names: Vec<&str> = frames.iter().map(|frame| frame.0).collect();
+        assert_eq!(
+            names,
+            ["alloc::vec::Vec<T>::push", "app::handlers::list::{{closure}}", "app::middleware::timing::{{closure}}"]
         );
         // Without the program's own files (no DWARF), nothing more is cut.
         let mut unknown =

@@ -2,7 +2,9 @@
 //! setting how jemalloc returns them (`decay`). Both actions are POST only: they change the program's memory.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use memprof_analysis::{Analysis, is_allocation_plumbing};
 use memprof_wire::{GrowingStack, Purged};
@@ -10,10 +12,21 @@ use memprof_wire::{GrowingStack, Purged};
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply};
+use crate::memory::Holders;
 use crate::{history, jemalloc, memory};
 
 /// How many stacks a leak verdict names.
 const STACKS_NAMED: usize = 5;
+
+/// How many functions' live sampled bytes a baseline keeps (the most first).
+const BASELINE_FUNCTIONS: usize = 1024;
+
+/// The youngest baseline growth is measured against, and the oldest kept.
+const BASELINE_AGES: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(300));
+
+/// The live sampled bytes by allocating function of an earlier `explain` with sampling on, and when: what a
+/// leak's growth by function is measured against.
+static BASELINE: Mutex<Option<(Instant, HashMap<String, f64>)>> = Mutex::new(None);
 
 /// `explain`: the resident set by class, the verdict and the figures behind them.
 pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> {
@@ -23,9 +36,18 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let bins = jemalloc::bins().unwrap_or_default();
     let decay = jemalloc::decay_settings().ok();
     let growth = memory::growth(&memory::live_readings(&history::ring().since(0)));
+    // The heap is snapshotted only for a leak, and only while sampling is on: the first such answer names
+    // the stacks holding the most, the next ones (2 s on) what grew since it.
     let stacks = match growth {
-        Some(_) if jemalloc::profiling_active().unwrap_or(false) => holders(&super::debug_pprof::snapshot(context)?),
-        _ => Vec::new(),
+        _ if !jemalloc::profiling_active().unwrap_or(false) => {
+            *BASELINE.lock() = None;
+            Holders::default()
+        }
+        Some(_) => {
+            let holders = holders(&super::debug_pprof::snapshot(context)?);
+            grown_since_baseline(&holders).unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None })
+        }
+        None => Holders::default(),
     };
     Ok(Reply::json(&memory::explanation(&reading, growth, stacks, &bins, decay.as_ref())))
 }
@@ -48,8 +70,36 @@ fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
     }
     let mut holders: Vec<GrowingStack> = by_function.into_values().collect();
     holders.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-    holders.truncate(STACKS_NAMED);
     holders
+}
+
+/// The first [`STACKS_NAMED`] of `stacks`.
+fn top(mut stacks: Vec<GrowingStack>) -> Vec<GrowingStack> {
+    stacks.truncate(STACKS_NAMED);
+    stacks
+}
+
+/// How `holders` grew since the baseline, when it is old enough; keeps `holders` as the baseline when there
+/// is none yet or it is too old.
+fn grown_since_baseline(holders: &[GrowingStack]) -> Option<Holders> {
+    let mut baseline = BASELINE.lock();
+    let grown = baseline.as_ref().filter(|(taken, _)| taken.elapsed() >= BASELINE_AGES.0).map(|(taken, before)| {
+        let mut stacks: Vec<GrowingStack> = holders
+            .iter()
+            .map(|stack| GrowingStack {
+                bytes: stack.bytes - before.get(&stack.function).copied().unwrap_or(0.0),
+                ..stack.clone()
+            })
+            .filter(|stack| stack.bytes > 0.0)
+            .collect();
+        stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+        Holders { stacks: top(stacks), grown_over: Some(taken.elapsed().as_secs_f64()) }
+    });
+    if baseline.as_ref().is_none_or(|(taken, _)| taken.elapsed() >= BASELINE_AGES.1) {
+        let kept = holders.iter().take(BASELINE_FUNCTIONS).map(|stack| (stack.function.clone(), stack.bytes));
+        *baseline = Some((Instant::now(), kept.collect()));
+    }
+    grown.filter(|grown| !grown.stacks.is_empty())
 }
 
 /// `purge` (POST): returns every arena's freed pages to the system now; answers the resident set before and

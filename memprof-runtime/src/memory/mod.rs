@@ -19,10 +19,10 @@ mod verdict;
 use std::io;
 use std::time::Instant;
 
-use memprof_wire::{DecaySettings, Evidence, Explanation, GrowingStack, Reading};
+use memprof_wire::{DecaySettings, Evidence, Explanation, Reading};
 
 pub(crate) use classes::Classified;
-pub(crate) use verdict::{Findings, Growth, LiveReading, growth, mib, verdict};
+pub(crate) use verdict::{Findings, Growth, Holders, LiveReading, growth, mib, verdict};
 
 use crate::jemalloc::{self, BinUse, HeapReading};
 use residency::Residency;
@@ -113,7 +113,7 @@ pub(crate) fn live_readings(history: &[Reading]) -> Vec<LiveReading> {
 pub(crate) fn explanation(
     reading: &MemoryReading,
     growth: Option<Growth>,
-    stacks: Vec<GrowingStack>,
+    stacks: Holders,
     bins: &[BinUse],
     decay: Option<&DecaySettings>,
 ) -> Explanation {

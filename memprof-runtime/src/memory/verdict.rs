@@ -82,14 +82,23 @@ fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 { 0.0 } else { 100.0 * part as f64 / whole as f64 }
 }
 
+/// The stacks a leak verdict names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Holders {
+    /// By the program's allocating function, the most first: what they grew by, or what they hold.
+    pub(crate) stacks: Vec<GrowingStack>,
+    /// Over how many seconds they grew, when compared with an earlier snapshot; `None`: what they hold.
+    pub(crate) grown_over: Option<f64>,
+}
+
 /// What the verdict is built from.
 pub(crate) struct Findings<'a> {
     /// The resident set by class.
     pub(crate) classified: &'a Classified,
     /// The leak rule's answer.
     pub(crate) growth: Option<Growth>,
-    /// The stacks holding the most live bytes, when sampling is on.
-    pub(crate) stacks: Vec<GrowingStack>,
+    /// The stacks whose live sampled bytes grew the most, or hold the most, when sampling is on.
+    pub(crate) stacks: Holders,
     /// Whether sampling is on.
     pub(crate) sampling: bool,
     /// Every small size class's use.
@@ -131,7 +140,8 @@ pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
     Verdict { kind: chosen.map_or(VerdictKind::Healthy, |candidate| candidate.0), summary, fix, stacks: Vec::new() }
 }
 
-fn leak(growth: Growth, stacks: Vec<GrowingStack>, sampling: bool) -> Verdict {
+fn leak(growth: Growth, holders: Holders, sampling: bool) -> Verdict {
+    let stacks = holders.stacks;
     let rate = growth.bytes as f64 / f64::from(1 << 20) / growth.seconds.max(1.0);
     let summary = format!(
         "live objects grew by {} in {:.0} s ({rate:.2} MiB/s), steadily, while the rest of the heap did not",
@@ -141,7 +151,7 @@ fn leak(growth: Growth, stacks: Vec<GrowingStack>, sampling: bool) -> Verdict {
     let fix = if stacks.is_empty() && !sampling {
         format!(
             "Sampling is off, so the growing code cannot be named: start a run during the growth \
-             (POST {}?duration=60s) and read the stacks holding live memory in its text download, or diff \
+             (POST {}?duration=60secs) and read the stacks holding live memory in its text download, or diff \
              two runs' profiles.",
             paths::START
         )
@@ -150,9 +160,13 @@ fn leak(growth: Growth, stacks: Vec<GrowingStack>, sampling: bool) -> Verdict {
     } else {
         let named: Vec<String> =
             stacks.iter().take(3).map(|stack| format!("{} ({})", stack.function, mib(stack.bytes as u64))).collect();
+        let which = match holders.grown_over {
+            Some(seconds) => format!("whose live sampled memory grew the most over the last {seconds:.0} s"),
+            None => "holding the most live memory sampled since sampling started".to_owned(),
+        };
         format!(
-            "The stacks holding the most live memory sampled since sampling started: {}. Find what keeps these \
-             allocations alive (a cache without a bound, a map never pruned, tasks never joined).",
+            "The stacks {which}: {}. Find what keeps these allocations alive (a cache without a bound, a map \
+             never pruned, tasks never joined).",
             named.join(", ")
         )
     };
@@ -273,7 +287,14 @@ mod tests {
 
     fn judge(bytes: ClassBytes, bins: &[BinUse], decay: Option<&DecaySettings>) -> Verdict {
         let classified = classified(bytes);
-        verdict(Findings { classified: &classified, growth: None, stacks: Vec::new(), sampling: false, bins, decay })
+        verdict(Findings {
+            classified: &classified,
+            growth: None,
+            stacks: Holders::default(),
+            sampling: false,
+            bins,
+            decay,
+        })
     }
 
     #[test]
@@ -338,21 +359,31 @@ mod tests {
         let named = verdict(Findings {
             classified: &classified,
             growth,
-            stacks: vec![stack],
+            stacks: Holders { stacks: vec![stack.clone()], grown_over: Some(12.0) },
             sampling: true,
             bins: &[],
             decay: None,
         });
         assert_eq!(named.kind, VerdictKind::Leak);
+        assert!(named.fix.starts_with("The stacks whose live sampled memory grew the most over the last 12 s: "));
         assert_eq!(
             named.summary,
             "live objects grew by 40.0 MiB in 20 s (2.00 MiB/s), steadily, while the rest of the heap did not"
         );
         assert!(named.fix.contains("explained::leak (38.0 MiB)"), "{}", named.fix);
+        let holding = verdict(Findings {
+            classified: &classified,
+            growth,
+            stacks: Holders { stacks: vec![stack], grown_over: None },
+            sampling: true,
+            bins: &[],
+            decay: None,
+        });
+        assert!(holding.fix.starts_with("The stacks holding the most live memory sampled since sampling started: "));
         let unnamed = verdict(Findings {
             classified: &classified,
             growth,
-            stacks: Vec::new(),
+            stacks: Holders::default(),
             sampling: false,
             bins: &[],
             decay: None,

@@ -95,14 +95,15 @@ fn out_of_line_name(binary: &Path) -> String {
     resolved.frames[0].last().expect("a frame").function.to_string()
 }
 
-/// The analysis of a dump with one stack, at `file_offset` of `binary` mapped whole at 0x10000000.
+/// The analysis of a dump with one stack whose return address is just after `file_offset` (so that the
+/// address looked up, a byte before it, is `file_offset`) of `binary` mapped whole at 0x10000000.
 fn analysis_at(binary: &Path, file_offset: u64) -> crate::Analysis {
     let start = 0x1000_0000_u64;
     let end = start + std::fs::metadata(binary).unwrap().len();
     let dump = format!(
         "heap_v2/1\n  t*: 1: 4096 [0: 0]\n@ {:#x}\n  t*: 1: 4096 [0: 0]\n\nMAPPED_LIBRARIES:\n\
          {start:x}-{end:x} r-xp 00000000 00:00 0 {}\n",
-        start + file_offset,
+        start + file_offset + 1,
         binary.display()
     );
     let profile = crate::HeapProfile::parse(&dump).unwrap();
