@@ -4,7 +4,7 @@
 //! the same files and lines, as binutils gives for it (binutils' `??` excepted).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use memprof_analysis::{Analysis, Binaries, HeapProfile};
@@ -134,4 +134,77 @@ fn a_tokio_programs_frames_under_tracing_spans_are_binutils_frames() {
         .spawn();
     let compared = compare(&dump_of(&program), &built_binary("labelled"));
     println!("{compared} addresses compared");
+}
+
+/// Debian's jemalloc, built with heap profiling (package libjemalloc2, which libjemalloc-dev pulls in).
+fn system_jemalloc() -> Option<PathBuf> {
+    let path = PathBuf::from(format!("/usr/lib/{}-linux-gnu/libjemalloc.so.2", std::env::consts::ARCH));
+    if !path.is_file() {
+        memprof_tests::tools::skipped(&format!("{} is not installed (Debian package libjemalloc2)", path.display()));
+        return None;
+    }
+    Some(path)
+}
+
+/// `programs/tokio-server` built with `profile`, run to its end under Debian's jemalloc with heap profiling
+/// on: its binary and the heap profile jemalloc wrote at exit.
+fn profiled_tokio_server(profile: &str, jemalloc: &Path, scratch: &memprof_tests::tools::Scratch) -> (PathBuf, String) {
+    let crate_directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("programs").join("tokio-server");
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/binutils");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let built = Command::new(cargo)
+        .args(["build", "--locked", "--profile", profile, "--target-dir"])
+        .arg(&target)
+        .current_dir(&crate_directory)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let binary = target.join(profile).join("tokio-server").canonicalize().unwrap();
+    let prefix = scratch.join(profile);
+    let conf = format!("prof:true,lg_prof_sample:12,prof_final:true,prof_prefix:{}", prefix.display());
+    let ran = Command::new(&binary).env("LD_PRELOAD", jemalloc).env("MALLOC_CONF", conf).output().unwrap();
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success() && said.contains("tokio-server: 8000 keys"),
+        "{said}{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let dump = std::fs::read_dir(scratch.join(""))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            path.to_string_lossy().starts_with(&prefix.to_string_lossy().into_owned())
+                && path.extension().is_some_and(|extension| extension == "heap")
+        })
+        .expect("jemalloc's final dump");
+    (binary, std::fs::read_to_string(dump).unwrap())
+}
+
+/// The frames of every sampled address are binutils', and the default text starts at the program's own
+/// connection handler, not at tracing's `Instrumented::poll` or tokio's task poll.
+fn a_shipped_tokio_server_is_symbolized_as_binutils_does(profile: &str) {
+    let Some(jemalloc) = system_jemalloc() else { return };
+    let scratch = memprof_tests::tools::Scratch::new(&format!("tokio-server-{profile}"));
+    let (binary, dump) = profiled_tokio_server(profile, &jemalloc, &scratch);
+    let compared = compare(&dump, &binary);
+    println!("{profile}: {compared} addresses compared");
+    let analysis = Analysis::new(&HeapProfile::parse(&dump).unwrap(), &Binaries::as_mapped());
+    let folded = String::from_utf8(
+        memprof_analysis::Format::Collapsed
+            .render(&analysis, None, &memprof_analysis::RenderOptions::default())
+            .unwrap(),
+    )
+    .unwrap();
+    let store = folded.lines().find(|line| line.contains("Command::parse")).unwrap_or_else(|| panic!("{folded}"));
+    assert!(store.starts_with("tokio_server::handle::{{closure}};"), "{store}");
+}
+
+#[test]
+fn a_release_tokio_server_is_symbolized_as_binutils_does() {
+    a_shipped_tokio_server_is_symbolized_as_binutils_does("release");
+}
+
+#[test]
+fn a_fat_lto_tokio_server_is_symbolized_as_binutils_does() {
+    a_shipped_tokio_server_is_symbolized_as_binutils_does("lto");
 }
