@@ -2,7 +2,8 @@
 //! memory history (the dashboard's chart, [`crate::history`]) and, when they are armed, to the automatic
 //! dumps' watcher ([`crate::autodump`]). The resident set by class ([`crate::memory`]) goes with a reading
 //! as often as reading it costs at most [`CLASSES_SHARE`] of a core: every second for a process of a few
-//! thousand mappings, less often for more.
+//! thousand mappings, less often for more. Every [`last_seen::PERIOD`] it writes the process's last-seen
+//! record, which the next process reads if this one is killed.
 //!
 //! Started at start-up when the endpoints are on or automatic dumps are armed (before any run, so its
 //! birth is never sampled), and at most once.
@@ -14,7 +15,7 @@ use parking_lot::Mutex;
 
 use memprof_wire::Reading;
 
-use crate::{autodump, history, jemalloc, memory};
+use crate::{autodump, history, jemalloc, last_seen, memory};
 
 /// How often the counters are read.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
@@ -34,6 +35,7 @@ pub(crate) fn start() -> std::io::Result<()> {
     crate::threads::spawn("memprof-stats", || {
         history::reserve();
         let mut classes_due = Instant::now();
+        let mut last_seen_due = Instant::now();
         loop {
             if let Ok(counters) = jemalloc::heap_stats() {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
@@ -44,6 +46,10 @@ pub(crate) fn start() -> std::io::Result<()> {
                 });
                 history::record(Reading { time, counters, classes });
                 autodump::check(&counters);
+                if now >= last_seen_due {
+                    last_seen_due = now + last_seen::PERIOD;
+                    crate::profiler::Profiler::global().record_last_seen();
+                }
             }
             thread::sleep(PERIOD);
         }

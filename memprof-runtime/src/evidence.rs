@@ -15,8 +15,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use memprof_wire::ProfileRecord;
+use memprof_wire::{LastSeen, ProfileRecord};
 
+use crate::last_seen;
 use crate::records::{KeptProfile, Owner};
 use crate::stale;
 use crate::storage::record_path;
@@ -33,6 +34,8 @@ pub(crate) struct EarlierProcess {
     pub(crate) ended_before: SystemTime,
     /// Newest first.
     pub(crate) profiles: Vec<EarlierProfile>,
+    /// What it last wrote of itself, if it did.
+    pub(crate) last_seen: Option<LastSeen>,
 }
 
 impl EarlierProcess {
@@ -54,6 +57,8 @@ pub(crate) struct EarlierProfile {
     /// Written by this very build (or by a memprof that recorded no build: assumed so).
     pub(crate) same_build: bool,
     pub(crate) bytes: u64,
+    /// The process's live bytes when it was written, when recorded.
+    pub(crate) allocated: Option<u64>,
 }
 
 /// What the start-up sweep did.
@@ -79,7 +84,11 @@ pub(crate) fn sweep(parent: &Path, keep: usize, max_bytes: u64) -> Sweep {
     }
     let mut kept = earlier_processes(parent);
     sweep.removed_profiles = bound(&mut kept, keep, max_bytes);
-    kept.retain(|process| !process.profiles.is_empty() || fs::remove_dir_all(&process.directory).is_err());
+    kept.retain(|process| {
+        !process.profiles.is_empty()
+            || process.last_seen.as_ref().is_some_and(|seen| seen.active_run.is_some())
+            || fs::remove_dir_all(&process.directory).is_err()
+    });
     sweep.kept = kept;
     sweep
 }
@@ -97,6 +106,7 @@ fn salvage(directory: &Path) -> bool {
     let newest_run = names.iter().filter_map(|name| profile_id(name, "profile.")).max();
     let keeps = |name: &str| {
         name == stale::OWNER_FILE
+            || name == last_seen::FILE
             || profile_id(name, "automatic.").is_some()
             || newest_run.is_some_and(|newest| profile_id(name, "profile.") == Some(newest))
             || beside_of(name).is_some_and(|heap| profile_id(&heap, "automatic.").is_some())
@@ -106,7 +116,9 @@ fn salvage(directory: &Path) -> bool {
     for name in names.iter().filter(|name| !keeps(name)) {
         let _ = fs::remove_file(directory.join(name));
     }
-    let evidence = names.iter().any(|name| name.ends_with(".heap") && keeps(name));
+    // A run active when the process ended is evidence too, although its profile is lost.
+    let lost_run = last_seen::read(directory).is_some_and(|seen| seen.active_run.is_some());
+    let evidence = lost_run || names.iter().any(|name| name.ends_with(".heap") && keeps(name));
     evidence && fs::write(directory.join(ENDED_FILE), format!("{}\n", unix_seconds(SystemTime::now()) as u64)).is_ok()
 }
 
@@ -138,6 +150,7 @@ pub(crate) fn record(profile: &KeptProfile) {
         pid: std::process::id(),
         binary: crate::executable::path(),
         build_id: crate::executable::build_id(),
+        allocated: crate::jemalloc::heap_stats().ok().map(|counters| counters.allocated as u64),
     };
     if let Ok(json) = serde_json::to_vec(&record) {
         let _ = fs::write(record_path(&profile.path), json);
@@ -153,13 +166,17 @@ fn earlier_processes(parent: &Path) -> Vec<EarlierProcess> {
             let ended = fs::read_to_string(directory.join(ENDED_FILE)).ok()?;
             let ended_before = UNIX_EPOCH + Duration::from_secs(ended.trim().parse().ok()?);
             let mut profiles = profiles_in(&directory, this_build.as_deref());
+            let last_seen = last_seen::read(&directory);
             // Another program's (or, without records, nobody can tell whose): left for its own program.
-            let program = profiles.iter().find_map(|profile| profile.binary.clone());
+            let program = profiles
+                .iter()
+                .find_map(|profile| profile.binary.clone())
+                .or_else(|| last_seen.as_ref().and_then(|seen| seen.binary.clone()));
             if program.is_none() || program != this_program {
                 return None;
             }
             profiles.sort_by_key(|profile| std::cmp::Reverse(profile.profile.stopped));
-            Some(EarlierProcess { pid: owner.pid, directory, ended_before, profiles })
+            Some(EarlierProcess { pid: owner.pid, directory, ended_before, profiles, last_seen })
         })
         .collect();
     processes.sort_by_key(|process| std::cmp::Reverse(newest(process)));
@@ -195,6 +212,7 @@ fn profiles_in(directory: &Path, this_build: Option<&str>) -> Vec<EarlierProfile
             };
             Some(EarlierProfile {
                 profile: KeptProfile { id, owner: Owner::Earlier(started_by), started, stopped, path },
+                allocated: record.as_ref().and_then(|record| record.allocated),
                 binary: record.and_then(|record| record.binary),
                 same_build,
                 bytes: metadata.len(),
@@ -276,6 +294,7 @@ mod tests {
             pid: 7,
             binary: crate::executable::path(),
             build_id: Some(build.to_owned()),
+            allocated: None,
         })
         .unwrap()
     }

@@ -81,6 +81,15 @@ impl ProfileStore {
         Ok(self.directory.as_ref().map(TempDir::path).expect("created above"))
     }
 
+    /// Writes `bytes` as the file `name` of the directory (made if need be), owner-only, under a temporary
+    /// name then renamed: a reader sees the previous file or this one, never half of one.
+    pub(crate) fn write_small_file(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let directory = self.ensure_directory()?.to_owned();
+        let partial = directory.join(format!(".{name}.partial"));
+        write_owner_only(&partial, bytes)?;
+        fs::rename(&partial, directory.join(name))
+    }
+
     /// Dumps the current heap profile as run `id` and returns the finished file's path.
     pub(crate) fn dump(&mut self, id: u64) -> io::Result<PathBuf> {
         self.dump_as(&format!("profile.{id}.heap"))

@@ -96,6 +96,61 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
     assert_eq!(restarted.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
 }
 
+/// The last-seen record in `directory`, once it satisfies `wanted` (it is rewritten every 5 s).
+fn last_seen_when(directory: &Path, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + PATIENCE + Duration::from_secs(10);
+    loop {
+        let record = std::fs::read(directory.join("last-seen.json")).ok();
+        if let Some(record) = record.and_then(|bytes| serde_json::from_slice(&bytes).ok()).filter(&wanted) {
+            return record;
+        }
+        assert!(Instant::now() < deadline, "no such last-seen record in {}", directory.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_against_the_end() {
+    let scratch = Scratch::new("evidence-lost-run");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let mut killed = service_in(&parent).spawn();
+    let directory = directory_with_a_run(&killed);
+    let older = killed.get_json("/memory-profiler/state")["memory_profiler"]["latest_run"]["id"].as_u64().unwrap();
+    let active = start(&killed, "1mins");
+    let seen = last_seen_when(&directory, |record| record["active_run"]["id"].as_u64() == Some(active));
+    let killed_pid = killed.pid();
+    killed.signal("KILL");
+    killed.wait_for_exit();
+
+    let restarted = service_in(&parent).spawn();
+    let processes = earlier(&restarted);
+    assert_eq!(processes.len(), 1, "{processes:#?}");
+    let process = &processes[0];
+    assert_eq!(process["pid"], killed_pid);
+    assert_eq!(process["last_seen"], seen, "the last-seen record survives the restart");
+    assert!(seen["allocated_bytes"].as_u64().unwrap() > 1 << 20 && seen["rss_bytes"].as_u64().unwrap() > 1 << 20);
+    assert_eq!(process["lost_run"]["id"].as_u64(), Some(active), "{process:#?}");
+    let profile = &process["profiles"][0];
+    assert_eq!(profile["id"].as_u64(), Some(older));
+    let before_end = profile["before_end_seconds"].as_f64().unwrap();
+    let expected = seen["time"].as_f64().unwrap() - profile["stopped"].as_f64().unwrap();
+    assert!((before_end - expected).abs() < 0.01 && before_end > 0.0, "{before_end} against {expected}");
+    assert!(profile["allocated_bytes"].as_u64().is_some_and(|bytes| bytes > 1 << 20), "{profile:#?}");
+    let caption = process["caption"].as_str().unwrap();
+    for said in [
+        format!(
+            "The previous process ({killed_pid}) was killed or crashed: it ended without cleaning up. It was last seen with "
+        ),
+        " Its newest profile (http) was taken ".to_owned(),
+        format!(" Run {active} (started by http, "),
+        " was active when it ended and is lost: a run's profile is written when the run stops.".to_owned(),
+        " with MEMPROF_DUMP_HIGH_WATER=10% memprof dumps the heap each time it grows by a tenth".to_owned(),
+    ] {
+        assert!(caption.contains(&said), "{said:?} is not in {caption:?}");
+    }
+}
+
 #[test]
 fn a_profile_of_another_build_is_served_raw_and_not_symbolized() {
     let scratch = Scratch::new("evidence-build");
@@ -110,7 +165,10 @@ fn a_profile_of_another_build_is_served_raw_and_not_symbolized() {
         .unwrap()
         .flatten()
         .map(|entry| entry.path())
-        .find(|path| path.extension().is_some_and(|extension| extension == "json"))
+        .find(|path| {
+            let name = path.file_name().unwrap().to_string_lossy();
+            name.starts_with("profile.") && name.ends_with(".json")
+        })
         .expect("a record beside the profile");
     let mut fields: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert_eq!(fields["binary"], built_binary("service").canonicalize().unwrap().display().to_string());

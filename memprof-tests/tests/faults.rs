@@ -61,6 +61,21 @@ fn a_disk_refusing_writes_fails_one_run(
     assert_eq!(first.status, 200, "{}", first.text());
     let first = first.json()["id"].as_u64().unwrap();
 
+    let directory =
+        service.get_json("/memory-profiler/state")["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    // The first profile's files: its dump and record, and its label table when the service had labelled
+    // an allocation by then.
+    let before = files();
+    assert!(before.contains(&format!("profile.{first}.heap")), "{before:?}");
+
     let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
     break_disk(&disk);
     let failed = service.get("/memory-profiler/stop");
@@ -74,21 +89,7 @@ fn a_disk_refusing_writes_fails_one_run(
     assert!(state["memory_profiler"]["current_run"]["id"].is_null());
     assert_eq!(state["jemalloc"]["profiling_active"], false);
     assert!(service.get(&format!("/memory-profiler/download/raw?id={first}")).text().starts_with("heap_v2/"));
-    let mut leftovers: Vec<_> = std::fs::read_dir(state["memory_profiler"]["tmp_dir"].as_str().unwrap())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .collect();
-    leftovers.sort();
-    assert_eq!(
-        leftovers,
-        [
-            "owner".to_owned(),
-            format!("profile.{first}.heap"),
-            format!("profile.{first}.heap.labels"),
-            format!("profile.{first}.json")
-        ],
-        "no partial file left"
-    );
+    assert_eq!(files(), before, "no partial file left");
 
     repair_disk(&disk);
     let after = run(&service);

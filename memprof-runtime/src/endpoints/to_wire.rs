@@ -4,6 +4,7 @@
 use memprof_analysis::Format;
 use memprof_wire::ProfileUrls;
 
+use crate::end_caption;
 use crate::evidence::EarlierProcess;
 use crate::http::HttpError;
 use crate::profiler::{Error, KeptProfile};
@@ -43,8 +44,13 @@ pub(super) fn describe_earlier(process: &EarlierProcess) -> memprof_wire::Earlie
                 profile: describe_run(&earlier.profile),
                 binary: earlier.binary.clone(),
                 same_build: earlier.same_build,
+                allocated_bytes: earlier.allocated,
+                before_end_seconds: end_caption::before_end(process, earlier),
             })
             .collect(),
+        last_seen: process.last_seen.clone(),
+        lost_run: end_caption::lost_run(process),
+        caption: end_caption::caption(process),
     }
 }
 

@@ -237,6 +237,25 @@ impl Profiler {
         Ok(dump)
     }
 
+    /// Writes the process's last-seen record in its profile directory (see [`crate::last_seen`]); nothing
+    /// when no directory can be written (profiles kept in memory).
+    pub(crate) fn record_last_seen(&self) {
+        let mut books = self.books.lock();
+        let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
+            id: run.id,
+            started_by: run.owner.name(),
+            started: run.started.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64(),
+        });
+        if books.store.in_memory() {
+            return;
+        }
+        let Some(json) = crate::last_seen::now(active).and_then(|seen| serde_json::to_vec(&seen).ok()) else {
+            return;
+        };
+        // Failing leaves the previous record (or none): the next start says less about this process's end.
+        let _ = books.store.write_small_file(crate::last_seen::FILE, &json);
+    }
+
     /// Serves what earlier processes kept (found at start-up).
     pub(crate) fn adopt_earlier(&self, earlier: Vec<EarlierProcess>) {
         self.books.lock().runs.adopt_earlier(earlier);

@@ -1,0 +1,88 @@
+//! The process's record of itself, refreshed every [`PERIOD`] while it lives (`last-seen.json` in its
+//! profile directory): when it was last seen, how big it was, the run active then. After a `kill -9` or an
+//! OOM kill the next process reads it to say what the kept profiles show of the end: how long before it
+//! they were taken, how much of the last heap they hold, and which run was lost.
+//!
+//! The file is small and bounded, written under a temporary name and renamed, so a reader never sees half
+//! of one; reading it trusts nothing: a regular file only, never through a link, never blocking on a FIFO,
+//! at most [`LONGEST`] bytes.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use memprof_wire::{ActiveRun, LastSeen};
+
+use crate::{jemalloc, memory};
+
+/// The file's name in the profile directory.
+pub(crate) const FILE: &str = "last-seen.json";
+
+/// How often it is written.
+pub(crate) const PERIOD: Duration = Duration::from_secs(5);
+
+/// The longest file read: a record is a few hundred bytes.
+const LONGEST: u64 = 4096;
+
+/// The process now, with the run active now.
+pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
+    let counters = jemalloc::heap_stats().ok()?;
+    Some(LastSeen {
+        time: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64(),
+        allocated_bytes: counters.allocated as u64,
+        resident_bytes: counters.resident as u64,
+        rss_bytes: memory::resident_set().unwrap_or(0),
+        active_run,
+        binary: crate::executable::path(),
+    })
+}
+
+/// The record an ended process left in `directory`, if it left a readable one.
+pub(crate) fn read(directory: &Path) -> Option<LastSeen> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(directory.join(FILE))
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(LONGEST).read_to_end(&mut text).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_read_back_and_anything_else_is_not_one() {
+        let directory = tempfile::tempdir().unwrap();
+        let seen = LastSeen {
+            time: 1_795_000_000.5,
+            allocated_bytes: 294 << 20,
+            resident_bytes: 300 << 20,
+            rss_bytes: 310 << 20,
+            active_run: Some(ActiveRun { id: 7, started_by: "http".into(), started: 1_794_999_990.0 }),
+            binary: Some("/srv/app".into()),
+        };
+        std::fs::write(directory.path().join(FILE), serde_json::to_vec(&seen).unwrap()).unwrap();
+        assert_eq!(read(directory.path()), Some(seen));
+        std::fs::remove_file(directory.path().join(FILE)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", directory.path().join(FILE)).unwrap();
+        assert_eq!(read(directory.path()), None, "never through a link");
+        std::fs::remove_file(directory.path().join(FILE)).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            directory.path().join(FILE),
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .unwrap();
+        assert_eq!(read(directory.path()), None, "a FIFO is not waited on");
+        std::fs::remove_file(directory.path().join(FILE)).unwrap();
+        std::fs::write(directory.path().join(FILE), vec![b' '; 1 << 20]).unwrap();
+        assert_eq!(read(directory.path()), None, "read no further than a record's size");
+    }
+}
