@@ -145,7 +145,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
         " Its newest profile (http) was taken ".to_owned(),
         format!(" Run {active} (started by http, "),
         " was active when it ended and is lost: a run's profile is written when the run stops.".to_owned(),
-        " with MEMPROF_DUMP_HIGH_WATER=10% memprof dumps the heap each time it grows by a tenth".to_owned(),
+        " with MEMPROF_DUMP_HIGH_WATER=10% and sampling on (MALLOC_CONF=prof_active:true), memprof dumps".to_owned(),
     ] {
         assert!(caption.contains(&said), "{said:?} is not in {caption:?}");
     }
