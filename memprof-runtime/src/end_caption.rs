@@ -25,10 +25,12 @@ fn unix_seconds(time: std::time::SystemTime) -> f64 {
     time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }
 
-/// How long before the process was last seen `profile` was written, in seconds.
+/// How long before the process was last seen `profile` was written, in seconds; `None` when that is not
+/// known, or when the profile is newer than the last record (the record is written every few seconds).
 pub(crate) fn before_end(process: &EarlierProcess, profile: &EarlierProfile) -> Option<f64> {
     let seen = process.last_seen.as_ref()?;
-    Some((seen.time - unix_seconds(profile.profile.stopped)).max(0.0))
+    let before = seen.time - unix_seconds(profile.profile.stopped);
+    (before >= 0.0).then_some(before)
 }
 
 fn mib(bytes: u64) -> String {
@@ -62,6 +64,11 @@ pub(crate) fn caption(process: &EarlierProcess) -> String {
     }
     let mut far = false;
     match (process.profiles.first(), seen) {
+        (Some(newest), Some(_)) if before_end(process, newest).is_none() => sentences.push(format!(
+            "Its newest profile ({}) was taken after its last record{}: it is the latest sign of it.",
+            newest.profile.owner.name(),
+            newest.allocated.map(|allocated| format!(" and holds {} live", mib(allocated))).unwrap_or_default()
+        )),
         (Some(newest), Some(seen)) => {
             let before = before_end(process, newest).unwrap_or(0.0);
             let share = newest.allocated.map(|allocated| allocated as f64 / seen.allocated_bytes.max(1) as f64);
@@ -176,6 +183,8 @@ mod tests {
             said.ends_with("was taken 2 s before it was last seen and holds 280.0 MiB live, 95 % of that."),
             "{said}"
         );
+        let after = caption(&process(vec![(9, "http", 1195.0, Some(23 * MIB))], Some(seen(1192.0, MIB / 2, None))));
+        assert!(after.ends_with("Its newest profile (http) was taken after its last record and holds 23.0 MiB live: it is the latest sign of it."), "{after}");
         let unknown = caption(&process(vec![(1, "automatic: high water", 10.0, None)], None));
         assert!(unknown.ends_with("when the process was last seen is not known (it predates the record)."));
     }
