@@ -27,6 +27,7 @@ mod user_code;
 
 pub use binaries::Binaries;
 pub use derived::NO_LABEL;
+pub(crate) use model::without_control_characters;
 pub use model::{Analysis, Frame, Location, Sample};
 pub use module::Module;
 pub use plumbing::is_plumbing as is_allocation_plumbing;

@@ -39,7 +39,7 @@ impl Frame {
 /// `text` with each control character replaced by U+FFFD: names and paths come from binaries and dumps,
 /// which are claims, and a control character would make an SVG invalid XML, or a table rewrite the
 /// terminal it is shown on.
-fn without_control_characters(text: String) -> String {
+pub(crate) fn without_control_characters(text: String) -> String {
     if text.chars().any(char::is_control) {
         text.chars().map(|character| if character.is_control() { '\u{fffd}' } else { character }).collect()
     } else {

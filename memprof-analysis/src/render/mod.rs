@@ -158,7 +158,10 @@ fn shown_names(analysis: &Analysis, sample: &crate::Sample, options: &RenderOpti
     let mut names: Vec<String> =
         analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect();
     if let Some(key) = &options.by {
-        names.push(format!("{key}={}", sample.labels.get(key).unwrap_or(crate::NO_LABEL)));
+        // A label value is whatever the program passed (a tenant or route from its own requests): a
+        // newline in it must not start a forged stack, nor an escape byte reach a terminal or an SVG.
+        let value = sample.labels.get(key).unwrap_or(crate::NO_LABEL);
+        names.push(crate::analysis::without_control_characters(format!("{key}={value}")));
     }
     names
 }
@@ -204,5 +207,25 @@ mod tests {
         let by_route = collapsed(&RenderOptions { by: Some("route".to_owned()), ..RenderOptions::default() });
         assert!(by_route.starts_with(&format!("route={};", crate::NO_LABEL)), "{by_route}");
         assert!(by_route.contains("\nroute=/;"), "{by_route}");
+    }
+
+    #[test]
+    fn a_label_value_cannot_forge_a_stack_nor_break_an_svg() {
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme\nINJECTED,frame 999999999\u{1b}[2J\u{7}")]);
+        let analysis = labelled_analysis(&[&[0x1000, label_address(1)]], &sets);
+        let options = RenderOptions { by: Some("tenant".to_owned()), ..RenderOptions::default() };
+        let render = |format: Format| String::from_utf8(format.render(&analysis, None, &options).unwrap()).unwrap();
+        let collapsed = render(Format::Collapsed);
+        assert_eq!(collapsed.lines().count(), 1, "{collapsed}");
+        assert!(
+            collapsed.starts_with("tenant=acme\u{fffd}INJECTED,frame 999999999\u{fffd}[2J\u{fffd};"),
+            "{collapsed}"
+        );
+        for format in [Format::Text, Format::FlameGraph, Format::Graph] {
+            let rendered = render(format);
+            assert!(!rendered.contains(['\u{1b}', '\u{7}']), "{format:?}: {rendered}");
+            assert!(!rendered.contains("\nINJECTED"), "{format:?}: {rendered}");
+        }
     }
 }
