@@ -154,9 +154,16 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into())
         .collect();
-    // Both programs the checks run against label their allocations: the label table is kept beside.
-    assert_eq!(names.len(), 4, "the profile, its record, its label table and the owner file, nothing else: {names:?}");
+    // Both programs the checks run against label their allocations: the label table is kept beside; and
+    // the process's last-seen record, which the next start reads if this process is killed.
+    assert_eq!(
+        names.len(),
+        5,
+        "the profile, its record, its label table, the last-seen record and the owner file, nothing else: {names:?}"
+    );
     assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
+    let last_seen = std::fs::metadata(Path::new(directory).join("last-seen.json")).unwrap();
+    assert_eq!(last_seen.permissions().mode() & 0o777, 0o600, "the last-seen record is the owner's only");
 }
 
 /// A timed run ends by itself; its profile stays downloadable during the next run.
