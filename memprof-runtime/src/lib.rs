@@ -47,6 +47,7 @@ mod stale;
 mod startup;
 mod storage;
 mod threads;
+mod untrusted;
 mod unwinder;
 
 pub use malloc_conf::{MallocConf, PROFILING_CONF};

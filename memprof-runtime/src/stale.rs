@@ -19,6 +19,9 @@ use rustix::fs::FlockOperation;
 /// The file in each profile directory that names its owner.
 pub(crate) const OWNER_FILE: &str = "owner";
 
+/// The longest owner file read: `pid start_time boot_id machine_id` and a newline.
+const OWNER_LIMIT: u64 = 256;
+
 /// Where profile directories start their names.
 pub(crate) const DIRECTORY_PREFIX: &str = "memprof.";
 
@@ -97,24 +100,19 @@ pub(crate) fn claim(directory: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// A directory whose owner has provably ended, found by [`ended_directories`]: it holds the lock until
-/// dropped, so two processes starting at once do not both take it.
-pub(crate) struct Ended {
-    pub(crate) path: PathBuf,
-    _lock: Option<File>,
-}
-
-/// The profile directories in `parent` (memprof's, this user's, not links) whose owners provably ended.
-pub(crate) fn ended_directories(parent: &Path) -> Vec<Ended> {
+/// Calls `visit` with each profile directory in `parent` (memprof's, this user's, not links) whose owner
+/// provably ended, holding the lock on its owner file while `visit` runs, so two processes starting at once
+/// do not both take it: one directory at a time, so that a sweep of hundreds holds one open file, not one
+/// per directory (which ran out of file descriptors under a low `RLIMIT_NOFILE`).
+pub(crate) fn for_each_ended(parent: &Path, mut visit: impl FnMut(&Path)) {
     let (Some(boot_id), Some(machine)) = (boot_id(), machine_id()) else {
-        return Vec::new();
+        return;
     };
-    ours(parent)
-        .into_iter()
-        .filter_map(|(path, owner)| {
-            judge(&path, &owner, &machine, |pid| Owner::of(pid, &boot_id)).map(|lock| Ended { path, _lock: lock })
-        })
-        .collect()
+    for (path, owner) in ours(parent) {
+        if let Some(_lock) = judge(&path, &owner, &machine, |pid| Owner::of(pid, &boot_id)) {
+            visit(&path);
+        }
+    }
 }
 
 /// memprof's directories in `parent` that this user made, with their owners.
@@ -133,7 +131,10 @@ pub(crate) fn ours(parent: &Path) -> Vec<(PathBuf, Owner)> {
         if !is_ours || !metadata.is_dir() || metadata.uid() != uid {
             continue;
         }
-        let owner = fs::read_to_string(entry.path().join(OWNER_FILE)).ok().and_then(|line| Owner::parse(&line));
+        // An owner line is some 100 bytes; a FIFO, a link or a huge file in its place is not one.
+        let owner = crate::untrusted::read_small_text(&entry.path().join(OWNER_FILE), OWNER_LIMIT)
+            .ok()
+            .and_then(|line| Owner::parse(&line));
         if let Some(owner) = owner {
             found.push((entry.path(), owner));
         }
@@ -149,7 +150,7 @@ fn judge(path: &Path, owner: &Owner, machine: &str, living: impl Fn(u32) -> Opti
         // Another machine's: nothing here can tell whether its owner runs.
         Some(other) if other != machine => None,
         Some(_) => {
-            let file = File::open(path.join(OWNER_FILE)).ok()?;
+            let file = crate::untrusted::open_regular(&path.join(OWNER_FILE)).ok()?;
             rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).ok()?;
             Some(Some(file))
         }

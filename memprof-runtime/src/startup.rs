@@ -211,7 +211,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
             parent.display(),
             profile.profile.id,
             process.pid,
-            profile.profile.owner.name(),
+            crate::untrusted::printable(&profile.profile.owner.name()),
             memprof_wire::paths::STATE,
             memprof_wire::paths::CLEAR_EARLIER,
         ));

@@ -104,7 +104,7 @@ impl ProfileStore {
     pub(crate) fn snapshot(&mut self, id: u64) -> io::Result<(File, String)> {
         let name = format!("snapshot.{id}.heap");
         let path = self.dump_as(&name)?;
-        let file = File::open(&path);
+        let file = crate::untrusted::open_regular(&path);
         self.remove(&path);
         Ok((file?, name))
     }

@@ -1,7 +1,5 @@
 //! `download/*?id=`: the kept profiles, raw or rendered.
 
-use std::fs::File;
-
 use memprof_analysis::{Format, RenderOptions};
 
 use memprof_wire::paths::PREFIX;
@@ -39,7 +37,8 @@ pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpErro
 }
 
 fn send_raw(context: &Context, profile: KeptProfile) -> Result<Reply, HttpError> {
-    let file = File::open(&profile.path).map_err(|error| unreadable(context, &profile, &error))?;
+    let file = crate::untrusted::open_profile(&profile.path, crate::autodump::retention().1)
+        .map_err(|error| unreadable(context, &profile, &error))?;
     Ok(Reply::download(file, format!("memprof.{}.heap", profile.id)))
 }
 

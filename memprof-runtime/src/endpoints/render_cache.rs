@@ -6,8 +6,8 @@
 //! back. The work happens on memprof's unsampled threads.
 
 use std::collections::HashMap;
-use std::fs;
 use std::hash::Hash;
+use std::io::Read;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -150,11 +150,18 @@ fn forget(id: u64) {
     }
 }
 
+/// The text of the profile at `path`: a regular file within the kept profiles' bound, read as input.
+fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    crate::untrusted::open_profile(path, crate::autodump::retention().1)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// The symbolized profile of `run`, analysed once and kept until the profile is evicted.
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     listen_for_evictions();
     ANALYSES.get(&run.id, || {
-        let text = fs::read_to_string(&run.path).map_err(|error| match error.kind() {
+        let text = read_profile(&run.path).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => Failure::Gone(Arc::new(error)),
             _ => Failure::Failed(format!(
                 "Cannot read the profile of run {} at {} ({error})",

@@ -21,6 +21,7 @@ use crate::last_seen;
 use crate::records::{KeptProfile, Owner};
 use crate::stale;
 use crate::storage::record_path;
+use crate::untrusted;
 
 /// The file that marks a directory as an ended process's, holding when that was found (Unix seconds).
 const ENDED_FILE: &str = "ended";
@@ -76,13 +77,13 @@ pub(crate) struct Sweep {
 /// to `keep` profiles and `max_bytes` bytes.
 pub(crate) fn sweep(parent: &Path, keep: usize, max_bytes: u64) -> Sweep {
     let mut sweep = Sweep::default();
-    for ended in stale::ended_directories(parent) {
-        if !salvage(&ended.path) {
-            let _ = fs::remove_dir_all(&ended.path);
+    stale::for_each_ended(parent, |ended| {
+        if !salvage(ended) {
+            let _ = fs::remove_dir_all(ended);
             sweep.removed_directories += 1;
         }
-    }
-    let mut kept = earlier_processes(parent);
+    });
+    let mut kept = earlier_processes(parent, max_bytes);
     sweep.removed_profiles = bound(&mut kept, keep, max_bytes);
     kept.retain(|process| {
         !process.profiles.is_empty()
@@ -122,10 +123,15 @@ fn salvage(directory: &Path) -> bool {
     evidence && fs::write(directory.join(ENDED_FILE), format!("{}\n", unix_seconds(SystemTime::now()) as u64)).is_ok()
 }
 
-/// `N` of a profile named `<prefix>N.heap`.
+/// `N` of a profile named `<prefix>N.heap`, as memprof names them (`automatic.007.heap` is not one: one id,
+/// one file).
 fn profile_id(name: &str, prefix: &str) -> Option<u64> {
-    name.strip_prefix(prefix)?.strip_suffix(".heap")?.parse().ok()
+    let id = name.strip_prefix(prefix)?.strip_suffix(".heap")?.parse().ok()?;
+    (name == profile_name(prefix, id)).then_some(id)
 }
+
+/// The longest record read beside a profile: a few hundred bytes when memprof writes it.
+const RECORD_LIMIT: u64 = 64 * 1024;
 
 fn profile_name(prefix: &str, id: u64) -> String {
     format!("{prefix}{id}.heap")
@@ -157,15 +163,16 @@ pub(crate) fn record(profile: &KeptProfile) {
     }
 }
 
-/// The earlier processes of this program whose directories in `parent` are marked ended, newest first.
-fn earlier_processes(parent: &Path) -> Vec<EarlierProcess> {
+/// The earlier processes of this program whose directories in `parent` are marked ended, newest first;
+/// a file larger than `max_bytes` (all kept profiles together) is not taken for one of their profiles.
+fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
     let (this_program, this_build) = (crate::executable::path(), crate::executable::build_id());
     let mut processes: Vec<EarlierProcess> = stale::ours(parent)
         .into_iter()
         .filter_map(|(directory, owner)| {
-            let ended = fs::read_to_string(directory.join(ENDED_FILE)).ok()?;
+            let ended = untrusted::read_small_text(&directory.join(ENDED_FILE), 64).ok()?;
             let ended_before = UNIX_EPOCH + Duration::from_secs(ended.trim().parse().ok()?);
-            let mut profiles = profiles_in(&directory, this_build.as_deref());
+            let mut profiles = profiles_in(&directory, this_build.as_deref(), max_bytes);
             let last_seen = last_seen::read(&directory);
             // Another program's (or, without records, nobody can tell whose): left for its own program.
             let program = profiles
@@ -187,8 +194,9 @@ fn newest(process: &EarlierProcess) -> SystemTime {
     process.profiles.first().map_or(process.ended_before, |profile| profile.profile.stopped)
 }
 
-/// The profiles kept in an ended process's directory, with what their records say.
-fn profiles_in(directory: &Path, this_build: Option<&str>) -> Vec<EarlierProfile> {
+/// The profiles kept in an ended process's directory, with what their records say: regular files named as
+/// memprof names them, of at most `max_bytes`.
+fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Vec<EarlierProfile> {
     let Ok(entries) = fs::read_dir(directory) else {
         return Vec::new();
     };
@@ -197,10 +205,13 @@ fn profiles_in(directory: &Path, this_build: Option<&str>) -> Vec<EarlierProfile
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
             let id = profile_id(&name, "automatic.").or_else(|| profile_id(&name, "profile."))?;
-            let metadata = entry.metadata().ok()?;
+            // `DirEntry::metadata` does not follow a link: only regular files are profiles.
+            let metadata =
+                entry.metadata().ok().filter(|metadata| metadata.is_file() && metadata.len() <= max_bytes)?;
             let path = entry.path();
-            let record: Option<ProfileRecord> =
-                fs::read(record_path(&path)).ok().and_then(|json| serde_json::from_slice(&json).ok());
+            let record: Option<ProfileRecord> = untrusted::read_small(&record_path(&path), RECORD_LIMIT)
+                .ok()
+                .and_then(|json| serde_json::from_slice(&json).ok());
             let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
             let (started_by, started, stopped) = match &record {
                 Some(record) => (record.started_by.clone(), from_unix(record.started), from_unix(record.stopped)),

@@ -52,10 +52,13 @@ thread_local! {
     static CURRENT: Cell<u32> = const { Cell::new(0) };
 }
 
+/// The longest label table read beside a profile: the table's bound on label sets with long values.
+const LABEL_TABLE_LIMIT: u64 = 16 << 20;
+
 /// The label table of the profile at `profile`: the one kept beside it (a profile of an earlier process),
 /// else this process's own, which resolves every profile this process took (ids are never reused).
 pub(crate) fn table_for(profile: &std::path::Path) -> LabelSets {
-    std::fs::read_to_string(memprof_analysis::labels_path(profile))
+    crate::untrusted::read_small_text(&memprof_analysis::labels_path(profile), LABEL_TABLE_LIMIT)
         .ok()
         .and_then(|text| LabelSets::parse(&text).ok())
         .unwrap_or_else(snapshot)
