@@ -256,6 +256,10 @@ fn the_symbol_service_names_the_live_processs_functions() {
     assert_eq!(response.status, 200, "{}", response.text());
     let names: Vec<String> = response.text().lines().map(|line| line.split_once(' ').unwrap().1.to_owned()).collect();
     assert!(names.iter().any(|name| name == "service::open_session"), "{names:?}");
+    // An address asked 65,536 times is named once: the answer's size is that of its distinct names.
+    let repeated = vec![addresses[0]; 1 << 16].join("+");
+    let once = request_with_body(service.address(), "POST", "/debug/pprof/symbol", repeated.as_bytes());
+    assert_eq!((once.status, once.text().lines().count()), (200, 1), "{}", once.text());
     let bad = request_with_body(service.address(), "POST", "/debug/pprof/symbol", b"0x10+zz");
     assert_eq!((bad.status, bad.text()), (400, "'zz' is not a hexadecimal address.\n".to_owned()));
     let program = service.get("/memory-profiler/pprof/cmdline").text();

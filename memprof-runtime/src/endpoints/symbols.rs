@@ -13,6 +13,10 @@ use crate::http::{HttpError, Query, Reply, Request};
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 1 << 16;
 
+/// The longest answer: some 65,000 distinct addresses with names of 200 bytes. An address asked many
+/// times is answered once (jeprof reads the answer into a map), so only distinct long names reach it.
+const MAX_ANSWER_BYTES: usize = 16 << 20;
+
 /// `pprof/symbol`.
 pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
     let body = std::str::from_utf8(&request.body)
@@ -32,14 +36,24 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     if addresses.len() > MAX_ADDRESSES {
         return Err(HttpError::new(413, format!("At most {MAX_ADDRESSES} addresses can be looked up at once")));
     }
+    // Each distinct address once: 65,536 copies of one address cost one name, not 65,536.
+    let mut addresses = addresses;
+    addresses.sort_unstable();
+    addresses.dedup();
     let _permit = Permit::or_busy()?;
     let names = memprof_analysis::function_names_in_this_process(&addresses).map_err(HttpError::internal)?;
     let labels = crate::labels::frame_names(&addresses);
-    let lines: String = addresses
-        .iter()
-        .zip(names.into_iter().zip(labels))
-        .filter_map(|(address, (name, label))| name.or(label).map(|name| format!("{address:#018x} {name}\n")))
-        .collect();
+    let mut lines = String::new();
+    for (address, (name, label)) in addresses.iter().zip(names.into_iter().zip(labels)) {
+        let Some(name) = name.or(label) else { continue };
+        if lines.len() + name.len() + 20 > MAX_ANSWER_BYTES {
+            return Err(HttpError::new(
+                413,
+                format!("The names of these addresses exceed {MAX_ANSWER_BYTES} bytes; ask for fewer at once"),
+            ));
+        }
+        lines.push_str(&format!("{address:#018x} {name}\n"));
+    }
     Ok(text(lines))
 }
 
