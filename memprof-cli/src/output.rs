@@ -24,12 +24,7 @@ pub(crate) fn write_to(
     write: impl FnOnce(&mut dyn Write) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     match path {
-        Some(path) if path != Path::new("-") => {
-            let file = File::create(path).map_err(|error| Failure::Refused(format!("{}: {error}", path.display())))?;
-            let mut file = BufWriter::new(file);
-            write(&mut file)?;
-            file.flush().map_err(|error| Failure::Refused(format!("{}: {error}", path.display())))
-        }
+        Some(path) if path != Path::new("-") => write_file(path, write),
         None if stdout_is_terminal() && content == Content::Binary => Err(Failure::Usage(
             "this is binary data, which would garble the terminal: write it to a file with -o FILE, or pass -o - to send it to the terminal anyway".to_owned(),
         )),
@@ -44,6 +39,25 @@ pub(crate) fn write_to(
             out.flush().map_err(|error| output_failure(&error))
         }
     }
+}
+
+/// Writes what `write` produces to a file beside `path`, renamed to `path` once whole: a failed download
+/// (an unknown id, the service gone mid-way) leaves no empty or partial file, and an earlier file at `path`
+/// stays as it was.
+fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<(), Failure>) -> Result<(), Failure> {
+    let refused = |error: std::io::Error| Failure::Refused(format!("{}: {error}", path.display()));
+    let name = path.file_name().map_or_else(|| "output".into(), |name| name.to_string_lossy().into_owned());
+    let partial = path.with_file_name(format!(".{name}.{}.partial", std::process::id()));
+    let written = File::create(&partial).map_err(refused).and_then(|file| {
+        let mut file = BufWriter::new(file);
+        write(&mut file)?;
+        file.flush().map_err(refused)
+    });
+    let renamed = written.and_then(|()| std::fs::rename(&partial, path).map_err(refused));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    renamed
 }
 
 /// Writes `bytes` as [`write_to`] does.

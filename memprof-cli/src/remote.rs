@@ -183,7 +183,8 @@ impl Remote {
             }
             Remote::Dump { output } => {
                 let path = format!("{}?trigger_dump=true", paths::HEAP_PROFILE);
-                output::write_to(output.as_deref(), Content::Text, |out| client.download(&path, out))
+                // jemalloc's raw dump, as `download --format raw`: not for a terminal unless asked (`-o -`).
+                output::write_to(output.as_deref(), Content::Binary, |out| client.download(&path, out))
             }
             Remote::Diff { base, id, output } => {
                 if output.format == Download::Raw {

@@ -55,6 +55,11 @@ fn the_cli_drives_a_service_from_start_to_download() {
     let mut kept: Vec<String> =
         state["memory_profiler"]["runs"].as_array().unwrap().iter().map(|run| run["id"].to_string()).collect();
     kept.reverse();
+    let missing = scratch.join("missing.txt");
+    let (code, _, stderr) = memprof(&service, &["download", "--id", "7", "-o", missing.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(scratch.join("")).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert!(!missing.exists() && left.len() == 2, "a failed download leaves no file: {left:?}");
     let (code, _, stderr) = memprof(&service, &["download", "--id", "7"]);
     assert_eq!(code, 1);
     let expected =

@@ -18,6 +18,11 @@ struct Row {
     cumulative: f64,
 }
 
+/// What an empty in-use profile says, instead of an empty table.
+const NOTHING_LIVE: &str = "# No sampled allocation was live when this profile was taken: an in-use profile holds what was \
+still allocated at its dump. Profile while the load runs (a run that ends during it), or start the program with \
+MALLOC_CONF=prof_accum:true and read what was allocated in all (/debug/pprof/allocs).\n";
+
 /// The table, one row per function (per `function file:line` with `options.lines`), largest flat first.
 /// For a difference, `base_total` is the base profile's bytes: percentages are of it (a net total near zero
 /// would make them meaningless), and the first line says so.
@@ -43,6 +48,11 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions, base_total: O
     });
     let (_, net) = analysis.total();
     let (total, mut table) = match base_total {
+        // A base that held nothing gives no percentages: they are of this total instead.
+        Some(base) if base.abs() < 0.5 => (
+            net,
+            format!("Total: {} MB (a difference from an empty base; percentages of this total)\n", megabytes(net)),
+        ),
         Some(base) => (
             base,
             format!("Total: {} MB (a difference; percentages of the base's {} MB)\n", megabytes(net), megabytes(base)),
@@ -51,6 +61,8 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions, base_total: O
     };
     if rows.is_empty() && analysis.samples.iter().any(|sample| sample.bytes != 0.0) {
         table.push_str("# No difference: both profiles hold the same bytes at every stack\n");
+    } else if rows.is_empty() && base_total.is_none() {
+        table.push_str(NOTHING_LIVE);
     }
     let mut running = 0.0;
     for (name, row) in rows {
@@ -111,6 +123,24 @@ mod tests {
         let grown = analysis(&[3e6, 2e6]);
         let text = render(&grown.minus(&profile), &RenderOptions::default(), None);
         assert_eq!(text, "Total: 1.0 MB\n     1.0 100.0% 100.0%      1.0 100.0% app::f1\n");
+    }
+
+    #[test]
+    fn an_empty_profile_says_why_and_an_empty_base_gives_percentages_of_the_total() {
+        let empty = analysis(&[]);
+        let text = render(&empty, &RenderOptions::default(), None);
+        assert!(
+            text.starts_with("Total: 0.0 MB\n# No sampled allocation was live when this profile was taken"),
+            "{text}"
+        );
+        let later = analysis(&[3e6, 1e6]);
+        let text = render(&later.minus(&empty), &RenderOptions::default(), Some(0.0));
+        assert!(!text.contains("nan"), "{text}");
+        assert!(
+            text.starts_with("Total: 3.8 MB (a difference from an empty base; percentages of this total)\n"),
+            "{text}"
+        );
+        assert!(text.contains("  2.9  75.0%  75.0%      2.9  75.0% app::f0\n"), "{text}");
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn route(context: &Context, request: &Request) -> Result<Reply, HttpError> {
 
 fn unknown_path(path: &str) -> HttpError {
     let known: Vec<&str> = ROUTES.iter().map(|route| route.path).collect();
+    let path = if path.is_empty() { "/" } else { path };
     HttpError::not_found(format!("No endpoint at '{path}'; the endpoints are {}", known.join(", ")))
 }
 
@@ -243,6 +244,12 @@ mod tests {
 
     #[test]
     fn unknown_paths_list_the_endpoints() {
+        let root = route(context(), &request("GET", "/")).err().unwrap();
+        assert!(
+            root.message.starts_with("No endpoint at '/'; the endpoints are /memory-profiler,"),
+            "{}",
+            root.message
+        );
         let error = route(context(), &request("GET", "/memory-profiler/strat?duration=5mins")).err().unwrap();
         assert_eq!(error.status, 404);
         assert!(error.message.starts_with(
