@@ -12,7 +12,7 @@ use crate::labels::{LabelSet, LabelSets, label_id};
 
 impl Analysis {
     /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
-    /// reason is kept in [`Module::problem`]. Samples with a label frame whose set is unknown get the label
+    /// reason is kept in [`Module::problem`](crate::Module::problem). Samples with a label frame whose set is unknown get the label
     /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
     pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
         Self::with_labels(profile, binaries, &LabelSets::default())

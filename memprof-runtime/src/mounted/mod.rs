@@ -1,6 +1,6 @@
 //! memprof's endpoints on the program's own HTTP server, answered as by the built-in one (routes, token,
 //! limits, the switch): over the `http` crate's types ([`respond`], feature `http`), and as axum routers
-//! ([`axum`], feature `axum`).
+//! (`axum`, with the feature `axum`).
 //!
 //! ```no_run
 //! let request = http::Request::get("/memory-profiler/state").body(Vec::new()).unwrap();
