@@ -26,6 +26,15 @@ fn debug_pprof_heap_serves_the_live_heap_to_pprof_scrapers() {
     );
     let Some(report) = tools::pprof_top(&response.body, "inuse_space") else { return };
     assert!(report.contains("service::open_session"), "{report}");
+    assert_eq!(tools::pprof(&response.body, &["-comments"]).unwrap().trim(), "", "sampling on: nothing to say");
+    // With sampling off, a scraper is told why the profile is empty.
+    service.get_json("/memory-profiler/heap_profile?active=false");
+    let off = service.get("/debug/pprof/heap");
+    let comments = tools::pprof(&off.body, &["-comments"]).unwrap();
+    assert!(
+        comments.trim().starts_with("memprof: sampling is off (prof.active false), so this profile holds no samples"),
+        "{comments}"
+    );
 }
 
 #[test]

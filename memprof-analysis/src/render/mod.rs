@@ -57,6 +57,8 @@ pub struct RenderOptions {
     pub by: Option<String>,
     /// Keep only the samples whose label `.0` is `.1` (`(none)`: the samples without `.0`), in every format.
     pub label: Option<(String, String)>,
+    /// pprof only: comments to carry (`go tool pprof -comments`), before the notes on the binaries.
+    pub comments: Vec<String>,
 }
 
 /// Why a profile could not be rendered.
@@ -135,7 +137,9 @@ impl Format {
             Format::Collapsed => Ok(folded::collapsed(analysis, base, options).into_bytes()),
             Format::FlameGraph => folded::flame_graph(analysis, base, options),
             Format::Graph => Ok(graph::render(difference().as_ref().unwrap_or(analysis), options).into_bytes()),
-            Format::Pprof => pprof::render(difference().as_ref().unwrap_or(analysis), options.allocations_first),
+            Format::Pprof => {
+                pprof::render(difference().as_ref().unwrap_or(analysis), options.allocations_first, &options.comments)
+            }
         };
         rendered.map_err(|error| RenderError(format!("Cannot render the {} format: {error}", self.name())))
     }

@@ -150,8 +150,8 @@ impl Strings {
 }
 
 /// The profile, gzip-compressed as pprof files are.
-pub(super) fn render(analysis: &Analysis, allocations_first: bool) -> Result<Vec<u8>, String> {
-    let profile = build(analysis, allocations_first);
+pub(super) fn render(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> Result<Vec<u8>, String> {
+    let profile = build(analysis, allocations_first, comments);
     let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
     encoder.write_all(&profile.encode_to_vec()).and_then(|()| encoder.finish()).map_err(|error| error.to_string())
 }
@@ -159,7 +159,7 @@ pub(super) fn render(analysis: &Analysis, allocations_first: bool) -> Result<Vec
 /// The comment of an allocations profile without allocation totals.
 pub(crate) const NO_ALLOCATION_TOTALS: &str = "This is the in-use heap (inuse_objects, inuse_space): jemalloc keeps allocation totals (alloc_objects, alloc_space) only when the program starts with MALLOC_CONF=prof_accum:true";
 
-fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
+fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> proto::Profile {
     let mut strings = Strings::new();
     let mut value_type =
         |kind: &str, unit: &str| proto::ValueType { r#type: strings.intern(kind), unit: strings.intern(unit) };
@@ -244,7 +244,12 @@ fn build(analysis: &Analysis, allocations_first: bool) -> proto::Profile {
         strings.intern(if analysis.has_allocations && allocations_first { "alloc_space" } else { "inuse_space" });
     // Asked for allocation totals that jemalloc does not keep: the in-use heap, saying why (`pprof -comments`).
     let missing_totals = (allocations_first && !analysis.has_allocations).then(|| NO_ALLOCATION_TOTALS.to_owned());
-    let comment = missing_totals.into_iter().chain(analysis.notes()).map(|comment| strings.intern(&comment)).collect();
+    let comment = missing_totals
+        .into_iter()
+        .chain(comments.iter().cloned())
+        .chain(analysis.notes())
+        .map(|comment| strings.intern(&comment))
+        .collect();
     proto::Profile {
         sample_type,
         sample,
@@ -289,7 +294,7 @@ mod tests {
             modules: Vec::new(),
             has_allocations: false,
         };
-        let profile = build(&analysis, true);
+        let profile = build(&analysis, true, &[]);
         let name = |index: i64| profile.string_table[index as usize].as_str();
         assert_eq!(profile.sample[0].value, [2, 1_000_000]);
         assert_eq!(profile.sample[0].location_id, [1, 2]);
@@ -303,8 +308,8 @@ mod tests {
         assert_eq!((profile.period, name(profile.sample_type[1].unit)), (524288, "bytes"));
         let comments: Vec<&str> = profile.comment.iter().map(|&index| name(index)).collect();
         assert_eq!(comments, [NO_ALLOCATION_TOTALS], "allocations asked for, none kept");
-        assert!(build(&analysis, false).comment.is_empty());
-        let with_totals = build(&Analysis { has_allocations: true, ..analysis }, true);
+        assert!(build(&analysis, false, &[]).comment.is_empty());
+        let with_totals = build(&Analysis { has_allocations: true, ..analysis }, true, &[]);
         let name = |index: i64| with_totals.string_table[index as usize].as_str();
         assert_eq!(with_totals.sample[0].value, [10, 4_000_000, 2, 1_000_000]);
         assert_eq!(name(with_totals.sample_type[1].r#type), "alloc_space");
@@ -328,7 +333,7 @@ mod tests {
             problem: None,
         };
         let analysis = Analysis { modules: vec![module.clone(), module.clone()], ..Analysis::default() };
-        let profile = build(&analysis, true);
+        let profile = build(&analysis, true, &[]);
         let comments: Vec<&str> =
             profile.comment.iter().map(|&index| profile.string_table[index as usize].as_str()).collect();
         assert_eq!(comments, [NO_ALLOCATION_TOTALS, module.note().unwrap().as_str()], "one note per binary");

@@ -20,6 +20,10 @@ use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
 use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
 
+/// The comment of a profile served while sampling is off.
+const SAMPLING_OFF: &str = "memprof: sampling is off (prof.active false), so this profile holds no samples; for \
+continuous profiling keep it on: memprof activate, or start with MALLOC_CONF=prof_active:true";
+
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;
 
@@ -44,7 +48,10 @@ fn serve(context: &Context, query: &Query, request: &Request, allocations_first:
             })
         })
         .transpose()?;
-    let options = RenderOptions { allocations_first, ..RenderOptions::default() };
+    // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
+    let comments =
+        if crate::jemalloc::profiling_active().unwrap_or(false) { Vec::new() } else { vec![SAMPLING_OFF.to_owned()] };
+    let options = RenderOptions { allocations_first, comments, ..RenderOptions::default() };
     let bytes = match seconds {
         None => {
             let _permit = Permit::or_busy()?;
