@@ -70,6 +70,10 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
     }
     let text = restarted.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("% service::open_session\n"), "{text}");
+    // Before the new process has a profile of its own, the newest is the one the killed process left.
+    let newest = restarted.get("/memory-profiler/download/raw");
+    assert_eq!(newest.status, 200, "{}", newest.text());
+    assert_eq!(newest.body, restarted.get(&format!("/memory-profiler/download/raw?id={id}")).body);
 
     // The operator's tool lists them and downloads them by id.
     let cli = |arguments: &[&str]| {

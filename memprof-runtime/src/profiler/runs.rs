@@ -195,14 +195,18 @@ impl Runs {
         self.earlier.iter().flat_map(|process| &process.profiles).find(|earlier| earlier.profile.id == id)
     }
 
-    /// The kept profile `id`, or the newest one without an id; why not, when it cannot be served.
+    /// The kept profile `id`, or without an id the newest: this process's, or before it has one, the newest
+    /// an earlier process left (the heap before a kill, which `state` lists); why not, when it cannot be
+    /// served.
     pub(crate) fn lookup(&self, id: Option<u64>) -> Result<KeptProfile, LookupError> {
         let current = self.current.as_ref().map(|run| run.id);
         let Some(id) = id else {
             if let Some(current) = current {
                 return Err(LookupError::RunActive(current));
             }
-            return self.newest().cloned().ok_or(LookupError::NoneYet);
+            let earlier =
+                self.earlier.first().and_then(|process| process.profiles.first()).map(|earlier| &earlier.profile);
+            return self.newest().or(earlier).cloned().ok_or(LookupError::NoneYet);
         };
         if let Some(profile) = self.find(id) {
             return Ok(profile.clone());
