@@ -179,7 +179,7 @@ fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
                 .iter()
                 .find_map(|profile| profile.binary.clone())
                 .or_else(|| last_seen.as_ref().and_then(|seen| seen.binary.clone()));
-            if program.is_none() || program != this_program {
+            if !same_service(program.as_deref(), this_program.as_deref()) {
                 return None;
             }
             profiles.sort_by_key(|profile| std::cmp::Reverse(profile.profile.stopped));
@@ -188,6 +188,18 @@ fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
         .collect();
     processes.sort_by_key(|process| std::cmp::Reverse(newest(process)));
     processes
+}
+
+/// Whether a profile written by `theirs` is this service's: the same program file name, wherever it is
+/// installed (`/opt/app-1.2/bin/app` and `/opt/app-1.3/bin/app`: a new version in a versioned directory or a
+/// new container image is the same service, and its other build is flagged as such by the build id).
+/// Without a record, nobody can tell whose it is: left for its own program.
+fn same_service(theirs: Option<&str>, ours: Option<&str>) -> bool {
+    let name = |path: &str| Path::new(path).file_name().map(std::ffi::OsStr::to_owned);
+    match (theirs, ours) {
+        (Some(theirs), Some(ours)) => name(theirs).is_some() && name(theirs) == name(ours),
+        _ => false,
+    }
 }
 
 fn newest(process: &EarlierProcess) -> SystemTime {

@@ -129,3 +129,12 @@ fn another_programs_earlier_processes_are_salvaged_but_left_to_it() {
     assert!(theirs.join("automatic.5.heap").is_file() && theirs.join(ENDED_FILE).is_file());
     assert!(!theirs.join("snapshot.6.heap").exists());
 }
+
+#[test]
+fn the_same_service_is_the_same_program_name_wherever_it_is_installed() {
+    assert!(same_service(Some("/opt/app-1.2/bin/app"), Some("/opt/app-1.3/bin/app")));
+    assert!(same_service(Some("/srv/app"), Some("/srv/app")));
+    assert!(!same_service(Some("/opt/app-1.2/bin/app"), Some("/opt/app-1.2/bin/worker")));
+    assert!(!same_service(None, Some("/srv/app")));
+    assert!(!same_service(Some("/"), Some("/")));
+}
