@@ -30,21 +30,34 @@ struct Request {
 type Computed<V, E> = Arc<OnceLock<Result<Arc<V>, E>>>;
 
 /// Values computed once per key; concurrent callers of the same key share one computation. At most
-/// `capacity` are kept: past it, the one asked for least recently is forgotten (its callers still get it).
+/// `capacity` are kept, of at most `max_bytes` together (as `weigh` counts them): past either, the ones
+/// asked for least recently are forgotten (their callers still get them), the newest always kept.
 struct OnceMap<K, V, E> {
     cells: Mutex<Cells<K, V, E>>,
     capacity: usize,
+    max_bytes: usize,
+    weigh: fn(&V) -> usize,
 }
 
-/// The kept cells, each with the [`Cells::clock`] of its last use.
+/// The kept cells, each with the [`Cells::clock`] of its last use and its value's weight once computed.
 struct Cells<K, V, E> {
-    by_key: HashMap<K, (Computed<V, E>, u64)>,
+    by_key: HashMap<K, Entry<V, E>>,
     clock: u64,
+}
+
+struct Entry<V, E> {
+    cell: Computed<V, E>,
+    used: u64,
+    bytes: usize,
 }
 
 impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
     fn new(capacity: usize) -> Self {
-        Self { cells: Mutex::new(Cells { by_key: HashMap::new(), clock: 0 }), capacity }
+        Self::bounded(capacity, usize::MAX, |_| 0)
+    }
+
+    fn bounded(capacity: usize, max_bytes: usize, weigh: fn(&V) -> usize) -> Self {
+        Self { cells: Mutex::new(Cells { by_key: HashMap::new(), clock: 0 }), capacity, max_bytes, weigh }
     }
 
     /// The value of `key`, computed by `compute` unless another caller did or is doing it. Errors are not
@@ -52,13 +65,33 @@ impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
     fn get(&self, key: &K, compute: impl FnOnce() -> Result<V, E>) -> Result<Arc<V>, E> {
         let cell = self.cell(key);
         let value = cell.get_or_init(|| compute().map(Arc::new)).clone();
-        if value.is_err() {
-            let mut cells = self.cells.lock();
-            if cells.by_key.get(key).is_some_and(|(kept, _)| Arc::ptr_eq(kept, &cell)) {
+        let mut cells = self.cells.lock();
+        let kept = cells.by_key.get_mut(key).filter(|entry| Arc::ptr_eq(&entry.cell, &cell));
+        match (&value, kept) {
+            (Err(_), Some(_)) => {
                 cells.by_key.remove(key);
             }
+            (Ok(computed), Some(entry)) => {
+                entry.bytes = (self.weigh)(computed);
+                self.evict(&mut cells);
+            }
+            (_, None) => {}
         }
         value
+    }
+
+    /// Forgets the least recently used cells while more than `capacity` are kept or they weigh more than
+    /// `max_bytes`, but never the last one.
+    fn evict(&self, cells: &mut Cells<K, V, E>) {
+        while cells.by_key.len() > 1
+            && (cells.by_key.len() > self.capacity
+                || cells.by_key.values().map(|entry| entry.bytes).sum::<usize>() > self.max_bytes)
+        {
+            let oldest = cells.by_key.iter().min_by_key(|(_, entry)| entry.used).map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                cells.by_key.remove(&oldest);
+            }
+        }
     }
 
     /// `key`'s cell, made if there is none, marked as used now; the least recently used one is forgotten
@@ -67,15 +100,11 @@ impl<K: Eq + Hash + Clone, V, E: Clone> OnceMap<K, V, E> {
         let mut cells = self.cells.lock();
         cells.clock += 1;
         let now = cells.clock;
-        let (cell, used) = cells.by_key.entry(key.clone()).or_default();
-        *used = now;
-        let cell = Arc::clone(cell);
-        if cells.by_key.len() > self.capacity {
-            let oldest = cells.by_key.iter().min_by_key(|(_, (_, used))| *used).map(|(key, _)| key.clone());
-            if let Some(oldest) = oldest {
-                cells.by_key.remove(&oldest);
-            }
-        }
+        let entry =
+            cells.by_key.entry(key.clone()).or_insert_with(|| Entry { cell: Computed::default(), used: now, bytes: 0 });
+        entry.used = now;
+        let cell = Arc::clone(&entry.cell);
+        self.evict(&mut cells);
         cell
     }
 
@@ -97,14 +126,18 @@ pub(crate) enum Failure {
 
 /// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
 static ANALYSES: LazyLock<OnceMap<u64, Analysis, Failure>> = LazyLock::new(|| OnceMap::new(usize::MAX));
-/// The renders, by what was asked for; forgotten with the profiles they used.
-static RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> = LazyLock::new(|| OnceMap::new(usize::MAX));
+/// How many renders are kept, and how many bytes of them: a run's formats with and without lines, whole
+/// or cut, against each base, for every kept profile, could be hundreds of renders of megabytes each.
+const RENDERS_KEPT: (usize, usize) = (64, 64 << 20);
+/// The renders, by what was asked for, the most recently asked kept; forgotten with the profiles they used.
+static RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> =
+    LazyLock::new(|| OnceMap::bounded(RENDERS_KEPT.0, RENDERS_KEPT.1, Vec::len));
 /// How many renders split or filtered by a label are kept: their keys and values are the asker's choice,
 /// without bound, so only the latest few (the dashboard's split flame graph, shown again) are.
 const LABEL_RENDERS_KEPT: usize = 8;
 /// The renders split or filtered by a label asked for last; forgotten with the profiles they used.
 static LABEL_RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> =
-    LazyLock::new(|| OnceMap::new(LABEL_RENDERS_KEPT));
+    LazyLock::new(|| OnceMap::bounded(LABEL_RENDERS_KEPT, RENDERS_KEPT.1 / 4, Vec::len));
 
 /// `run`'s profile in `format` (the difference from `base` when given), rendered once for every caller
 /// asking at the same time and kept until the profile is evicted.
@@ -219,5 +252,21 @@ mod tests {
         assert_eq!(get(2), 20);
         assert_eq!(computed.load(Ordering::SeqCst), 4);
         assert_eq!(map.cells.lock().by_key.len(), 2);
+    }
+
+    #[test]
+    fn past_its_bytes_the_least_recently_asked_for_are_forgotten_but_never_the_newest() {
+        let map: OnceMap<u32, Vec<u8>, String> = OnceMap::bounded(10, 100, Vec::len);
+        let get = |key: u32, bytes: usize| map.get(&key, || Ok(vec![0; bytes])).unwrap().len();
+        assert_eq!((get(1, 40), get(2, 40)), (40, 40));
+        get(3, 40);
+        let kept = |map: &OnceMap<u32, Vec<u8>, String>| {
+            let mut keys: Vec<u32> = map.cells.lock().by_key.keys().copied().collect();
+            keys.sort_unstable();
+            keys
+        };
+        assert_eq!(kept(&map), [2, 3], "120 bytes: the oldest goes");
+        get(4, 500);
+        assert_eq!(kept(&map), [4], "one larger than the bound is still kept, alone");
     }
 }
