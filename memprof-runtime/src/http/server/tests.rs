@@ -1,0 +1,326 @@
+//! The accept loop on real sockets: bounds, evictions, refusals, reserved places.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+
+use parking_lot::Condvar;
+
+use super::*;
+use crate::http::reply::Reply;
+
+fn serve(handle: impl Fn(&Request) -> Response + Send + Sync + 'static) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    start(listener, Arc::new(handle)).unwrap();
+    address
+}
+
+fn exchange(address: SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn echo(request: &Request) -> Response {
+    let text = format!("{} {} {}", request.method, request.target, String::from_utf8_lossy(&request.body));
+    Reply::bytes("text/plain", text.into_bytes()).into_response()
+}
+
+fn panics(request: &Request) -> Response {
+    if request.target == "/panic" {
+        panic!("a handler bug");
+    }
+    echo(request)
+}
+
+/// Waits (at most twenty seconds) until `condition` holds.
+fn wait_for(condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(Instant::now() < deadline, "the condition did not come true within 20 s");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_panicking_handler_answers_500_and_the_connection_thread_lives_on() {
+    let address = serve(panics);
+    let answer = exchange(
+        address,
+        "GET /panic HTTP/1.1\r\nHost: localhost\r\n\r\nGET /after HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    let (first, second) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(first.starts_with("HTTP/1.1 500 Internal Server Error\r\n"), "{answer}");
+    assert!(
+        second.starts_with("memprof failed while answering this request; see the program's log.\nHTTP/1.1 200 OK"),
+        "{answer}"
+    );
+    assert!(answer.ends_with("GET /after "), "{answer}");
+}
+
+#[test]
+fn pipelined_requests_and_chunked_bodies_are_answered_in_order() {
+    let address = serve(echo);
+    let answer = exchange(
+        address,
+        "POST /a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nxyzPOST /b HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nTrailer: t\r\n\r\n",
+    );
+    assert!(
+        answer.contains("Content-Length: 11\r\nCache-Control: no-store\r\n\r\nPOST /a xyzHTTP/1.1 200"),
+        "{answer}"
+    );
+    assert!(answer.ends_with("Connection: close\r\n\r\nPOST /b abcde"), "{answer}");
+}
+
+#[test]
+fn a_chunked_trailer_ends_lines_as_heads_do_and_its_fields_need_a_colon() {
+    let address = serve(echo);
+    // The empty line after the last chunk ends with a bare LF, as a head's may: the next request follows.
+    let answer = exchange(
+        address,
+        "POST /a HTTP/1.1\r\nHost: [::1]\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\n\
+         GET /next HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.contains("POST /a zHTTP/1.1 200 OK"), "{answer}");
+    assert!(answer.ends_with("GET /next "), "{answer}");
+    let answer = exchange(
+        address,
+        "POST /a HTTP/1.1\r\nHost: [::1]\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nno colon here\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    assert!(answer.ends_with("Malformed trailer after the chunked request body.\n"), "{answer}");
+}
+
+#[test]
+fn http_1_0_with_transfer_encoding_is_answered_then_closed() {
+    let address = serve(echo);
+    let answer = exchange(
+        address,
+        "POST /a HTTP/1.0\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n1\r\nz\r\n0\r\n\r\n\
+         GET /next HTTP/1.0\r\n\r\n",
+    );
+    assert!(answer.ends_with("Connection: close\r\n\r\nPOST /a z"), "{answer}");
+}
+
+#[test]
+fn on_loopback_only_loopback_host_names_are_answered() {
+    let address = serve(echo);
+    for host in ["localhost", "LOCALHOST:5050", "app.localhost", "127.0.0.1:80", "127.1.2.3", "[::1]:5050"] {
+        let answer = exchange(address, &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"));
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {answer}");
+    }
+    for host in ["rebind.evil.example", "evil.example:5050", "10.0.0.1", "localhost.evil.example"] {
+        let answer = exchange(address, &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"));
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{host}: {answer}");
+        assert!(answer.contains(&format!("Host '{host}' is refused")), "{answer}");
+    }
+    let answer = exchange(address, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    let answer = exchange(address, "GET / HTTP/1.1\r\nHost: localhost\r\nHost: localhost\r\n\r\n");
+    assert!(answer.ends_with("A request cannot have more than one Host field.\n"), "{answer}");
+}
+
+#[test]
+fn expect_continue_is_answered_before_the_body_is_sent() {
+    let address = serve(echo);
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .write_all(
+            b"POST /e HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+    let mut interim = [0; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    stream.write_all(b"ok").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("POST /e ok"), "{answer}");
+}
+
+/// Sends a request and reads the start of its answer, leaving the connection open.
+fn held_after(address: SocketAddr, request: &[u8], expected_status: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(request).unwrap();
+    let mut status = vec![0; expected_status.len()];
+    stream.read_exact(&mut status).unwrap();
+    assert_eq!(status, expected_status);
+    stream
+}
+
+#[test]
+fn a_flood_of_stalled_clients_makes_room_for_new_requests_oldest_first() {
+    let address = serve(echo);
+    // Answered once each, so they are surely counted, then stalled halfway through a second request.
+    let mut stalled: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+        .map(|_| {
+            let mut stream = held_after(address, b"GET /first HTTP/1.1\r\nHost: localhost\r\n\r\n", b"HTTP/1.1 200");
+            stream.write_all(b"GET /second HTTP/1.1\r\nHost:").unwrap();
+            stream
+        })
+        .collect();
+    let answer = exchange(address, "GET /new HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("GET /new "), "{answer}");
+    // The oldest stalled connection was closed for it: the rest of its first answer, then a 503 for the
+    // request it had begun, which was not run.
+    let mut rest = String::new();
+    stalled[0].read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("GET /first HTTP/1.1 503 Service Unavailable\r\n"), "{rest}");
+    assert!(rest.contains("Retry-After: 1\r\n"), "{rest}");
+    assert!(rest.ends_with("This connection was closed to make room for another client; try again.\n"), "{rest}");
+    stalled[1].set_nonblocking(true).unwrap();
+    let mut pending = [0; 256];
+    let read = stalled[1].read(&mut pending).unwrap();
+    assert!(stalled[1].read(&mut pending[read..]).is_err(), "the second oldest stays open");
+    stalled.clear();
+}
+
+/// A handler that blocks until released, counting the requests inside it; `/wait` waits 60 s instead.
+struct Gate {
+    released: Mutex<bool>,
+    opened: Condvar,
+    inside: AtomicUsize,
+    waits_ended: Mutex<Vec<Result<(), u16>>>,
+}
+
+impl Gate {
+    fn new() -> Arc<Self> {
+        Arc::new(Gate {
+            released: Mutex::new(false),
+            opened: Condvar::new(),
+            inside: AtomicUsize::new(0),
+            waits_ended: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn handle(&self, request: &Request) -> Response {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        if request.target == "/wait" {
+            let waited = request.wait(Duration::from_secs(60));
+            self.waits_ended.lock().push(waited.clone().map_err(|error| error.status));
+            if let Err(error) = waited {
+                return error.into_response();
+            }
+        } else {
+            let mut released = self.released.lock();
+            while !*released {
+                self.opened.wait(&mut released);
+            }
+        }
+        let text = format!("{} reserved={}", request.target, request.reserved);
+        Reply::bytes("text/plain", text.into_bytes()).into_response()
+    }
+
+    fn release(&self) {
+        *self.released.lock() = true;
+        self.opened.notify_all();
+    }
+}
+
+fn gated(gate: &Arc<Gate>) -> SocketAddr {
+    let gate = Arc::clone(gate);
+    serve(move |request| gate.handle(request))
+}
+
+#[test]
+fn when_every_connection_is_busy_a_few_more_get_reserved_places_then_503_at_once() {
+    let gate = Gate::new();
+    let address = gated(&gate);
+    let busy: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+        .map(|_| held_after(address, b"GET /busy HTTP/1.1\r\nHost: localhost\r\n\r\n", b""))
+        .collect();
+    wait_for(|| gate.inside.load(Ordering::SeqCst) == MAX_CONNECTIONS);
+    // One at a time: a connection admitted but not yet busy is idle, and may be closed for the next.
+    let reserved: Vec<TcpStream> = (1..=RESERVED)
+        .map(|count| {
+            let stream = held_after(address, b"GET /reserved HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
+            wait_for(|| gate.inside.load(Ordering::SeqCst) == MAX_CONNECTIONS + count);
+            stream
+        })
+        .collect();
+    let answer = exchange(address, "");
+    assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer}");
+    assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
+    let busy_message = format!("More than {} connections are busy; try again.\n", MAX_CONNECTIONS + RESERVED);
+    assert!(answer.ends_with(&busy_message), "{answer}");
+    gate.release();
+    for (mut stream, expected) in busy
+        .into_iter()
+        .map(|stream| (stream, "/busy reserved=false"))
+        .chain(reserved.into_iter().map(|stream| (stream, "/reserved reserved=true")))
+    {
+        let mut answer = vec![0; 512];
+        let mut read = 0;
+        while !String::from_utf8_lossy(&answer[..read]).ends_with(expected) {
+            let more = stream.read(&mut answer[read..]).unwrap();
+            assert!(more > 0, "{}", String::from_utf8_lossy(&answer[..read]));
+            read += more;
+        }
+    }
+}
+
+#[test]
+fn a_large_body_refused_for_want_of_a_place_still_reads_its_503() {
+    let gate = Gate::new();
+    let address = gated(&gate);
+    let busy: Vec<TcpStream> = (1..=MAX_CONNECTIONS + RESERVED)
+        .map(|count| {
+            let stream = held_after(address, b"GET /busy HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
+            wait_for(|| gate.inside.load(Ordering::SeqCst) == count);
+            stream
+        })
+        .collect();
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = "POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1048576\r\n\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    // The whole body is sent (the server drains it), then the answer is read whole: no reset.
+    stream.write_all(&vec![b'x'; 1 << 20]).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer}");
+    gate.release();
+    drop(busy);
+}
+
+#[test]
+fn a_handlers_wait_ends_when_the_client_leaves() {
+    let gate = Gate::new();
+    let address = gated(&gate);
+    let leaving = held_after(address, b"GET /wait HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
+    wait_for(|| gate.inside.load(Ordering::SeqCst) == 1);
+    drop(leaving);
+    // At once, not after the 60 s asked for (a 400 that nobody reads).
+    wait_for(|| gate.waits_ended.lock().len() == 1);
+    assert_eq!(gate.waits_ended.lock()[0], Err(400));
+}
+
+#[test]
+fn a_waiting_handler_holds_no_busy_place() {
+    let gate = Gate::new();
+    let address = gated(&gate);
+    gate.release();
+    // Every place taken by waiting scrapes: a new request is answered, the longest wait is cut with 503.
+    let mut waiting: Vec<TcpStream> = (1..=MAX_CONNECTIONS)
+        .map(|count| {
+            let stream = held_after(address, b"GET /wait HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
+            wait_for(|| gate.inside.load(Ordering::SeqCst) == count);
+            stream
+        })
+        .collect();
+    let answer = exchange(address, "GET /state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert!(answer.ends_with("/state reserved=false"), "{answer}");
+    wait_for(|| gate.waits_ended.lock().len() == 1);
+    assert_eq!(gate.waits_ended.lock()[0], Err(503));
+    let mut cut = String::new();
+    waiting[0].read_to_string(&mut cut).unwrap();
+    assert!(cut.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{cut}");
+    assert!(cut.ends_with("This connection was closed to make room for another client; try again.\n"), "{cut}");
+    waiting.clear();
+}
