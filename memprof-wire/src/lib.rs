@@ -218,103 +218,6 @@ pub fn is_loopback_host(host: &str) -> bool {
         || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }
 
-/// An earlier process's kept profiles, as `state` lists them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EarlierProcess {
-    /// Its process id (in its own PID namespace).
-    pub pid: u32,
-    /// When memprof found it had ended, in Unix seconds (it ended before).
-    pub ended_before: f64,
-    /// The directory its profiles are in.
-    pub directory: String,
-    /// Why it is thought to have ended, when its profiles tell (an automatic dump at the memory limit).
-    pub why: Option<String>,
-    /// Its kept profiles, newest first; each downloads as this process's do.
-    pub profiles: Vec<EarlierProfile>,
-    /// What it last wrote of itself before it ended, when it did (memprof of 2026-11 on).
-    #[serde(default)]
-    pub last_seen: Option<LastSeen>,
-    /// The run that was active when it ended: its profile was never written.
-    #[serde(default)]
-    pub lost_run: Option<ActiveRun>,
-    /// What its kept profiles show of its end, in words: when the newest was taken against when the
-    /// process was last seen, how much of its last heap it holds, a lost run, and the switch that would have
-    /// kept the heap at the end.
-    #[serde(default)]
-    pub caption: String,
-}
-
-/// What a process writes of itself every few seconds while it lives (`last-seen.json` in its profile
-/// directory), so that the next process knows when it was last seen and how big it was.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LastSeen {
-    /// When, in Unix seconds.
-    pub time: f64,
-    /// Live bytes (jemalloc's `stats.allocated`).
-    pub allocated_bytes: u64,
-    /// jemalloc's resident bytes (`stats.resident`).
-    pub resident_bytes: u64,
-    /// The process's resident set (`VmRSS`).
-    pub rss_bytes: u64,
-    /// The run active then, if any.
-    pub active_run: Option<ActiveRun>,
-    /// The program's path.
-    pub binary: Option<String>,
-}
-
-/// A run that was active.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ActiveRun {
-    /// Its id.
-    pub id: u64,
-    /// Who started it.
-    pub started_by: String,
-    /// When, in Unix seconds.
-    pub started: f64,
-}
-
-/// A profile of an earlier process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EarlierProfile {
-    /// The profile, its downloads included.
-    #[serde(flatten)]
-    pub profile: KeptProfile,
-    /// The program that wrote it, if recorded.
-    pub binary: Option<String>,
-    /// Whether it was written by this very build (same GNU build id), so that this process symbolizes
-    /// it; otherwise only the raw download is served, for `memprof analyze --binary <that build>`.
-    pub same_build: bool,
-    /// The process's live bytes when it was written, when recorded.
-    #[serde(default)]
-    pub allocated_bytes: Option<u64>,
-    /// How long before the process was last seen it was written, in seconds, when both are known.
-    #[serde(default)]
-    pub before_end_seconds: Option<f64>,
-}
-
-/// What is recorded beside each kept profile (`<name>.json`), so that a later process can tell what it
-/// was after this one is gone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileRecord {
-    /// The profile's id.
-    pub id: u64,
-    /// Who started it (as [`KeptProfile::started_by`]).
-    pub started_by: String,
-    /// When it started, in Unix seconds.
-    pub started: f64,
-    /// When it stopped, in Unix seconds.
-    pub stopped: f64,
-    /// The process that wrote it.
-    pub pid: u32,
-    /// The program's path.
-    pub binary: Option<String>,
-    /// The program's GNU build id, in hexadecimal.
-    pub build_id: Option<String>,
-    /// The process's live bytes when the profile was written (jemalloc's `stats.allocated`).
-    #[serde(default)]
-    pub allocated: Option<u64>,
-}
-
 /// `heap_profile` without parameters: libmtev's switches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Switches {
@@ -338,57 +241,6 @@ pub struct RunOwner {
     pub id: u64,
     /// Who started it: `http`, `manual`, `code: <label>`.
     pub started_by: String,
-}
-
-/// `state`: Mesos's object, plus what memprof adds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct State {
-    /// The profiler.
-    pub memory_profiler: ProfilerState,
-    /// jemalloc's configuration and switches.
-    pub jemalloc: JemallocState,
-}
-
-/// `state.memory_profiler`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfilerState {
-    /// Always true: memprof is jemalloc's.
-    pub jemalloc_detected: bool,
-    /// Where profiles are written (Mesos's field).
-    pub tmp_dir: String,
-    /// The run in progress.
-    pub current_run: CurrentRun,
-    /// The newest kept profile of a run.
-    pub latest_run: Option<KeptProfile>,
-    /// The kept profiles of runs, newest first.
-    pub runs: Vec<KeptProfile>,
-    /// How many are kept.
-    pub keep_runs: usize,
-    /// Whether requests need the token.
-    pub auth_required: bool,
-    /// Automatic dumps: their settings in force, and the kept dumps, newest first.
-    pub automatic_dumps: AutomaticDumps,
-    /// The last run that failed to write its profile.
-    pub last_failure: Option<Failure>,
-    /// Whether sampling was switched on outside memprof's runs.
-    pub started_externally: bool,
-    /// log2 of the mean bytes between samples.
-    pub lg_prof_sample: Option<usize>,
-    /// How samples walk the stack.
-    pub stack_walk: StackWalk,
-    /// Mean bytes between samples.
-    pub sample_period_bytes: Option<u64>,
-    /// Problems an operator should know about.
-    pub warnings: Vec<String>,
-    /// Profiles kept from earlier processes that ended without cleaning up (killed, crashed), newest
-    /// process first: the heap before an OOM kill, say.
-    #[serde(default)]
-    pub earlier_processes: Vec<EarlierProcess>,
-    /// The allocation labels recorded so far.
-    #[serde(default)]
-    pub labels: LabelCounts,
-    /// jemalloc's counters now.
-    pub heap: Option<HeapCounters>,
 }
 
 /// `labels?id=N`: a kept profile's estimated live bytes under each value of each label key (`(none)` for
@@ -415,68 +267,6 @@ pub struct LabelCounts {
     pub overflowed: u64,
 }
 
-/// The run in progress, or `{"id": null}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum CurrentRun {
-    /// A run is active.
-    Active {
-        /// Its id.
-        id: u64,
-        /// Seconds until its timer ends it; `null` for runs that end when their code says so.
-        remaining_seconds: Option<f64>,
-        /// Who started it.
-        started_by: String,
-    },
-    /// No run: `{"id": null}`.
-    Idle {
-        /// Always `null`.
-        id: (),
-    },
-}
-
-/// `state.memory_profiler.automatic_dumps`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AutomaticDumps {
-    /// The settings in force (`MEMPROF_DUMP_*`), or `null` when off.
-    pub settings: Option<AutomaticDumpSettings>,
-    /// The kept dumps, newest first.
-    pub dumps: Vec<KeptProfile>,
-}
-
-/// When automatic dumps are taken.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AutomaticDumpSettings {
-    /// A dump each time this many bytes were allocated.
-    pub every_bytes: Option<u64>,
-    /// A dump at each new high-water mark this share above the last one.
-    pub high_water_step: Option<f64>,
-    /// A dump when the resident set crosses this share of the memory limit.
-    pub resident_share: Option<f64>,
-    /// How many dumps are kept.
-    pub keep: usize,
-    /// How many bytes of dumps are kept.
-    pub max_bytes: u64,
-}
-
-/// A run whose profile could not be written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    /// Its id.
-    pub id: u64,
-    /// Why.
-    pub error: String,
-}
-
-/// `state.memory_profiler.stack_walk`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StackWalk {
-    /// `frame pointers` or `libgcc`.
-    pub method: String,
-    /// Why libgcc, when it is.
-    pub why: Option<String>,
-}
-
 /// jemalloc's process-wide counters, in bytes (`stats.*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HeapCounters {
@@ -492,28 +282,6 @@ pub struct HeapCounters {
     pub mapped: usize,
     /// Bytes kept for reuse.
     pub retained: usize,
-}
-
-/// `state.jemalloc`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JemallocState {
-    /// Where jemalloc's configuration came from.
-    pub malloc_conf: MallocConfSources,
-    /// `opt.prof`.
-    pub profiling_enabled: bool,
-    /// `prof.active`.
-    pub profiling_active: bool,
-}
-
-/// The configuration strings jemalloc read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MallocConfSources {
-    /// The environment's (Mesos's field).
-    pub environment: Option<String>,
-    /// The one built into jemalloc (Mesos's field).
-    pub build_options: Option<String>,
-    /// The exported `malloc_conf` symbol's.
-    pub exported: Option<String>,
 }
 
 /// `memory`: the dashboard chart's readings.
@@ -541,6 +309,13 @@ pub struct Reading {
     pub classes: Option<ClassBytes>,
 }
 
+mod earlier;
+mod state;
+pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, ProfileRecord};
+pub use state::{
+    AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, ProfilerState,
+    StackWalk, State,
+};
 mod explain;
 pub use explain::{
     ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, MemoryClass, Purged, Verdict,

@@ -1,0 +1,140 @@
+//! `state`: Mesos's object (`memory_profiler`, `jemalloc`), with what memprof adds to it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{EarlierProcess, HeapCounters, KeptProfile, LabelCounts};
+
+/// `state`: Mesos's object, plus what memprof adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// The profiler.
+    pub memory_profiler: ProfilerState,
+    /// jemalloc's configuration and switches.
+    pub jemalloc: JemallocState,
+}
+
+/// `state.memory_profiler`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfilerState {
+    /// Always true: memprof is jemalloc's.
+    pub jemalloc_detected: bool,
+    /// Where profiles are written (Mesos's field).
+    pub tmp_dir: String,
+    /// The run in progress.
+    pub current_run: CurrentRun,
+    /// The newest kept profile of a run.
+    pub latest_run: Option<KeptProfile>,
+    /// The kept profiles of runs, newest first.
+    pub runs: Vec<KeptProfile>,
+    /// How many are kept.
+    pub keep_runs: usize,
+    /// Whether requests need the token.
+    pub auth_required: bool,
+    /// Automatic dumps: their settings in force, and the kept dumps, newest first.
+    pub automatic_dumps: AutomaticDumps,
+    /// The last run that failed to write its profile.
+    pub last_failure: Option<Failure>,
+    /// Whether sampling was switched on outside memprof's runs.
+    pub started_externally: bool,
+    /// log2 of the mean bytes between samples.
+    pub lg_prof_sample: Option<usize>,
+    /// How samples walk the stack.
+    pub stack_walk: StackWalk,
+    /// Mean bytes between samples.
+    pub sample_period_bytes: Option<u64>,
+    /// Problems an operator should know about.
+    pub warnings: Vec<String>,
+    /// Profiles kept from earlier processes that ended without cleaning up (killed, crashed), newest
+    /// process first: the heap before an OOM kill, say.
+    #[serde(default)]
+    pub earlier_processes: Vec<EarlierProcess>,
+    /// The allocation labels recorded so far.
+    #[serde(default)]
+    pub labels: LabelCounts,
+    /// jemalloc's counters now.
+    pub heap: Option<HeapCounters>,
+}
+
+/// The run in progress, or `{"id": null}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CurrentRun {
+    /// A run is active.
+    Active {
+        /// Its id.
+        id: u64,
+        /// Seconds until its timer ends it; `null` for runs that end when their code says so.
+        remaining_seconds: Option<f64>,
+        /// Who started it.
+        started_by: String,
+    },
+    /// No run: `{"id": null}`.
+    Idle {
+        /// Always `null`.
+        id: (),
+    },
+}
+
+/// `state.memory_profiler.automatic_dumps`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutomaticDumps {
+    /// The settings in force (`MEMPROF_DUMP_*`), or `null` when off.
+    pub settings: Option<AutomaticDumpSettings>,
+    /// The kept dumps, newest first.
+    pub dumps: Vec<KeptProfile>,
+}
+
+/// When automatic dumps are taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutomaticDumpSettings {
+    /// A dump each time this many bytes were allocated.
+    pub every_bytes: Option<u64>,
+    /// A dump at each new high-water mark this share above the last one.
+    pub high_water_step: Option<f64>,
+    /// A dump when the resident set crosses this share of the memory limit.
+    pub resident_share: Option<f64>,
+    /// How many dumps are kept.
+    pub keep: usize,
+    /// How many bytes of dumps are kept.
+    pub max_bytes: u64,
+}
+
+/// A run whose profile could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Its id.
+    pub id: u64,
+    /// Why.
+    pub error: String,
+}
+
+/// `state.memory_profiler.stack_walk`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackWalk {
+    /// `frame pointers` or `libgcc`.
+    pub method: String,
+    /// Why libgcc, when it is.
+    pub why: Option<String>,
+}
+
+/// `state.jemalloc`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JemallocState {
+    /// Where jemalloc's configuration came from.
+    pub malloc_conf: MallocConfSources,
+    /// `opt.prof`.
+    pub profiling_enabled: bool,
+    /// `prof.active`.
+    pub profiling_active: bool,
+}
+
+/// The configuration strings jemalloc read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MallocConfSources {
+    /// The environment's (Mesos's field).
+    pub environment: Option<String>,
+    /// The one built into jemalloc (Mesos's field).
+    pub build_options: Option<String>,
+    /// The exported `malloc_conf` symbol's.
+    pub exported: Option<String>,
+}
