@@ -1,21 +1,21 @@
-//! memprof's own threads, each unsampled from its first allocation, and a pool of them that is started
-//! once and reused.
+//! memprof's own threads, each unsampled from its first allocation, and pools of them that grow when
+//! needed and shrink when idle.
 //!
 //! A new thread allocates before its closure runs (std's spawn hooks register a thread-local destructor,
 //! which callocs in glibc), and jemalloc samples a new thread as `prof.thread_active_init` says (true, so
 //! the program's threads are profiled). So a thread memprof starts must be born while sampling is off, and
 //! switch its own sampling off before sampling can come on: [`spawn`] waits until the new thread has done
-//! so, and the threads that serve requests during runs are all started up front, in a [`Pool`], instead of
-//! one per connection. After each job a pool thread hands its cached memory back to the arenas
+//! so. A [`Pool`]'s threads are born only while sampling is off: switching it on first gives every pool
+//! all its threads ([`with_sampling_switched_on`]), which then stay until sampling is off again. After each job a pool thread hands its cached memory back to the arenas
 //! (`thread.tcache.flush`), so nothing it allocated stays with it.
 
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::jemalloc;
 
@@ -48,8 +48,32 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Res
 /// A job for a pool thread.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
-/// A fixed number of unsampled threads, started together and reused: a job goes to an idle thread at
-/// once, or is handed back when every thread is busy (the caller refuses the work; nothing queues).
+/// How long a pool thread waits for a job before it ends (while sampling is off).
+const IDLE_LIFETIME: Duration = Duration::from_secs(10);
+
+/// Held shared while a pool thread is born, and exclusively while sampling is switched on: a thread is
+/// never born while sampling is on (its first allocations, std's, come before it can switch its own
+/// sampling off), so switching sampling on first fills every pool.
+static BIRTHS: RwLock<()> = RwLock::new(());
+
+/// Every pool, for [`with_sampling_switched_on`] to fill.
+static POOLS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Runs `switch_on` (which switches sampling on) once every pool has all its threads, no thread being born
+/// meanwhile: while sampling is on, pools neither grow nor shrink.
+pub(crate) fn with_sampling_switched_on<T>(switch_on: impl FnOnce() -> T) -> T {
+    let _no_births = BIRTHS.write();
+    let pools: Vec<Arc<Shared>> = POOLS.lock().iter().filter_map(Weak::upgrade).collect();
+    for pool in pools {
+        while Shared::bear(&pool, None).is_ok() {}
+    }
+    switch_on()
+}
+
+/// Up to `size` unsampled threads, reused: a job goes to an idle thread at once, else to a thread born for
+/// it (only while sampling is off: see [`with_sampling_switched_on`]), or is handed back when every thread
+/// is busy (the caller refuses the work; nothing queues). A thread idle for [`IDLE_LIFETIME`] while
+/// sampling is off ends, so an idle program keeps none.
 ///
 /// ```ignore
 /// let pool = Pool::new("memprof-worker", 4)?;
@@ -60,11 +84,18 @@ pub(crate) struct Pool {
 }
 
 struct Shared {
-    /// The threads waiting for a job, by index.
-    idle: Mutex<Vec<usize>>,
+    name: String,
+    size: usize,
+    state: Mutex<State>,
     /// Signalled when a thread becomes idle.
     freed: Condvar,
-    workers: Vec<Worker>,
+}
+
+struct State {
+    /// The threads waiting for a job.
+    idle: Vec<Arc<Worker>>,
+    /// The threads alive (idle, busy, or being born).
+    live: usize,
 }
 
 /// One thread's mailbox.
@@ -75,16 +106,19 @@ struct Worker {
 }
 
 impl Pool {
-    /// Starts `size` threads named `name`, each unsampled from its birth (see [`spawn`]).
+    /// A pool of up to `size` threads named `name`; while sampling is on (`prof_active:true` from the
+    /// start), all are started now.
     pub(crate) fn new(name: &str, size: usize) -> io::Result<Self> {
         let shared = Arc::new(Shared {
-            idle: Mutex::new(Vec::with_capacity(size)),
+            name: name.to_owned(),
+            size,
+            state: Mutex::new(State { idle: Vec::with_capacity(size), live: 0 }),
             freed: Condvar::new(),
-            workers: (0..size).map(|_| Worker::default()).collect(),
         });
-        for index in 0..size {
-            let shared = Arc::clone(&shared);
-            spawn(name, move || shared.work(index))?;
+        POOLS.lock().push(Arc::downgrade(&shared));
+        if jemalloc::profiling_active().unwrap_or(false) {
+            let _no_births = BIRTHS.write();
+            while Shared::bear(&shared, None).is_ok() {}
         }
         Ok(Self { shared })
     }
@@ -94,49 +128,122 @@ impl Pool {
         self.run_within(job, Duration::ZERO)
     }
 
-    /// Runs `job` on a thread idle now or within `patience` (for threads about to finish), or hands it
-    /// back.
+    /// Runs `job` on a thread idle now, on one born for it, or on one idle within `patience` (for threads
+    /// about to finish), or hands it back.
     pub(crate) fn run_within(&self, job: Job, patience: Duration) -> Result<(), Job> {
-        let mut idle = self.shared.idle.lock();
-        if idle.is_empty() && !patience.is_zero() {
-            self.shared.freed.wait_while_for(&mut idle, |idle| idle.is_empty(), patience);
+        let deadline = Instant::now() + patience;
+        let mut job = Some(job);
+        let mut birth_tried = false;
+        loop {
+            let mut state = self.shared.state.lock();
+            if let Some(worker) = state.idle.pop() {
+                drop(state);
+                *worker.job.lock() = job.take();
+                worker.wake.notify_one();
+                return Ok(());
+            }
+            if state.live < self.shared.size && !birth_tried {
+                birth_tried = true;
+                drop(state);
+                // Born only while sampling is off; a run switching it on waits for this birth, and a birth
+                // waits for a run switching it on (which fills the pool meanwhile: its threads are then idle).
+                let _births = BIRTHS.read();
+                if !jemalloc::profiling_active().unwrap_or(true) {
+                    match Shared::bear(&self.shared, job.take()) {
+                        Ok(()) => return Ok(()),
+                        Err(back) => job = back,
+                    }
+                }
+                // A run that switched sampling on meanwhile has filled the pool: look for an idle thread.
+                continue;
+            }
+            if Instant::now() >= deadline
+                || self.shared.freed.wait_until(&mut state, deadline).timed_out() && state.idle.is_empty()
+            {
+                return Err(job.take().expect("not handed out"));
+            }
         }
-        let Some(index) = idle.pop() else {
-            return Err(job);
-        };
-        drop(idle);
-        let worker = &self.shared.workers[index];
-        *worker.job.lock() = Some(job);
-        worker.wake.notify_one();
-        Ok(())
     }
 
     /// How many threads wait for a job.
     #[cfg(test)]
     pub(crate) fn idle(&self) -> usize {
-        self.shared.idle.lock().len()
+        self.shared.state.lock().idle.len()
+    }
+
+    /// How many threads are alive.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        self.shared.state.lock().live
     }
 }
 
 impl Shared {
-    /// A pool thread's life: announce itself idle, wait for a job, run it, tidy up, again.
-    fn work(&self, index: usize) {
-        let worker = &self.workers[index];
+    /// Starts one more thread (running `job` first; without one, the thread is idle from now, before it
+    /// even runs) unless the pool is full or the thread cannot be made; else hands `job` back. The caller
+    /// holds [`BIRTHS`].
+    fn bear(shared: &Arc<Shared>, job: Option<Job>) -> Result<(), Option<Job>> {
+        let idle = job.is_none();
+        let worker = Arc::new(Worker { job: Mutex::new(job), wake: Condvar::new() });
+        {
+            let mut state = shared.state.lock();
+            if state.live >= shared.size {
+                return Err(worker.job.lock().take());
+            }
+            state.live += 1;
+            if idle {
+                state.idle.push(Arc::clone(&worker));
+                shared.freed.notify_one();
+            }
+        }
+        let (pool, mine) = (Arc::clone(shared), Arc::clone(&worker));
+        if spawn(&shared.name, move || pool.work(&mine)).is_err() {
+            let mut state = shared.state.lock();
+            state.live -= 1;
+            state.idle.retain(|waiting| !Arc::ptr_eq(waiting, &worker));
+            drop(state);
+            return Err(worker.job.lock().take());
+        }
+        Ok(())
+    }
+
+    /// A pool thread's life: wait for a job (it is on the idle list, or was born with one), run it,
+    /// announce itself idle, again; end when idle for [`IDLE_LIFETIME`] while sampling is off.
+    fn work(&self, worker: &Arc<Worker>) {
         loop {
-            let job = {
-                let mut job = worker.job.lock();
-                self.idle.lock().push(index);
-                self.freed.notify_one();
-                loop {
-                    if let Some(job) = job.take() {
-                        break job;
-                    }
-                    worker.wake.wait(&mut job);
-                }
+            let Some(job) = self.next_job(worker) else {
+                return;
             };
             // A job that panics has reported itself (the panic hook); the thread lives on for the next.
             let _ = catch_unwind(AssertUnwindSafe(job));
             jemalloc::flush_this_thread_cache();
+            let mut state = self.state.lock();
+            state.idle.push(Arc::clone(worker));
+            self.freed.notify_one();
+        }
+    }
+
+    /// The next job handed to `worker`; `None` when it has waited [`IDLE_LIFETIME`] with sampling off and
+    /// is taken off the idle list (the thread ends).
+    fn next_job(&self, worker: &Arc<Worker>) -> Option<Job> {
+        let mut job = worker.job.lock();
+        loop {
+            if let Some(job) = job.take() {
+                return Some(job);
+            }
+            let timed_out = worker.wake.wait_for(&mut job, IDLE_LIFETIME).timed_out();
+            if timed_out && job.is_none() && !jemalloc::profiling_active().unwrap_or(true) {
+                drop(job);
+                let mut state = self.state.lock();
+                if let Some(position) = state.idle.iter().position(|idle| Arc::ptr_eq(idle, worker)) {
+                    state.idle.remove(position);
+                    state.live -= 1;
+                    return None;
+                }
+                // Taken off the idle list by a caller handing it a job: the job is on its way.
+                drop(state);
+                job = worker.job.lock();
+            }
         }
     }
 }
@@ -159,7 +266,10 @@ mod tests {
     #[test]
     fn jobs_run_on_idle_threads_and_come_back_when_all_are_busy() {
         let pool = Pool::new("memprof-test", 2).unwrap();
+        // Other tests may switch sampling on meanwhile, when no thread may be born: give it its threads now.
+        with_sampling_switched_on(|| ());
         wait_for(|| pool.idle() == 2);
+        assert_eq!(pool.live(), 2);
         let (release, released) = mpsc::channel::<()>();
         let released = Arc::new(Mutex::new(released));
         let (done, finished) = mpsc::channel();

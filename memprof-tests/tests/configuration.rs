@@ -54,17 +54,17 @@ fn wait_for_threads(service: &Program, name: &str, count: usize) {
 const POOL_THREADS: usize = 40;
 
 #[test]
-fn the_endpoints_run_on_one_accept_thread_and_a_pool_started_with_it_that_serving_reuses() {
+fn an_idle_service_keeps_few_threads_and_its_pool_is_whole_while_sampling_is_on() {
     use std::io::{Read, Write};
     let service = Program::service().spawn();
+    // The threads started with memprof, whose names may lag: the accept loop, the one reading the memory
+    // counters, and the example's `dump_on_sigterm` waiter; no connection thread before a connection.
     wait_for_threads(&service, "memprof-http", 1);
-    wait_for_threads(&service, "memprof-http-c", POOL_THREADS);
-    // The threads started with memprof, whose names may lag: the one reading the memory counters, and
-    // the example's `dump_on_sigterm` waiter.
     wait_for_threads(&service, "memprof-stats", 1);
     wait_for_threads(&service, "memprof-sigterm", 1);
     let memprofs = || service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
-    let before = memprofs();
+    assert!(memprofs() <= 4, "an idle service: {:?}", service.thread_names());
+    // Connections get threads born for them while sampling is off.
     let connections: Vec<TcpStream> = (0..3)
         .map(|_| {
             let mut stream = TcpStream::connect(service.address()).unwrap();
@@ -75,10 +75,18 @@ fn the_endpoints_run_on_one_accept_thread_and_a_pool_started_with_it_that_servin
             stream
         })
         .collect();
-    // No thread is born to serve a connection (one born during a run could be sampled as it starts).
-    assert_eq!(memprofs(), before, "{:?}", service.thread_names());
     drop(connections);
+    // A run gives the pool all its threads before sampling is on: none is born while it could be sampled.
+    let started = service.get_json("/memory-profiler/start?duration=1mins");
+    assert!(started["id"].is_u64(), "{started}");
     wait_for_threads(&service, "memprof-http-c", POOL_THREADS);
+    assert_eq!(service.get("/memory-profiler/stop").status, 200);
+    // Idle for ten seconds with sampling off, they end.
+    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
+    while memprofs() > 4 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", service.thread_names());
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
 }
 
 #[test]

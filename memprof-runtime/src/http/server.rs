@@ -7,8 +7,10 @@
 //! or `stop` out. A connection is never closed to make room while a request it read is being answered: a
 //! request that was read is answered, and one refused has had no effect and gets 503 with `Retry-After`.
 //! When every place is busy in a handler, a few more connections are admitted for control requests only
-//! ([`RESERVED`]); past those, a new connection gets 503 at once. The pool's threads are started with the
-//! server, unsampled, so serving never shows in a profile.
+//! ([`RESERVED`]); past those, a new connection gets 503 at once. The pool's threads are unsampled, born
+//! when a connection needs one while sampling is off (all of them before a run switches it on), and end
+//! after ten idle seconds with sampling off ([`crate::threads::Pool`]), so serving never shows in a profile
+//! and an idle program keeps none.
 
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -13,7 +13,7 @@
 //! Requests are answered as by the built-in server ([`super::respond`]: routes, token, limits),
 //! each on a thread of memprof's own whose allocations are never sampled, never on the async workers: a
 //! symbolized profile takes milliseconds to seconds of CPU. At most [`MAX_IN_FLIGHT`] are answered at
-//! once, by threads started with the first router; beyond, 503 with `Retry-After`. As the built-in
+//! once, by threads of a pool born when needed (see [`crate::threads`]); beyond, 503 with `Retry-After`. As the built-in
 //! server, the routes answer only when the switch variable (`LIBPROCESS_MEMORY_PROFILING`) is `true`, and
 //! 404 otherwise.
 
@@ -38,8 +38,8 @@ use crate::threads::Pool;
 /// The most requests answered at once, as many as the built-in server's connections.
 pub const MAX_IN_FLIGHT: usize = 32;
 
-/// The threads that answer, started with the first router (before any run, so their births are never
-/// sampled); `None` when they could not be started (every request is then answered 503).
+/// The threads that answer, a pool made with the first router (its threads born only while sampling is
+/// off); `None` when it could not be made (every request is then answered 503).
 static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
     Pool::new("memprof-http-m", MAX_IN_FLIGHT)
         .map_err(|error| {

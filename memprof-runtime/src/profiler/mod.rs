@@ -148,7 +148,8 @@ impl Profiler {
         if let Some(deadline) = deadline {
             timer::spawn(self, id, deadline)?;
         }
-        jemalloc::set_profiling_active(true)
+        // memprof's pools get all their threads first: none may be born while sampling is on.
+        crate::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
         Ok(Started::New(books.runs.begin(id, owner, deadline)))
     }
