@@ -104,21 +104,35 @@ pub(crate) fn claim(directory: &Path) -> io::Result<File> {
 /// provably ended, holding the lock on its owner file while `visit` runs, so two processes starting at once
 /// do not both take it: one directory at a time, so that a sweep of hundreds holds one open file, not one
 /// per directory (which ran out of file descriptors under a low `RLIMIT_NOFILE`).
-pub(crate) fn for_each_ended(parent: &Path, mut visit: impl FnMut(&Path)) {
+///
+/// Answers the directories that could not be judged, with why (their owner file is not one).
+pub(crate) fn for_each_ended(parent: &Path, mut visit: impl FnMut(&Path)) -> Vec<Unjudged> {
     let (Some(boot_id), Some(machine)) = (boot_id(), machine_id()) else {
-        return;
+        return Vec::new();
     };
-    for (path, owner) in ours(parent) {
+    let (ours, unreadable) = ours_and_unreadable(parent);
+    for (path, owner) in ours {
         if let Some(_lock) = judge(&path, &owner, &machine, |pid| Owner::of(pid, &boot_id)) {
             visit(&path);
         }
     }
+    unreadable
 }
 
 /// memprof's directories in `parent` that this user made, with their owners.
 pub(crate) fn ours(parent: &Path) -> Vec<(PathBuf, Owner)> {
+    ours_and_unreadable(parent).0
+}
+
+/// A directory that cannot be judged, and why.
+pub(crate) type Unjudged = (PathBuf, String);
+
+/// [`ours`], and the directories whose owner file exists but is not one (a link, a FIFO, garbage), with
+/// why: they cannot be judged, and are left alone.
+fn ours_and_unreadable(parent: &Path) -> (Vec<(PathBuf, Owner)>, Vec<Unjudged>) {
+    let mut unreadable = Vec::new();
     let Ok(entries) = fs::read_dir(parent) else {
-        return Vec::new();
+        return (Vec::new(), unreadable);
     };
     let uid = rustix::process::geteuid().as_raw();
     let mut found = Vec::new();
@@ -132,14 +146,18 @@ pub(crate) fn ours(parent: &Path) -> Vec<(PathBuf, Owner)> {
             continue;
         }
         // An owner line is some 100 bytes; a FIFO, a link or a huge file in its place is not one.
-        let owner = crate::untrusted::read_small_text(&entry.path().join(OWNER_FILE), OWNER_LIMIT)
-            .ok()
-            .and_then(|line| Owner::parse(&line));
-        if let Some(owner) = owner {
-            found.push((entry.path(), owner));
+        let owner_file = entry.path().join(OWNER_FILE);
+        match crate::untrusted::read_small_text(&owner_file, OWNER_LIMIT) {
+            Ok(line) => match Owner::parse(&line) {
+                Some(owner) => found.push((entry.path(), owner)),
+                None => unreadable.push((entry.path(), "its owner file is not memprof's".to_owned())),
+            },
+            // No owner file: a directory being made this instant, or not memprof's; nothing to say.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => unreadable.push((entry.path(), error.to_string())),
         }
     }
-    found
+    (found, unreadable)
 }
 
 /// Whether the owner of the directory at `path` provably ended: `Some`, with the lock taken (none for

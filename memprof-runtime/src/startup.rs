@@ -191,6 +191,16 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
             parent.display()
         ));
     }
+    if let Some((first, why)) = sweep.left_alone.first() {
+        messages::warn(&format!(
+            "Left {} profile director{} in {} alone: {} cannot be judged ({})",
+            sweep.left_alone.len(),
+            if sweep.left_alone.len() == 1 { "y" } else { "ies" },
+            parent.display(),
+            crate::untrusted::printable(&first.display().to_string()),
+            crate::untrusted::printable(why)
+        ));
+    }
     if sweep.removed_profiles > 0 {
         messages::info(&format!(
             "Removed the {} oldest profiles of earlier processes, beyond {keep} profiles or {} MiB (MEMPROF_DUMP_KEEP, MEMPROF_DUMP_MAX_BYTES)",

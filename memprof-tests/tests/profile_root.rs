@@ -60,6 +60,7 @@ fn a_fifo_or_a_link_as_an_owner_file_neither_stalls_nor_grows_the_next_start() {
 
     // `spawn` waits (with a deadline) for the endpoints: the start did not block.
     let restarted = service_in(&parent).spawn();
+    restarted.wait_for_line(|line| line.contains("Left 2 profile directories in ") && line.contains(" alone: "));
     assert_eq!(restarted.get("/memory-profiler/state").status, 200);
     assert!(rss_kilobytes(&restarted) < 200 * 1024, "{} KiB", rss_kilobytes(&restarted));
     // Neither directory can be judged: both are left alone, listed nowhere.

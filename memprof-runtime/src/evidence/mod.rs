@@ -71,13 +71,15 @@ pub(crate) struct Sweep {
     pub(crate) removed_directories: usize,
     /// Profiles removed to stay within the bounds.
     pub(crate) removed_profiles: usize,
+    /// Directories that could not be judged (their owner file is not one), with why: left alone.
+    pub(crate) left_alone: Vec<stale::Unjudged>,
 }
 
 /// Salvages the directories of ended processes in `parent`, then bounds what all earlier processes keep
 /// to `keep` profiles and `max_bytes` bytes.
 pub(crate) fn sweep(parent: &Path, keep: usize, max_bytes: u64) -> Sweep {
     let mut sweep = Sweep::default();
-    stale::for_each_ended(parent, |ended| {
+    sweep.left_alone = stale::for_each_ended(parent, |ended| {
         if !salvage(ended) {
             let _ = fs::remove_dir_all(ended);
             sweep.removed_directories += 1;
