@@ -145,7 +145,8 @@ pub mod endpoints {
 /// memprof's endpoints as axum routers for the program's own (feature `axum`): every endpoint at its own
 /// path to merge (`.merge(memprof::axum::routes())`: the dashboard at `/memory-profiler/` too, and
 /// `/metrics`), or routers to nest (`.nest("/memory-profiler", memprof::axum::router())`,
-/// `.nest("/debug/pprof", memprof::axum::debug_pprof_router())`). Compiled out (without `enabled`), they are
+/// `.nest("/debug/pprof", memprof::axum::debug_pprof_router())`, `.nest("/metrics",
+/// memprof::axum::metrics_router())`). Compiled out (without `enabled`), they are
 /// empty routers.
 #[cfg(feature = "axum")]
 pub mod axum {
@@ -154,10 +155,10 @@ pub mod axum {
     pub use memprof_runtime::labels::{RouteLabelled, RouteLabels, route_labels};
     #[cfg(feature = "enabled")]
     #[doc(inline)]
-    pub use memprof_runtime::mounted::axum::{MAX_IN_FLIGHT, debug_pprof_router, router, routes};
+    pub use memprof_runtime::mounted::axum::{MAX_IN_FLIGHT, debug_pprof_router, metrics_router, router, routes};
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::{debug_pprof_router, route_labels, router, routes};
+    pub use crate::disabled::{debug_pprof_router, metrics_router, route_labels, router, routes};
 
     /// memprof on the program's router in a method call each, which compiled out is the router itself: no
     /// code at all, where `.merge(routes())` and `.layer(route_labels())` still instantiate axum's merge and

@@ -125,6 +125,16 @@ pub fn debug_pprof_router() -> axum::Router {
     axum::Router::new()
 }
 
+/// Compiled out: an empty router.
+///
+/// ```
+/// let app: axum::Router = axum::Router::new().nest("/metrics", memprof::axum::metrics_router());
+/// ```
+#[cfg(feature = "axum")]
+pub fn metrics_router() -> axum::Router {
+    axum::Router::new()
+}
+
 /// Compiled out: tower's `Identity` layer, which adds nothing.
 ///
 /// ```

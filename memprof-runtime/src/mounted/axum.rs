@@ -69,6 +69,16 @@ pub fn debug_pprof_router() -> Router {
     under("/debug/pprof")
 }
 
+/// Prometheus's `/metrics`, to nest where the program serves it (a program that nests [`router`] and
+/// [`debug_pprof_router`] gets no `/metrics` from them).
+///
+/// ```no_run
+/// let app: axum::Router = axum::Router::new().nest("/metrics", memprof_runtime::mounted::axum::metrics_router());
+/// ```
+pub fn metrics_router() -> Router {
+    under(memprof_wire::paths::METRICS)
+}
+
 /// Every endpoint at its own path, to merge into the program's router (not nest): the dashboard at
 /// `/memory-profiler` and `/memory-profiler/`, Mesos's endpoints below it, Go's `/debug/pprof/*` and
 /// Prometheus's `/metrics`.

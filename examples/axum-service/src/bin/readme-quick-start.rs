@@ -20,7 +20,7 @@ async fn main() {
         .route("/", axum::routing::get(|| async { "hello" }))
         // Every endpoint at its own path: the dashboard at /memory-profiler/, Mesos's endpoints below it,
         // /debug/pprof/* (Parca's and Alloy's default paths) and /metrics. To mount them elsewhere, nest
-        // memprof::axum::router() and debug_pprof_router() instead (the dashboard is then at /memory-profiler).
+        // memprof::axum::router(), debug_pprof_router() and metrics_router() instead (the dashboard is then at /memory-profiler).
         .merge(memprof::axum::routes());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     axum::serve(listener, app).with_graceful_shutdown(terminated()).await.unwrap();
