@@ -95,7 +95,8 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     assert!(succeeded, "{stderr}");
     assert!(!text.contains("open_session"), "{text}");
     assert!(text.lines().nth(1).is_some_and(|row| row.contains("% service+0x")), "{text}");
-    let note = format!("# no symbols in {} for ", original.display());
+    // The note names the file given, which is the one to replace, and the binary it stood for.
+    let note = format!("# no symbols in {} (read for {}) for ", stripped.display(), original.display());
     assert!(text.contains(&note) && text.contains("es: it is stripped; symbolize the raw dump"), "{text}");
     // Folded stacks have no place for it: the command says it.
     let (succeeded, _, stderr) = analyze(&[dump, "--binary", stripped.to_str().unwrap(), "--format", "collapsed"]);
@@ -109,12 +110,15 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     let (succeeded, text, stderr) = analyze(&[dump, "--binary", symbols_only.to_str().unwrap()]);
     assert!(succeeded, "{stderr}");
     assert!(text.lines().any(|line| line.ends_with("% service::open_session")), "{text}");
-    let note =
-        format!("# no debug info in {}: functions inlined into others show as their callers", original.display());
+    let note = format!(
+        "# no debug info in {} (read for {}): functions inlined into others show as their callers",
+        symbols_only.display(),
+        original.display()
+    );
     assert!(text.contains(&note), "{text}");
 
     // Stripped, with its debug info split off beside it and named by `.gnu_debuglink` (checked by CRC), its
-    // sections zlib-compressed as distributions ship them (only the units looked up are inflated).
+    // sections zlib-compressed as distributions ship them (inflated within a bound).
     std::fs::create_dir_all(scratch.join("split")).unwrap();
     let debug = scratch.join("split/service.debug");
     let split = scratch.join("split/service");

@@ -27,6 +27,8 @@ pub struct Module {
     pub short_inline_name: Option<String>,
     /// Why the binary could not be read, if it could not.
     pub problem: Option<String>,
+    /// The file read in its place (`memprof analyze --binary`), when it is not `path`.
+    pub read_from: Option<String>,
 }
 
 impl Module {
@@ -37,7 +39,7 @@ impl Module {
     /// # let module = memprof_analysis::Module {
     /// #     path: String::new(), start: 0x1000, end: 0x2000, file_offset: 0x400, build_id: None,
     /// #     has_functions: true, has_lines: true, is_main_program: true, unnamed_addresses: 0,
-    /// #     short_inline_name: None, problem: None };
+    /// #     short_inline_name: None, problem: None, read_from: None };
     /// assert_eq!(module.offset_of(0x1010), Some(0x410));
     /// assert_eq!(module.offset_of(0x10), None);
     /// let hostile = memprof_analysis::Module { file_offset: u64::MAX, ..module };
@@ -55,7 +57,7 @@ impl Module {
     /// # let mut module = memprof_analysis::Module {
     /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: None, has_functions: true,
     /// #     has_lines: true, is_main_program: true, unnamed_addresses: 0, short_inline_name: None,
-    /// #     problem: None };
+    /// #     problem: None, read_from: None };
     /// module.path = "/srv/service".into();
     /// assert_eq!(module.note(), None);
     /// module.short_inline_name = Some("build<alloc::string::String>".into());
@@ -69,6 +71,9 @@ impl Module {
     /// assert!(module.note().unwrap().starts_with("no debug info in /srv/service: "));
     /// module.unnamed_addresses = 2;
     /// assert!(module.note().unwrap().starts_with("no symbols in /srv/service for 2 addresses: "));
+    /// // Symbolized with another file (`memprof analyze --binary`): the note names the file given.
+    /// let given = memprof_analysis::Module { read_from: Some("/tmp/service.copy".into()), ..module.clone() };
+    /// assert!(given.note().unwrap().starts_with("no symbols in /tmp/service.copy (read for /srv/service) for 2 addresses: "));
     /// // A shared library without symbols for some of its code, as libc without its -dbg package: nothing.
     /// let libc = memprof_analysis::Module {
     ///     path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(), is_main_program: false, short_inline_name: None,
@@ -77,7 +82,11 @@ impl Module {
     /// assert_eq!(libc.note(), None);
     /// ```
     pub fn note(&self) -> Option<String> {
-        let path = &self.path;
+        // What the reader can act on: the file given in the binary's place, when one was.
+        let path = match &self.read_from {
+            Some(file) => format!("{file} (read for {})", self.path),
+            None => self.path.clone(),
+        };
         if let Some(problem) = &self.problem {
             return Some(format!("not symbolized: {problem}"));
         }

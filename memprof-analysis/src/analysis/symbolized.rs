@@ -48,6 +48,7 @@ impl Symbolized {
             unnamed_addresses: 0,
             short_inline_name: None,
             problem: None,
+            read_from: None,
         });
         self.modules.len() - 1
     }
@@ -65,9 +66,12 @@ impl Symbolized {
         }
         for (path, addresses) in by_path {
             let file_offsets: Vec<u64> = addresses.iter().map(|&(_, offset)| offset).collect();
-            let resolved = symbolizer::resolve(&binaries.file_for(&path, main_program), &file_offsets);
+            let file = binaries.file_for(&path, main_program);
+            let resolved = symbolizer::resolve(&file, &file_offsets);
+            let read_from = (file != Path::new(&path)).then(|| file.display().to_string());
             for module in self.modules.iter_mut().filter(|module| module.path == path) {
                 module.is_main_program = path == main_program;
+                module.read_from.clone_from(&read_from);
                 match &resolved {
                     Ok(resolved) => {
                         module.build_id = resolved.build_id.clone();

@@ -331,6 +331,7 @@ mod tests {
             unnamed_addresses: 0,
             short_inline_name: Some("to_vec<u8>".into()),
             problem: None,
+            read_from: None,
         };
         let analysis = Analysis { modules: vec![module.clone(), module.clone()], ..Analysis::default() };
         let profile = build(&analysis, true, &[]);
