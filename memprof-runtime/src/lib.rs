@@ -111,6 +111,40 @@ pub mod __fuzzing {
         }
     }
 
+    /// A label value, as a program passes it from its own requests: a profile split by it has one stack per
+    /// line in folded form and no control character in any readable format (it cannot forge a stack, nor
+    /// break an SVG, nor reach a terminal).
+    pub fn label_split(value: &str) {
+        use crate::analysis::{Analysis, Binaries, Format, HeapProfile, LabelSets, RenderOptions, label_address};
+        let text = format!(
+            "heap_v2/1\n  t*: 1: 4096 [0: 0]\n@ 0x1000 {:#x}\n  t*: 1: 4096 [0: 0]\n\nMAPPED_LIBRARIES:\n",
+            label_address(1)
+        );
+        let profile = HeapProfile::parse(&text).expect("a fixed profile");
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", value)]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let options = RenderOptions { by: Some("tenant".to_owned()), ..RenderOptions::default() };
+        for format in [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph] {
+            let rendered = format.render(&analysis, None, &options).expect("renders");
+            let rendered = String::from_utf8(rendered).expect("text");
+            assert!(!rendered.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{format:?}: {rendered:?}");
+            if format == Format::Collapsed {
+                assert!(rendered.lines().count() <= 1, "{rendered:?}");
+            }
+        }
+    }
+
+    /// What a start-up reads in a dead process's directory (an owner line, a profile's record, a last-seen
+    /// record), from the same bytes: never a panic.
+    pub fn profile_root_files(bytes: &[u8]) {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            let _ = crate::stale::parse_owner(text);
+        }
+        let _ = serde_json::from_slice::<memprof_wire::ProfileRecord>(bytes);
+        let _ = serde_json::from_slice::<memprof_wire::LastSeen>(bytes);
+    }
+
     /// A heap profile, parsed and, when it parses, symbolized against this process's binaries.
     pub fn heap_profile(text: &str) {
         if let Ok(profile) = crate::analysis::HeapProfile::parse(text) {

@@ -70,6 +70,12 @@ impl Owner {
 
 /// The state (field 3) and start time (field 22) in a `/proc/<pid>/stat` line; the command name (field 2)
 /// may hold spaces and parentheses, so fields are counted from the last `)`.
+/// Parses an owner line (for the fuzz targets: whether it parses, nothing more).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn parse_owner(line: &str) -> bool {
+    Owner::parse(line).is_some()
+}
+
 fn state_and_start_time(stat: &str) -> Option<(&str, u64)> {
     let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
     let state = fields.next()?;
