@@ -59,7 +59,7 @@ fn an_idle_service_is_healthy_and_accounts_for_nearly_everything() {
     let explanation = explain(&program);
     assert_eq!(explanation.verdict.kind, VerdictKind::Healthy, "{explanation:#?}");
     assert!(bytes(&explanation, class::UNATTRIBUTED) * 100 <= explanation.rss_bytes, "{explanation:#?}");
-    assert!(bytes(&explanation, class::CODE) > 0 && bytes(&explanation, class::HEAP_OBJECTS) > 0);
+    assert!(bytes(&explanation, class::CODE) > 0 && bytes(&explanation, class::HEAP) > 0, "{explanation:#?}");
     let stacks = explanation.class(class::STACKS).unwrap();
     assert!(stacks.count.unwrap() >= 2, "{stacks:?}");
 }
