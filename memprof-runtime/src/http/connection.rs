@@ -37,6 +37,8 @@ pub(crate) struct Connection {
     stream: Arc<TcpStream>,
     /// Bytes read but not consumed yet (the start of a pipelined request).
     buffer: Vec<u8>,
+    /// How long a client has to send a request's head.
+    head_timeout: Duration,
 }
 
 impl Connection {
@@ -44,7 +46,12 @@ impl Connection {
     pub(crate) fn new(stream: Arc<TcpStream>) -> io::Result<Self> {
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(Self { stream, buffer: Vec::new() })
+        Ok(Self { stream, buffer: Vec::new(), head_timeout: HEAD_TIMEOUT })
+    }
+
+    /// The same connection, whose client has `timeout` (not [`HEAD_TIMEOUT`]) to send a request's head.
+    pub(crate) fn with_head_timeout(self, timeout: Duration) -> Self {
+        Self { head_timeout: timeout, ..self }
     }
 
     /// Reads the next request.
@@ -104,7 +111,7 @@ impl Connection {
     }
 
     fn read_request(&mut self) -> Result<Option<Request>, Failure> {
-        let deadline = Instant::now() + HEAD_TIMEOUT;
+        let deadline = Instant::now() + self.head_timeout;
         let head = loop {
             if let Some(head) = parse_head(&self.buffer)? {
                 break head;

@@ -15,7 +15,7 @@
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,9 @@ pub(crate) const RESERVED: usize = 4;
 const SPARE: usize = 4;
 /// How long the accept loop waits for a thread of the pool when a place was found (never for a client).
 const THREAD_PATIENCE: Duration = Duration::from_millis(200);
+/// How long a connection refused for want of a place has to send its request, to be answered if it is a
+/// control request (`state`, `stop`).
+const CONTROL_HEAD_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Answers one request.
 pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
@@ -45,7 +48,7 @@ pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 pub(crate) fn start(listener: TcpListener, handle: Handler) -> io::Result<()> {
     let loopback = listener.local_addr()?.ip().is_loopback();
     let pool = Pool::new("memprof-http-c", MAX_CONNECTIONS + RESERVED + SPARE)?;
-    let server = Server { handle, loopback, pool, open: Arc::new(Connections::default()) };
+    let server = Server { handle, loopback, pool, open: Arc::new(Connections::default()), lanes: Arc::default() };
     threads::spawn("memprof-http", move || server.accept_forever(&listener))
 }
 
@@ -56,6 +59,9 @@ struct Server {
     loopback: bool,
     pool: Pool,
     open: Arc<Connections>,
+    /// Connections refused for want of a place whose one request is being read, to answer it if it is a
+    /// control request: at most [`SPARE`], so they never take the threads the places need.
+    lanes: Arc<AtomicUsize>,
 }
 
 impl Server {
@@ -78,7 +84,7 @@ impl Server {
             };
             let Some(slot) = Connections::admit(&self.open, &stream) else {
                 let message = format!("More than {} connections are busy; try again", MAX_CONNECTIONS + RESERVED);
-                self.refuse(stream, HttpError::busy(message, 1));
+                self.answer_control_only(stream, HttpError::busy(message, 1));
                 continue;
             };
             let (handle, loopback, served) = (Arc::clone(&self.handle), self.loopback, Arc::clone(&stream));
@@ -89,6 +95,42 @@ impl Server {
                 drop(job);
                 self.refuse(stream, HttpError::busy("Every thread of the server is busy; try again", 1));
             }
+        }
+    }
+
+    /// With no place left: on a spare pool thread, reads the one request the client sends (within
+    /// [`CONTROL_HEAD_TIMEOUT`]) and answers it as on a reserved place (`state` and `stop` are answered, the
+    /// rest refused), then closes; a flood that takes every place cannot keep the operator's `state` or
+    /// `stop` out. Without a spare thread, `error` at once.
+    fn answer_control_only(&self, stream: Arc<TcpStream>, error: HttpError) {
+        if self.lanes.fetch_add(1, Ordering::SeqCst) >= SPARE {
+            self.lanes.fetch_sub(1, Ordering::SeqCst);
+            return self.refuse(stream, error);
+        }
+        let lane = Lane(Arc::clone(&self.lanes));
+        let (handle, loopback, refused) = (Arc::clone(&self.handle), self.loopback, Arc::clone(&stream));
+        let job = Box::new(move || {
+            let _lane = lane;
+            let Ok(connection) = Connection::new(refused) else { return };
+            let mut connection = connection.with_head_timeout(CONTROL_HEAD_TIMEOUT);
+            let response = match connection.next_request() {
+                Incoming::Request(mut request) => {
+                    request.reserved = true;
+                    match refused_host(&request, loopback) {
+                        Some(refusal) => refusal.into_response(),
+                        None => guarded(|| handle(&request)),
+                    }
+                }
+                Incoming::Refused(refusal) => refusal.into_response(),
+                Incoming::Closed => error.into_response(),
+            };
+            // Its request was read whole: nothing is left to drain, and the lane is free again at once.
+            connection.answer_and_close(response);
+        });
+        if let Err(job) = self.pool.try_run(job) {
+            drop(job);
+            let message = format!("More than {} connections are busy; try again", MAX_CONNECTIONS + RESERVED);
+            self.refuse(stream, HttpError::busy(message, 1));
         }
     }
 
@@ -111,6 +153,15 @@ impl Server {
             // Unread bytes would make closing reset the connection, and the client might lose the answer.
             let _ = io::Read::read(&mut &*stream, &mut [0; 4096]);
         }
+    }
+}
+
+/// A connection being read by [`Server::answer_control_only`]: counted in [`Server::lanes`] until dropped.
+struct Lane(Arc<AtomicUsize>);
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -181,7 +181,9 @@ fn a_flood_of_stalled_clients_makes_room_for_new_requests_oldest_first() {
     stalled.clear();
 }
 
-/// A handler that blocks until released, counting the requests inside it; `/wait` waits 60 s instead.
+/// A handler that blocks until released, counting the requests inside it; `/wait` waits 60 s instead,
+/// `/state` is answered at once, and `/big` on a reserved place is refused as the endpoints refuse what is
+/// not a control request there.
 struct Gate {
     released: Mutex<bool>,
     opened: Condvar,
@@ -201,6 +203,14 @@ impl Gate {
 
     fn handle(&self, request: &Request) -> Response {
         self.inside.fetch_add(1, Ordering::SeqCst);
+        if request.target == "/big" && request.reserved {
+            return HttpError::busy("Every connection is busy; this one answers only state and stop", 1)
+                .into_response();
+        }
+        if request.target == "/state" {
+            let text = format!("{} reserved={}", request.target, request.reserved);
+            return Reply::bytes("text/plain", text.into_bytes()).into_response();
+        }
         if request.target == "/wait" {
             let waited = request.wait(Duration::from_secs(60));
             self.waits_ended.lock().push(waited.clone().map_err(|error| error.status));
@@ -249,6 +259,9 @@ fn when_every_connection_is_busy_a_few_more_get_reserved_places_then_503_at_once
     assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
     let busy_message = format!("More than {} connections are busy; try again.\n", MAX_CONNECTIONS + RESERVED);
     assert!(answer.ends_with(&busy_message), "{answer}");
+    // Past every place, a control request is still read and answered, as on a reserved place.
+    let state = exchange(address, "GET /state HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(state.starts_with("HTTP/1.1 200 OK\r\n") && state.ends_with("/state reserved=true"), "{state}");
     gate.release();
     for (mut stream, expected) in busy
         .into_iter()
