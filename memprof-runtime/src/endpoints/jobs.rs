@@ -21,10 +21,22 @@ static RUNNING: AtomicUsize = AtomicUsize::new(0);
 /// from memprof's arena; dropping it puts the thread's arena back and returns the job's freed memory to the
 /// system.
 pub(crate) struct Permit {
+    /// The place among [`MAX_JOBS`], given back when dropped (or handed to an answer: [`Permit::into_place`]).
+    place: Option<Place>,
     /// The arena the thread used before, put back at the end.
     previous_arena: Option<u32>,
     /// Dropped on the thread that acquired it (the arena binding is the thread's).
     _same_thread: PhantomData<*const ()>,
+}
+
+/// One of the [`MAX_JOBS`] places, given back when dropped; it may travel with an answer to the thread that
+/// writes it.
+pub(crate) struct Place(());
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Permit {
@@ -36,11 +48,18 @@ impl Permit {
             // allocations come from memprof's arena.
             jemalloc::flush_this_thread_cache();
             let previous_arena = jemalloc::own_arena().and_then(jemalloc::use_arena);
-            Some(Permit { previous_arena, _same_thread: PhantomData })
+            Some(Permit { place: Some(Place(())), previous_arena, _same_thread: PhantomData })
         } else {
             RUNNING.fetch_sub(1, Ordering::SeqCst);
             None
         }
+    }
+
+    /// Ends the job's work on this thread (its arena put back, its freed memory returned) but keeps its place
+    /// for an answer to hold until written ([`crate::http::Reply::holding`]): an answer as large as the
+    /// job's memory counts against the same bound while a client is slow to read it.
+    pub(crate) fn into_place(mut self) -> Place {
+        self.place.take().expect("a permit holds its place until dropped")
     }
 
     /// A permit, or the 503 that says to come back.
@@ -59,7 +78,6 @@ impl Drop for Permit {
             // Failing leaves memprof's freed pages to jemalloc's decay; nothing to tell anyone.
             let _ = jemalloc::purge(own);
         }
-        RUNNING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -85,5 +103,12 @@ mod tests {
         let third = Permit::acquire();
         assert!(third.is_some());
         drop((second, third));
+        // An answer holding a job's place keeps it until the answer is dropped (written).
+        let place = Permit::acquire().unwrap().into_place();
+        let other = Permit::acquire().unwrap();
+        assert!(Permit::acquire().is_none(), "the held answer still counts");
+        drop(place);
+        assert!(Permit::acquire().is_some());
+        drop(other);
     }
 }

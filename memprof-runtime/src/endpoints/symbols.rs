@@ -40,7 +40,7 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     let mut addresses = addresses;
     addresses.sort_unstable();
     addresses.dedup();
-    let _permit = Permit::or_busy()?;
+    let permit = Permit::or_busy()?;
     let names = memprof_analysis::function_names_in_this_process(&addresses).map_err(HttpError::internal)?;
     let labels = crate::labels::frame_names(&addresses);
     let mut lines = String::new();
@@ -54,7 +54,8 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
         }
         lines.push_str(&format!("{address:#018x} {name}\n"));
     }
-    Ok(text(lines))
+    // The answer holds the job's place until it is written: clients that do not read cannot pile up answers.
+    Ok(text(lines).holding(permit.into_place()))
 }
 
 /// `pprof/cmdline`: the program's arguments, one per line (jeprof takes the first for the program).

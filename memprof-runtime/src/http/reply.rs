@@ -11,7 +11,12 @@ pub(crate) struct Reply {
     body: Body,
     attachment: Option<String>,
     headers: &'static [(&'static str, &'static str)],
+    held: Held,
 }
+
+/// What an answer holds until it is written (or dropped unwritten): a bound on work that the answer's
+/// memory counts against.
+type Held = Option<Box<dyn Send>>;
 
 enum Body {
     Bytes(Vec<u8>),
@@ -28,7 +33,7 @@ impl Reply {
 
     /// 200 with bytes of the given type.
     pub(crate) fn bytes(content_type: &'static str, bytes: Vec<u8>) -> Self {
-        Self { status: 200, content_type, body: Body::Bytes(bytes), attachment: None, headers: &[] }
+        Self { status: 200, content_type, body: Body::Bytes(bytes), attachment: None, headers: &[], held: None }
     }
 
     /// 200 with a file to save as `filename`.
@@ -39,17 +44,24 @@ impl Reply {
             body: Body::File(file),
             attachment: Some(filename),
             headers: &[],
+            held: None,
         }
     }
 
     /// 200 with bytes shared with a cache, sent without copying them.
     pub(crate) fn shared(content_type: &'static str, bytes: Arc<Vec<u8>>) -> Self {
-        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: None, headers: &[] }
+        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: None, headers: &[], held: None }
     }
 
     /// 200 with a rendered profile; shown in the browser unless `download` asks to save it as `filename`.
     pub(crate) fn rendered(content_type: &'static str, bytes: Arc<Vec<u8>>, filename: String, download: bool) -> Self {
         Self { attachment: download.then_some(filename), ..Self::shared(content_type, bytes) }
+    }
+
+    /// The same reply, holding `held` until it is written or dropped (a job's place, for an answer as
+    /// large as the job's memory: a client that does not read holds the place, not a new job's memory too).
+    pub(crate) fn holding(self, held: impl Send + 'static) -> Self {
+        Self { held: Some(Box::new(held)), ..self }
     }
 
     /// The same reply with these header fields too.
@@ -64,7 +76,7 @@ impl Reply {
         if let Some(filename) = self.attachment {
             headers.push(("Content-Disposition", format!("attachment; filename=\"{filename}\"")));
         }
-        Response { status: self.status, content_type: self.content_type, headers, body: self.body }
+        Response { status: self.status, content_type: self.content_type, headers, body: self.body, _held: self.held }
     }
 }
 
@@ -74,6 +86,8 @@ pub(crate) struct Response {
     content_type: &'static str,
     headers: Vec<(&'static str, String)>,
     body: Body,
+    /// Dropped once the response is written (`write_to` consumes it) or dropped unwritten.
+    _held: Held,
 }
 
 impl Response {
@@ -255,6 +269,7 @@ impl HttpError {
             content_type: "text/plain; charset=utf-8",
             headers: self.headers,
             body: Body::Bytes(body.into_bytes()),
+            _held: None,
         }
     }
 }
