@@ -3,11 +3,10 @@
 //! heap it holds, the run that was active at the end and is lost, and, when the kept profiles are far from
 //! the end, the switch that would have kept a profile near it. Pure: tested on made-up processes.
 
-use std::time::UNIX_EPOCH;
-
 use memprof_wire::ActiveRun;
 
-use crate::evidence::{EarlierProcess, EarlierProfile};
+use crate::evidence::{EarlierProcess, EarlierProfile, unix_seconds};
+use crate::memory::mib;
 
 /// A newest profile taken longer than this before the process was last seen is "far from the end".
 const FAR_SECONDS: f64 = 60.0;
@@ -21,20 +20,12 @@ pub(crate) fn lost_run(process: &EarlierProcess) -> Option<ActiveRun> {
     (!process.profiles.iter().any(|profile| profile.profile.id == run.id)).then(|| run.clone())
 }
 
-fn unix_seconds(time: std::time::SystemTime) -> f64 {
-    time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
-}
-
 /// How long before the process was last seen `profile` was written, in seconds; `None` when that is not
 /// known, or when the profile is newer than the last record (the record is written every few seconds).
 pub(crate) fn before_end(process: &EarlierProcess, profile: &EarlierProfile) -> Option<f64> {
     let seen = process.last_seen.as_ref()?;
     let before = seen.time - unix_seconds(profile.profile.stopped);
     (before >= 0.0).then_some(before)
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
 /// `3 min 12 s`, `45 s`, `2 h 5 min`.
@@ -117,7 +108,7 @@ mod tests {
     use super::*;
     use crate::records::{KeptProfile, Owner};
     use memprof_wire::LastSeen;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     const MIB: u64 = 1 << 20;
 

@@ -4,13 +4,10 @@
 //! they were taken, how much of the last heap they hold, and which run was lost.
 //!
 //! The file is small and bounded, written under a temporary name and renamed, so a reader never sees half
-//! of one; reading it trusts nothing: a regular file only, never through a link, never blocking on a FIFO,
-//! at most [`LONGEST`] bytes.
+//! of one; it is read as the profile root's other files are ([`crate::untrusted`]), up to [`LONGEST`] bytes.
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use memprof_wire::{ActiveRun, LastSeen};
 
@@ -29,7 +26,7 @@ const LONGEST: u64 = 4096;
 pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
     let counters = jemalloc::heap_stats().ok()?;
     Some(LastSeen {
-        time: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64(),
+        time: crate::evidence::unix_seconds(SystemTime::now()),
         allocated_bytes: counters.allocated as u64,
         resident_bytes: counters.resident as u64,
         rss_bytes: memory::resident_set().unwrap_or(0),
@@ -40,17 +37,7 @@ pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
 
 /// The record an ended process left in `directory`, if it left a readable one.
 pub(crate) fn read(directory: &Path) -> Option<LastSeen> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(directory.join(FILE))
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = Vec::new();
-    file.take(LONGEST).read_to_end(&mut text).ok()?;
-    serde_json::from_slice(&text).ok()
+    serde_json::from_slice(&crate::untrusted::read_small(&directory.join(FILE), LONGEST).ok()?).ok()
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ pub(crate) fn with_sampling_switched_on<T>(switch_on: impl FnOnce() -> T) -> T {
     let _no_births = BIRTHS.write();
     let pools: Vec<Arc<Shared>> = POOLS.lock().iter().filter_map(Weak::upgrade).collect();
     for pool in pools {
-        while Shared::bear(&pool, None).is_ok() {}
+        Shared::fill(&pool);
     }
     switch_on()
 }
@@ -118,7 +118,7 @@ impl Pool {
         POOLS.lock().push(Arc::downgrade(&shared));
         if jemalloc::profiling_active().unwrap_or(false) {
             let _no_births = BIRTHS.write();
-            while Shared::bear(&shared, None).is_ok() {}
+            Shared::fill(&shared);
         }
         Ok(Self { shared })
     }
@@ -179,6 +179,11 @@ impl Pool {
 }
 
 impl Shared {
+    /// Starts every thread the pool does not have yet, idle. The caller holds [`BIRTHS`] exclusively.
+    fn fill(shared: &Arc<Shared>) {
+        while Shared::bear(shared, None).is_ok() {}
+    }
+
     /// Starts one more thread (running `job` first; without one, the thread is idle from now, before it
     /// even runs) unless the pool is full or the thread cannot be made; else hands `job` back. The caller
     /// holds [`BIRTHS`].

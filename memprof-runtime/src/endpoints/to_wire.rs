@@ -5,7 +5,7 @@ use memprof_analysis::Format;
 use memprof_wire::ProfileUrls;
 
 use crate::end_caption;
-use crate::evidence::EarlierProcess;
+use crate::evidence::{EarlierProcess, unix_seconds};
 use crate::http::HttpError;
 use crate::profiler::{Error, KeptProfile};
 
@@ -24,10 +24,6 @@ pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
         path: run.path.display().to_string(),
         urls: profile_urls(run.id),
     }
-}
-
-fn unix_seconds(time: std::time::SystemTime) -> f64 {
-    time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }
 
 /// An earlier process's kept profiles, as `state` lists them.

@@ -286,7 +286,8 @@ pub(crate) fn clear(processes: &[EarlierProcess]) -> usize {
         .sum()
 }
 
-fn unix_seconds(time: SystemTime) -> f64 {
+/// `time` in Unix seconds, as records and answers give times.
+pub(crate) fn unix_seconds(time: SystemTime) -> f64 {
     time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }
 

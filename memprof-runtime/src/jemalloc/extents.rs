@@ -118,8 +118,7 @@ unsafe extern "C" fn recording_alloc(
     // SAFETY: jemalloc's own default, called with the arguments jemalloc passed.
     let address = unsafe { alloc(hooks, new_addr, size, alignment, zero, commit, arena) };
     if !address.is_null() {
-        let start = address as usize;
-        with_table(|table| table.insert(start, start.saturating_add(size)));
+        note(address, size, true);
     }
     address
 }
@@ -137,8 +136,7 @@ unsafe extern "C" fn recording_dalloc(
     // SAFETY: jemalloc's own default, called with the arguments jemalloc passed.
     let kept = unsafe { dalloc(hooks, address, size, committed, arena) };
     if !kept {
-        let start = address as usize;
-        with_table(|table| table.remove(start, start.saturating_add(size)));
+        note(address, size, false);
     }
     kept
 }
@@ -154,8 +152,13 @@ unsafe extern "C" fn recording_destroy(
         // SAFETY: jemalloc's own default, called with the arguments jemalloc passed.
         unsafe { destroy(hooks, address, size, committed, arena) };
     }
-    let start = address as usize;
-    with_table(|table| table.remove(start, start.saturating_add(size)));
+    note(address, size, false);
+}
+
+/// Records that `[address, address + size)` is now jemalloc's (`mapped`) or no longer is.
+fn note(address: *mut c_void, size: usize, mapped: bool) {
+    let (start, end) = (address as usize, (address as usize).saturating_add(size));
+    with_table(|table| if mapped { table.insert(start, end) } else { table.remove(start, end) });
 }
 
 /// The recording hooks, made from arena 0's the first time.
@@ -235,7 +238,7 @@ fn claim_huge_arena() {
 
 /// Records `[start, start + len)` as jemalloc's (a range it mapped before the hooks were installed).
 fn claim_range(start: usize, len: usize) {
-    with_table(|table| table.insert(start, start.saturating_add(len)));
+    note(start as *mut c_void, len, true);
 }
 
 /// jemalloc's mapped ranges, as recorded.

@@ -245,7 +245,7 @@ impl Profiler {
         let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
             id: run.id,
             started_by: run.owner.name(),
-            started: run.started.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64(),
+            started: crate::evidence::unix_seconds(run.started),
         });
         if books.store.in_memory() {
             return;
