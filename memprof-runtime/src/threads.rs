@@ -124,6 +124,7 @@ impl Pool {
     }
 
     /// Runs `job` on an idle thread, or hands it back when all are busy.
+    #[cfg(any(test, feature = "axum"))]
     pub(crate) fn try_run(&self, job: Job) -> Result<(), Job> {
         self.run_within(job, Duration::ZERO)
     }

@@ -74,24 +74,9 @@ fn host() -> Program {
     host
 }
 
-/// `0xA+0xB+...`: addresses spread evenly over the host's executable code.
-fn spread_addresses(pid: u32) -> Vec<u8> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-    let (start, end) = maps
-        .lines()
-        .find(|line| line.contains(" r-xp ") && line.ends_with(exe.to_str().unwrap()))
-        .and_then(|line| line.split(' ').next()?.split_once('-'))
-        .map(|(start, end)| (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap()))
-        .expect("the executable's code mapping");
-    let step = ((end - start) / ADDRESSES as u64).max(1);
-    let addresses: Vec<String> = (0..ADDRESSES as u64).map(|index| format!("{:#x}", start + index * step)).collect();
-    addresses.join("+").into_bytes()
-}
-
 /// Every client posts the whole lookup, retrying 503s; how many 503s there were.
 fn lookups(host: &Program) -> usize {
-    let body = spread_addresses(host.pid());
+    let body = memprof_tests::sockets::spread_addresses(host.pid(), ADDRESSES);
     let address = host.address();
     until_answered(LOOKUP_CLIENTS, |_| {
         memprof_tests::http::request_with_body(address, "POST", "/debug/pprof/symbol", &body).status

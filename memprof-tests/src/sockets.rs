@@ -1,4 +1,4 @@
-//! Where a process listens, read from `/proc`: for a program under test that prints no address.
+//! Sockets seen from `/proc` (where a process listens), and the symbol lookups that cost a server most.
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -31,4 +31,25 @@ pub fn listening_address(pid: u32) -> Option<SocketAddr> {
         let ip = Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_le_bytes());
         Some(SocketAddr::from((ip, u16::from_str_radix(port, 16).ok()?)))
     })
+}
+
+/// A symbol lookup's body (`0xA+0xB+...`): `count` addresses spread evenly over process `pid`'s executable
+/// code, each in some function of the program, most of them distinct functions.
+///
+/// ```no_run
+/// let body = memprof_tests::sockets::spread_addresses(std::process::id(), 1 << 16);
+/// assert!(body.starts_with(b"0x"));
+/// ```
+pub fn spread_addresses(pid: u32, count: usize) -> Vec<u8> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    let (start, end) = maps
+        .lines()
+        .find(|line| line.contains(" r-xp ") && line.ends_with(exe.to_str().unwrap()))
+        .and_then(|line| line.split(' ').next()?.split_once('-'))
+        .map(|(start, end)| (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap()))
+        .expect("the executable's code mapping");
+    let step = ((end - start) / count as u64).max(1);
+    let addresses: Vec<String> = (0..count as u64).map(|index| format!("{:#x}", start + index * step)).collect();
+    addresses.join("+").into_bytes()
 }

@@ -49,9 +49,8 @@ fn wait_for_threads(service: &Program, name: &str, count: usize) {
     }
 }
 
-/// The server's pool: 32 connections, 4 reserved for state and stop, 4 spare (memprof-runtime's
-/// `http/server.rs`).
-const POOL_THREADS: usize = 40;
+/// The server's pool: 32 connections and 4 spare (memprof-runtime's `http/server.rs`).
+const POOL_THREADS: usize = 36;
 
 #[test]
 fn an_idle_service_keeps_few_threads_and_its_pool_is_whole_while_sampling_is_on() {

@@ -76,6 +76,13 @@ pub(crate) fn answer(context: &Context, request: &Request) -> Response {
     }
 }
 
+/// Whether `request` is for `state` or `stop`: cheap, and what an operator needs most when the server is
+/// flooded, so the server answers them even when every place is taken.
+pub(crate) fn is_control(request: &Request) -> bool {
+    let path = split(&request.target).0;
+    ROUTES.iter().any(|route| route.control && route.path == path)
+}
+
 fn checked(context: &Context, request: &Request) -> Result<(), HttpError> {
     if !is_dashboard_page(&request.target) {
         browsers::check(&request.fields)?;
@@ -91,7 +98,8 @@ const RENDER_PARAMETERS: &[&str] = &["id", "base", "lines", "full", "by", "label
 struct Route {
     path: &'static str,
     methods: Methods,
-    /// Answered on a connection admitted beyond the bound (`Request::reserved`): the operator's way in.
+    /// Answered even when every place of the server is taken (at its door, see [`is_control`]): the
+    /// operator's way in.
     control: bool,
     parameters: &'static [&'static str],
     handle: Handler,
@@ -154,7 +162,7 @@ const fn reading(path: &'static str, methods: Methods, handle: RequestHandler) -
     Route { path, methods, control: false, parameters: &[], handle: Handler::Request(handle) }
 }
 
-/// An endpoint that answers on a reserved connection too (see [`Route::control`]).
+/// An endpoint answered even when every place is taken (see [`Route::control`]).
 const fn control(route: Route) -> Route {
     Route { control: true, ..route }
 }
@@ -210,12 +218,6 @@ fn split(url: &str) -> (&str, &str) {
 fn route(context: &Context, request: &Request) -> Result<Reply, HttpError> {
     let (path, query) = split(&request.target);
     let route = ROUTES.iter().find(|route| route.path == path).ok_or_else(|| unknown_path(path))?;
-    if request.reserved && !route.control {
-        return Err(HttpError::busy(
-            "Every connection is busy; this one answers only state and stop; try again in a second",
-            1,
-        ));
-    }
     let method = request.method.as_str();
     if !route.methods.allow(method) {
         return Err(HttpError::method_not_allowed(method, route.methods.names()));
@@ -287,12 +289,12 @@ mod tests {
     }
 
     #[test]
-    fn a_reserved_connection_answers_only_control_requests() {
-        let open = Context { profiler: Profiler::global(), token: None, mounted: true };
-        let reserved = |target: &str| answer(&open, &Request { reserved: true, ..request("GET", target) }).status();
-        assert_eq!(reserved("/memory-profiler/state"), 200);
-        assert_eq!(reserved("/metrics"), 503);
-        assert_eq!(reserved("/memory-profiler/download/text"), 503);
+    fn only_state_and_stop_are_control_requests() {
+        let control = |target: &str| is_control(&request("GET", target));
+        assert!(control("/memory-profiler/state") && control("/memory-profiler/state/?x=1"));
+        assert!(control("/memory-profiler/stop"));
+        assert!(!control("/memory-profiler/start") && !control("/metrics") && !control("/memory-profiler/"));
+        assert!(!control("/memory-profiler/download/text") && !control("/memory-profiler/stateful"));
     }
 
     #[test]

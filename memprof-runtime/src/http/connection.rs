@@ -15,8 +15,10 @@ use super::request::Request;
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client has to send a request's body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a write may wait for a client that does not read.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to make room for the next [`WRITE_CHUNK`] of its answer before it is cut off.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bytes of an answer handed to the socket at once.
+const WRITE_CHUNK: usize = 64 << 10;
 /// How long, and how much, is read and dropped after a refusal, so the client receives the answer instead of
 /// a reset.
 const LINGER: (Duration, usize) = (Duration::from_secs(1), 4 << 20);
@@ -37,21 +39,16 @@ pub(crate) struct Connection {
     stream: Arc<TcpStream>,
     /// Bytes read but not consumed yet (the start of a pipelined request).
     buffer: Vec<u8>,
-    /// How long a client has to send a request's head.
-    head_timeout: Duration,
 }
 
 impl Connection {
-    /// Wraps an accepted stream.
-    pub(crate) fn new(stream: Arc<TcpStream>) -> io::Result<Self> {
+    /// Wraps an accepted stream (read with blocking reads under deadlines), of which `read` was read
+    /// already.
+    pub(crate) fn new(stream: Arc<TcpStream>, read: Vec<u8>) -> io::Result<Self> {
+        stream.set_nonblocking(false)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(Self { stream, buffer: Vec::new(), head_timeout: HEAD_TIMEOUT })
-    }
-
-    /// The same connection, whose client has `timeout` (not [`HEAD_TIMEOUT`]) to send a request's head.
-    pub(crate) fn with_head_timeout(self, timeout: Duration) -> Self {
-        Self { head_timeout: timeout, ..self }
+        Ok(Self { stream, buffer: read })
     }
 
     /// Reads the next request.
@@ -79,7 +76,7 @@ impl Connection {
             head_only: request.method == "HEAD",
         });
         let keep_alive = framing.connection != Persistence::Close;
-        let written = response.write_to(&mut &*self.stream, framing).and_then(|()| (&*self.stream).flush());
+        let written = response.write_to(&mut Paced(&self.stream), framing).and_then(|()| (&*self.stream).flush());
         if written.is_ok() && keep_alive {
             return true;
         }
@@ -92,7 +89,7 @@ impl Connection {
     /// Writes `response` and closes at once, reading nothing more: for a connection closed to make room,
     /// whose thread must be free again at once.
     pub(crate) fn answer_and_close(&mut self, response: Response) {
-        let _ = response.write_to(&mut &*self.stream, Framing::CLOSE).and_then(|()| (&*self.stream).flush());
+        let _ = response.write_to(&mut Paced(&self.stream), Framing::CLOSE).and_then(|()| (&*self.stream).flush());
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
@@ -111,7 +108,7 @@ impl Connection {
     }
 
     fn read_request(&mut self) -> Result<Option<Request>, Failure> {
-        let deadline = Instant::now() + self.head_timeout;
+        let deadline = Instant::now() + HEAD_TIMEOUT;
         let head = loop {
             if let Some(head) = parse_head(&self.buffer)? {
                 break head;
@@ -132,12 +129,7 @@ impl Connection {
             BodyLength::Fixed(length) => self.take(length, deadline)?,
             BodyLength::Chunked => self.take_chunked(deadline)?,
         };
-        Ok(Some(Request {
-            fields: head.fields,
-            body,
-            persistence: head.persistence,
-            ..Request::new(&head.method, &head.target, Vec::new())
-        }))
+        Ok(Some(Request::read(head, body)))
     }
 
     /// Reads more bytes into the buffer, up to `limit` buffered; returns how many came (0: the client closed).
@@ -222,6 +214,22 @@ impl Connection {
                 return Ok(None);
             }
         }
+    }
+}
+
+/// A writer to a client that must keep reading: it hands the socket at most [`WRITE_CHUNK`] bytes a call,
+/// each of which fails after [`WRITE_TIMEOUT`] without progress. A client that reads nothing is cut off
+/// once the socket's buffers are full, and one that reads a byte now and then (to keep the connection and
+/// what its answer holds) once it reads less than a chunk in that time.
+struct Paced<'a>(&'a TcpStream);
+
+impl Write for Paced<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(&bytes[..bytes.len().min(WRITE_CHUNK)])
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
     }
 }
 

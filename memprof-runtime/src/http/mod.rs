@@ -1,4 +1,5 @@
-//! The transport: an accept loop that hands each connection to a thread of its pool, with deadlines and
+//! The transport: an accept loop that hands each connection to a thread of its pool (or lets it wait at a
+//! door it polls), with deadlines and
 //! size limits (`server`, `connection`), request heads (`head`, pure parsing), the request handlers see
 //! (`request`), queries (`query`) and what is written back (`reply`). It knows nothing of profiles: what is
 //! answered is [`crate::endpoints`]'s business.
@@ -29,13 +30,13 @@ pub(crate) use request::Request;
 pub(crate) use request::Wait;
 #[cfg(feature = "axum")]
 pub(crate) use request::{client_gone, wait_unless};
-pub(crate) use server::Handler;
+pub(crate) use server::{Control, Handler};
 
-/// Binds `address` and answers each request with `handle`; returns the address really bound (useful with
-/// port 0).
-pub(crate) fn serve(address: &str, handle: Handler) -> Result<SocketAddr, String> {
+/// Binds `address` and answers each request with `handle`, those `control` names even when every place is
+/// taken; returns the address really bound (useful with port 0).
+pub(crate) fn serve(address: &str, handle: Handler, control: Control) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| format!("cannot listen on {address}: {error}"))?;
-    server::start(listener, handle).map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
+    server::start(listener, handle, control).map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
     Ok(bound)
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::head::Fields;
+use super::head::{Fields, Head};
 use super::reply::{HttpError, Persistence};
 
 /// A request to answer.
@@ -16,9 +16,6 @@ pub(crate) struct Request {
     pub(crate) fields: Fields,
     /// The body, de-chunked.
     pub(crate) body: Vec<u8>,
-    /// Admitted while every ordinary place was taken: only control requests (see the endpoints) are
-    /// answered on it, the rest get 503.
-    pub(crate) reserved: bool,
     /// How a handler waits on this request's client; `None`: the wait is a plain sleep.
     pub(crate) waiting: Option<Arc<dyn Wait>>,
     /// Whether the client keeps the connection for another request, and whether the answer must say so.
@@ -63,9 +60,18 @@ impl Request {
             target: target.to_owned(),
             fields: Fields::default(),
             body,
-            reserved: false,
             waiting: None,
             persistence: Persistence::KeepAlive,
+        }
+    }
+
+    /// The request whose head this server read, with its body.
+    pub(crate) fn read(head: Head, body: Vec<u8>) -> Self {
+        Self {
+            fields: head.fields,
+            body,
+            persistence: head.persistence,
+            ..Self::new(&head.method, &head.target, Vec::new())
         }
     }
 

@@ -1,10 +1,13 @@
-//! The accept loop on real sockets: bounds, evictions, refusals, reserved places.
+//! The accept loop on real sockets: the protocol, bounds and evictions (`door`: what finds no place).
 
-use std::io::Read;
+mod door;
+
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
 
-use parking_lot::Condvar;
+use parking_lot::{Condvar, Mutex};
 
 use super::*;
 use crate::http::reply::Reply;
@@ -12,7 +15,7 @@ use crate::http::reply::Reply;
 fn serve(handle: impl Fn(&Request) -> Response + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    start(listener, Arc::new(handle)).unwrap();
+    start(listener, Arc::new(handle), |request| request.target == "/state").unwrap();
     address
 }
 
@@ -182,8 +185,7 @@ fn a_flood_of_stalled_clients_makes_room_for_new_requests_oldest_first() {
 }
 
 /// A handler that blocks until released, counting the requests inside it; `/wait` waits 60 s instead,
-/// `/state` is answered at once, and `/big` on a reserved place is refused as the endpoints refuse what is
-/// not a control request there.
+/// and `/state` (the control request of these tests) is answered at once.
 struct Gate {
     released: Mutex<bool>,
     opened: Condvar,
@@ -203,13 +205,8 @@ impl Gate {
 
     fn handle(&self, request: &Request) -> Response {
         self.inside.fetch_add(1, Ordering::SeqCst);
-        if request.target == "/big" && request.reserved {
-            return HttpError::busy("Every connection is busy; this one answers only state and stop", 1)
-                .into_response();
-        }
         if request.target == "/state" {
-            let text = format!("{} reserved={}", request.target, request.reserved);
-            return Reply::bytes("text/plain", text.into_bytes()).into_response();
+            return Reply::bytes("text/plain", b"/state answered".to_vec()).into_response();
         }
         if request.target == "/wait" {
             let waited = request.wait(Duration::from_secs(60));
@@ -223,7 +220,7 @@ impl Gate {
                 self.opened.wait(&mut released);
             }
         }
-        let text = format!("{} reserved={}", request.target, request.reserved);
+        let text = format!("{} answered", request.target);
         Reply::bytes("text/plain", text.into_bytes()).into_response()
     }
 
@@ -238,68 +235,17 @@ fn gated(gate: &Arc<Gate>) -> SocketAddr {
     serve(move |request| gate.handle(request))
 }
 
-#[test]
-fn when_every_connection_is_busy_a_few_more_get_reserved_places_then_503_at_once() {
-    let gate = Gate::new();
-    let address = gated(&gate);
-    let busy: Vec<TcpStream> = (0..MAX_CONNECTIONS)
-        .map(|_| held_after(address, b"GET /busy HTTP/1.1\r\nHost: localhost\r\n\r\n", b""))
-        .collect();
-    wait_for(|| gate.inside.load(Ordering::SeqCst) == MAX_CONNECTIONS);
-    // One at a time: a connection admitted but not yet busy is idle, and may be closed for the next.
-    let reserved: Vec<TcpStream> = (1..=RESERVED)
-        .map(|count| {
-            let stream = held_after(address, b"GET /reserved HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
-            wait_for(|| gate.inside.load(Ordering::SeqCst) == MAX_CONNECTIONS + count);
+/// Takes `count` places, one at a time, with requests for `target` that stay in `gate`'s handler (until it
+/// is released, or for `/wait` until their wait ends).
+fn take_places(address: SocketAddr, gate: &Gate, target: &str, count: usize) -> Vec<TcpStream> {
+    (1..=count)
+        .map(|inside| {
+            let request = format!("GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+            let stream = held_after(address, request.as_bytes(), b"");
+            wait_for(|| gate.inside.load(Ordering::SeqCst) == inside);
             stream
         })
-        .collect();
-    let answer = exchange(address, "");
-    assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer}");
-    assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
-    let busy_message = format!("More than {} connections are busy; try again.\n", MAX_CONNECTIONS + RESERVED);
-    assert!(answer.ends_with(&busy_message), "{answer}");
-    // Past every place, a control request is still read and answered, as on a reserved place.
-    let state = exchange(address, "GET /state HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    assert!(state.starts_with("HTTP/1.1 200 OK\r\n") && state.ends_with("/state reserved=true"), "{state}");
-    gate.release();
-    for (mut stream, expected) in busy
-        .into_iter()
-        .map(|stream| (stream, "/busy reserved=false"))
-        .chain(reserved.into_iter().map(|stream| (stream, "/reserved reserved=true")))
-    {
-        let mut answer = vec![0; 512];
-        let mut read = 0;
-        while !String::from_utf8_lossy(&answer[..read]).ends_with(expected) {
-            let more = stream.read(&mut answer[read..]).unwrap();
-            assert!(more > 0, "{}", String::from_utf8_lossy(&answer[..read]));
-            read += more;
-        }
-    }
-}
-
-#[test]
-fn a_large_body_refused_for_want_of_a_place_still_reads_its_503() {
-    let gate = Gate::new();
-    let address = gated(&gate);
-    let busy: Vec<TcpStream> = (1..=MAX_CONNECTIONS + RESERVED)
-        .map(|count| {
-            let stream = held_after(address, b"GET /busy HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
-            wait_for(|| gate.inside.load(Ordering::SeqCst) == count);
-            stream
-        })
-        .collect();
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let head = "POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1048576\r\n\r\n";
-    stream.write_all(head.as_bytes()).unwrap();
-    // The whole body is sent (the server drains it), then the answer is read whole: no reset.
-    stream.write_all(&vec![b'x'; 1 << 20]).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer}");
-    gate.release();
-    drop(busy);
+        .collect()
 }
 
 #[test]
@@ -320,15 +266,9 @@ fn a_waiting_handler_holds_no_busy_place() {
     let address = gated(&gate);
     gate.release();
     // Every place taken by waiting scrapes: a new request is answered, the longest wait is cut with 503.
-    let mut waiting: Vec<TcpStream> = (1..=MAX_CONNECTIONS)
-        .map(|count| {
-            let stream = held_after(address, b"GET /wait HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
-            wait_for(|| gate.inside.load(Ordering::SeqCst) == count);
-            stream
-        })
-        .collect();
+    let mut waiting = take_places(address, &gate, "/wait", MAX_CONNECTIONS);
     let answer = exchange(address, "GET /state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    assert!(answer.ends_with("/state reserved=false"), "{answer}");
+    assert!(answer.ends_with("/state answered"), "{answer}");
     wait_for(|| gate.waits_ended.lock().len() == 1);
     assert_eq!(gate.waits_ended.lock()[0], Err(503));
     let mut cut = String::new();
