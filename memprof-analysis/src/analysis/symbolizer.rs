@@ -1,8 +1,8 @@
 //! Addresses to functions, files and lines, for one binary at a time.
 //!
-//! The binary is memory-mapped, never read whole: `addr2line` reads every unit's header and address ranges,
-//! and the lines and functions only of the units the requested addresses fall in; everything is released
-//! when [`resolve`] returns. Without DWARF the
+//! The binary is memory-mapped, never read whole: one pass keeps each DWARF unit's address ranges, and
+//! `addr2line` reads, a bounded group at a time, the units the requested addresses fall in and those they
+//! refer to (see `units`); everything is released when [`resolve`] returns. Without DWARF the
 //! symbol table gives the function; without either, the caller shows `module+offset`. Split debug info is
 //! found as gdb finds it (see [`super::debug_file`]). Results are cached per binary and address, so the
 //! next profile of the same process opens the binary only for addresses it has not seen.
@@ -233,6 +233,7 @@ impl Cache {
 
 mod dwarf;
 mod short_names;
+mod units;
 
 #[cfg(test)]
 mod inlined_names;

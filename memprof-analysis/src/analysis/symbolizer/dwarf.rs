@@ -1,6 +1,6 @@
 //! A binary's DWARF, read as binutils' `addr2line` reads it: its `.debug_*` sections (borrowed from the
-//! map, or inflated within a bound when compressed) and the frames one addr2line context over all of them
-//! gives an address.
+//! map, or inflated within a bound when compressed) and the frames addr2line gives an address, from a
+//! context over the units it needs ([`super::units`]).
 
 use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
@@ -10,6 +10,7 @@ use addr2line::gimli;
 use object::{Object, ObjectSection};
 
 use super::short_names::{ShortNames, short_rust_name};
+use super::units::Units;
 use crate::analysis::Frame;
 
 pub(super) fn has_dwarf(binary: &object::File<'_>) -> bool {
@@ -65,12 +66,11 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         data.as_deref()
     }
 
-    /// The frames of each address (empty where DWARF knows nothing), from one addr2line context over the
-    /// whole `.debug_info`, as binutils' `addr2line` reads it: a unit's inlined functions may be defined in
-    /// another unit (`DW_FORM_ref_addr`, which fat LTO makes common), and many units have no
-    /// `.debug_aranges` entry, so neither the units nor the ranges can be taken one at a time. addr2line
-    /// parses unit headers and ranges up front and each unit's lines and functions only when an address
-    /// falls in it.
+    /// The frames of each address (empty where DWARF knows nothing), as binutils' `addr2line` gives them:
+    /// from addr2line contexts each over the units a group of the addresses needs ([`Units`]), so a unit's
+    /// inlined functions defined in another unit (`DW_FORM_ref_addr`, which fat LTO makes common) and the
+    /// units without `.debug_aranges` entries are read as over the whole `.debug_info`, while what is
+    /// parsed at once is bounded by a group.
     pub(super) fn resolve(
         &self,
         addresses: &[Option<u64>],
@@ -78,25 +78,36 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         names: &mut Names,
     ) -> Vec<Vec<Frame>> {
         let mut frames = vec![Vec::new(); addresses.len()];
-        if !self.has_dwarf() {
+        let (true, Some(dwarf), Some(info)) = (self.has_dwarf(), self.dwarf(None), self.section(".debug_info")) else {
             return frames;
-        }
-        if let Some(context) = self.context() {
-            for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
-                *frames =
-                    address.map(|address| dwarf_frames(&context, address, short_names, names)).unwrap_or_default();
+        };
+        let units = Units::index(&dwarf);
+        let big_endian = self.endian == gimli::RunTimeEndian::Big;
+        for group in units.groups(&dwarf, addresses) {
+            let Some(view) = units.view(info, &group.units, big_endian) else { continue };
+            let Some(context) = self.dwarf(Some(&view)).and_then(|dwarf| addr2line::Context::from_dwarf(dwarf).ok())
+            else {
+                continue;
+            };
+            for index in group.addresses {
+                if let Some(address) = addresses[index] {
+                    frames[index] = dwarf_frames(&context, address, short_names, names);
+                }
             }
         }
         frames
     }
 
-    /// An addr2line context over the whole of the binary's DWARF.
-    fn context(&self) -> Option<addr2line::Context<Reader<'_>>> {
-        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader<'_>, gimli::Error> {
-            Ok(gimli::EndianSlice::new(self.section(id.name()).unwrap_or_default(), self.endian))
+    /// The binary's DWARF, with `info` as its `.debug_info` when given.
+    fn dwarf<'a>(&'a self, info: Option<&'a [u8]>) -> Option<gimli::Dwarf<Reader<'a>>> {
+        gimli::Dwarf::load(|id| -> Result<Reader<'a>, gimli::Error> {
+            let data = match (id, info) {
+                (gimli::SectionId::DebugInfo, Some(info)) => info,
+                _ => self.section(id.name()).unwrap_or_default(),
+            };
+            Ok(gimli::EndianSlice::new(data, self.endian))
         })
-        .ok()?;
-        addr2line::Context::from_dwarf(dwarf).ok()
+        .ok()
     }
 }
 
@@ -198,6 +209,27 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The groups name every address as one addr2line context over the whole `.debug_info` does, on this
+    /// test program (18 groups; tests/binutils.rs checks fat LTO binaries against binutils).
+    #[test]
+    fn groups_of_units_name_addresses_as_the_whole_dwarf_does() {
+        let map = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let binary = object::File::parse(&*map).unwrap();
+        let text = binary.section_by_name(".text").unwrap();
+        let step = (text.size() / 20_000).max(1);
+        let addresses: Vec<Option<u64>> = (0..20_000).map(|index| Some(text.address() + index * step)).collect();
+        let sections = DwarfSections::load(&binary);
+        let (mut short_names, mut names) = (ShortNames::default(), Names::default());
+        let grouped = sections.resolve(&addresses, &mut short_names, &mut names);
+        let whole = addr2line::Context::from_dwarf(sections.dwarf(None).unwrap()).unwrap();
+        let mut named = 0;
+        for (address, frames) in addresses.iter().zip(&grouped) {
+            assert_eq!(frames, &dwarf_frames(&whole, address.unwrap(), &mut short_names, &mut names), "{address:x?}");
+            named += usize::from(!frames.is_empty());
+        }
+        assert!(named > 19_000, "{named} of 20,000 addresses named");
+    }
 
     #[test]
     fn a_zlib_prefix_is_inflated_alone() {
