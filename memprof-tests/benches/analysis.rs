@@ -4,8 +4,8 @@
 //! cargo bench -p memprof-tests --features large-binary --bench analysis
 //! ```
 //!
-//! For the example service and for a large binary (ten thousand generated modules, ~100 MB of DWARF), it
-//! takes a few profiling runs and measures:
+//! For the example service and for a large tokio binary (a thousand generated modules, ~100 MB of DWARF),
+//! it takes a few profiling runs and measures:
 //! - in the process: the time of `download/text` for a run not rendered yet (the first one with a cold
 //!   symbol cache, the others warm), and the process's peak extra RSS while rendering (peak RSS reset
 //!   through `/proc/<pid>/clear_refs` before each request, minus the RSS before it);
@@ -13,6 +13,9 @@
 //!   `jeprof --text` and `jeprof --svg` (which needs graphviz's `dot`): wall time and peak RSS (GNU time's
 //!   `%M`; jeprof's includes its `addr2line`, `nm` and `dot` children).
 //!
+//! - a tokio server of the tutorial's shape built as services ship it (release; fat LTO, one codegen unit),
+//!   profiled by Debian's jemalloc: the offline figures only;
+//! - for every dump, that each address memprof named has binutils' `addr2line -f -i` frames (a panic if not);
 //! - the price of a label split: each readable format rendered from the same symbolized profile of the
 //!   example service (which labels by tenant) with `by=tenant` and without, in this process: the render
 //!   alone, and an endpoint's whole answer from the dump.
@@ -46,6 +49,24 @@ fn main() {
     for (name, binary) in programs {
         measure(name, &binary, &scratch);
     }
+    // A tokio server of the tutorial's shape, as services ship it (release, and fat LTO with one codegen
+    // unit), profiled by Debian's jemalloc: offline only.
+    let Some(jemalloc) = memprof_tests::binutils::system_jemalloc() else { return };
+    for profile in ["release", "lto"] {
+        let (binary, dump) = memprof_tests::binutils::profiled_tokio_server(profile, &jemalloc, &scratch);
+        let raw = scratch.join(&format!("tokio-server-{profile}.heap"));
+        std::fs::write(&raw, &dump).unwrap();
+        let name = format!("tokio {profile}");
+        println!(
+            "{name:<16} {:>9.1} {:>11.1} {:>11} {:>12} {:>12}",
+            megabytes(std::fs::metadata(&binary).unwrap().len()),
+            megabytes(debug_info_bytes(&binary)),
+            "-",
+            "-",
+            "-"
+        );
+        offline(&name, &binary, &raw);
+    }
 }
 
 fn measure(name: &str, binary: &Path, scratch: &Scratch) {
@@ -68,6 +89,7 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
     std::fs::write(&raw, program.get(&format!("/memory-profiler/download/raw?id={last}")).body).unwrap();
     let labels = program.get(&format!("/memory-profiler/download/labels?id={last}")).text();
     drop(program);
+    let dump = std::fs::read_to_string(&raw).unwrap();
 
     println!(
         "{name:<16} {:>9.1} {:>11.1} {:>11.1} {:>12.1} {:>12.1}",
@@ -78,7 +100,13 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
         *extra_rss.iter().max().unwrap() as f64 / 1024.0,
     );
 
-    // Offline, the same dump: `memprof analyze` in each format, against jeprof's text and SVG call graph.
+    offline(name, binary, &raw);
+    split_renders(&dump, &labels);
+}
+
+/// Offline, on `raw`: `memprof analyze` in each format, against jeprof's text and SVG call graph; then every
+/// address memprof named checked against binutils' `addr2line`.
+fn offline(name: &str, binary: &Path, raw: &Path) {
     let memprof = built_binary("memprof-tool");
     let jeprof = tools::find("jeprof", "libjemalloc-dev");
     let dot = tools::find("dot", "graphviz");
@@ -92,12 +120,12 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
         let ours = repeated(
             RUNS,
             &memprof,
-            &["analyze", path(&raw), "--binary", path(binary), "--format", format, "-o", "/dev/null"],
+            &["analyze", path(raw), "--binary", path(binary), "--format", format, "-o", "/dev/null"],
         );
         // jeprof draws its SVG with graphviz's dot.
         let runnable = jeprof_format.filter(|option| *option != "--svg" || dot.is_some());
         let theirs = match (&jeprof, runnable) {
-            (Some(jeprof), Some(option)) => Some(repeated(3, jeprof, &[option, path(binary), path(&raw)])),
+            (Some(jeprof), Some(option)) => Some(repeated(3, jeprof, &[option, path(binary), path(raw)])),
             _ => None,
         };
         let cell =
@@ -108,7 +136,8 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
         };
         println!("{:<16} {format:<12} {:>22} {jeprof_cell:>22} {speed_up:>9}", "", cell(ours));
     }
-    split_renders(&raw, &labels);
+    let compared = memprof_tests::binutils::compare(&std::fs::read_to_string(raw).unwrap(), binary);
+    println!("{name:<16} all {compared} sampled addresses named as binutils' addr2line -f -i names them");
 }
 
 /// Each readable format rendered from one symbolized profile with `by=tenant` and without, its stacks from
@@ -116,15 +145,14 @@ fn measure(name: &str, binary: &Path, scratch: &Scratch) {
 /// ratios of the outputs' sizes and of what they draw ([`drawn`]); then the same for an endpoint's whole
 /// answer to a profile not rendered yet: reading the dump, naming its frames (the symbol cache warm) and
 /// rendering.
-fn split_renders(raw: &Path, labels: &str) {
+fn split_renders(dump: &str, labels: &str) {
     const SPLIT_RENDERS: usize = 21;
-    let dump = std::fs::read_to_string(raw).unwrap();
     let labels = LabelSets::parse(labels).unwrap();
     if labels.is_empty() {
         return;
     }
     let binaries = Binaries::as_mapped();
-    let analysis = Analysis::of_dump(&dump, &binaries, &labels).unwrap();
+    let analysis = Analysis::of_dump(dump, &binaries, &labels).unwrap();
     let median_time = |work: &dyn Fn() -> Vec<u8>| {
         median(
             (0..SPLIT_RENDERS)
@@ -163,7 +191,7 @@ fn split_renders(raw: &Path, labels: &str) {
             let split = RenderOptions { by: Some("tenant".to_owned()), ..unsplit.clone() };
             let render = |options: &RenderOptions| format.render(&analysis, None, options).unwrap();
             let answer = |options: &RenderOptions| {
-                let analysis = Analysis::of_dump(&dump, &binaries, &labels).unwrap();
+                let analysis = Analysis::of_dump(dump, &binaries, &labels).unwrap();
                 format.render(&analysis, None, options).unwrap()
             };
             let (unsplit_output, split_output) = (render(&unsplit), render(&split));

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod acceptance;
+pub mod binutils;
 pub mod heap;
 pub mod http;
 pub mod process;

@@ -1,13 +1,15 @@
-//! A deliberately large program for the analysis benchmark: a thousand generated modules, each with its
+//! A deliberately large tokio program for the analysis benchmark: a thousand generated modules, each with its
 //! own closures and so its own monomorphized iterator and collection code, for over 100 MB of DWARF with
-//! full debug info. It serves the endpoints like the example service and keeps allocating through a spread of
-//! the generated functions, so its profiles touch many compilation units' worth of addresses. Requests are
+//! full debug info. It serves the endpoints like the example service and takes requests as a tokio server
+//! does, a task each on a multi-thread runtime, each allocating through one of the generated functions, so
+//! its profiles touch many compilation units' worth of addresses under tokio's task polls. Requests are
 //! labelled by tenant (four, in turn), so the benchmark measures a label split on a profile of many stacks.
 //!
 //! Built only for the benchmark: `cargo bench -p memprof-tests --features large-binary --bench analysis`.
 
 use std::collections::VecDeque;
 use std::hint::black_box;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// One generated function: an iterator chain, a string and a map, all with this module's own closures.
@@ -101,19 +103,36 @@ mod generated {
 
 #[memprof::main(http = "127.0.0.1:5051", env = "LIBPROCESS_MEMORY_PROFILING")]
 fn main() {
-    let mut live = VecDeque::new();
-    let tenants =
-        ["acme", "initech", "globex", "umbrella"].map(|tenant| memprof::labels::Labels::new(&[("tenant", tenant)]));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    runtime.block_on(serve());
+}
+
+/// Requests as a tokio server takes them: a task each, under its tenant's label, in batches of 64 (so the
+/// tasks never pile up), its result kept until 4,096 newer ones are.
+async fn serve() {
+    let live = Arc::new(Mutex::new(VecDeque::new()));
+    let tenants = Arc::new(
+        ["acme", "initech", "globex", "umbrella"].map(|tenant| memprof::labels::Labels::new(&[("tenant", tenant)])),
+    );
     println!("large: serving requests");
-    for request in 0u64.. {
-        let which = request.wrapping_mul(2_654_435_761) % 1_000;
-        live.push_back(tenants[request as usize % 4].with(|| generated::dispatch(which, request)));
-        if live.len() > 4096 {
-            live.pop_front();
+    for batch in 0u64.. {
+        let tasks: Vec<_> = (batch * 64..(batch + 1) * 64)
+            .map(|request| {
+                let (live, tenants) = (Arc::clone(&live), Arc::clone(&tenants));
+                tokio::spawn(async move {
+                    let which = request.wrapping_mul(2_654_435_761) % 1_000;
+                    let kept = tenants[request as usize % 4].with(|| generated::dispatch(which, request));
+                    let mut live = live.lock().unwrap();
+                    live.push_back(black_box(kept));
+                    if live.len() > 4096 {
+                        live.pop_front();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
         }
-        black_box(&live);
-        if request % 64 == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
