@@ -105,3 +105,18 @@ pub fn run() -> ExitCode {
         }
     }
 }
+
+/// Whether `arguments` (the program's name first) are a command line `memprof` takes, without running it:
+/// the error clap would print, else `Ok`. For documentation that shows command lines, checked by tests.
+///
+/// ```
+/// assert!(memprof_cli::check_command_line(["memprof", "start", "--duration", "30s", "--wait"]).is_ok());
+/// assert!(memprof_cli::check_command_line(["memprof", "start", "--for", "30s"]).is_err());
+/// ```
+pub fn check_command_line<I, T>(arguments: I) -> Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::try_parse_from(arguments).map(drop).map_err(|error| error.to_string())
+}

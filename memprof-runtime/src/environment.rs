@@ -1,4 +1,4 @@
-//! Every environment variable memprof reads, in one place, with what it does. The README's table of
+//! Every environment variable memprof reads, in one place, with what it does. docs/configuration.md's table of
 //! variables is checked against [`ALL`] by a test (`memprof-tests/tests/documentation.rs`), so neither can
 //! name a variable the other does not.
 //!

@@ -3,6 +3,7 @@
 
 pub mod acceptance;
 pub mod binutils;
+pub mod docs;
 pub mod heap;
 pub mod http;
 pub mod process;

@@ -184,6 +184,9 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
             .env("MEMPROF_ADDR", "127.0.0.1:0")
     };
     let advice = "Heap profiling is disabled: jemalloc was not asked to profile. Add `memprof::malloc_conf!();` at the crate root of the binary (beside its #[global_allocator]), which exports malloc_conf=\"prof:true,prof_active:false\"; or start the program with MALLOC_CONF=prof:true,prof_active:false.";
+    let shown =
+        memprof_tests::docs::checked_by("a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add");
+    assert_eq!(shown[0].text, format!("[memprof] ERROR {advice}\n"), "{}", shown[0].place());
     let service = missing().spawn();
     service.wait_for_line(|line| line == format!("[memprof] ERROR {advice}"));
     let state = service.get_json("/memory-profiler/state");
@@ -210,9 +213,9 @@ fn a_tokio_services_stacks_start_at_its_async_fns() {
     let id = acceptance::start(&service, "1mins");
     acceptance::wait_for_sampled(&service, &["axum_service::new_"]);
     service.get_json("/memory-profiler/stop");
-    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
-    let handlers: Vec<&str> = collapsed.lines().filter(|line| line.contains("axum_service::new_")).collect();
-    assert!(!handlers.is_empty(), "{collapsed}");
+    let loaded = service.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
+    let handlers: Vec<&str> = loaded.lines().filter(|line| line.contains("axum_service::new_")).collect();
+    assert!(!handlers.is_empty(), "{loaded}");
     for stack in &handlers {
         assert!(stack.starts_with("axum_service::"), "the stack starts at the service's async fn: {stack}");
         assert!(!stack.contains("tokio::"), "no tokio machinery above the service's code: {stack}");
@@ -248,6 +251,17 @@ fn a_tokio_services_stacks_start_at_its_async_fns() {
     let mut top = top;
     top.sort();
     assert_eq!(top, ["axum_service::new_index_block", "axum_service::new_session"], "{text}");
+    // What docs/adoption.md shows of this service's profile: the same functions in the text table, the same
+    // stacks folded.
+    let shown = &memprof_tests::docs::checked_by("a_tokio_services_stacks_start_at_its_async_fns")[0];
+    for row in shown.text.lines().filter(|row| row.contains('%')) {
+        let function = row.split_whitespace().last().unwrap();
+        assert!(text.contains(&format!("% {function}\n")), "{}: {function} is not in\n{text}", shown.place());
+    }
+    for folded in shown.text.lines().filter(|line| !line.starts_with('$') && line.contains(';')) {
+        let (stack, _) = folded.rsplit_once(' ').unwrap();
+        assert!(loaded.lines().any(|line| line.starts_with(&format!("{stack} "))), "{}: {stack}", shown.place());
+    }
 }
 
 /// The README's quick start for a service with its own allocator, logger and router, followed as written:
@@ -257,11 +271,12 @@ fn a_tokio_services_stacks_start_at_its_async_fns() {
 #[test]
 fn the_readmes_axum_quick_start_works_as_written() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let readme = std::fs::read_to_string(workspace.join("README.md")).unwrap();
-    let section = readme.split("**Your allocator, your logger, your router**").nth(1).expect("the quick start");
+    let blocks = memprof_tests::docs::checked_by("the_readmes_axum_quick_start_works_as_written");
     let block = |language: &str| {
-        let opening = format!("```{language}\n");
-        section.split(opening.as_str()).nth(1).and_then(|rest| rest.split("```\n").next()).unwrap().to_owned()
+        let mut written = blocks.iter().filter(|block| block.language == language);
+        let block = written.next().expect("the quick start's block");
+        assert!(written.next().is_none(), "one {language} block");
+        block.text.clone()
     };
     let manifest = std::fs::read_to_string(workspace.join("examples/axum-service/Cargo.toml")).unwrap();
     let dependencies = block("toml");

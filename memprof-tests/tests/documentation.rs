@@ -1,13 +1,131 @@
-//! The README says what the code does: its table of environment variables lists exactly the variables
-//! memprof reads (`memprof_runtime::environment::ALL`).
+//! README.md and docs/ say what the code does: every code block is checked by a test or says why it is
+//! illustrative (`memprof_tests::docs`), the commands name what the build makes, the Rust blocks compile, the
+//! dependency and profile blocks are this workspace's, the `curl` session runs against the example, and the
+//! table of environment variables lists exactly the variables memprof reads.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use memprof_tests::docs::{self, Block, CHECKED_LANGUAGES, Mark};
+
 #[test]
-fn the_readme_lists_every_environment_variable_and_no_other() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let section = readme.split("### Environment variables").nth(1).expect("the README has the section");
+fn every_block_is_checked_by_a_test_or_says_why_not() {
+    let mut problems = Vec::new();
+    for block in docs::blocks().iter().filter(|block| CHECKED_LANGUAGES.contains(&block.language.as_str())) {
+        match &block.mark {
+            Mark::CheckedBy { file, test } => {
+                let source = std::fs::read_to_string(docs::workspace().join(file)).unwrap_or_default();
+                if !source.contains(&format!("fn {test}(")) || !source.contains(&format!("checked_by(\"{test}\")")) {
+                    problems.push(format!("{}: {file} has no test {test} that reads its blocks", block.place()));
+                }
+            }
+            Mark::Illustrative(why) if why.len() >= 10 => {}
+            Mark::Illustrative(_) => problems.push(format!("{}: say why the block is illustrative", block.place())),
+            Mark::None => problems.push(format!(
+                "{}: a {} block needs `<!-- checked by FILE: TEST -->` or `<!-- illustrative: WHY -->` before it",
+                block.place(),
+                block.language
+            )),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// What the commands of README and docs/ name exists once built (`docs::check_command`: examples, their
+/// binaries, packages, directories, `memprof` command lines, served paths).
+#[test]
+fn the_commands_name_what_the_build_makes() {
+    let blocks = docs::checked_by("the_commands_name_what_the_build_makes");
+    let problems: Vec<String> = blocks
+        .iter()
+        .flat_map(|block| docs::commands(block).into_iter().map(move |command| docs::check_command(block, &command)))
+        .filter_map(Result::err)
+        .collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(blocks.iter().map(|block| docs::commands(block).len()).sum::<usize>() >= 15);
+}
+
+/// The same for the commands the examples give in their doc comments and Cargo.toml comments.
+#[test]
+fn the_examples_commands_name_what_the_build_makes() {
+    let blocks = docs::example_commands();
+    assert_eq!(blocks.len(), 4, "service.rs, scope.rs, axum-service's main.rs and Cargo.toml");
+    let problems: Vec<String> = blocks
+        .iter()
+        .flat_map(|block| docs::commands(block).into_iter().map(move |command| docs::check_command(block, &command)))
+        .filter_map(Result::err)
+        .collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The Rust blocks that are whole programs build and run as written (a trybuild pass case each).
+#[test]
+fn the_attribute_blocks_compile() {
+    let scratch = memprof_tests::tools::Scratch::new("documented-programs");
+    let cases = trybuild::TestCases::new();
+    for (index, block) in docs::checked_by("the_attribute_blocks_compile").iter().enumerate() {
+        assert_eq!(block.language, "rust", "{}", block.place());
+        let program = scratch.join(&format!("documented_{index}.rs"));
+        std::fs::write(&program, format!("// {}\n{}", block.place(), block.text)).unwrap();
+        cases.pass(&program);
+    }
+}
+
+/// The dependency blocks name crates of this workspace with its version, features it has, and the
+/// allocator version memprof links.
+#[test]
+fn the_dependency_blocks_name_this_workspaces_crates() {
+    let workspace = docs::workspace();
+    let manifest: toml::Table = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap().parse().unwrap();
+    let version = manifest["workspace"]["package"]["version"].as_str().unwrap();
+    let features = manifest["features"].as_table().unwrap();
+    let runtime: toml::Table =
+        std::fs::read_to_string(workspace.join("memprof-runtime/Cargo.toml")).unwrap().parse().unwrap();
+    let jemallocator = runtime["dependencies"]["tikv-jemallocator"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| runtime["dependencies"]["tikv-jemallocator"]["version"].as_str().unwrap().to_owned());
+    for block in docs::checked_by("the_dependency_blocks_name_this_workspaces_crates") {
+        let parsed: toml::Table = block.text.parse().unwrap_or_else(|error| panic!("{}: {error}", block.place()));
+        let dependencies = parsed.get("dependencies").and_then(toml::Value::as_table).unwrap_or(&parsed);
+        let memprof = &dependencies["memprof"];
+        let wanted = memprof.as_str().or_else(|| memprof.get("version")?.as_str()).unwrap();
+        assert!(version.starts_with(wanted), "{}: memprof {wanted} is not {version}", block.place());
+        for feature in memprof.get("features").and_then(toml::Value::as_array).into_iter().flatten() {
+            assert!(features.contains_key(feature.as_str().unwrap()), "{}: no feature {feature}", block.place());
+        }
+        if let Some(allocator) = dependencies.get("tikv-jemallocator") {
+            assert!(
+                jemallocator.starts_with(allocator.as_str().unwrap()),
+                "{}: memprof links {jemallocator}",
+                block.place()
+            );
+        }
+    }
+}
+
+/// The build advice is what this workspace builds with: its release profile and its `.cargo/config.toml`.
+#[test]
+fn the_release_profile_advice_is_this_workspaces() {
+    let workspace = docs::workspace();
+    let manifest: toml::Table = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap().parse().unwrap();
+    let config: toml::Table = std::fs::read_to_string(workspace.join(".cargo/config.toml")).unwrap().parse().unwrap();
+    for block in docs::checked_by("the_release_profile_advice_is_this_workspaces") {
+        let advice: toml::Table = block.text.parse().unwrap_or_else(|error| panic!("{}: {error}", block.place()));
+        let ours = if block.text.starts_with("# .cargo/config.toml") { &config } else { &manifest };
+        for (section, values) in &advice {
+            for (key, value) in values.as_table().unwrap() {
+                let built = section.split('.').try_fold(ours, |table, part| table.get(part)?.as_table());
+                assert_eq!(built.and_then(|table| table.get(key)), Some(value), "{}: [{section}] {key}", block.place());
+            }
+        }
+    }
+}
+
+#[test]
+fn the_configuration_lists_every_environment_variable_and_no_other() {
+    let configuration = std::fs::read_to_string(docs::workspace().join("docs/configuration.md")).unwrap();
+    let section = configuration.split("## Environment variables").nth(1).expect("the section");
     let table = section.lines().skip_while(|line| !line.starts_with('|')).take_while(|line| line.starts_with('|'));
     let documented: BTreeSet<&str> = table
         .skip(2)
@@ -17,19 +135,21 @@ fn the_readme_lists_every_environment_variable_and_no_other() {
     assert_eq!(documented, read);
 }
 
-/// The README's `curl` commands against the example service (`127.0.0.1:5050`), run in order against the
-/// real example with curl, the example run's id in place of the README's: each succeeds, and what the README
-/// shows of an answer is what comes back (the JSON fields and message of `start`, the text table's
-/// functions).
+/// The `curl` sessions against the example service (`127.0.0.1:5050`), run in order against the real
+/// example with curl, the example run's id in place of the documented one: each succeeds, and what is shown
+/// of an answer is what comes back (the JSON fields and message of `start`, the text table's functions).
 #[test]
 fn the_readmes_curl_session_runs_against_the_example() {
     const EXAMPLE_ID: &str = "1795354618996";
     let Some(curl) = memprof_tests::tools::find("curl", "curl") else { return };
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let sessions: String = docs::checked_by("the_readmes_curl_session_runs_against_the_example")
+        .iter()
+        .map(|block: &Block| block.text.clone() + "\n")
+        .collect();
     let service = memprof_tests::process::Program::service().spawn();
     let scratch = memprof_tests::tools::Scratch::new("readme");
     let mut id = EXAMPLE_ID.to_owned();
-    let lines: Vec<&str> = readme.lines().collect();
+    let lines: Vec<&str> = sessions.lines().collect();
     let mut ran = 0;
     for (index, line) in lines.iter().enumerate() {
         let Some(command) = line.strip_prefix("$ curl ").filter(|command| command.contains("127.0.0.1:5050")) else {
@@ -80,7 +200,7 @@ fn the_readmes_curl_session_runs_against_the_example() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 8, "the README has six curl commands for the example session and two for its labels");
+    assert_eq!(ran, 8, "six curl commands for the example session, two for its labels");
     assert!(std::fs::read_to_string(scratch.join("heap.svg")).unwrap().contains("service::open_session"));
 }
 
@@ -91,4 +211,50 @@ fn the_attribute_and_the_runtime_bound_keep_runs_alike() {
     let macros = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../memprof-macros/src/entry.rs"));
     let bound = format!("const MAX_KEEP_RUNS: u32 = {};", memprof_runtime::MAX_KEEP_RUNS);
     assert!(macros.unwrap().contains(&bound), "memprof-macros/src/entry.rs should say {bound}");
+}
+
+/// Every relative link of README and docs/ leads to a file that exists, and its `#anchor` to a heading of
+/// that file (as GitHub makes anchors: lower case, spaces to `-`, punctuation dropped).
+#[test]
+fn every_link_leads_somewhere() {
+    let anchor = |heading: &str| -> String {
+        heading
+            .trim_start_matches('#')
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|character| match character {
+                ' ' => Some('-'),
+                '-' | '_' => Some(character),
+                _ if character.is_alphanumeric() => Some(character),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut problems = Vec::new();
+    let mut links = 0;
+    for document in docs::documents() {
+        let text = std::fs::read_to_string(docs::workspace().join(&document)).unwrap();
+        for target in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+            if target.starts_with("http") || target.contains(' ') {
+                continue;
+            }
+            links += 1;
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let file = if path.is_empty() { document.clone() } else { document.parent().unwrap().join(path) };
+            let Ok(linked) = std::fs::read_to_string(docs::workspace().join(&file)) else {
+                if !docs::workspace().join(&file).exists() {
+                    problems.push(format!("{}: {target} does not exist", document.display()));
+                }
+                continue;
+            };
+            if !fragment.is_empty()
+                && !linked.lines().filter(|line| line.starts_with('#')).any(|line| anchor(line) == fragment)
+            {
+                problems.push(format!("{}: {target} names no heading of {}", document.display(), file.display()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(links >= 20, "{links} links");
 }

@@ -206,13 +206,9 @@ fn the_cli_explains_purges_and_sets_decay() {
 /// classes in the same order, the same verdict and fix (figures aside), the same purge message.
 #[test]
 fn the_readmes_explain_session_is_what_the_tool_prints() {
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let session: Vec<&str> = readme
-        .lines()
-        .skip_while(|line| !line.starts_with("$ memprof explain"))
-        .take_while(|line| !line.starts_with("```"))
-        .collect();
+    let blocks = memprof_tests::docs::checked_by("the_readmes_explain_session_is_what_the_tool_prints");
+    let session: Vec<&str> = blocks[0].text.lines().collect();
+    assert!(session[0].starts_with("$ memprof explain"), "{}", blocks[0].text);
     let purge = session.iter().position(|line| *line == "$ memprof purge").expect("README purges");
     let program = explained("retention");
     let (_, explained_now, _) = memprof_tool(&program, &["explain"]);
