@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod acceptance;
+pub mod adopters;
 pub mod binutils;
 pub mod docs;
 pub mod heap;

@@ -3,39 +3,12 @@
 //! workspace of its own so that memprof's `axum` feature does not unify with this one's). The acceptance
 //! checks of the built-in server pass against it too.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
 use memprof_tests::acceptance;
+use memprof_tests::adopters::adopters;
 use memprof_tests::process::Launch;
 use memprof_tests::tools;
-
-/// Builds `examples/axum-service` once per test process, in a target directory of its own (cargo holds
-/// a lock on the one running this test), and returns the directory of its binaries.
-fn adopters() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let target = workspace.join("target").join("adopters");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let manifest = workspace.join("examples").join("axum-service").join("Cargo.toml");
-        let output = Command::new(cargo)
-            .args(["build", "--bins", "--manifest-path"])
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&target)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "building {}: {}",
-            manifest.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        target.join("debug")
-    })
-}
 
 /// The axum service on a free port, waited for until it listens.
 fn axum_service() -> Launch {

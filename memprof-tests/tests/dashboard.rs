@@ -58,10 +58,15 @@ impl Drop for Driver {
 
 /// A browser showing `service`'s dashboard, or `None` (with the reason printed) where none is installed.
 async fn open_dashboard(service: &Program) -> Option<(Driver, Client)> {
+    open_dashboard_at(service, "/memory-profiler/").await
+}
+
+/// A browser showing the dashboard `service` serves at `path`.
+async fn open_dashboard_at(service: &Program, path: &str) -> Option<(Driver, Client)> {
     let (chromium, chromedriver) = (find("chromium", "chromium")?, find("chromedriver", "chromium-driver")?);
     let driver = Driver::start(&chromedriver);
     let client = driver.session(&chromium).await;
-    client.goto(&format!("http://{}/memory-profiler/", service.address())).await.unwrap();
+    client.goto(&format!("http://{}{path}", service.address())).await.unwrap();
     Some((driver, client))
 }
 
@@ -165,6 +170,32 @@ async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_
     let title = format!("Flame graph of run {second} minus run {run}");
     let diff = format!("return document.getElementById('viewer-title').textContent === '{title}';");
     wait_for(&client, "the difference", &diff).await;
+    client.close().await.unwrap();
+}
+
+/// Nested where a service keeps its admin routes (`examples/axum-service`'s `nested`: at
+/// `/admin/memory-profiler`), the dashboard asks for its data where it is served: a run started from it
+/// ends with its flame graph.
+#[tokio::test(flavor = "current_thread")]
+async fn nested_at_another_path_the_dashboard_fetches_from_where_it_is_served() {
+    let service = memprof_tests::process::Launch::new(memprof_tests::adopters::adopters().join("nested"))
+        .env("ADDR", "127.0.0.1:0")
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .serving_at("nested: listening on http://")
+        .spawn();
+    assert_eq!(service.get("/memory-profiler/state").status, 404, "nothing at memprof's own paths");
+    let Some((_driver, client)) = open_dashboard_at(&service, "/admin/memory-profiler").await else { return };
+    wait_for(&client, "the idle state", "return document.getElementById('status').textContent === 'Idle';").await;
+    let duration = client.find(Locator::Id("duration")).await.unwrap();
+    duration.clear().await.unwrap();
+    duration.send_keys("2secs").await.unwrap();
+    client.find(Locator::Id("start")).await.unwrap().click().await.unwrap();
+    let run = wait_for(&client, "the run", "return document.getElementById('status').dataset.run || null;").await;
+    let run = run.as_str().unwrap().to_owned();
+    wait_for(&client, "the finished run", &format!("return document.getElementById('run-{run}');")).await;
+    let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{run}';");
+    wait_for(&client, "the flame graph", &shown).await;
+    assert_eq!(service.get(&format!("/admin/memory-profiler/download/raw?id={run}")).status, 200);
     client.close().await.unwrap();
 }
 

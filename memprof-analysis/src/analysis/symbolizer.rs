@@ -74,10 +74,19 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         Some(debug_symbols) if !debug_symbols.symbols().is_empty() => debug_symbols,
         _ => binary.symbol_map(),
     };
+    // What symbolizing reads of the maps counts in this process's resident set until dropped: the symbol
+    // table once read, then a unit or a group at a time, never the whole DWARF.
+    let release = |read: Option<&[u8]>| {
+        release_pages(&map, read);
+        if let Some(debug) = &separate_debug {
+            release_pages(debug, read);
+        }
+    };
+    release(None);
     let sections = DwarfSections::load(dwarf_source);
     let mut short_names = ShortNames::default();
     let mut names = Names::default();
-    let mut frames = sections.resolve(&addresses, &mut short_names, &mut names);
+    let mut frames = sections.resolve(&addresses, &mut short_names, &mut names, &release);
     let mut resolved = Resolved {
         build_id: binary.build_id().ok().flatten().map(<[u8]>::to_vec),
         frames: Vec::with_capacity(addresses.len()),
@@ -109,6 +118,33 @@ fn map_file(path: &Path) -> Result<Mmap, String> {
     // would show wrong bytes to the parser, which checks every offset it reads (object and gimli never
     // trust the data), so the worst case is a wrong or missing name, never memory unsafety beyond the map.
     unsafe { Mmap::map(&file) }.map_err(|error| format!("cannot map {} ({error})", path.display()))
+}
+
+/// Drops the pages of `map` this process has read (those of `read`, a slice of it, or all of them) from its
+/// page tables: the kernel keeps them in its page cache (the next read finds them there), but they no
+/// longer count in the process's resident set. A slice that is not in `map` is left alone.
+#[allow(unsafe_code)]
+fn release_pages(map: &Mmap, read: Option<&[u8]>) {
+    let (start, length) = match read {
+        None => (0, map.len()),
+        Some(read) => {
+            let Some(offset) = (read.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else { return };
+            if offset + read.len() > map.len() {
+                return;
+            }
+            // Whole pages inside the slice only: its neighbours may be in use.
+            let page = 4096;
+            let start = offset.div_ceil(page) * page;
+            let end = (offset + read.len()) / page * page;
+            if end <= start {
+                return;
+            }
+            (start, end - start)
+        }
+    };
+    // SAFETY: the mapping is read-only and never written: dropping its pages loses nothing, they are read
+    // again from the file when touched.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, length) };
 }
 
 /// The ELF virtual address of a file offset: through the loadable segment that maps it.

@@ -13,6 +13,12 @@ use crate::http::{HttpError, Query, Reply, Request};
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 1 << 16;
 
+/// Held while a lookup names its addresses.
+static NAMING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// How many addresses are named at once.
+const ADDRESSES_AT_ONCE: usize = 4096;
+
 /// The longest answer: some 65,000 distinct addresses with names of 200 bytes. An address asked many
 /// times is answered once (jeprof reads the answer into a map), so only distinct long names reach it.
 const MAX_ANSWER_BYTES: usize = 16 << 20;
@@ -41,18 +47,26 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     addresses.sort_unstable();
     addresses.dedup();
     let permit = Permit::or_busy()?;
-    let names = memprof_analysis::function_names_in_this_process(&addresses).map_err(HttpError::internal)?;
-    let labels = crate::labels::frame_names(&addresses);
+    // One lookup names addresses at a time (the other job may render): two would double what naming costs.
+    let Some(_naming) = NAMING.try_lock() else {
+        return Err(HttpError::busy("Another symbol lookup is being answered; try again in a second", 1));
+    };
     let mut lines = String::new();
-    for (address, (name, label)) in addresses.iter().zip(names.into_iter().zip(labels)) {
-        let Some(name) = name.or(label) else { continue };
-        if lines.len() + name.len() + 20 > MAX_ANSWER_BYTES {
-            return Err(HttpError::new(
-                413,
-                format!("The names of these addresses exceed {MAX_ANSWER_BYTES} bytes; ask for fewer at once"),
-            ));
+    // A chunk of addresses at a time (sorted, so each falls in few of the binary's units): what naming them
+    // costs is bounded by a chunk, and only the answer grows.
+    for chunk in addresses.chunks(ADDRESSES_AT_ONCE) {
+        let names = memprof_analysis::function_names_in_this_process(chunk).map_err(HttpError::internal)?;
+        let labels = crate::labels::frame_names(chunk);
+        for (address, (name, label)) in chunk.iter().zip(names.into_iter().zip(labels)) {
+            let Some(name) = name.or(label) else { continue };
+            if lines.len() + name.len() + 20 > MAX_ANSWER_BYTES {
+                return Err(HttpError::new(
+                    413,
+                    format!("The names of these addresses exceed {MAX_ANSWER_BYTES} bytes; ask for fewer at once"),
+                ));
+            }
+            lines.push_str(&format!("{address:#018x} {name}\n"));
         }
-        lines.push_str(&format!("{address:#018x} {name}\n"));
     }
     // The answer holds the job's place until it is written: clients that do not read cannot pile up answers.
     Ok(text(lines).holding(permit.into_place()))

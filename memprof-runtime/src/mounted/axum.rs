@@ -48,9 +48,10 @@ static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
         .ok()
 });
 
-/// Mesos's endpoints, the dashboard and jeprof's `pprof/*`, to nest at `/memory-profiler` (the dashboard
-/// page asks for its data there). axum's `nest` routes `/memory-profiler` and the paths below it, but not
-/// `/memory-profiler/`: the dashboard is at `/memory-profiler`.
+/// Mesos's endpoints, the dashboard and jeprof's `pprof/*`, to nest at `/memory-profiler`, or wherever the
+/// program keeps such things (the dashboard asks for its data where it is served). axum's `nest` routes
+/// `/memory-profiler` and the paths below it, but not `/memory-profiler/`: the dashboard is at
+/// `/memory-profiler`.
 ///
 /// ```no_run
 /// let app: axum::Router = axum::Router::new().nest("/memory-profiler", memprof_runtime::mounted::axum::router());

@@ -10,7 +10,7 @@ use addr2line::gimli;
 use object::{Object, ObjectSection};
 
 use super::short_names::{ShortNames, short_rust_name};
-use super::units::Units;
+use super::units::{Release, Units};
 use crate::analysis::Frame;
 
 pub(super) fn has_dwarf(binary: &object::File<'_>) -> bool {
@@ -71,20 +71,24 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
     /// inlined functions defined in another unit (`DW_FORM_ref_addr`, which fat LTO makes common) and the
     /// units without `.debug_aranges` entries are read as over the whole `.debug_info`, while what is
     /// parsed at once is bounded by a group.
+    /// What is read of the mapped binary is `release`d as it goes (a unit, a group), so that it never
+    /// counts in the process's resident set all at once.
     pub(super) fn resolve(
         &self,
         addresses: &[Option<u64>],
         short_names: &mut ShortNames,
         names: &mut Names,
+        release: Release<'_>,
     ) -> Vec<Vec<Frame>> {
         let mut frames = vec![Vec::new(); addresses.len()];
         let (true, Some(dwarf), Some(info)) = (self.has_dwarf(), self.dwarf(None), self.section(".debug_info")) else {
             return frames;
         };
-        let units = Units::index(&dwarf);
+        let units = Units::index(&dwarf, info, release);
         let big_endian = self.endian == gimli::RunTimeEndian::Big;
         for group in units.groups(&dwarf, addresses) {
-            let Some(view) = units.view(info, &group.units, big_endian) else { continue };
+            release(None);
+            let Some(view) = units.view(&group.units, big_endian) else { continue };
             let Some(context) = self.dwarf(Some(&view)).and_then(|dwarf| addr2line::Context::from_dwarf(dwarf).ok())
             else {
                 continue;
@@ -95,6 +99,7 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
                 }
             }
         }
+        release(None);
         frames
     }
 
@@ -221,7 +226,7 @@ mod tests {
         let addresses: Vec<Option<u64>> = (0..20_000).map(|index| Some(text.address() + index * step)).collect();
         let sections = DwarfSections::load(&binary);
         let (mut short_names, mut names) = (ShortNames::default(), Names::default());
-        let grouped = sections.resolve(&addresses, &mut short_names, &mut names);
+        let grouped = sections.resolve(&addresses, &mut short_names, &mut names, &|_| {});
         let whole = addr2line::Context::from_dwarf(sections.dwarf(None).unwrap()).unwrap();
         let mut named = 0;
         for (address, frames) in addresses.iter().zip(&grouped) {

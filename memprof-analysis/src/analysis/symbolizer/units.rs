@@ -23,9 +23,19 @@ use super::dwarf::Reader;
 /// of its own).
 const GROUP_BUDGET: usize = 1 << 20;
 
+/// Drops pages of the mapped binary that were read from the process's resident set: those of a slice of
+/// it, or (`None`) all of them.
+pub(super) type Release<'a> = &'a dyn Fn(Option<&[u8]>);
+
+/// How many bytes of `.debug_info` the index reads before it lets their pages go.
+const RELEASE_EVERY: usize = 1 << 20;
+
 /// The units of a binary's `.debug_info`, in section order.
-pub(super) struct Units {
+pub(super) struct Units<'a> {
     units: Vec<Unit>,
+    /// The whole `.debug_info`.
+    info: &'a [u8],
+    release: Release<'a>,
 }
 
 struct Unit {
@@ -45,9 +55,10 @@ pub(super) struct Group {
     pub(super) addresses: Vec<usize>,
 }
 
-impl Units {
-    /// Reads each unit's place and address ranges, keeping nothing else.
-    pub(super) fn index(dwarf: &gimli::Dwarf<Reader<'_>>) -> Self {
+impl<'a> Units<'a> {
+    /// Reads each unit's place and address ranges in `info` (the `.debug_info` of `dwarf`), keeping nothing
+    /// else; what it reads is `release`d as it goes.
+    pub(super) fn index(dwarf: &gimli::Dwarf<Reader<'_>>, info: &'a [u8], release: Release<'a>) -> Self {
         let mut aranges: Vec<(usize, Range<u64>)> = Vec::new();
         let mut headers = dwarf.debug_aranges.headers();
         while let Ok(Some(header)) = headers.next() {
@@ -59,9 +70,14 @@ impl Units {
         }
         aranges.sort_unstable_by_key(|(offset, range)| (*offset, range.start));
         let mut units = Vec::new();
+        let mut released = 0;
         let mut headers = dwarf.units();
         while let Ok(Some(header)) = headers.next() {
             let Some(offset) = header.debug_info_offset() else { continue };
+            if offset.0 - released > RELEASE_EVERY {
+                release(info.get(released..offset.0));
+                released = offset.0;
+            }
             let bytes = offset.0..offset.0 + header.length_including_self();
             let ranges = root_ranges(dwarf, &header).map(|mut ranges| {
                 let first = aranges.partition_point(|(unit, _)| *unit < offset.0);
@@ -71,7 +87,8 @@ impl Units {
             });
             units.push(Unit { bytes, ranges, references: OnceCell::new() });
         }
-        Self { units }
+        release(info.get(released..));
+        Self { units, info, release }
     }
 
     /// The addresses (indexes into `addresses`) in groups, each with the units it needs; an address no unit
@@ -110,10 +127,11 @@ impl Units {
         groups
     }
 
-    /// A copy of `info` (the whole `.debug_info`) where only `chosen` units are left and every stretch
-    /// between them is an empty type unit; pages nobody writes are never made resident. `None` when no
-    /// memory could be mapped for it.
-    pub(super) fn view(&self, info: &[u8], chosen: &[usize], big_endian: bool) -> Option<memmap2::MmapMut> {
+    /// A copy of the `.debug_info` where only `chosen` units are left and every stretch between them is an
+    /// empty type unit; pages nobody writes are never made resident. `None` when no memory could be mapped
+    /// for it.
+    pub(super) fn view(&self, chosen: &[usize], big_endian: bool) -> Option<memmap2::MmapMut> {
+        let info = self.info;
         let mut view = memmap2::MmapMut::map_anon(info.len().max(1)).ok()?;
         let mut at = 0;
         for &unit in chosen {
@@ -121,6 +139,7 @@ impl Units {
             let (Some(kept), true) = (info.get(bytes.clone()), bytes.start >= at) else { continue };
             skip(&mut view, info, at..bytes.start, big_endian);
             view[bytes.clone()].copy_from_slice(kept);
+            (self.release)(Some(kept));
             at = bytes.end;
         }
         skip(&mut view, info, at..info.len(), big_endian);
@@ -170,6 +189,7 @@ impl Units {
     fn references(&self, dwarf: &gimli::Dwarf<Reader<'_>>, unit: usize) -> &[usize] {
         self.units[unit].references.get_or_init(|| {
             let offsets = referenced_offsets(dwarf, self.units[unit].bytes.start).unwrap_or_default();
+            (self.release)(self.info.get(self.units[unit].bytes.clone()));
             let mut referenced: Vec<usize> =
                 offsets.into_iter().filter_map(|offset| self.unit_at(offset)).filter(|&other| other != unit).collect();
             referenced.sort_unstable();
