@@ -81,3 +81,21 @@ pub(super) fn command_line(_: &Context, _: &Query) -> Result<Reply, HttpError> {
 fn text(body: String) -> Reply {
     Reply::bytes("text/plain; charset=utf-8", body.into_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lookup_while_another_names_its_addresses_is_refused_with_503() {
+        let request = Request::new("POST", "/debug/pprof/symbol", b"0x1+0x2".to_vec());
+        let naming = NAMING.lock();
+        let error = symbol(super::super::context(), &Query::default(), &request).err().unwrap();
+        assert_eq!(
+            (error.status, error.message.as_str()),
+            (503, "Another symbol lookup is being answered; try again in a second")
+        );
+        drop(naming);
+        assert!(symbol(super::super::context(), &Query::default(), &request).is_ok());
+    }
+}

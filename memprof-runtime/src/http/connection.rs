@@ -141,12 +141,17 @@ impl Connection {
         Ok(read)
     }
 
-    /// The next `length` bytes.
+    /// The next `length` bytes: read into a buffer of that size (`length` is at most [`MAX_BODY`] bytes), and
+    /// handed over whole when nothing was sent after them (no copy).
     fn take(&mut self, length: usize, deadline: Instant) -> Result<Vec<u8>, Failure> {
+        self.buffer.reserve_exact(length.saturating_sub(self.buffer.len()));
         while self.buffer.len() < length {
             if self.fill(deadline, length)? == 0 {
                 return Err(truncated());
             }
+        }
+        if self.buffer.len() == length {
+            return Ok(std::mem::take(&mut self.buffer));
         }
         Ok(self.buffer.drain(..length).collect())
     }

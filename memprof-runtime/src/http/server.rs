@@ -207,6 +207,9 @@ fn serve_connection(stream: &Arc<TcpStream>, slot: Arc<Slot>, handle: &Handler, 
             }
             return;
         }
+        // Connections are closed to make room in the order their answers began (whichever thread got to say
+        // so first), each after a grace from its answer's end.
+        let answered_at = Instant::now();
         let keep_open = match incoming {
             Incoming::Request(mut request) => {
                 request.waiting = Some(Arc::new(Watch { slot: Arc::clone(&slot), stream: Arc::clone(stream) }));
@@ -219,7 +222,7 @@ fn serve_connection(stream: &Arc<TcpStream>, slot: Arc<Slot>, handle: &Handler, 
         if !keep_open {
             return;
         }
-        slot.wait_for_client(Instant::now());
+        slot.wait_for_client(answered_at);
     }
 }
 

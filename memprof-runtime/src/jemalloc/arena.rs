@@ -1,6 +1,8 @@
-//! memprof's own arena: everything memprof's threads allocate (profiles rendered, symbol tables, answers)
-//! comes from an arena the program never uses, so memprof can return its memory after a job by purging that
-//! arena alone, never the program's, and `explain` can show what memprof holds as a class of its own.
+//! memprof's own arena: everything memprof's threads allocate (profiles rendered, symbol tables, answers,
+//! request bodies) comes from an arena the program never uses, so memprof can return its memory by purging
+//! that arena alone, never the program's, and `explain` can show what memprof holds as a class of its own.
+//! Its decay times are zero: pages it frees go back to the system at once (an answer written long after its
+//! job ended, the bodies of refused requests), so memprof never stays larger for having been asked.
 
 use std::ffi::{c_uint, c_void};
 use std::sync::OnceLock;
@@ -33,7 +35,16 @@ fn create() -> Option<u32> {
             size_of_val(&hooks),
         )
     };
-    (code == 0).then_some(index)
+    if code != 0 {
+        return None;
+    }
+    for kind in ["dirty", "muzzy"] {
+        let name = format!("arena.{index}.{kind}_decay_ms\0");
+        // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are read-write `ssize_t`s. Failing leaves the default
+        // decay: memprof's freed pages then wait for the next purge.
+        let _ = unsafe { raw::write(name.as_bytes(), 0isize) };
+    }
+    Some(index)
 }
 
 /// Makes the calling thread allocate from `arena` (`thread.arena`); answers the arena it used before.

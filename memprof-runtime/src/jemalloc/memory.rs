@@ -142,8 +142,9 @@ pub(crate) fn decay_settings() -> Result<DecaySettings, CtlError> {
     }
 }
 
-/// Sets what is given: each decay time for every arena that exists and for those created later
-/// (`arenas.*_decay_ms`), and the background threads; answers the settings after.
+/// Sets what is given: each decay time for every arena that exists (but memprof's own, which returns its
+/// freed pages at once) and for those created later (`arenas.*_decay_ms`), and the background threads;
+/// answers the settings after.
 pub(crate) fn set_decay_settings(
     dirty_ms: Option<i64>,
     muzzy_ms: Option<i64>,
@@ -155,7 +156,7 @@ pub(crate) fn set_decay_settings(
         for (kind, value) in [("dirty", dirty_ms), ("muzzy", muzzy_ms)] {
             let Some(value) = value else { continue };
             write(&format!("arenas.{kind}_decay_ms"), value as isize)?;
-            for arena in 0..read::<u32>("arenas.narenas")? {
+            for arena in (0..read::<u32>("arenas.narenas")?).filter(|arena| Some(*arena) != super::own_arena()) {
                 // Arenas not initialized yet answer EFAULT; they take the default just set.
                 let _ = write(&format!("arena.{arena}.{kind}_decay_ms"), value as isize);
             }

@@ -37,9 +37,10 @@ struct Entry {
 /// What an idle connection waits for.
 #[derive(Clone, Copy)]
 enum Idle {
-    /// Its client's next request (or its first).
-    Client(Instant),
-    /// The end of its handler's wait.
+    /// Its client's next request (or its first): since its last answer began (which orders connections as
+    /// their clients were answered), and since it was written (from which the grace counts).
+    Client { began: Instant, written: Instant },
+    /// The end of its handler's wait, since it began.
     Handler(Instant),
 }
 
@@ -47,7 +48,9 @@ impl Idle {
     /// Since when it waits, if it may be closed to make room at `now`.
     fn closable_since(self, now: Instant) -> Option<Instant> {
         match self {
-            Idle::Client(since) => (now.saturating_duration_since(since) >= CLIENT_GRACE).then_some(since),
+            Idle::Client { began, written } => {
+                (now.saturating_duration_since(written) >= CLIENT_GRACE).then_some(began)
+            }
             Idle::Handler(since) => Some(since),
         }
     }
@@ -68,7 +71,8 @@ impl Connections {
             let _ = evicted.stream.shutdown(Shutdown::Read);
         }
         let id = connections.next_id.fetch_add(1, Ordering::Relaxed);
-        entries.push(Entry { id, stream: Arc::clone(stream), idle: Some(Idle::Client(Instant::now())) });
+        let now = Instant::now();
+        entries.push(Entry { id, stream: Arc::clone(stream), idle: Some(Idle::Client { began: now, written: now }) });
         Some(Arc::new(Slot { connections: Arc::clone(connections), id }))
     }
 }
@@ -80,9 +84,10 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    /// The connection waits for its client's next request since `since`.
-    pub(super) fn wait_for_client(&self, since: Instant) {
-        self.set_idle(Some(Idle::Client(since)));
+    /// The connection waits for its client's next request, its last answer begun at `began` and written
+    /// now.
+    pub(super) fn wait_for_client(&self, began: Instant) {
+        self.set_idle(Some(Idle::Client { began, written: Instant::now() }));
     }
 
     /// The connection's handler waits (`?seconds=N`) from now: it may be closed to make room meanwhile.
