@@ -1,5 +1,5 @@
 //! README.md and docs/ say what the code does: every code block is checked by a test or says why it is
-//! illustrative (`memprof_tests::docs`), the commands name what the build makes, the Rust blocks compile, the
+//! illustrative (`memprof_tests::docs`), the commands name what the build makes, the
 //! dependency and profile blocks are this workspace's, the `curl` session runs against the example, and the
 //! table of environment variables lists exactly the variables memprof reads.
 
@@ -56,19 +56,6 @@ fn the_examples_commands_name_what_the_build_makes() {
         .filter_map(Result::err)
         .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-}
-
-/// The Rust blocks that are whole programs build and run as written (a trybuild pass case each).
-#[test]
-fn the_attribute_blocks_compile() {
-    let scratch = memprof_tests::tools::Scratch::new("documented-programs");
-    let cases = trybuild::TestCases::new();
-    for (index, block) in docs::checked_by("the_attribute_blocks_compile").iter().enumerate() {
-        assert_eq!(block.language, "rust", "{}", block.place());
-        let program = scratch.join(&format!("documented_{index}.rs"));
-        std::fs::write(&program, format!("// {}\n{}", block.place(), block.text)).unwrap();
-        cases.pass(&program);
-    }
 }
 
 /// The dependency blocks name crates of this workspace with its version, features it has, and the
