@@ -148,7 +148,12 @@ fn mark(line: &str) -> Mark {
 /// }
 /// ```
 pub fn example_commands() -> Vec<Block> {
-    let sources = ["examples/service.rs", "examples/scope.rs", "examples/axum-service/src/main.rs"];
+    let sources = [
+        "examples/service.rs",
+        "examples/scope.rs",
+        "examples/axum-service/src/main.rs",
+        "examples/axum-service/src/bin/nested.rs",
+    ];
     let mut blocks = Vec::new();
     for source in sources {
         let text = std::fs::read_to_string(workspace().join(source)).unwrap();
@@ -182,7 +187,7 @@ pub fn example_commands() -> Vec<Block> {
 /// Checks that what `command` (one shell command of `block`) names exists once built: `cargo ... --example
 /// X` is an example, `target/<profile>/examples/X` its binary, `cargo install --path P` a package with the
 /// `memprof` binary, `cd D` a directory, `memprof ...` a command line the tool takes, and `curl` a path
-/// memprof or the example serves. The error says what is wrong.
+/// memprof serves or a route the block's own program names. The error says what is wrong.
 pub fn check_command(block: &Block, command: &str) -> Result<(), String> {
     let workspace = workspace();
     let place = block.place();
@@ -224,12 +229,15 @@ pub fn check_command(block: &Block, command: &str) -> Result<(), String> {
                 .next()
                 .unwrap_or_default();
             let path = format!("/{path}");
+            // memprof's own paths, or a route the block's own program names (`"/sessions"`, or the `"/admin"` it
+            // nests memprof's routers under).
+            let first_segment = path.split('/').nth(1).unwrap_or_default();
+            let own_route = std::fs::read_to_string(workspace.join(&block.file))
+                .is_ok_and(|source| source.contains(&format!("\"/{first_segment}\"")));
             let served = path.starts_with(memprof_wire::paths::PREFIX)
                 || path.starts_with("/debug/pprof/")
                 || path == memprof_wire::paths::METRICS
-                || std::fs::read_to_string(workspace.join("examples/axum-service/src/main.rs"))
-                    .unwrap()
-                    .contains(&format!("\"{path}\""));
+                || own_route;
             if !served {
                 return Err(format!("{place}: nothing serves {path}"));
             }

@@ -141,11 +141,6 @@ impl Server {
             }
         }
     }
-
-    /// The answer to `request`, unless its host is refused.
-    fn respond(&self, request: &Request) -> Response {
-        respond(&self.handle, self.loopback, request)
-    }
 }
 
 impl door::Host for Server {
@@ -154,7 +149,7 @@ impl door::Host for Server {
             return None;
         }
         let request = Request::read(head, Vec::new());
-        (self.control)(&request).then(|| self.respond(&request))
+        (self.control)(&request).then(|| respond(&self.handle, self.loopback, &request))
     }
 
     fn place(&self, stream: &Arc<TcpStream>, read: &mut Vec<u8>) -> bool {
