@@ -24,8 +24,8 @@ mod labels;
 mod render;
 
 pub use analysis::{
-    Analysis, Binaries, Frame, Location, Module, NO_LABEL, Sample, function_names_in_this_process,
-    is_allocation_plumbing,
+    Analysis, Binaries, Frame, Location, Module, NO_LABEL, Sample, forget_cached_symbols,
+    function_names_in_this_process, is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, label_address, label_id, labels_path};

@@ -233,7 +233,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 fn serve(options: &Options, context: &'static crate::endpoints::Context) {
     let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
     let answer = std::sync::Arc::new(move |request: &http::Request| crate::endpoints::answer(context, request));
-    match http::serve(&address, answer, crate::endpoints::is_control) {
+    match http::serve(&address, answer, crate::endpoints::is_control, crate::endpoints::forget_caches) {
         Ok(bound) => {
             messages::info(&format!(
                 "Serving heap profiling endpoints on http://{bound}{}/",

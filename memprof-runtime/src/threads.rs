@@ -76,7 +76,7 @@ pub(crate) fn with_sampling_switched_on<T>(switch_on: impl FnOnce() -> T) -> T {
 /// sampling is off ends, so an idle program keeps none.
 ///
 /// ```ignore
-/// let pool = Pool::new("memprof-worker", 4)?;
+/// let pool = Pool::new("memprof-worker", 4, || {})?;
 /// pool.try_run(Box::new(|| println!("on a pool thread"))).map_err(|_| "all busy")?;
 /// ```
 pub(crate) struct Pool {
@@ -86,6 +86,8 @@ pub(crate) struct Pool {
 struct Shared {
     name: String,
     size: usize,
+    /// Run by the last thread to end for idleness.
+    when_idle: fn(),
     state: Mutex<State>,
     /// Signalled when a thread becomes idle.
     freed: Condvar,
@@ -107,11 +109,13 @@ struct Worker {
 
 impl Pool {
     /// A pool of up to `size` threads named `name`; while sampling is on (`prof_active:true` from the
-    /// start), all are started now.
-    pub(crate) fn new(name: &str, size: usize) -> io::Result<Self> {
+    /// start), all are started now. When its last thread ends for idleness, that thread runs `when_idle`
+    /// (to let go of what the pool's work kept for the next jobs).
+    pub(crate) fn new(name: &str, size: usize, when_idle: fn()) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             size,
+            when_idle,
             state: Mutex::new(State { idle: Vec::with_capacity(size), live: 0 }),
             freed: Condvar::new(),
         });
@@ -244,6 +248,11 @@ impl Shared {
                 if let Some(position) = state.idle.iter().position(|idle| Arc::ptr_eq(idle, worker)) {
                     state.idle.remove(position);
                     state.live -= 1;
+                    let last = state.live == 0;
+                    drop(state);
+                    if last {
+                        let _ = catch_unwind(self.when_idle);
+                    }
                     return None;
                 }
                 // Taken off the idle list by a caller handing it a job: the job is on its way.
@@ -271,7 +280,7 @@ mod tests {
 
     #[test]
     fn jobs_run_on_idle_threads_and_come_back_when_all_are_busy() {
-        let pool = Pool::new("memprof-test", 2).unwrap();
+        let pool = Pool::new("memprof-test", 2, || {}).unwrap();
         // Other tests may switch sampling on meanwhile, when no thread may be born: give it its threads now.
         with_sampling_switched_on(|| ());
         wait_for(|| pool.idle() == 2);

@@ -250,3 +250,25 @@ fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_du
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&final_dump).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "the final dump is the owner's only");
 }
+
+/// What answers keep for the next ones (here the names of a large symbol lookup) is let go once the
+/// endpoints' threads have all ended, idle: memprof's own arena returns to what it held before.
+#[test]
+fn what_answers_keep_goes_when_the_endpoints_are_idle() {
+    use memprof_wire::Explanation;
+    let service = Program::service().spawn();
+    let profiler_bytes = || {
+        let explanation: Explanation = serde_json::from_value(service.get_json("/memory-profiler/explain")).unwrap();
+        let reading = explanation.evidence.iter().find(|reading| reading.name == "memprof's arena: allocated");
+        reading.unwrap().value as u64
+    };
+    let before = profiler_bytes();
+    let body = memprof_tests::sockets::spread_addresses(service.pid(), 1 << 14);
+    let lookup = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", &body);
+    assert_eq!(lookup.status, 200);
+    let keeping = profiler_bytes();
+    assert!(keeping >= before + (1 << 20), "the names are kept for the next lookup: {before} -> {keeping} bytes");
+    wait_for_threads(&service, "memprof-http-c", 0);
+    let idle = profiler_bytes();
+    assert!(idle <= before + (64 << 10), "once idle, memprof holds {before} -> {keeping} -> {idle} bytes");
+}

@@ -31,4 +31,4 @@ pub(crate) use model::without_control_characters;
 pub use model::{Analysis, Frame, Location, Sample};
 pub use module::Module;
 pub use plumbing::is_plumbing as is_allocation_plumbing;
-pub use this_process::function_names_in_this_process;
+pub use this_process::{forget_cached_symbols, function_names_in_this_process};

@@ -198,6 +198,12 @@ fn entry_bytes(frames: &[Frame]) -> usize {
 
 static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::default()));
 
+/// Empties the cache of names: what it held is freed, and the next lookups read the binaries again.
+pub(crate) fn forget_cached() {
+    let forgotten = std::mem::take(&mut *CACHE.lock());
+    drop(forgotten);
+}
+
 /// Resolved addresses per binary, and what the binary said about itself.
 #[derive(Default)]
 struct Cache {

@@ -31,6 +31,20 @@ pub fn function_names_in_this_process(addresses: &[u64]) -> Result<Vec<Option<St
     Ok(addresses.iter().map(name).collect())
 }
 
+/// Forgets the names of addresses resolved so far (in this process and of binaries analyzed from files):
+/// a service that symbolizes now and then need not keep them between times. The next lookup reads the
+/// binary again (some milliseconds), and the same names come back.
+///
+/// ```
+/// let here = memprof_analysis::forget_cached_symbols as *const () as usize as u64;
+/// let before = memprof_analysis::function_names_in_this_process(&[here]).unwrap();
+/// memprof_analysis::forget_cached_symbols();
+/// assert_eq!(memprof_analysis::function_names_in_this_process(&[here]).unwrap(), before);
+/// ```
+pub fn forget_cached_symbols() {
+    super::symbolizer::forget_cached();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

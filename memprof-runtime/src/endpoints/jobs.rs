@@ -74,10 +74,16 @@ impl Drop for Permit {
         if let Some(previous) = self.previous_arena {
             jemalloc::use_arena(previous);
         }
-        if let Some(own) = jemalloc::own_arena() {
-            // Failing leaves memprof's freed pages to jemalloc's decay; nothing to tell anyone.
-            let _ = jemalloc::purge(own);
-        }
+        return_freed_memory();
+    }
+}
+
+/// Returns to the system the pages memprof's arena freed, with what this thread's cache held of it.
+pub(crate) fn return_freed_memory() {
+    jemalloc::flush_this_thread_cache();
+    if let Some(own) = jemalloc::own_arena() {
+        // Failing leaves memprof's freed pages to jemalloc's decay; nothing to tell anyone.
+        let _ = jemalloc::purge(own);
     }
 }
 

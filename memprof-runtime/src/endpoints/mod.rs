@@ -76,6 +76,15 @@ pub(crate) fn answer(context: &Context, request: &Request) -> Response {
     }
 }
 
+/// Lets go of what answers keep for the next ones (analyses, renders, names of addresses) and returns the
+/// memory to the system: called when the endpoints' threads have all ended, idle, so a program whose
+/// endpoints are not in use keeps none of their work. The next request computes again what it needs.
+pub(crate) fn forget_caches() {
+    render_cache::forget_all();
+    memprof_analysis::forget_cached_symbols();
+    jobs::return_freed_memory();
+}
+
 /// Whether `request` is for `state` or `stop`: cheap, and what an operator needs most when the server is
 /// flooded, so the server answers them even when every place is taken.
 pub(crate) fn is_control(request: &Request) -> bool {

@@ -183,6 +183,15 @@ fn forget(id: u64) {
     }
 }
 
+/// Forgets every analysis and render: what the endpoints keep for the next request goes when the endpoints
+/// are idle ([`super::forget_caches`]).
+pub(crate) fn forget_all() {
+    ANALYSES.retain(|_| false);
+    for kept in [&RENDERED, &LABEL_RENDERED] {
+        kept.retain(|_| false);
+    }
+}
+
 /// The text of the profile at `path`: a regular file within the kept profiles' bound, read as input.
 fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
     let mut text = String::new();

@@ -6,6 +6,8 @@
 //! jeprof --text http://127.0.0.1:5050/memory-profiler/pprof/heap
 //! ```
 
+use std::fmt::Write as _;
+
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
@@ -19,9 +21,11 @@ static NAMING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 /// How many addresses are named at once.
 const ADDRESSES_AT_ONCE: usize = 4096;
 
-/// The longest answer: some 65,000 distinct addresses with names of 200 bytes. An address asked many
-/// times is answered once (jeprof reads the answer into a map), so only distinct long names reach it.
-const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// The longest answer: 65,536 distinct addresses with names of some 110 bytes (a Rust program's average is
+/// half that). An address asked many times is answered once (jeprof reads the answer into a map), so only
+/// distinct long names reach it. It bounds what an answer holds until written: its own place among the
+/// jobs, and no more than this.
+const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// `pprof/symbol`.
 pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
@@ -51,26 +55,39 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     let Some(_naming) = NAMING.try_lock() else {
         return Err(HttpError::busy("Another symbol lookup is being answered; try again in a second", 1));
     };
-    let mut lines = String::new();
+    let mut pieces = Vec::new();
+    let mut answered = 0;
     // A chunk of addresses at a time (sorted, so each falls in few of the binary's units): what naming them
-    // costs is bounded by a chunk, and only the answer grows.
+    // costs is bounded by a chunk, and only the answer grows, a piece of the exact size for each chunk.
     for chunk in addresses.chunks(ADDRESSES_AT_ONCE) {
         let names = memprof_analysis::function_names_in_this_process(chunk).map_err(HttpError::internal)?;
         let labels = crate::labels::frame_names(chunk);
-        for (address, (name, label)) in chunk.iter().zip(names.into_iter().zip(labels)) {
-            let Some(name) = name.or(label) else { continue };
-            if lines.len() + name.len() + 20 > MAX_ANSWER_BYTES {
-                return Err(HttpError::new(
-                    413,
-                    format!("The names of these addresses exceed {MAX_ANSWER_BYTES} bytes; ask for fewer at once"),
-                ));
-            }
-            lines.push_str(&format!("{address:#018x} {name}\n"));
+        let named: Vec<(u64, String)> = chunk
+            .iter()
+            .zip(names.into_iter().zip(labels))
+            .filter_map(|(address, (name, label))| Some((*address, name.or(label)?)))
+            .collect();
+        let size: usize = named.iter().map(|(_, name)| LINE_BYTES + name.len()).sum();
+        answered += size;
+        if answered > MAX_ANSWER_BYTES {
+            return Err(HttpError::new(
+                413,
+                format!("The names of these addresses exceed {MAX_ANSWER_BYTES} bytes; ask for fewer at once"),
+            ));
         }
+        let mut piece = String::with_capacity(size);
+        for (address, name) in named {
+            // Writing to a String cannot fail.
+            let _ = writeln!(piece, "{address:#018x} {name}");
+        }
+        pieces.push(piece.into_bytes());
     }
     // The answer holds the job's place until it is written: clients that do not read cannot pile up answers.
-    Ok(text(lines).holding(permit.into_place()))
+    Ok(Reply::pieces(TEXT, pieces).holding(permit.into_place()))
 }
+
+/// What a line of the answer takes besides the name: the address (`0x` and 16 digits), a space, a newline.
+const LINE_BYTES: usize = 20;
 
 /// `pprof/cmdline`: the program's arguments, one per line (jeprof takes the first for the program).
 pub(super) fn command_line(_: &Context, _: &Query) -> Result<Reply, HttpError> {
@@ -78,8 +95,10 @@ pub(super) fn command_line(_: &Context, _: &Query) -> Result<Reply, HttpError> {
     Ok(text(arguments))
 }
 
+const TEXT: &str = "text/plain; charset=utf-8";
+
 fn text(body: String) -> Reply {
-    Reply::bytes("text/plain; charset=utf-8", body.into_bytes())
+    Reply::bytes(TEXT, body.into_bytes())
 }
 
 #[cfg(test)]

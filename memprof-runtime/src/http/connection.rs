@@ -7,6 +7,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bodies::{Bodies, Held};
 use super::head::{BodyLength, MAX_BODY, MAX_HEAD, MAX_HEADERS, body_too_large, line_end, oversized_head, parse_head};
 use super::reply::{Framing, HttpError, Persistence, Response};
 use super::request::Request;
@@ -39,16 +40,18 @@ pub(crate) struct Connection {
     stream: Arc<TcpStream>,
     /// Bytes read but not consumed yet (the start of a pipelined request).
     buffer: Vec<u8>,
+    /// What every connection's request bodies hold, which a body must fit before it is read.
+    bodies: Arc<Bodies>,
 }
 
 impl Connection {
     /// Wraps an accepted stream (read with blocking reads under deadlines), of which `read` was read
-    /// already.
-    pub(crate) fn new(stream: Arc<TcpStream>, read: Vec<u8>) -> io::Result<Self> {
+    /// already; its request bodies are counted in `bodies`.
+    pub(crate) fn new(stream: Arc<TcpStream>, read: Vec<u8>, bodies: Arc<Bodies>) -> io::Result<Self> {
         stream.set_nonblocking(false)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(Self { stream, buffer: read })
+        Ok(Self { stream, buffer: read, bodies })
     }
 
     /// Reads the next request.
@@ -121,15 +124,21 @@ impl Connection {
             }
         };
         self.buffer.drain(..head.length);
+        // Counted before it is read (and before the client is told to send it): one that does not fit is
+        // refused unread.
+        let mut held = self.bodies.reserve(match head.body {
+            BodyLength::Fixed(length) => length,
+            BodyLength::Chunked => 0,
+        })?;
         if head.expects_continue {
             (&*self.stream).write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
         let deadline = Instant::now() + BODY_TIMEOUT;
         let body = match head.body {
             BodyLength::Fixed(length) => self.take(length, deadline)?,
-            BodyLength::Chunked => self.take_chunked(deadline)?,
+            BodyLength::Chunked => self.take_chunked(deadline, &mut held)?,
         };
-        Ok(Some(Request::read(head, body)))
+        Ok(Some(Request::read(head, body, Some(held))))
     }
 
     /// Reads more bytes into the buffer, up to `limit` buffered; returns how many came (0: the client closed).
@@ -156,8 +165,9 @@ impl Connection {
         Ok(self.buffer.drain(..length).collect())
     }
 
-    /// A chunked body: `size CRLF data CRLF` until a zero size, then optional trailer fields and CRLF.
-    fn take_chunked(&mut self, deadline: Instant) -> Result<Vec<u8>, Failure> {
+    /// A chunked body: `size CRLF data CRLF` until a zero size, then optional trailer fields and CRLF; each
+    /// chunk is counted in `held` before it is read.
+    fn take_chunked(&mut self, deadline: Instant, held: &mut Held) -> Result<Vec<u8>, Failure> {
         let mut body = Vec::new();
         loop {
             let (line, size) = loop {
@@ -180,6 +190,7 @@ impl Connection {
             if body.len().saturating_add(size) > MAX_BODY {
                 return Err(body_too_large().into());
             }
+            held.grow(size)?;
             let chunk = self.take(line + size, deadline)?;
             body.extend_from_slice(&chunk[line..]);
             // The data ends with an empty line, ended as every line is.

@@ -4,6 +4,7 @@
 //! (`request`), queries (`query`) and what is written back (`reply`). It knows nothing of profiles: what is
 //! answered is [`crate::endpoints`]'s business.
 
+mod bodies;
 mod connection;
 mod head;
 pub(crate) mod query;
@@ -33,10 +34,12 @@ pub(crate) use request::{client_gone, wait_unless};
 pub(crate) use server::{Control, Handler};
 
 /// Binds `address` and answers each request with `handle`, those `control` names even when every place is
-/// taken; returns the address really bound (useful with port 0).
-pub(crate) fn serve(address: &str, handle: Handler, control: Control) -> Result<SocketAddr, String> {
+/// taken, and runs `idle` whenever the server's threads have all ended for idleness; returns the address
+/// really bound (useful with port 0).
+pub(crate) fn serve(address: &str, handle: Handler, control: Control, idle: fn()) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| format!("cannot listen on {address}: {error}"))?;
-    server::start(listener, handle, control).map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
+    server::start(listener, handle, control, idle)
+        .map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
     Ok(bound)
 }

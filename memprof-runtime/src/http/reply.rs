@@ -20,6 +20,8 @@ type Held = Option<Box<dyn Send>>;
 
 enum Body {
     Bytes(Vec<u8>),
+    /// Written one after the other: an answer built a piece at a time is never copied into one buffer.
+    Pieces(Vec<Vec<u8>>),
     Shared(Arc<Vec<u8>>),
     File(File),
 }
@@ -34,6 +36,11 @@ impl Reply {
     /// 200 with bytes of the given type.
     pub(crate) fn bytes(content_type: &'static str, bytes: Vec<u8>) -> Self {
         Self { status: 200, content_type, body: Body::Bytes(bytes), attachment: None, headers: &[], held: None }
+    }
+
+    /// 200 with bytes of the given type, in pieces sent one after the other.
+    pub(crate) fn pieces(content_type: &'static str, pieces: Vec<Vec<u8>>) -> Self {
+        Self { body: Body::Pieces(pieces), ..Self::bytes(content_type, Vec::new()) }
     }
 
     /// 200 with a file to save as `filename`.
@@ -102,6 +109,7 @@ impl Response {
     pub(crate) fn write_to(self, out: &mut impl Write, framing: Framing) -> io::Result<()> {
         let length = match &self.body {
             Body::Bytes(bytes) => bytes.len() as u64,
+            Body::Pieces(pieces) => pieces.iter().map(|piece| piece.len() as u64).sum(),
             Body::Shared(bytes) => bytes.len() as u64,
             Body::File(file) => file.metadata()?.len(),
         };
@@ -123,6 +131,7 @@ impl Response {
         }
         match self.body {
             Body::Bytes(bytes) => out.write_all(&bytes),
+            Body::Pieces(pieces) => pieces.iter().try_for_each(|piece| out.write_all(piece)),
             Body::Shared(bytes) => out.write_all(&bytes),
             Body::File(file) => {
                 let copied = io::copy(&mut io::Read::take(file, length), out)?;
@@ -148,6 +157,7 @@ impl Response {
     pub(crate) fn into_http(self) -> io::Result<::http::Response<Vec<u8>>> {
         let body = match self.body {
             Body::Bytes(bytes) => bytes,
+            Body::Pieces(pieces) => pieces.concat(),
             Body::Shared(bytes) => bytes.to_vec(),
             Body::File(mut file) => {
                 let mut bytes = Vec::new();

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bodies::Held;
 use super::head::{Fields, Head};
 use super::reply::{HttpError, Persistence};
 
@@ -16,6 +17,8 @@ pub(crate) struct Request {
     pub(crate) fields: Fields,
     /// The body, de-chunked.
     pub(crate) body: Vec<u8>,
+    /// The body's bytes as its server counts them, given back when the request is dropped.
+    pub(crate) body_held: Option<Held>,
     /// How a handler waits on this request's client; `None`: the wait is a plain sleep.
     pub(crate) waiting: Option<Arc<dyn Wait>>,
     /// Whether the client keeps the connection for another request, and whether the answer must say so.
@@ -60,19 +63,28 @@ impl Request {
             target: target.to_owned(),
             fields: Fields::default(),
             body,
+            body_held: None,
             waiting: None,
             persistence: Persistence::KeepAlive,
         }
     }
 
-    /// The request whose head this server read, with its body.
-    pub(crate) fn read(head: Head, body: Vec<u8>) -> Self {
+    /// The request whose head this server read, with its body and what the body counts.
+    pub(crate) fn read(head: Head, body: Vec<u8>, held: Option<Held>) -> Self {
         Self {
             fields: head.fields,
             body,
+            body_held: held,
             persistence: head.persistence,
             ..Self::new(&head.method, &head.target, Vec::new())
         }
+    }
+
+    /// Lets the body go once it has been answered: its memory, and its count among the server's bodies, are
+    /// not held while the answer is written to a client that may read it slowly.
+    pub(crate) fn drop_body(&mut self) {
+        self.body = Vec::new();
+        self.body_held = None;
     }
 
     /// Waits `duration` for a handler that answers later (`/debug/pprof/heap?seconds=N`). While it waits,

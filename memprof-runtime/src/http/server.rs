@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use self::door::Door;
 pub(crate) use self::places::MAX_CONNECTIONS;
 use self::places::{Connections, Slot, evicted};
+use super::bodies::Bodies;
 use super::connection::{Connection, Incoming};
 use super::head::{BodyLength, Head};
 use super::reply::{HttpError, Response, guarded};
@@ -49,12 +50,13 @@ pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 pub(crate) type Control = fn(&Request) -> bool;
 
 /// Starts the accept loop on `listener`; each request is answered by `handle`, and those `control` names are
-/// answered at the door too.
-pub(crate) fn start(listener: TcpListener, handle: Handler, control: Control) -> io::Result<()> {
+/// answered at the door too; `idle` runs when the pool's threads have all ended for idleness.
+pub(crate) fn start(listener: TcpListener, handle: Handler, control: Control, idle: fn()) -> io::Result<()> {
     let loopback = listener.local_addr()?.ip().is_loopback();
     listener.set_nonblocking(true)?;
-    let pool = Pool::new("memprof-http-c", MAX_CONNECTIONS + SPARE)?;
-    let server = Server { handle, control, loopback, pool, open: Arc::new(Connections::default()) };
+    let pool = Pool::new("memprof-http-c", MAX_CONNECTIONS + SPARE, idle)?;
+    let (open, bodies) = (Arc::new(Connections::default()), Arc::new(Bodies::default()));
+    let server = Server { handle, control, loopback, pool, open, bodies };
     threads::spawn("memprof-http", move || server.accept_forever(&listener))
 }
 
@@ -66,6 +68,8 @@ struct Server {
     loopback: bool,
     pool: Pool,
     open: Arc<Connections>,
+    /// What the connections' request bodies hold.
+    bodies: Arc<Bodies>,
 }
 
 impl Server {
@@ -125,11 +129,17 @@ impl Server {
             return false;
         };
         let read_already = Arc::new(Mutex::new(std::mem::take(read)));
-        let (handle, loopback, served, bytes) =
-            (Arc::clone(&self.handle), self.loopback, Arc::clone(stream), Arc::clone(&read_already));
+        let (handle, loopback, served, bytes, bodies) = (
+            Arc::clone(&self.handle),
+            self.loopback,
+            Arc::clone(stream),
+            Arc::clone(&read_already),
+            Arc::clone(&self.bodies),
+        );
         let job = Box::new(move || {
             let read = std::mem::take(&mut *bytes.lock());
-            serve_connection(&served, slot, &handle, loopback, read);
+            let Ok(connection) = Connection::new(Arc::clone(&served), read, bodies) else { return };
+            serve_connection(&served, connection, slot, &handle, loopback);
         });
         match self.pool.run_within(job, patience) {
             Ok(()) => true,
@@ -148,7 +158,7 @@ impl door::Host for Server {
         if !matches!(head.body, BodyLength::Fixed(0)) {
             return None;
         }
-        let request = Request::read(head, Vec::new());
+        let request = Request::read(head, Vec::new(), None);
         (self.control)(&request).then(|| respond(&self.handle, self.loopback, &request))
     }
 
@@ -188,11 +198,14 @@ fn client_left(stream: &TcpStream) -> bool {
     }
 }
 
-/// Answers the connection's requests until it closes, the first from the bytes `read` already.
-fn serve_connection(stream: &Arc<TcpStream>, slot: Arc<Slot>, handle: &Handler, loopback: bool, read: Vec<u8>) {
-    let Ok(mut connection) = Connection::new(Arc::clone(stream), read) else {
-        return;
-    };
+/// Answers the connection's requests until it closes.
+fn serve_connection(
+    stream: &Arc<TcpStream>,
+    mut connection: Connection,
+    slot: Arc<Slot>,
+    handle: &Handler,
+    loopback: bool,
+) {
     loop {
         let incoming = connection.next_request();
         if !slot.claim() {
@@ -209,6 +222,7 @@ fn serve_connection(stream: &Arc<TcpStream>, slot: Arc<Slot>, handle: &Handler, 
             Incoming::Request(mut request) => {
                 request.waiting = Some(Arc::new(Watch { slot: Arc::clone(&slot), stream: Arc::clone(stream) }));
                 let response = respond(handle, loopback, &request);
+                request.drop_body();
                 connection.answer(Some(&request), response)
             }
             Incoming::Refused(error) => connection.answer(None, error.into_response()),

@@ -41,7 +41,7 @@ pub const MAX_IN_FLIGHT: usize = 32;
 /// The threads that answer, a pool made with the first router (its threads born only while sampling is
 /// off); `None` when it could not be made (every request is then answered 503).
 static THREADS: LazyLock<Option<Pool>> = LazyLock::new(|| {
-    Pool::new("memprof-http-m", MAX_IN_FLIGHT)
+    Pool::new("memprof-http-m", MAX_IN_FLIGHT, crate::endpoints::forget_caches)
         .map_err(|error| {
             messages::warn(&format!("The mounted heap profiling endpoints cannot start their threads ({error})"))
         })

@@ -93,7 +93,12 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
             else {
                 continue;
             };
-            for index in group.addresses {
+            for (done, index) in group.addresses.into_iter().enumerate() {
+                // Line programs, names and ranges are read in the binary as lookups go: let their pages go
+                // every few addresses, not once a group (they are found again in the page cache).
+                if done % RELEASE_AFTER_ADDRESSES == RELEASE_AFTER_ADDRESSES - 1 {
+                    release(None);
+                }
                 if let Some(address) = addresses[index] {
                     frames[index] = dwarf_frames(&context, address, short_names, names);
                 }
@@ -115,6 +120,9 @@ impl<'data, 'file> DwarfSections<'data, 'file> {
         .ok()
     }
 }
+
+/// How many addresses are looked up between two drops of the binary's pages from the resident set.
+const RELEASE_AFTER_ADDRESSES: usize = 64;
 
 /// The most bytes a compressed section may inflate to: 64 times its compressed size (DWARF compresses by a
 /// few times; zlib can claim a thousand), at least 64 MiB, at most 2 GiB. A section that claims more is

@@ -75,7 +75,8 @@ impl<'a> Units<'a> {
         while let Ok(Some(header)) = headers.next() {
             let Some(offset) = header.debug_info_offset() else { continue };
             if offset.0 - released > RELEASE_EVERY {
-                release(info.get(released..offset.0));
+                // The units' bytes, and what their root entries point to (abbreviations, range lists).
+                release(None);
                 released = offset.0;
             }
             let bytes = offset.0..offset.0 + header.length_including_self();
@@ -87,7 +88,7 @@ impl<'a> Units<'a> {
             });
             units.push(Unit { bytes, ranges, references: OnceCell::new() });
         }
-        release(info.get(released..));
+        release(None);
         Self { units, info, release }
     }
 
@@ -188,13 +189,15 @@ impl<'a> Units<'a> {
     /// The units `unit`'s entries refer to with `DW_FORM_ref_addr`.
     fn references(&self, dwarf: &gimli::Dwarf<Reader<'_>>, unit: usize) -> &[usize] {
         self.units[unit].references.get_or_init(|| {
-            let offsets = referenced_offsets(dwarf, self.units[unit].bytes.start).unwrap_or_default();
+            // Each unit once as it comes: a large unit refers hundreds of thousands of times to a few others.
+            let mut referenced = BTreeSet::new();
+            referenced_offsets(dwarf, self.units[unit].bytes.start, &mut |offset| {
+                if let Some(other) = self.unit_at(offset).filter(|&other| other != unit) {
+                    referenced.insert(other);
+                }
+            });
             (self.release)(self.info.get(self.units[unit].bytes.clone()));
-            let mut referenced: Vec<usize> =
-                offsets.into_iter().filter_map(|offset| self.unit_at(offset)).filter(|&other| other != unit).collect();
-            referenced.sort_unstable();
-            referenced.dedup();
-            referenced
+            referenced.into_iter().collect()
         })
     }
 
@@ -263,25 +266,25 @@ fn root_ranges(dwarf: &gimli::Dwarf<Reader<'_>>, header: &gimli::UnitHeader<Read
     Some(Vec::from_iter(low.map(|low| low..end)))
 }
 
-/// The `.debug_info` offsets the entries of the unit at `offset` refer to with `DW_FORM_ref_addr`.
-fn referenced_offsets(dwarf: &gimli::Dwarf<Reader<'_>>, offset: usize) -> Option<Vec<usize>> {
+/// Gives `found` each `.debug_info` offset the entries of the unit at `offset` refer to with
+/// `DW_FORM_ref_addr`, up to the end of the unit or the first entry that cannot be read.
+fn referenced_offsets(dwarf: &gimli::Dwarf<Reader<'_>>, offset: usize, found: &mut dyn FnMut(usize)) -> Option<()> {
     let header = dwarf.debug_info.header_from_offset(gimli::DebugInfoOffset(offset)).ok()?;
     let abbreviations = header.abbreviations(&dwarf.debug_abbrev).ok()?;
     let mut entries = header.entries_raw(&abbreviations, None).ok()?;
-    let mut offsets = Vec::new();
     while !entries.is_empty() {
         let Some(abbreviation) = entries.read_abbreviation().ok()? else { continue };
         for spec in abbreviation.attributes() {
             if matches!(spec.form(), constants::DW_FORM_ref_addr | constants::DW_FORM_indirect) {
                 if let AttributeValue::DebugInfoRef(target) = entries.read_attribute(*spec).ok()?.value() {
-                    offsets.push(target.0);
+                    found(target.0);
                 }
             } else {
                 entries.skip_attributes(std::slice::from_ref(spec)).ok()?;
             }
         }
     }
-    Some(offsets)
+    Some(())
 }
 
 /// Makes `stretch` of `view` one empty type unit (DWARF 5, 32-bit: 24 bytes of header, the rest unread);

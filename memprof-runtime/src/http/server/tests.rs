@@ -10,12 +10,13 @@ use std::thread;
 use parking_lot::{Condvar, Mutex};
 
 use super::*;
+use crate::http::head::MAX_BODY;
 use crate::http::reply::Reply;
 
 fn serve(handle: impl Fn(&Request) -> Response + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    start(listener, Arc::new(handle), |request| request.target == "/state").unwrap();
+    start(listener, Arc::new(handle), |request| request.target == "/state", || {}).unwrap();
     address
 }
 
@@ -276,4 +277,44 @@ fn a_waiting_handler_holds_no_busy_place() {
     assert!(cut.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{cut}");
     assert!(cut.ends_with("This connection was closed to make room for another client; try again.\n"), "{cut}");
     waiting.clear();
+}
+
+#[test]
+fn a_body_beyond_what_bodies_may_hold_is_refused_before_it_is_sent() {
+    let gate = Gate::new();
+    let address = gated(&gate);
+    // Two of the largest bodies, read whole and held in the handler: all bodies may hold.
+    let head = format!("POST /lookup HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n", MAX_BODY);
+    let holding: Vec<TcpStream> = (1..=2)
+        .map(|inside| {
+            let mut stream = TcpStream::connect(address).unwrap();
+            stream.write_all(head.as_bytes()).unwrap();
+            stream.write_all(&vec![b'0'; MAX_BODY]).unwrap();
+            wait_for(|| gate.inside.load(Ordering::SeqCst) == inside);
+            stream
+        })
+        .collect();
+    // A third announces ten bytes and sends none: it is refused unread, so it need not send them.
+    let refused = exchange(address, "POST /lookup HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n");
+    assert!(refused.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{refused}");
+    assert!(refused.contains("Retry-After: 1\r\n"), "{refused}");
+    assert!(
+        refused.ends_with(
+            "Other requests' bodies take the 2097152 bytes set aside for request bodies; try again in a second.\n"
+        ),
+        "{refused}"
+    );
+    assert_eq!(gate.inside.load(Ordering::SeqCst), 2, "the refused request never reached the handler");
+    gate.release();
+    for mut stream in holding {
+        let mut status = [0; 15];
+        stream.read_exact(&mut status).unwrap();
+        assert_eq!(&status, b"HTTP/1.1 200 OK");
+    }
+    // Answered and dropped, their bodies are counted no more.
+    let answer = exchange(
+        address,
+        "POST /lookup HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+    );
+    assert!(answer.ends_with("/lookup answered"), "{answer}");
 }
