@@ -1,7 +1,8 @@
-//! Sockets seen from `/proc` (where a process listens), and the symbol lookups that cost a server most.
+//! Sockets seen from `/proc` (where a process listens), clients that do not read, and the symbol lookups
+//! that cost a server most.
 
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 
 /// The IPv4 address of a TCP socket process `pid` listens on: an inode among its descriptors
 /// (`/proc/PID/fd/N -> socket:[INODE]`) in state LISTEN (`0A`) in its network namespace's table
@@ -52,4 +53,20 @@ pub fn spread_addresses(pid: u32, count: usize) -> Vec<u8> {
     let step = ((end - start) / count as u64).max(1);
     let addresses: Vec<String> = (0..count as u64).map(|index| format!("{:#x}", start + index * step)).collect();
     addresses.join("+").into_bytes()
+}
+
+/// A connection to `address` whose receive buffer is as small as the kernel allows (set before it
+/// connects, so the window it offers stays small): a client that never reads, whose answer the server can
+/// hand to the kernel only a few KiB at a time.
+///
+/// ```no_run
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let stream = memprof_tests::sockets::connect_reading_nothing(listener.local_addr().unwrap()).unwrap();
+/// assert!(stream.peer_addr().is_ok());
+/// ```
+pub fn connect_reading_nothing(address: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::for_address(address), socket2::Type::STREAM, None)?;
+    socket.set_recv_buffer_size(4096)?;
+    socket.connect(&address.into())?;
+    Ok(socket.into())
 }

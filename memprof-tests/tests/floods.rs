@@ -1,6 +1,10 @@
-//! The example service under a flood of clients: `state` and `stop` answer every single try.
+//! The example service under a flood of clients: `state` and `stop` answer every single try; and under
+//! clients that ask for the largest symbol answers and never read them.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use memprof_tests::http::try_get;
 use memprof_tests::process::Program;
@@ -43,4 +47,57 @@ fn state_and_stop_answer_every_single_try_under_a_flood_of_clients() {
         assert!(answered, "{target}: {status:?}");
     }
     assert_eq!(thrown_out.into_inner().unwrap(), Vec::<Option<String>>::new());
+}
+
+/// Clients post a large symbol lookup (16,384 addresses: an answer of some 1 MB, twice what the kernel
+/// holds for a connection, named in a few seconds even in a debug build) and never read the answers, their
+/// receive buffers small: the two answered hold the two job places (a third lookup gets 503) only until
+/// the server's write deadline cuts them off, their answers unfinished; meanwhile `state` answers, and
+/// afterwards a client that reads gets its answer.
+#[test]
+fn answers_nobody_reads_are_cut_off_and_the_service_serves_on() {
+    let service = Program::service().spawn();
+    let body = memprof_tests::sockets::spread_addresses(service.pid(), 1 << 14);
+    let head =
+        format!("POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n", body.len());
+    let deadline = Instant::now() + memprof_tests::process::PATIENCE;
+    // Two answered lookups whose clients read nothing (a lookup told 503, one at a time, is asked again).
+    let mut unread: Vec<TcpStream> = Vec::new();
+    while unread.len() < 2 {
+        assert!(Instant::now() < deadline, "no two lookups were answered within {deadline:?}");
+        let mut stream = memprof_tests::sockets::connect_reading_nothing(service.address()).unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body).unwrap();
+        let mut status = [0; 12];
+        // Peeked, not read: the answer stays unread in the small buffer.
+        while stream.peek(&mut status).unwrap() < status.len() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if &status == b"HTTP/1.1 200" {
+            unread.push(stream);
+        }
+    }
+    let third = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", b"0x1");
+    assert_eq!(
+        (third.status, third.text()),
+        (503, "2 other profiles or symbol lookups are being worked on; try again in a second.\n".to_owned())
+    );
+    assert_eq!(service.get("/memory-profiler/state").status, 200);
+    // Cut off at the write deadline: a reading client gets its answer, the unread ones end unfinished.
+    loop {
+        assert!(Instant::now() < deadline, "the unread answers kept their places past {deadline:?}");
+        let lookup = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", b"0x1");
+        if lookup.status == 200 {
+            break;
+        }
+        assert_eq!(lookup.status, 503, "{}", lookup.text());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The first answered was the first cut off (the second may still be being written, and read now).
+    let mut received = Vec::new();
+    // The end of what was sent: the server's close, or a reset for what it could not send.
+    let _ = unread[0].read_to_end(&mut received);
+    let answer = memprof_tests::http::parse(&received);
+    let announced: usize = answer.header("content-length").unwrap().parse().unwrap();
+    assert!(answer.body.len() < announced, "{} of {announced} bytes: cut off unfinished", answer.body.len());
 }

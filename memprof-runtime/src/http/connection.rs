@@ -20,6 +20,10 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most bytes of an answer handed to the socket at once.
 const WRITE_CHUNK: usize = 64 << 10;
+/// What the kernel may hold of a connection's answers not yet taken by its client (it counts double this,
+/// for its own bookkeeping): without a bound it grows the buffer to 4 MiB a connection, charged to the
+/// program's cgroup, and a client that reads nothing would leave whole answers there.
+const SEND_BUFFER: libc::c_int = 256 << 10;
 /// How long, and how much, is read and dropped after a refusal, so the client receives the answer instead of
 /// a reset.
 const LINGER: (Duration, usize) = (Duration::from_secs(1), 4 << 20);
@@ -51,6 +55,7 @@ impl Connection {
         stream.set_nonblocking(false)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         stream.set_nodelay(true)?;
+        bound_send_buffer(&stream)?;
         Ok(Self { stream, buffer: read, bodies })
     }
 
@@ -79,7 +84,7 @@ impl Connection {
             head_only: request.method == "HEAD",
         });
         let keep_alive = framing.connection != Persistence::Close;
-        let written = response.write_to(&mut Paced(&self.stream), framing).and_then(|()| (&*self.stream).flush());
+        let written = response.write_to(&mut Paced::new(&self.stream), framing).and_then(|()| (&*self.stream).flush());
         if written.is_ok() && keep_alive {
             return true;
         }
@@ -92,7 +97,7 @@ impl Connection {
     /// Writes `response` and closes at once, reading nothing more: for a connection closed to make room,
     /// whose thread must be free again at once.
     pub(crate) fn answer_and_close(&mut self, response: Response) {
-        let _ = response.write_to(&mut Paced(&self.stream), Framing::CLOSE).and_then(|()| (&*self.stream).flush());
+        let _ = response.write_to(&mut Paced::new(&self.stream), Framing::CLOSE).and_then(|()| (&*self.stream).flush());
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
@@ -233,20 +238,60 @@ impl Connection {
     }
 }
 
-/// A writer to a client that must keep reading: it hands the socket at most [`WRITE_CHUNK`] bytes a call,
-/// each of which fails after [`WRITE_TIMEOUT`] without progress. A client that reads nothing is cut off
-/// once the socket's buffers are full, and one that reads a byte now and then (to keep the connection and
-/// what its answer holds) once it reads less than a chunk in that time.
-struct Paced<'a>(&'a TcpStream);
+/// A writer to a client that must keep reading: each [`WRITE_CHUNK`] bytes of an answer must be taken
+/// within [`WRITE_TIMEOUT`] of the chunk's start, or the write fails. A client that reads nothing is cut off
+/// once the socket's buffers are full, and one that takes a few bytes now and then (to keep the connection
+/// and what its answer holds) once it takes less than a chunk in that time: the socket's own timeout would
+/// start again at each of those bytes.
+struct Paced<'a> {
+    stream: &'a TcpStream,
+    /// When the chunk being written began, and how much of it has been taken.
+    chunk: (Instant, usize),
+}
+
+impl<'a> Paced<'a> {
+    fn new(stream: &'a TcpStream) -> Self {
+        Self { stream, chunk: (Instant::now(), 0) }
+    }
+}
 
 impl Write for Paced<'_> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(&bytes[..bytes.len().min(WRITE_CHUNK)])
+        if self.chunk.1 >= WRITE_CHUNK {
+            self.chunk = (Instant::now(), 0);
+        }
+        let left = WRITE_TIMEOUT.saturating_sub(self.chunk.0.elapsed());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_write_timeout(Some(left))?;
+        let written = self.stream.write(&bytes[..bytes.len().min(WRITE_CHUNK - self.chunk.1)])?;
+        self.chunk.1 += written;
+        Ok(written)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        (&*self.0).flush()
+        (&*self.stream).flush()
     }
+}
+
+/// Sets the socket's send buffer to [`SEND_BUFFER`] (which also ends the kernel's growing it).
+#[allow(unsafe_code)]
+fn bound_send_buffer(stream: &TcpStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let size = SEND_BUFFER;
+    let length = libc::socklen_t::try_from(std::mem::size_of_val(&size)).unwrap_or(libc::socklen_t::MAX);
+    // SAFETY: SO_SNDBUF reads a C int; `size` lives through the call and `length` is its size.
+    let code = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&raw const size).cast::<libc::c_void>(),
+            length,
+        )
+    };
+    if code == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// Reads once, waiting no later than `deadline`.
