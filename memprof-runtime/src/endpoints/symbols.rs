@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
+use crate::untrusted::printable;
 
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 1 << 16;
@@ -65,7 +66,9 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
         let named: Vec<(u64, String)> = chunk
             .iter()
             .zip(names.into_iter().zip(labels))
-            .filter_map(|(address, (name, label))| Some((*address, name.or(label)?)))
+            // A label's value is whatever the program passed: a newline in it must not add a line (a forged
+            // name for another address), nor an escape sequence reach the terminal jeprof prints to.
+            .filter_map(|(address, (name, label))| Some((*address, printable(&name.or(label)?))))
             .collect();
         let size: usize = named.iter().map(|(_, name)| LINE_BYTES + name.len()).sum();
         answered += size;
@@ -116,5 +119,27 @@ mod tests {
         );
         drop(naming);
         assert!(symbol(super::super::context(), &Query::default(), &request).is_ok());
+    }
+
+    #[test]
+    fn a_label_value_cannot_add_a_line_to_the_answer() {
+        let id = crate::labels::with(&[("tenant", "acme\n0x1 forged\u{1b}[2J")], crate::labels::current);
+        let address = memprof_analysis::label_address(id);
+        let request = Request::new("POST", "/debug/pprof/symbol", format!("{address:#x}").into_bytes());
+        // Another test may hold the lookup or the job places a moment: 503 is asked again.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let reply = loop {
+            match symbol(super::super::context(), &Query::default(), &request) {
+                Err(error) if error.status == 503 && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                answered => break answered.unwrap(),
+            }
+        };
+        let mut written = Vec::new();
+        reply.into_response().write_to(&mut written, crate::http::Framing::CLOSE).unwrap();
+        let written = String::from_utf8(written).unwrap();
+        let body = written.split_once("\r\n\r\n").unwrap().1;
+        assert_eq!(body, format!("{address:#018x} memprof label tenant=acme\\n0x1 forged\\u{{1b}}[2J\n"));
     }
 }

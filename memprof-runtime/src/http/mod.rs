@@ -23,6 +23,8 @@ pub(crate) use head::{
     too_many_fields,
 };
 pub(crate) use query::Query;
+#[cfg(test)]
+pub(crate) use reply::Framing;
 #[cfg(feature = "http")]
 pub(crate) use reply::guarded;
 pub(crate) use reply::{HttpError, Reply, Response};
