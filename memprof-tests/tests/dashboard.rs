@@ -91,6 +91,16 @@ async fn screenshot(client: &Client, name: &str) {
     println!("screenshot: {} ({} bytes)", path.display(), png.len());
 }
 
+/// Starts a run of `duration` from the dashboard's form; the run's id, once the dashboard shows it.
+async fn start_run(client: &Client, duration: &str) -> String {
+    let field = client.find(Locator::Id("duration")).await.unwrap();
+    field.clear().await.unwrap();
+    field.send_keys(duration).await.unwrap();
+    client.find(Locator::Id("start")).await.unwrap().click().await.unwrap();
+    let run = wait_for(client, "the run", "return document.getElementById('status').dataset.run || null;").await;
+    run.as_str().unwrap().to_owned()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_flame_graph() {
     let service = Program::service().spawn();
@@ -100,14 +110,8 @@ async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_
     wait_for(&client, "the idle state", "return document.getElementById('status').textContent === 'Idle';").await;
     wait_for(&client, "the chart", "return document.querySelector('#chart polyline[data-series=allocated]');").await;
 
-    let duration = client.find(Locator::Id("duration")).await.unwrap();
-    duration.clear().await.unwrap();
-    duration.send_keys("3secs").await.unwrap();
-    client.find(Locator::Id("start")).await.unwrap().click().await.unwrap();
-
     // While the run goes: its id and a countdown.
-    let run = wait_for(&client, "the run", "return document.getElementById('status').dataset.run || null;").await;
-    let run: u64 = run.as_str().unwrap().parse().unwrap();
+    let run: u64 = start_run(&client, "3secs").await.parse().unwrap();
     let message = client.find(Locator::Id("message")).await.unwrap().text().await.unwrap();
     assert!(message.starts_with("Successfully started new heap profiling run."), "{message}");
     wait_for(&client, "the countdown", "return document.getElementById('status-detail').dataset.remaining || null;")
@@ -186,12 +190,7 @@ async fn nested_at_another_path_the_dashboard_fetches_from_where_it_is_served() 
     assert_eq!(service.get("/memory-profiler/state").status, 404, "nothing at memprof's own paths");
     let Some((_driver, client)) = open_dashboard_at(&service, "/admin/memory-profiler").await else { return };
     wait_for(&client, "the idle state", "return document.getElementById('status').textContent === 'Idle';").await;
-    let duration = client.find(Locator::Id("duration")).await.unwrap();
-    duration.clear().await.unwrap();
-    duration.send_keys("2secs").await.unwrap();
-    client.find(Locator::Id("start")).await.unwrap().click().await.unwrap();
-    let run = wait_for(&client, "the run", "return document.getElementById('status').dataset.run || null;").await;
-    let run = run.as_str().unwrap().to_owned();
+    let run = start_run(&client, "2secs").await;
     wait_for(&client, "the finished run", &format!("return document.getElementById('run-{run}');")).await;
     let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{run}';");
     wait_for(&client, "the flame graph", &shown).await;

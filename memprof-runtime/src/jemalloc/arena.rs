@@ -39,10 +39,9 @@ fn create() -> Option<u32> {
         return None;
     }
     for kind in ["dirty", "muzzy"] {
-        let name = format!("arena.{index}.{kind}_decay_ms\0");
         // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are read-write `ssize_t`s. Failing leaves the default
         // decay: memprof's freed pages then wait for the next purge.
-        let _ = unsafe { raw::write(name.as_bytes(), 0isize) };
+        let _ = unsafe { super::write(&format!("arena.{index}.{kind}_decay_ms"), 0isize) };
     }
     Some(index)
 }

@@ -2,32 +2,8 @@
 //! times, background threads): the readings `explain` splits the heap's resident pages with, and the
 //! settings `decay` changes.
 
-use std::ffi::CString;
-
-use tikv_jemalloc_ctl::raw;
-
-use super::{ALL_ARENAS, CtlError};
+use super::{ALL_ARENAS, CtlError, read, write};
 use memprof_wire::DecaySettings;
-
-/// Reads a control of type `T` by a name built at run time.
-///
-/// # Safety
-/// `name` must be a control of jemalloc(3) whose value has the size and representation of `T`.
-unsafe fn read<T: Copy>(name: &str) -> Result<T, CtlError> {
-    let name = CString::new(name).expect("control names hold no NUL");
-    // SAFETY: the caller's promise; the name is NUL-terminated.
-    unsafe { raw::read::<T>(name.as_bytes_with_nul()) }
-}
-
-/// Writes a control of type `T` by a name built at run time.
-///
-/// # Safety
-/// As [`read`].
-unsafe fn write<T>(name: &str, value: T) -> Result<(), CtlError> {
-    let name = CString::new(name).expect("control names hold no NUL");
-    // SAFETY: the caller's promise; the name is NUL-terminated.
-    unsafe { raw::write(name.as_bytes_with_nul(), value) }
-}
 
 /// `arenas.page`: the page size jemalloc counts `pdirty`, `pactive` and `pmuzzy` in.
 fn page_size() -> u64 {

@@ -32,6 +32,26 @@ fn read_bool(name: &'static [u8]) -> Result<bool, CtlError> {
     unsafe { raw::read::<bool>(name) }
 }
 
+/// Reads a control of type `T` by a name built at run time.
+///
+/// # Safety
+/// `name` must be a control of jemalloc(3) whose value has the size and representation of `T`.
+unsafe fn read<T: Copy>(name: &str) -> Result<T, CtlError> {
+    let name = CString::new(name).expect("control names hold no NUL");
+    // SAFETY: the caller's promise; the name is NUL-terminated.
+    unsafe { raw::read::<T>(name.as_bytes_with_nul()) }
+}
+
+/// Writes a control of type `T` by a name built at run time.
+///
+/// # Safety
+/// As [`read`].
+unsafe fn write<T>(name: &str, value: T) -> Result<(), CtlError> {
+    let name = CString::new(name).expect("control names hold no NUL");
+    // SAFETY: the caller's promise; the name is NUL-terminated.
+    unsafe { raw::write(name.as_bytes_with_nul(), value) }
+}
+
 /// Reads a `const char *` control; `None` when jemalloc holds a NULL pointer or the name is unknown.
 fn read_c_string(name: &'static [u8]) -> Option<String> {
     // SAFETY: every name passed here is a `const char *` control of jemalloc(3): the pointer is NULL or
