@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use memprof_wire::{ActiveRun, LastSeen};
 
-use crate::{jemalloc, memory};
+use crate::{jemalloc, memory, untrusted};
 
 /// The file's name in the profile directory.
 pub(crate) const FILE: &str = "last-seen.json";
@@ -35,9 +35,14 @@ pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
     })
 }
 
-/// The record an ended process left in `directory`, if it left a readable one.
+/// The record an ended process left in `directory`, if it left a readable one (its times ones a working
+/// clock gives: a record naming another is not memprof's, and read as none).
 pub(crate) fn read(directory: &Path) -> Option<LastSeen> {
-    serde_json::from_slice(&crate::untrusted::read_small(&directory.join(FILE), LONGEST).ok()?).ok()
+    let seen: LastSeen = serde_json::from_slice(&untrusted::read_small(&directory.join(FILE), LONGEST).ok()?).ok()?;
+    let run_started = seen.active_run.as_ref().map(|run| run.started);
+    (untrusted::unix_time(seen.time).is_some()
+        && run_started.is_none_or(|started| untrusted::unix_time(started).is_some()))
+    .then_some(seen)
 }
 
 #[cfg(test)]
@@ -56,7 +61,7 @@ mod tests {
             binary: Some("/srv/app".into()),
         };
         std::fs::write(directory.path().join(FILE), serde_json::to_vec(&seen).unwrap()).unwrap();
-        assert_eq!(read(directory.path()), Some(seen));
+        assert_eq!(read(directory.path()), Some(seen.clone()));
         std::fs::remove_file(directory.path().join(FILE)).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", directory.path().join(FILE)).unwrap();
         assert_eq!(read(directory.path()), None, "never through a link");
@@ -71,5 +76,15 @@ mod tests {
         std::fs::remove_file(directory.path().join(FILE)).unwrap();
         std::fs::write(directory.path().join(FILE), vec![b' '; 1 << 20]).unwrap();
         assert_eq!(read(directory.path()), None, "read no further than a record's size");
+        for planted in [
+            LastSeen { time: 1e19, ..seen.clone() },
+            LastSeen {
+                active_run: Some(ActiveRun { id: 7, started_by: "http".into(), started: -5.0 }),
+                ..seen.clone()
+            },
+        ] {
+            std::fs::write(directory.path().join(FILE), serde_json::to_vec(&planted).unwrap()).unwrap();
+            assert_eq!(read(directory.path()), None, "a time out of range: {planted:?}");
+        }
     }
 }

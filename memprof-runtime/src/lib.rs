@@ -136,13 +136,57 @@ pub mod __fuzzing {
     }
 
     /// What a start-up reads in a dead process's directory (an owner line, a profile's record, a last-seen
-    /// record), from the same bytes: never a panic.
+    /// record), from the same bytes: never a panic. Then the bytes, cut at each `0xff`, become the files of
+    /// an ended process of this program (its `ended` mark, its last-seen record, two profiles' records, their
+    /// profiles' names), and the start-up sweep and the earlier processes as `state` describes them, captions
+    /// included, are made from that directory: never a panic either.
     pub fn profile_root_files(bytes: &[u8]) {
         if let Ok(text) = std::str::from_utf8(bytes) {
             let _ = crate::stale::parse_owner(text);
         }
         let _ = serde_json::from_slice::<memprof_wire::ProfileRecord>(bytes);
         let _ = serde_json::from_slice::<memprof_wire::LastSeen>(bytes);
+        let Ok(parent) = tempfile::tempdir() else { return };
+        let directory = parent.path().join("memprof.fuzzed");
+        if std::fs::create_dir(&directory).is_err() || crate::stale::claim(&directory).is_err() {
+            return;
+        }
+        let mut parts = bytes.split(|&byte| byte == 0xff);
+        let mut part = || parts.next().unwrap_or_default();
+        let (ended, last_seen, first, second) = (part(), part(), part(), part());
+        let names = String::from_utf8_lossy(part()).into_owned();
+        let mut names = names.split_whitespace().filter(|name| !name.contains('/') && !name.starts_with('.'));
+        let (first_name, second_name) =
+            (names.next().unwrap_or("automatic.1.heap"), names.next().unwrap_or("profile.2.heap"));
+        // A third profile whose record is memprof's, so that the process is this program's and is listed.
+        let ours = memprof_wire::ProfileRecord {
+            id: 3,
+            started_by: "http".to_owned(),
+            started: 1_795_000_000.0,
+            stopped: 1_795_000_001.0,
+            pid: 1,
+            binary: crate::executable::path(),
+            build_id: None,
+            allocated: Some(1 << 20),
+        };
+        let files = [
+            ("ended", ended.to_vec()),
+            (crate::last_seen::FILE, last_seen.to_vec()),
+            (first_name, b"heap_v2/1\n".to_vec()),
+            (second_name, b"heap_v2/1\n".to_vec()),
+            ("automatic.3.heap", b"heap_v2/1\n".to_vec()),
+            ("automatic.3.json", serde_json::to_vec(&ours).unwrap_or_default()),
+        ];
+        for (name, contents) in files {
+            let _ = std::fs::write(directory.join(name), contents);
+        }
+        for (name, record) in [(first_name, first), (second_name, second)] {
+            let _ = std::fs::write(crate::storage::record_path(&directory.join(name)), record);
+        }
+        let sweep = crate::evidence::sweep(parent.path(), 4, 1 << 20);
+        for process in &sweep.kept {
+            let _ = crate::endpoints::describe_earlier(process);
+        }
     }
 
     /// A heap profile, parsed and, when it parses, symbolized against this process's binaries.

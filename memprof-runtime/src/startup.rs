@@ -182,7 +182,16 @@ fn start_unsampled(options: Options) -> Guard {
 /// latest run: the heap before an OOM kill), within the automatic dumps' bounds, and says so.
 fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::path::Path) {
     let (keep, max_bytes) = crate::autodump::retention();
-    let sweep = crate::evidence::sweep(parent, keep, max_bytes);
+    // The profile root is not memprof's alone: whatever is planted there, the program starts. Every number
+    // read there is range-checked (`untrusted`); should a check still be missing, the sweep is skipped.
+    let sweep = std::panic::catch_unwind(|| crate::evidence::sweep(parent, keep, max_bytes));
+    let Ok(sweep) = sweep else {
+        messages::error(&format!(
+            "Earlier processes' profiles in {} were not read: a file there could not be understood",
+            parent.display()
+        ));
+        return;
+    };
     if sweep.removed_directories > 0 {
         messages::info(&format!(
             "Removed {} profile director{} left in {} by memprof processes that no longer run, with nothing worth keeping",

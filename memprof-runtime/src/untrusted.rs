@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Opens `path` for reading if it is a regular file reached without a link; never blocks.
 ///
@@ -70,6 +71,25 @@ pub(crate) fn read_small_text(path: &Path, limit: u64) -> io::Result<String> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{} is not text", path.display())))
 }
 
+/// The latest time a file of the profile root may name, in Unix seconds (2100-01-01): a record claiming a
+/// later one was not written by memprof on a working clock.
+pub(crate) const LATEST_UNIX_SECONDS: f64 = 4_102_444_800.0;
+
+/// The time `seconds` after the Unix epoch, as a file of the profile root names one (a profile's record, the
+/// last-seen record, an `ended` mark); `None` when it is not a time such a file can hold (negative, not a
+/// number, or after [`LATEST_UNIX_SECONDS`]), so that no number read there reaches arithmetic that panics
+/// (`UNIX_EPOCH + Duration::from_secs(u64::MAX)` does).
+///
+/// ```ignore
+/// assert!(untrusted::unix_time(1e19).is_none());
+/// ```
+pub(crate) fn unix_time(seconds: f64) -> Option<SystemTime> {
+    if !(0.0..=LATEST_UNIX_SECONDS).contains(&seconds) {
+        return None;
+    }
+    UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(seconds).ok()?)
+}
+
 /// `text` for a log line or a caption: control characters (an escape sequence that would rewrite the
 /// operator's terminal) shown escaped.
 pub(crate) fn printable(text: &str) -> String {
@@ -100,5 +120,14 @@ mod tests {
         std::fs::create_dir(path("directory")).unwrap();
         assert!(open_regular(&path("directory")).is_err());
         assert_eq!(printable("http\u{1b}[2J\n"), "http\\u{1b}[2J\\n");
+    }
+
+    #[test]
+    fn only_times_a_working_clock_gives_are_times() {
+        assert_eq!(unix_time(1_795_000_000.5), UNIX_EPOCH.checked_add(Duration::from_secs_f64(1_795_000_000.5)));
+        assert_eq!(unix_time(0.0), Some(UNIX_EPOCH));
+        for planted in [1e19, u64::MAX as f64, -1.0, f64::NAN, f64::INFINITY, LATEST_UNIX_SECONDS + 1.0] {
+            assert_eq!(unix_time(planted), None, "{planted}");
+        }
     }
 }

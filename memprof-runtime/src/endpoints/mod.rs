@@ -19,6 +19,9 @@ mod state;
 mod symbols;
 mod to_wire;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use to_wire::describe_earlier;
+
 use std::sync::OnceLock;
 
 use memprof_wire::paths::{self, PREFIX};

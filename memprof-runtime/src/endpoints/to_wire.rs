@@ -27,7 +27,7 @@ pub(super) fn describe_run(run: &KeptProfile) -> memprof_wire::KeptProfile {
 }
 
 /// An earlier process's kept profiles, as `state` lists them.
-pub(super) fn describe_earlier(process: &EarlierProcess) -> memprof_wire::EarlierProcess {
+pub(crate) fn describe_earlier(process: &EarlierProcess) -> memprof_wire::EarlierProcess {
     memprof_wire::EarlierProcess {
         pid: process.pid,
         ended_before: unix_seconds(process.ended_before),

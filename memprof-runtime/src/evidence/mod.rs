@@ -13,7 +13,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use memprof_wire::{LastSeen, ProfileRecord};
 
@@ -173,7 +173,7 @@ fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
         .into_iter()
         .filter_map(|(directory, owner)| {
             let ended = untrusted::read_small_text(&directory.join(ENDED_FILE), 64).ok()?;
-            let ended_before = UNIX_EPOCH + Duration::from_secs(ended.trim().parse().ok()?);
+            let ended_before = untrusted::unix_time(ended.trim().parse::<u64>().ok()? as f64)?;
             let mut profiles = profiles_in(&directory, this_build.as_deref(), max_bytes);
             let last_seen = last_seen::read(&directory);
             // Another program's (or, without records, nobody can tell whose): left for its own program.
@@ -223,14 +223,13 @@ fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Ve
             let metadata =
                 entry.metadata().ok().filter(|metadata| metadata.is_file() && metadata.len() <= max_bytes)?;
             let path = entry.path();
-            let record: Option<ProfileRecord> = untrusted::read_small(&record_path(&path), RECORD_LIMIT)
-                .ok()
-                .and_then(|json| serde_json::from_slice(&json).ok());
+            let record = read_record(&record_path(&path));
             let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
-            let (started_by, started, stopped) = match &record {
-                Some(record) => (record.started_by.clone(), from_unix(record.started), from_unix(record.stopped)),
-                None => (String::from("unknown"), modified, modified),
+            let (started_by, (started, stopped)) = match &record {
+                Some((record, times)) => (record.started_by.clone(), *times),
+                None => (String::from("unknown"), (modified, modified)),
             };
+            let record = record.map(|(record, _)| record);
             let same_build = match (record.as_ref().and_then(|record| record.build_id.as_deref()), this_build) {
                 (Some(theirs), Some(ours)) => theirs == ours,
                 _ => true,
@@ -244,6 +243,14 @@ fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Ve
             })
         })
         .collect()
+}
+
+/// The record beside a kept profile, with its start and stop times; `None` when it is not one memprof wrote
+/// (too long, not a record, or a time out of range: judged as a missing record).
+fn read_record(path: &Path) -> Option<(ProfileRecord, (SystemTime, SystemTime))> {
+    let record: ProfileRecord = serde_json::from_slice(&untrusted::read_small(path, RECORD_LIMIT).ok()?).ok()?;
+    let times = (untrusted::unix_time(record.started)?, untrusted::unix_time(record.stopped)?);
+    Some((record, times))
 }
 
 /// Removes the oldest profiles beyond `keep` files or `max_bytes` bytes in all (the newest always stays);
@@ -264,7 +271,7 @@ fn bound(processes: &mut [EarlierProcess], keep: usize, max_bytes: u64) -> usize
         let Some(position) = process.profiles.iter().position(|profile| profile.profile.id == id) else {
             continue;
         };
-        total += process.profiles[position].bytes;
+        total = total.saturating_add(process.profiles[position].bytes);
         if rank == 0 || (rank < keep && total <= max_bytes) {
             continue;
         }
@@ -289,10 +296,6 @@ pub(crate) fn clear(processes: &[EarlierProcess]) -> usize {
 /// `time` in Unix seconds, as records and answers give times.
 pub(crate) fn unix_seconds(time: SystemTime) -> f64 {
     time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
-}
-
-fn from_unix(seconds: f64) -> SystemTime {
-    UNIX_EPOCH + Duration::try_from_secs_f64(seconds).unwrap_or_default()
 }
 
 #[cfg(test)]

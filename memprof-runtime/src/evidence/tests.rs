@@ -138,3 +138,45 @@ fn the_same_service_is_the_same_program_name_wherever_it_is_installed() {
     assert!(!same_service(None, Some("/srv/app")));
     assert!(!same_service(Some("/"), Some("/")));
 }
+
+#[test]
+fn numbers_out_of_range_in_planted_files_are_unreadable_files_not_a_crash() {
+    let parent = tempfile::tempdir().unwrap();
+    let ours = crate::executable::build_id().unwrap();
+    // The planted `ended` mark of issue 41: u64::MAX seconds (a panic adding it to the epoch).
+    let planted = ended(
+        parent.path(),
+        "memprof.planted",
+        &[
+            ("ended", "18446744073709551615\n"),
+            ("automatic.5.heap", "heap_v2/1\n"),
+            ("automatic.5.json", &record(5, 1000.0, &ours)),
+        ],
+    );
+    // A kept profile whose record's times are 1e19 and -1 (a panic in the conversion to a time): the profile
+    // stays, its record read as missing.
+    let far = record(7, 1000.0, &ours).replace("\"stopped\":1000.0", "\"stopped\":1e19");
+    let before = record(8, 1000.0, &ours).replace("\"started\":1000.0", "\"started\":-1.0");
+    assert!(far.contains("1e19") && before.contains("-1.0"), "{far} {before}");
+    ended(
+        parent.path(),
+        "memprof.far",
+        &[
+            ("automatic.7.heap", "heap_v2/1\n"),
+            ("automatic.7.json", &far),
+            ("automatic.8.heap", "heap_v2/1\n"),
+            ("automatic.8.json", &before),
+            // A readable record says whose the process is (without one, it is left for its own program).
+            ("automatic.9.heap", "heap_v2/1\n"),
+            ("automatic.9.json", &record(9, 1000.0, &ours)),
+        ],
+    );
+    let sweep = sweep(parent.path(), 8, u64::MAX);
+    assert!(planted.join("automatic.5.heap").is_file(), "an unreadable mark leaves the directory alone");
+    let [process] = sweep.kept.as_slice() else { panic!("{:?}", sweep.kept) };
+    let mut owners: Vec<(u64, String)> =
+        process.profiles.iter().map(|profile| (profile.profile.id, profile.profile.owner.name())).collect();
+    owners.sort();
+    assert_eq!(owners, [(7, "unknown".to_owned()), (8, "unknown".to_owned()), (9, "automatic: dump 9".to_owned())]);
+    assert!(!crate::end_caption::caption(process).is_empty());
+}
