@@ -104,8 +104,7 @@ impl Client {
             return Ok(response);
         }
         let location = response.headers().get("location").and_then(|value| value.to_str().ok()).map(str::to_owned);
-        let body = self.read(response, path, MAX_MESSAGE).unwrap_or_default();
-        let message = String::from_utf8_lossy(&body).trim_end().trim_end_matches('.').to_owned();
+        let message = error_message(response);
         let message = match (status, location) {
             (300..=399, location) => format!(
                 "the service redirected to {}; memprof does not follow redirects: point --url at the service itself",
@@ -140,6 +139,20 @@ impl Client {
         }
         Ok(body)
     }
+}
+
+/// The message of an error answer, on one line: its first [`MAX_MESSAGE`] bytes, and a note when it goes on
+/// (a longer body is not memprof's, but its start still says what the server meant).
+fn error_message(mut response: ureq::http::Response<ureq::Body>) -> String {
+    let mut body = Vec::new();
+    let read = response.body_mut().as_reader().take(MAX_MESSAGE + 1).read_to_end(&mut body);
+    let longer = body.len() as u64 > MAX_MESSAGE;
+    body.truncate(MAX_MESSAGE as usize);
+    let mut message = crate::terminal::one_line(String::from_utf8_lossy(&body).trim_end().trim_end_matches('.'));
+    if longer || read.is_err() {
+        message.push_str(" [the rest of the message is not shown]");
+    }
+    message
 }
 
 /// `url` without a user name and password (`http://user:secret@host` is said as `http://host`).

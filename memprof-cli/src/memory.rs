@@ -3,6 +3,8 @@
 
 use memprof_wire::{DecaySettings, Explanation, MemoryClass, Purged};
 
+use crate::terminal::one_line;
+
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
@@ -17,15 +19,16 @@ pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
     fn walk(classes: &[MemoryClass], depth: usize, rss: u64, lines: &mut Vec<String>) {
         for class in classes {
             let name = match class.count {
-                Some(count) => format!("{} ({count} threads)", class.id),
-                None => class.id.clone(),
+                Some(count) => format!("{} ({count} threads)", one_line(&class.id)),
+                None => one_line(&class.id),
             };
             let share = if rss == 0 { 0.0 } else { 100.0 * class.bytes as f64 / rss as f64 };
             let indent = "  ".repeat(depth + 1);
             lines.push(format!(
                 "{indent}{name:<width$} {:>11} {share:>5.1} %",
                 mib(class.bytes),
-                width = 34 - 2 * depth
+                // Names line up in one column; a tree nested deeper than any memprof makes still prints.
+                width = 34usize.saturating_sub(2 * depth)
             ));
             walk(&class.children, depth + 1, rss, lines);
         }
@@ -34,20 +37,21 @@ pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
     let verdict = &explanation.verdict;
     let kind = serde_json::to_value(verdict.kind).ok().and_then(|kind| kind.as_str().map(str::to_owned));
     lines.push(String::new());
-    lines.push(format!("Verdict: {}: {}", kind.unwrap_or_default(), verdict.summary));
+    lines.push(format!("Verdict: {}: {}", one_line(&kind.unwrap_or_default()), one_line(&verdict.summary)));
     for stack in &verdict.stacks {
-        lines.push(format!("  {} {}", mib(stack.bytes.max(0.0) as u64), stack.frames.join(" <- ")));
+        let frames: Vec<String> = stack.frames.iter().map(|frame| one_line(frame)).collect();
+        lines.push(format!("  {} {}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
     }
-    lines.push(format!("Fix: {}", verdict.fix));
+    lines.push(format!("Fix: {}", one_line(&verdict.fix)));
     if let Some(container) = &explanation.container {
-        lines.push(format!("Container: {}", container.summary));
+        lines.push(format!("Container: {}", one_line(&container.summary)));
     }
     lines.join("\n")
 }
 
 /// What a purge returned.
 pub(crate) fn describe_purged(purged: &Purged) -> String {
-    purged.message.clone()
+    one_line(&purged.message)
 }
 
 /// jemalloc's purging settings.
@@ -93,5 +97,40 @@ mod tests {
              Verdict: retention: jemalloc keeps 300.0 MiB of freed pages resident (75 % of RSS)\n\
              Fix: POST /memory-profiler/purge returns them now."
         );
+    }
+
+    #[test]
+    fn a_hostile_tree_neither_panics_nor_forges_lines() {
+        let leaf = |id: &str| MemoryClass { id: id.into(), bytes: 1 << 20, count: None, children: Vec::new() };
+        let deep = (0..40).fold(leaf("bottom"), |child, depth| MemoryClass {
+            children: vec![child],
+            ..leaf(&format!("level {depth}"))
+        });
+        let explanation = Explanation {
+            rss_bytes: 1 << 20,
+            classes: vec![deep],
+            verdict: Verdict {
+                kind: VerdictKind::Healthy,
+                summary: "fine\nVerdict: healthy: nothing".into(),
+                fix: "none".into(),
+                stacks: vec![memprof_wire::GrowingStack {
+                    function: "main".into(),
+                    frames: vec!["main\nFix: run rm -rf".into()],
+                    bytes: 1.0,
+                }],
+            },
+            evidence: Vec::new(),
+            container: None,
+        };
+        let described = describe_explanation(&explanation);
+        assert_eq!(described.lines().count(), 1 + 41 + 1 + 1 + 1 + 1, "{described}");
+        assert!(described.contains("fine\\nVerdict: healthy") && described.contains("main\\nFix: run"), "{described}");
+        let purged = Purged {
+            rss_before_bytes: 1,
+            rss_after_bytes: 1,
+            milliseconds: 1.0,
+            message: "Returned 1 MiB\nall good".into(),
+        };
+        assert_eq!(describe_purged(&purged), "Returned 1 MiB\\nall good");
     }
 }

@@ -15,7 +15,7 @@ use crate::Failure;
 use crate::client::{Answer, Client};
 use crate::memory::{describe_decay, describe_explanation, describe_purged};
 use crate::output::{self, Content};
-use crate::terminal::for_terminal;
+use crate::terminal::{for_terminal, one_line};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Remote {
@@ -72,15 +72,16 @@ pub(crate) enum Remote {
     /// Return the freed pages jemalloc keeps to the system now; prints the RSS before and after.
     Purge,
     /// Set how jemalloc returns freed pages: decay times and background threads (prints the settings).
+    #[command(group(clap::ArgGroup::new("setting").required(true).multiple(true)))]
     Decay {
         /// Milliseconds a freed page stays dirty before it is returned (-1: never).
-        #[arg(long, allow_hyphen_values = true)]
+        #[arg(long, allow_hyphen_values = true, group = "setting")]
         dirty_ms: Option<i64>,
         /// Milliseconds a page stays muzzy (lazily freed) before it is returned (-1: never).
-        #[arg(long, allow_hyphen_values = true)]
+        #[arg(long, allow_hyphen_values = true, group = "setting")]
         muzzy_ms: Option<i64>,
         /// Whether background threads return freed pages on a timer.
-        #[arg(long)]
+        #[arg(long, group = "setting")]
         background_thread: Option<bool>,
     },
     /// What grew from run BASE to run ID.
@@ -179,7 +180,7 @@ impl Remote {
                 print_or(json, &client.post(&path)?, |settings: DecaySettings| describe_decay(&settings))
             }
             Remote::ClearEarlier => {
-                print_or(json, &client.post(paths::CLEAR_EARLIER)?, |answer: RunAnswer| answer.message)
+                print_or(json, &client.post(paths::CLEAR_EARLIER)?, |answer: RunAnswer| one_line(&answer.message))
             }
             Remote::Dump { output } => {
                 let path = format!("{}?trigger_dump=true", paths::HEAP_PROFILE);
@@ -200,7 +201,7 @@ impl Remote {
 
 /// Prints the answer's `message` (or the whole answer with `--json`).
 fn message_of(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
-    print_or(json, &client.get(path)?, |answer: RunAnswer| answer.message)
+    print_or(json, &client.get(path)?, |answer: RunAnswer| one_line(&answer.message))
 }
 
 /// How long `start --wait` waits beyond the length asked for before giving up on the run ending: 5 s and a
@@ -220,7 +221,7 @@ fn start(client: &Client, json: bool, duration: &str, wait: Option<Output>) -> R
         )));
     }
     let Some(output) = wait else {
-        return print_or(json, &answer, |started: Started| started.message);
+        return print_or(json, &answer, |started: Started| one_line(&started.message));
     };
     let id = started.id;
     let bar = ProgressBar::new(length.as_millis() as u64 / 100).with_style(
@@ -322,14 +323,15 @@ fn describe_state(state: &State) -> String {
     });
     lines.push(match &profiler.current_run {
         CurrentRun::Active { id, remaining_seconds: Some(left), started_by } => {
-            format!("run: {id} ({started_by}), {left:.1} s left")
+            format!("run: {id} ({}), {left:.1} s left", one_line(started_by))
         }
         CurrentRun::Active { id, remaining_seconds: None, started_by } => {
-            format!("run: {id} ({started_by}), until stopped")
+            format!("run: {id} ({}), until stopped", one_line(started_by))
         }
         CurrentRun::Idle { .. } => "run: none".to_owned(),
     });
-    let kept: Vec<String> = profiler.runs.iter().map(|run| format!("{} ({})", run.id, run.started_by)).collect();
+    let kept: Vec<String> =
+        profiler.runs.iter().map(|run| format!("{} ({})", run.id, one_line(&run.started_by))).collect();
     lines.push(format!(
         "kept profiles, newest first: {}",
         if kept.is_empty() { "none".to_owned() } else { kept.join(", ") }
@@ -348,7 +350,7 @@ fn describe_state(state: &State) -> String {
             profiler.earlier_processes.len()
         ));
     }
-    lines.extend(profiler.warnings.iter().map(|warning| format!("warning: {warning}")));
+    lines.extend(profiler.warnings.iter().map(|warning| format!("warning: {}", one_line(warning))));
     lines.join("\n")
 }
 
@@ -359,16 +361,16 @@ fn describe_earlier(processes: &[EarlierProcess]) -> String {
     }
     let mut lines = Vec::new();
     for process in processes {
-        let why = process.why.as_deref().map_or_else(String::new, |why| format!(": {why}"));
-        lines.push(format!("process {} ({}){why}", process.pid, process.directory));
+        let why = process.why.as_deref().map_or_else(String::new, |why| format!(": {}", one_line(why)));
+        lines.push(format!("process {} ({}){why}", process.pid, one_line(&process.directory)));
         for earlier in &process.profiles {
             let build = if earlier.same_build {
                 String::new()
             } else {
-                let binary = earlier.binary.as_deref().unwrap_or("its program");
+                let binary = one_line(earlier.binary.as_deref().unwrap_or("its program"));
                 format!(" [another build: download it raw and analyze it with --binary <that build of {binary}>]")
             };
-            lines.push(format!("  {} ({}){build}", earlier.profile.id, earlier.profile.started_by));
+            lines.push(format!("  {} ({}){build}", earlier.profile.id, one_line(&earlier.profile.started_by)));
         }
     }
     lines.join("\n")

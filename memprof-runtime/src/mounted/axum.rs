@@ -13,8 +13,8 @@
 //! Requests are answered as by the built-in server ([`super::respond`]: routes, token, limits),
 //! each on a thread of memprof's own whose allocations are never sampled, never on the async workers: a
 //! symbolized profile takes milliseconds to seconds of CPU. At most [`MAX_IN_FLIGHT`] are answered at
-//! once, by threads of a pool born when needed (see [`crate::threads`]); beyond, 503 with `Retry-After`. As the built-in
-//! server, the routes answer only when the switch variable (`LIBPROCESS_MEMORY_PROFILING`) is `true`, and
+//! once, by threads of a pool born when needed and ended when idle; beyond, 503 with `Retry-After`. As the
+//! built-in server, the routes answer only when the switch variable (`LIBPROCESS_MEMORY_PROFILING`) is `true`, and
 //! 404 otherwise.
 
 use std::sync::{Arc, LazyLock};
