@@ -1,5 +1,12 @@
 //! memprof's own threads, each unsampled from its first allocation, and pools of them that grow when
-//! needed and shrink when idle.
+//! needed and never end.
+//!
+//! A thread's end is not free for the program: jemalloc's thread-cache teardown decays arena 0 (the
+//! program's main arena) and the thread's arena, returning to the system the program's freed pages it was
+//! keeping (270 MiB a run's timer thread or an idle connection thread took with it, measured on a program
+//! whose `explain` said "retention"). So memprof's threads, once born, stay for the process's life; an idle
+//! one gives back what it holds instead: its thread cache after each job, and the pages of its stack below
+//! where it waits.
 //!
 //! A new thread allocates before its closure runs (std's spawn hooks register a thread-local destructor,
 //! which callocs in glibc), and jemalloc samples a new thread as `prof.thread_active_init` says (true, so
@@ -48,7 +55,7 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Res
 /// A job for a pool thread.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
-/// How long a pool thread waits for a job before it ends (while sampling is off).
+/// How long a pool's threads all wait for a job before the pool counts as idle and runs its `when_idle`.
 const IDLE_LIFETIME: Duration = Duration::from_secs(10);
 
 /// Held shared while a pool thread is born, and exclusively while sampling is switched on: a thread is
@@ -72,8 +79,9 @@ pub(crate) fn with_sampling_switched_on<T>(switch_on: impl FnOnce() -> T) -> T {
 
 /// Up to `size` unsampled threads, reused: a job goes to an idle thread at once, else to a thread born for
 /// it (only while sampling is off: see [`with_sampling_switched_on`]), or is handed back when every thread
-/// is busy (the caller refuses the work; nothing queues). A thread idle for [`IDLE_LIFETIME`] while
-/// sampling is off ends, so an idle program keeps none.
+/// is busy (the caller refuses the work; nothing queues). Threads never end (see the module's note); once
+/// every thread has waited [`IDLE_LIFETIME`] for a job, the pool runs its `when_idle`, so an idle program
+/// keeps none of the pool's work.
 ///
 /// ```ignore
 /// let pool = Pool::new("memprof-worker", 4, || {})?;
@@ -86,7 +94,7 @@ pub(crate) struct Pool {
 struct Shared {
     name: String,
     size: usize,
-    /// Run by the last thread to end for idleness.
+    /// Run once the pool is idle (see [`Pool`]).
     when_idle: fn(),
     state: Mutex<State>,
     /// Signalled when a thread becomes idle.
@@ -98,6 +106,10 @@ struct State {
     idle: Vec<Arc<Worker>>,
     /// The threads alive (idle, busy, or being born).
     live: usize,
+    /// How many idle threads have waited [`IDLE_LIFETIME`] since their last job.
+    long_idle: usize,
+    /// `when_idle` ran, and no job came since.
+    idle_done: bool,
 }
 
 /// One thread's mailbox.
@@ -109,14 +121,14 @@ struct Worker {
 
 impl Pool {
     /// A pool of up to `size` threads named `name`; while sampling is on (`prof_active:true` from the
-    /// start), all are started now. When its last thread ends for idleness, that thread runs `when_idle`
-    /// (to let go of what the pool's work kept for the next jobs).
+    /// start), all are started now. Once the pool is idle, one of its threads runs `when_idle` (to let go
+    /// of what the pool's work kept for the next jobs).
     pub(crate) fn new(name: &str, size: usize, when_idle: fn()) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             size,
             when_idle,
-            state: Mutex::new(State { idle: Vec::with_capacity(size), live: 0 }),
+            state: Mutex::new(State { idle: Vec::with_capacity(size), live: 0, long_idle: 0, idle_done: false }),
             freed: Condvar::new(),
         });
         POOLS.lock().push(Arc::downgrade(&shared));
@@ -142,6 +154,7 @@ impl Pool {
         loop {
             let mut state = self.shared.state.lock();
             if let Some(worker) = state.idle.pop() {
+                state.idle_done = false;
                 drop(state);
                 *worker.job.lock() = job.take();
                 worker.wake.notify_one();
@@ -201,6 +214,7 @@ impl Shared {
                 return Err(worker.job.lock().take());
             }
             state.live += 1;
+            state.idle_done &= idle;
             if idle {
                 state.idle.push(Arc::clone(&worker));
                 shared.freed.notify_one();
@@ -218,12 +232,10 @@ impl Shared {
     }
 
     /// A pool thread's life: wait for a job (it is on the idle list, or was born with one), run it,
-    /// announce itself idle, again; end when idle for [`IDLE_LIFETIME`] while sampling is off.
+    /// announce itself idle, again, for the life of the process.
     fn work(&self, worker: &Arc<Worker>) {
         loop {
-            let Some(job) = self.next_job(worker) else {
-                return;
-            };
+            let job = self.next_job(worker);
             // A job that panics has reported itself (the panic hook); the thread lives on for the next.
             let _ = catch_unwind(AssertUnwindSafe(job));
             jemalloc::flush_this_thread_cache();
@@ -233,33 +245,75 @@ impl Shared {
         }
     }
 
-    /// The next job handed to `worker`; `None` when it has waited [`IDLE_LIFETIME`] with sampling off and
-    /// is taken off the idle list (the thread ends).
-    fn next_job(&self, worker: &Arc<Worker>) -> Option<Job> {
+    /// The next job handed to `worker`. After [`IDLE_LIFETIME`] without one, the thread gives back the
+    /// pages of its stack it no longer uses, and the last of the pool's threads to get there runs
+    /// `when_idle`; then it waits on.
+    fn next_job(&self, worker: &Arc<Worker>) -> Job {
         let mut job = worker.job.lock();
-        loop {
-            if let Some(job) = job.take() {
-                return Some(job);
-            }
-            let timed_out = worker.wake.wait_for(&mut job, IDLE_LIFETIME).timed_out();
-            if timed_out && job.is_none() && !jemalloc::profiling_active().unwrap_or(true) {
-                drop(job);
-                let mut state = self.state.lock();
-                if let Some(position) = state.idle.iter().position(|idle| Arc::ptr_eq(idle, worker)) {
-                    state.idle.remove(position);
-                    state.live -= 1;
-                    let last = state.live == 0;
-                    drop(state);
-                    if last {
-                        let _ = catch_unwind(self.when_idle);
-                    }
-                    return None;
-                }
-                // Taken off the idle list by a caller handing it a job: the job is on its way.
-                drop(state);
-                job = worker.job.lock();
-            }
+        let long_idle = job.is_none() && worker.wake.wait_for(&mut job, IDLE_LIFETIME).timed_out() && job.is_none();
+        if long_idle {
+            drop(job);
+            release_unused_stack();
+            self.note_long_idle();
+            job = worker.job.lock();
         }
+        while job.is_none() {
+            worker.wake.wait(&mut job);
+        }
+        let next = job.take().expect("a job was handed over");
+        drop(job);
+        if long_idle {
+            self.state.lock().long_idle -= 1;
+        }
+        next
+    }
+
+    /// Counts a thread as idle for [`IDLE_LIFETIME`]; the last of the pool's threads to be so runs
+    /// `when_idle`, once until a job comes.
+    fn note_long_idle(&self) {
+        let mut state = self.state.lock();
+        state.long_idle += 1;
+        let idle = state.long_idle == state.live && state.idle.len() == state.live && !state.idle_done;
+        state.idle_done |= idle;
+        drop(state);
+        if idle {
+            let _ = catch_unwind(self.when_idle);
+        }
+    }
+}
+
+/// Gives the pages of the calling thread's stack below its current frame back to the system
+/// (`MADV_DONTNEED`: they read as zeros when touched again): a pool thread that once ran a deep job and
+/// now waits keeps only the top of its stack resident. A stack that cannot be located is left as it is.
+#[allow(unsafe_code)]
+fn release_unused_stack() {
+    let here = std::hint::black_box(0u8);
+    let here = std::ptr::from_ref(&here) as usize;
+    // SAFETY: a zeroed `pthread_attr_t` is what `pthread_getattr_np` fills in; it is destroyed after use.
+    let (low, size) = unsafe {
+        let mut attributes: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attributes) != 0 {
+            return;
+        }
+        let (mut low, mut size) = (std::ptr::null_mut(), 0);
+        let got = libc::pthread_attr_getstack(&attributes, &mut low, &mut size);
+        libc::pthread_attr_destroy(&mut attributes);
+        if got != 0 {
+            return;
+        }
+        (low as usize, size)
+    };
+    let page = rustix::param::page_size();
+    // The lowest page may be the guard; the 64 KiB below this frame are left for the wait that follows
+    // (and a signal handler that may run meanwhile).
+    let (start, end) = (low + page, here.saturating_sub(64 << 10) & !(page - 1));
+    if !(low..low + size).contains(&here) || end <= start {
+        return;
+    }
+    // SAFETY: `[start, end)` lies in this thread's own stack, below the current frame (the stack grows
+    // down): no live data is there, and the pages are private anonymous memory, zero-filled when touched.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
     }
 }
 

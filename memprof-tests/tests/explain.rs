@@ -74,7 +74,26 @@ fn freed_pages_kept_are_retention_and_a_purge_returns_them() {
     let refused = program.get("/memory-profiler/purge");
     assert_eq!(refused.status, 405, "a GET never purges");
     every_get_and_render(&program);
-    assert!(kernel_rss(&program) >= 240 * MIB, "the GETs and renders left the program's freed pages resident");
+    // A timed run, ended by its timer.
+    let run = http::request(program.address(), "POST", "/memory-profiler/start?duration=1secs");
+    assert_eq!(run.status, 200, "{}", run.text());
+    let deadline = Instant::now() + memprof_tests::process::PATIENCE;
+    while !program.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["id"].is_null() {
+        assert!(Instant::now() < deadline, "the timed run did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // memprof's threads going idle (ten seconds after the last request, when they used to end, which made
+    // jemalloc decay the program's arena) leave the program's freed pages resident.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(15) {
+        let rss = kernel_rss(&program);
+        assert!(
+            rss >= 240 * MIB,
+            "{:?} after the last request, the program's freed pages went: {rss}",
+            watched.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     let purged = http::request(program.address(), "POST", "/memory-profiler/purge");
     assert_eq!(purged.status, 200, "{}", purged.text());
     let purged: memprof_wire::Purged = serde_json::from_value(purged.json()).unwrap();

@@ -80,7 +80,7 @@ pub(crate) fn answer(context: &Context, request: &Request) -> Response {
 }
 
 /// Lets go of what answers keep for the next ones (analyses, renders, names of addresses) and returns the
-/// memory to the system: called when the endpoints' threads have all ended, idle, so a program whose
+/// memory to the system: called when the endpoints' threads have all been idle a while, so a program whose
 /// endpoints are not in use keeps none of their work. The next request computes again what it needs.
 pub(crate) fn forget_caches() {
     render_cache::forget_all();

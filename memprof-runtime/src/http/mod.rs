@@ -36,7 +36,7 @@ pub(crate) use request::{client_gone, wait_unless};
 pub(crate) use server::{Control, Handler};
 
 /// Binds `address` and answers each request with `handle`, those `control` names even when every place is
-/// taken, and runs `idle` whenever the server's threads have all ended for idleness; returns the address
+/// taken, and runs `idle` whenever the server's threads have all been idle a while; returns the address
 /// really bound (useful with port 0).
 pub(crate) fn serve(address: &str, handle: Handler, control: Control, idle: fn()) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;

@@ -50,7 +50,7 @@ pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 pub(crate) type Control = fn(&Request) -> bool;
 
 /// Starts the accept loop on `listener`; each request is answered by `handle`, and those `control` names are
-/// answered at the door too; `idle` runs when the pool's threads have all ended for idleness.
+/// answered at the door too; `idle` runs when the pool's threads have all been idle a while.
 pub(crate) fn start(listener: TcpListener, handle: Handler, control: Control, idle: fn()) -> io::Result<()> {
     let loopback = listener.local_addr()?.ip().is_loopback();
     listener.set_nonblocking(true)?;

@@ -54,8 +54,8 @@ impl Books {
 /// The profiler: runs started and stopped through jemalloc, their profiles written to the store.
 pub(crate) struct Profiler {
     books: Mutex<Books>,
-    /// Wakes the timer of the current run when the run ends early.
-    run_ended: Condvar,
+    /// Wakes the timer when a run starts or ends.
+    runs_changed: Condvar,
     pub(crate) config: ConfigReport,
     /// How samples walk the stack.
     pub(crate) unwinder: Unwinder,
@@ -86,7 +86,7 @@ impl Profiler {
     /// `unwinder`; its profiles go to a directory of their own.
     pub(crate) fn new(config: ConfigReport, unwinder: Unwinder) -> Self {
         let books = Books { runs: Runs::new(DEFAULT_KEPT_RUNS), store: ProfileStore::default() };
-        Profiler { books: Mutex::new(books), run_ended: Condvar::new(), config, unwinder }
+        Profiler { books: Mutex::new(books), runs_changed: Condvar::new(), config, unwinder }
     }
 
     /// The kept profile `id`, or the latest one without an id.
@@ -145,13 +145,15 @@ impl Profiler {
             .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))?;
         let id = books.runs.next_id();
         let deadline = length.map(|length| Instant::now() + length);
-        if let Some(deadline) = deadline {
-            timer::spawn(self, id, deadline)?;
+        if deadline.is_some() {
+            timer::start(self)?;
         }
         // memprof's pools get all their threads first: none may be born while sampling is on.
         crate::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
-        Ok(Started::New(books.runs.begin(id, owner, deadline)))
+        let run = books.runs.begin(id, owner, deadline);
+        self.runs_changed.notify_all();
+        Ok(Started::New(run))
     }
 
     /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
@@ -187,7 +189,7 @@ impl Profiler {
         let Some(run) = books.runs.end() else {
             unreachable!("finish is only called with a current run");
         };
-        self.run_ended.notify_all();
+        self.runs_changed.notify_all();
         let dumped = jemalloc::unsampled(|| books.store.dump(run.id));
         switch_sampling_off(run.id);
         match dumped {
@@ -278,7 +280,7 @@ impl Profiler {
     pub(crate) fn shut_down(&self) {
         let mut books = self.books.lock();
         if let Some(run) = books.runs.end() {
-            self.run_ended.notify_all();
+            self.runs_changed.notify_all();
             leave_final_dump(run.id);
             switch_sampling_off(run.id);
         }

@@ -1,28 +1,37 @@
-//! The thread that ends a timed run at its deadline, unless the run ends before.
+//! The thread that ends timed runs at their deadlines, unless they end before. One thread serves every run
+//! and lives as long as the process: a thread's end makes jemalloc decay the program's main arena (see
+//! [`crate::threads`]), which would return the program's freed pages at the end of each run.
 
-use std::time::Instant;
+use std::sync::OnceLock;
 
 use super::{Error, Profiler};
 use crate::messages;
 
-/// Starts the thread that ends run `id` at `deadline`. Called before sampling is switched on; the thread
-/// is unsampled before this returns.
-pub(super) fn spawn(profiler: &'static Profiler, id: u64, deadline: Instant) -> Result<(), Error> {
-    crate::threads::spawn("memprof-timer", move || end_at(profiler, id, deadline))
-        .map_err(|error| Error::Thread { purpose: "the run's timer", error: error.to_string() })
+/// Whether the timer thread was started (and, if not, why).
+static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Starts the timer thread, the first time. Called before sampling is switched on: the thread is unsampled
+/// before this returns.
+pub(super) fn start(profiler: &'static Profiler) -> Result<(), Error> {
+    let started = STARTED.get_or_init(|| {
+        crate::threads::spawn("memprof-timer", move || end_runs(profiler)).map_err(|error| error.to_string())
+    });
+    started.clone().map_err(|error| Error::Thread { purpose: "the runs' timer", error })
 }
 
-/// Waits for `deadline` and ends run `id` then, if it is still the current run.
-fn end_at(profiler: &Profiler, id: u64, deadline: Instant) {
+/// Ends each timed run when its deadline comes, if it is still the current run; waits for the next run.
+fn end_runs(profiler: &Profiler) {
     let mut books = profiler.books.lock();
-    while books.runs.current().is_some_and(|run| run.id == id) {
-        if Instant::now() >= deadline {
-            match profiler.finish(&mut books) {
+    loop {
+        match books.runs.current().and_then(|run| run.deadline.map(|deadline| (run.id, deadline))) {
+            Some((id, deadline)) if std::time::Instant::now() >= deadline => match profiler.finish(&mut books) {
                 Ok(run) => messages::info(&format!("Heap profiling run {id} ended; profile at {}", run.path.display())),
                 Err(error) => messages::warn(&error.to_string()),
+            },
+            Some((_, deadline)) => {
+                profiler.runs_changed.wait_until(&mut books, deadline);
             }
-            return;
+            None => profiler.runs_changed.wait(&mut books),
         }
-        profiler.run_ended.wait_until(&mut books, deadline);
     }
 }
