@@ -132,8 +132,13 @@ fn start_unsampled(options: Options) -> Guard {
         messages::warn("memprof::start was called again; only the first call counts");
         return Guard { owns_shutdown: false };
     }
-    // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded (`explain`).
-    crate::jemalloc::install_range_hooks();
+    // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded (`explain`),
+    // every arena made later hooked as it is made.
+    if crate::jemalloc::install_range_hooks()
+        && let Err(error) = crate::threads::spawn("memprof-arenas", crate::jemalloc::watch_new_arenas)
+    {
+        messages::warn(&format!("explain will not tell jemalloc's memory apart: cannot start a thread ({error})"));
+    }
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
     let parent = crate::storage::parent_directory();

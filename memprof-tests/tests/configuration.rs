@@ -281,3 +281,39 @@ fn what_answers_keep_goes_when_the_endpoints_are_idle() {
         assert!(std::time::Instant::now() < deadline, "once idle, memprof holds {before} -> {keeping} -> {idle} bytes");
     }
 }
+
+/// memprof's cost does not grow with jemalloc's arenas (4 a CPU; it initialized every one of them at start,
+/// 90 KiB each): with 256 of them the example starts within 2 MiB of its size with 8 (jemalloc's own
+/// control table, a page a possible arena, is the whole difference), its arenas made later are hooked as
+/// they are made, and `explain` adds up with the record of jemalloc's ranges complete.
+#[test]
+fn two_hundred_and_fifty_six_arenas_cost_what_eight_do_and_explain_adds_up() {
+    use memprof_wire::Explanation;
+    let started = |narenas: u32| {
+        let service = Program::service().env("MALLOC_CONF", format!("narenas:{narenas}")).spawn();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", service.pid())).unwrap();
+        let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap();
+        let rss = line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+        (service, rss)
+    };
+    let (few, few_rss) = started(8);
+    drop(few);
+    let (many, many_rss) = started(256);
+    assert!(many_rss <= few_rss + (2 << 20), "RSS at start: {few_rss} with 8 arenas, {many_rss} with 256");
+    // Clients at once: the service's connection threads are born, on an arena memprof already hooked.
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn({
+                let address = many.address();
+                move || memprof_tests::http::request(address, "GET", "/memory-profiler/state").status
+            })
+        })
+        .collect();
+    assert!(threads.into_iter().all(|thread| thread.join().unwrap() == 200));
+    let explanation: Explanation = serde_json::from_value(many.get_json("/memory-profiler/explain")).unwrap();
+    let leaves: u64 = explanation.leaves().iter().map(|leaf| leaf.bytes).sum();
+    assert_eq!(leaves, explanation.rss_bytes, "{explanation:#?}");
+    let complete = explanation.evidence.iter().find(|reading| reading.name == "record complete").unwrap();
+    assert_eq!(complete.value, 1.0, "{explanation:#?}");
+    assert_ne!(explanation.verdict.kind, memprof_wire::VerdictKind::Retention, "{explanation:#?}");
+}

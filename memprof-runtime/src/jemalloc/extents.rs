@@ -12,7 +12,9 @@
 //! not in the table, except those [`claim_range`] adds.
 
 use std::ffi::{c_uint, c_void};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use tikv_jemalloc_ctl::raw;
 use tikv_jemalloc_sys::extent_hooks_t;
@@ -95,6 +97,8 @@ static TABLE: Mutex<RangeSet<CAPACITY>> = Mutex::new(RangeSet::new());
 
 /// jemalloc's default hooks, as arena 0 had them; the wrappers call them.
 static DEFAULTS: OnceLock<extent_hooks_t> = OnceLock::new();
+/// Where jemalloc's default hooks are: an arena whose `extent_hooks` point there has no hooks of its own.
+static DEFAULT_POINTER: OnceLock<usize> = OnceLock::new();
 /// The hooks installed: the defaults with `alloc`, `dalloc` and `destroy` wrapped. jemalloc keeps a
 /// pointer to them for the life of the process.
 static RECORDING: OnceLock<extent_hooks_t> = OnceLock::new();
@@ -166,8 +170,10 @@ pub(crate) fn recording_hooks() -> Result<*mut extent_hooks_t, CtlError> {
     if RECORDING.get().is_none() {
         // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; jemalloc's default hooks live as long
         // as the process, and are only read here.
-        let defaults = unsafe { *raw::read::<*mut extent_hooks_t>(b"arena.0.extent_hooks\0")? };
-        let defaults = *DEFAULTS.get_or_init(|| defaults);
+        let pointer = unsafe { raw::read::<*mut extent_hooks_t>(b"arena.0.extent_hooks\0")? };
+        // SAFETY: as above: the defaults, read, never written.
+        let defaults = *DEFAULTS.get_or_init(|| unsafe { *pointer });
+        DEFAULT_POINTER.get_or_init(|| pointer as usize);
         RECORDING.get_or_init(|| extent_hooks_t {
             alloc: Some(recording_alloc),
             dalloc: Some(recording_dalloc),
@@ -180,17 +186,24 @@ pub(crate) fn recording_hooks() -> Result<*mut extent_hooks_t, CtlError> {
     Ok(std::ptr::from_ref(hooks).cast_mut())
 }
 
-/// Whether [`install_range_hooks`] succeeded: [`ranges`] then holds jemalloc's mappings.
+/// Whether [`install_range_hooks`] succeeded and every arena since had the hooks before it mapped
+/// anything: [`ranges`] then holds jemalloc's mappings.
 pub(crate) fn range_hooks_installed() -> bool {
-    INSTALLED.get().is_some_and(|installed| *installed)
+    INSTALLED.get().is_some_and(|installed| *installed) && !MISSED.load(Ordering::Relaxed)
 }
 
 static INSTALLED: OnceLock<bool> = OnceLock::new();
 
-/// Installs the recording hooks in every automatic arena (initializing those not in use yet, so they map
-/// through the hooks from their first extent) and in the arena for huge allocations (made to exist first by
-/// one allocation of `opt.oversize_threshold` bytes, whose range is claimed). Once; later calls answer the
-/// first's result.
+/// An arena was made that may have mapped memory before the hooks reached it (see [`arena_made`]).
+static MISSED: AtomicBool = AtomicBool::new(false);
+
+/// Installs the recording hooks in every arena jemalloc has initialized (arena 0, and those of threads
+/// that ran before), creates memprof's own arena with them, and initializes one more automatic arena with
+/// them, where memprof's threads are born (a new thread takes an initialized arena no thread uses before
+/// it makes a new one) before they move to memprof's arena. Arenas made later get the hooks as they are
+/// made ([`watch_new_arenas`]): memprof costs the same however many arenas jemalloc may make (4 a CPU),
+/// where initializing all of them at start cost 90 KiB each and their statistics' reading. Once; later
+/// calls answer the first's result.
 pub(crate) fn install_range_hooks() -> bool {
     *INSTALLED.get_or_init(install)
 }
@@ -199,46 +212,167 @@ fn install() -> bool {
     let Ok(hooks) = recording_hooks() else {
         return false;
     };
-    claim_huge_arena();
-    // SAFETY: `arenas.narenas` is an `unsigned`.
-    let Ok(arenas) = (unsafe { raw::read::<c_uint>(b"arenas.narenas\0") }) else {
+    let Some(arenas) = Arenas::new() else {
         return false;
     };
-    let mut installed = 0;
-    for arena in 0..arenas {
-        let name = format!("arena.{arena}.extent_hooks\0");
-        // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; the hooks live as long as the process.
-        // An index jemalloc does not use answers EFAULT: nothing maps through it.
-        if unsafe { raw::write(name.as_bytes(), hooks) }.is_ok() {
-            installed += 1;
-        }
+    let installed = arenas.hook_unhooked(hooks, &mut Vec::new());
+    // Before the watch starts: `arenas.create` holds jemalloc's control lock while it makes the arena.
+    super::arena::own_arena();
+    if let Some(spare) = (0..arenas.automatic).find(|&arena| !arenas.initialized(arena)) {
+        // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; written to an automatic arena not yet
+        // initialized, it initializes the arena with these hooks, which live as long as the process.
+        let _ = unsafe { raw::write_mib(&arenas.at(&arenas.hooks, spare), hooks) };
     }
     installed > 0
 }
 
-/// Makes jemalloc create its arena for huge allocations (it does on the first one) so its hooks can be
-/// replaced, and claims the range that first allocation mapped.
-fn claim_huge_arena() {
-    // SAFETY: `opt.oversize_threshold` is a `size_t`.
-    let Ok(threshold) = (unsafe { raw::read::<usize>(b"opt.oversize_threshold\0") }) else {
-        return;
-    };
-    if threshold == 0 || threshold > 1 << 30 {
-        return;
+/// The arenas' controls, by index (`mallctlbymib`: no name parsed per arena).
+struct Arenas {
+    /// `arena.<i>.extent_hooks`.
+    hooks: [usize; 3],
+    /// `arena.<i>.name`: answers EFAULT, without initializing it, for an arena not initialized.
+    name: [usize; 3],
+    /// `opt.narenas`: automatic arenas are `0..automatic`.
+    automatic: u32,
+}
+
+impl Arenas {
+    fn new() -> Option<Self> {
+        let (mut hooks, mut name) = ([0; 3], [0; 3]);
+        raw::name_to_mib(b"arena.0.extent_hooks\0", &mut hooks).ok()?;
+        raw::name_to_mib(b"arena.0.name\0", &mut name).ok()?;
+        // SAFETY: `opt.narenas` is an `unsigned`.
+        let automatic = unsafe { raw::read::<c_uint>(b"opt.narenas\0") }.ok()?;
+        Some(Arenas { hooks, name, automatic })
     }
-    // SAFETY: a plain allocation of jemalloc's, freed at once and never touched (its pages stay untouched).
-    unsafe {
-        let probe = tikv_jemalloc_sys::malloc(threshold);
-        if !probe.is_null() {
-            claim_range(probe as usize, threshold);
-            tikv_jemalloc_sys::free(probe);
+
+    fn at(&self, mib: &[usize; 3], arena: u32) -> [usize; 3] {
+        [mib[0], arena as usize, mib[2]]
+    }
+
+    /// Whether `arena` exists (reading its name, which never initializes it).
+    fn initialized(&self, arena: u32) -> bool {
+        let mib = self.at(&self.name, arena);
+        // SAFETY: with no old and no new value, `arena.<i>.name` only checks that the arena exists.
+        let code = unsafe {
+            tikv_jemalloc_sys::mallctlbymib(
+                mib.as_ptr(),
+                mib.len(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        code == 0
+    }
+
+    /// Installs `hooks` in every initialized arena that has jemalloc's default hooks and is not in
+    /// `hooked` (indexes already seen with hooks, memprof's or a program's own), noting them there; how
+    /// many were installed.
+    fn hook_unhooked(&self, hooks: *mut extent_hooks_t, hooked: &mut Vec<bool>) -> usize {
+        // SAFETY: `arenas.narenas` is an `unsigned`.
+        let Ok(count) = (unsafe { raw::read::<c_uint>(b"arenas.narenas\0") }) else {
+            return 0;
+        };
+        hooked.resize(hooked.len().max(count as usize), false);
+        let default = DEFAULT_POINTER.get().copied();
+        let mut installed = 0;
+        for arena in 0..count {
+            if hooked[arena as usize] {
+                continue;
+            }
+            let mib = self.at(&self.hooks, arena);
+            // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; read, it initializes nothing.
+            let Ok(current) = (unsafe { raw::read_mib::<*mut extent_hooks_t>(&mib) }) else {
+                continue;
+            };
+            if Some(current as usize) != default {
+                // memprof's, or the program's own hooks: never replaced.
+                hooked[arena as usize] = self.initialized(arena);
+                continue;
+            }
+            // SAFETY: as above; the arena exists, so the write only replaces its hooks, which live as long
+            // as the process.
+            if self.initialized(arena) && unsafe { raw::write_mib(&mib, hooks) }.is_ok() {
+                hooked[arena as usize] = true;
+                installed += 1;
+            }
         }
+        installed
     }
 }
 
-/// Records `[start, start + len)` as jemalloc's (a range it mapped before the hooks were installed).
-fn claim_range(start: usize, len: usize) {
-    note(start as *mut c_void, len, true);
+/// What the arena-made hook and the watch share: arenas made (announced) and arenas hooked (answered),
+/// and the process the watch runs in (a child of `fork` has no watch).
+struct Watch {
+    announced: u64,
+    answered: u64,
+    process: Option<u32>,
+}
+
+/// A `std` mutex and condition variables (futexes, no allocation): [`arena_made`] runs inside jemalloc.
+static WATCH: Mutex<Watch> = Mutex::new(Watch { announced: 0, answered: 0, process: None });
+static ANNOUNCED: Condvar = Condvar::new();
+static ANSWERED: Condvar = Condvar::new();
+
+/// How long a thread that made an arena waits for the watch to hook it: it holds jemalloc's lock on the
+/// arenas meanwhile (and its control lock, if it made the arena through `arenas.create`, which the watch
+/// then waits for: the wait ends, and what the arena maps before the watch hooks it is not recorded).
+const HOOKED_WITHIN: Duration = Duration::from_millis(50);
+
+unsafe extern "C" {
+    /// jemalloc 5.3's hook called each time an arena other than arena 0 is made (`arena_new`), at the end,
+    /// before the arena maps anything for the thread that made it: a test hook of jemalloc's, exported.
+    #[link_name = "_rjem_je_test_hooks_arena_new_hook"]
+    static mut ARENA_NEW_HOOK: Option<unsafe extern "C" fn()>;
+}
+
+/// Called by jemalloc when it has made an arena (holding its lock on the arenas; with its control lock
+/// too when made through `arenas.create`): asks the watch to hook it and waits for that, at most
+/// [`HOOKED_WITHIN`]. Allocates nothing.
+extern "C" fn arena_made() {
+    let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
+    if watch.process != Some(std::process::id()) {
+        MISSED.store(true, Ordering::Relaxed);
+        return;
+    }
+    watch.announced += 1;
+    let wanted = watch.announced;
+    ANNOUNCED.notify_one();
+    let (_watch, waited) = ANSWERED
+        .wait_timeout_while(watch, HOOKED_WITHIN, |watch| watch.answered < wanted)
+        .unwrap_or_else(PoisonError::into_inner);
+    if waited.timed_out() {
+        MISSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The watch: hooks each arena jemalloc makes from now on, as it is made (run by a thread of memprof's
+/// own, for the life of the process). Returns at once when the hooks were never installed.
+pub(crate) fn watch_new_arenas() {
+    let (Some(true), Ok(hooks), Some(arenas)) = (INSTALLED.get(), recording_hooks(), Arenas::new()) else {
+        return;
+    };
+    let mut hooked = Vec::new();
+    WATCH.lock().unwrap_or_else(PoisonError::into_inner).process = Some(std::process::id());
+    // SAFETY: jemalloc reads the hook's pointer when it makes an arena; one aligned pointer-sized store.
+    unsafe { std::ptr::addr_of_mut!(ARENA_NEW_HOOK).write_volatile(Some(arena_made)) };
+    // Arenas made between the installation and the hook (this thread's own, say) are hooked late: what
+    // they mapped before is not in the table.
+    if arenas.hook_unhooked(hooks, &mut hooked) > 0 {
+        MISSED.store(true, Ordering::Relaxed);
+    }
+    loop {
+        let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
+        watch.answered = watch.announced;
+        ANSWERED.notify_all();
+        while watch.answered == watch.announced {
+            watch = ANNOUNCED.wait(watch).unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(watch);
+        arenas.hook_unhooked(hooks, &mut hooked);
+    }
 }
 
 /// jemalloc's mapped ranges, as recorded.
@@ -314,17 +448,51 @@ mod tests {
         assert_eq!(full.as_slice(), [(0, 100), (200, 300)]);
     }
 
+    /// Installs the hooks and starts the watch, once for the test binary.
+    fn installed() {
+        static WATCHING: OnceLock<()> = OnceLock::new();
+        WATCHING.get_or_init(|| {
+            assert!(install_range_hooks());
+            std::thread::spawn(watch_new_arenas);
+            while WATCH.lock().unwrap().process.is_none() {
+                std::thread::yield_now();
+            }
+        });
+    }
+
+    fn recorded(block: &[u8]) -> bool {
+        let address = block.as_ptr() as usize;
+        ranges().ranges.iter().any(|&(start, end)| start <= address && address + block.len() <= end)
+    }
+
     #[test]
     fn installed_hooks_record_what_jemalloc_maps() {
-        assert!(install_range_hooks());
+        installed();
         let block = std::hint::black_box(vec![1u8; 64 << 20]);
-        let address = block.as_ptr() as usize;
-        let recorded = ranges();
-        assert!(recorded.complete);
-        assert!(
-            recorded.ranges.iter().any(|&(start, end)| start <= address && address + block.len() <= end),
-            "{address:#x} in {:x?}",
-            recorded.ranges
-        );
+        assert!(ranges().complete);
+        assert!(recorded(&block), "{:x?} in {:x?}", block.as_ptr(), ranges().ranges);
+    }
+
+    #[test]
+    fn arenas_made_after_the_installation_are_hooked_as_they_are_made() {
+        installed();
+        // More threads at once than jemalloc has arenas for (4 a CPU): each new thread that finds every
+        // arena in use makes one, which the watch hooks before it maps anything.
+        let (held, hold) = std::sync::mpsc::channel::<()>();
+        let hold = std::sync::Arc::new(Mutex::new(hold));
+        let threads: Vec<_> = (0..64)
+            .map(|_| {
+                let hold = std::sync::Arc::clone(&hold);
+                std::thread::spawn(move || {
+                    let block = std::hint::black_box(vec![1u8; 4 << 20]);
+                    let seen = recorded(&block);
+                    let _ = hold.lock().unwrap().recv();
+                    seen
+                })
+            })
+            .collect();
+        drop(held);
+        let unrecorded = threads.into_iter().map(|thread| thread.join().unwrap()).filter(|seen| !seen).count();
+        assert_eq!(unrecorded, 0, "blocks of threads on arenas made after the installation: {:x?}", ranges().ranges);
     }
 }

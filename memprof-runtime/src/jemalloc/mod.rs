@@ -19,7 +19,7 @@ mod memory;
 pub(crate) use memory::ArenaBytes;
 
 pub(crate) use arena::{bind_this_thread_to_own_arena, own_arena, use_arena};
-pub(crate) use extents::{install_range_hooks, range_hooks_installed, ranges};
+pub(crate) use extents::{install_range_hooks, range_hooks_installed, ranges, watch_new_arenas};
 pub(crate) use memory::{BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings};
 
 /// What a failed `mallctl` call says (jemalloc returns an errno value).

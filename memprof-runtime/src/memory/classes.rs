@@ -6,14 +6,18 @@
 //!   at most what is left: profiling's records (`internal`), the program's live objects (`allocated`
 //!   without them and without memprof's arena), memprof's arena (`heap/profiler`, its active pages), the
 //!   unused space inside active pages (`active - allocated`), and the rest, freed pages jemalloc keeps
-//!   (`heap/free`);
+//!   (`heap/free`), but for the metadata below;
 //! - thread stacks: `[stack]`, and private writable anonymous mappings directly above a guard (`---p`), as
 //!   glibc lays out a thread's stack;
 //! - code: every mapping of a file that has an executable mapping (its text, read-only data and relocated
 //!   data), and the kernel's `[vdso]`;
 //! - files: other file mappings and shared memory;
-//! - anonymous memory outside jemalloc's ranges: first jemalloc's base metadata (`metadata - internal`,
-//!   which jemalloc maps outside its arenas' hooks), the rest `other` (direct `mmap`s, another allocator);
+//! - jemalloc's base metadata (`metadata - internal`): in anonymous memory outside jemalloc's ranges (it is
+//!   mapped outside the arenas' hooks), and what is not found there in the ranges, past the freed pages
+//!   jemalloc keeps (`pdirty + pmuzzy`; an arena that had memprof's hooks when its metadata grew mapped it
+//!   through them);
+//! - the rest of the anonymous memory outside jemalloc's ranges is `other` (direct `mmap`s, another
+//!   allocator);
 //! - `unattributed`: mappings the kernel names in a way not known here.
 
 use memprof_wire::{ClassBytes, MemoryClass, class};
@@ -80,8 +84,13 @@ pub(crate) fn classify(mappings: &[Mapping], in_jemalloc: &[u64], heap: &HeapRea
     bytes.profiler = take(&mut jemalloc, heap.profiler.active);
     let active = heap.all.active.saturating_sub(heap.profiler.active);
     bytes.unused = take(&mut jemalloc, active.saturating_sub(program));
-    bytes.free = jemalloc;
-    let allocator_metadata = take(&mut anonymous, heap.metadata.saturating_sub(heap.internal));
+    // jemalloc's base metadata is mapped outside the hooks, except the blocks of arenas that had memprof's
+    // hooks when they grew their metadata: those are in the ranges, past the freed pages jemalloc keeps.
+    let metadata = heap.metadata.saturating_sub(heap.internal);
+    let outside = take(&mut anonymous, metadata);
+    let kept_free = take(&mut jemalloc, heap.all.free);
+    let allocator_metadata = outside + take(&mut jemalloc, metadata - outside);
+    bytes.free = kept_free + jemalloc;
     bytes.other = anonymous;
     bytes.metadata = profiling + allocator_metadata;
     Classified { bytes, profiling, allocator_metadata, threads }
@@ -171,6 +180,27 @@ mod tests {
         let tree = classified.tree();
         assert_eq!(tree.iter().map(|class| class.bytes).sum::<u64>(), b.rss);
         assert_eq!(tree[1].count, Some(3));
+    }
+
+    #[test]
+    fn metadata_mapped_through_the_hooks_is_metadata_not_freed_pages() {
+        let mappings = recorded();
+        let mut in_jemalloc = vec![0; mappings.len()];
+        // 256 MiB resident in the ranges, of which 250 live, 4 unused, 1 freed and kept, 1 metadata.
+        in_jemalloc[4] = 256 * MIB;
+        let heap = HeapReading {
+            all: ArenaBytes { allocated: 250 * MIB, active: 254 * MIB, free: MIB },
+            metadata: 9 * MIB,
+            internal: 0,
+            resident: 300 * MIB,
+            profiler: ArenaBytes::default(),
+        };
+        let classified = classify(&mappings, &in_jemalloc, &heap, 1);
+        let b = classified.bytes;
+        assert_eq!((b.objects, b.unused, b.free), (250 * MIB, 4 * MIB, MIB));
+        // 8 KiB of metadata outside the ranges (the recorded program's small anonymous mapping), the rest of
+        // what is in the ranges after the freed pages.
+        assert_eq!(classified.allocator_metadata, (8 << 10) + MIB);
     }
 
     #[test]
