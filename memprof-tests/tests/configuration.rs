@@ -253,7 +253,7 @@ fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_du
     assert_eq!(mode & 0o777, 0o600, "the final dump is the owner's only");
 }
 
-/// What answers keep for the next ones (here the names of a large symbol lookup) is let go once the
+/// What answers keep for the next ones (the names of a large symbol lookup, statistics reports) is let go once the
 /// endpoints' threads have all been idle ten seconds: memprof's own arena returns to what it held before.
 #[test]
 fn what_answers_keep_goes_when_the_endpoints_are_idle() {
@@ -268,6 +268,10 @@ fn what_answers_keep_goes_when_the_endpoints_are_idle() {
     let body = memprof_tests::sockets::spread_addresses(service.pid(), 1 << 14);
     let lookup = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", &body);
     assert_eq!(lookup.status, 200);
+    // Statistics reports are kept a second for the next asker, then until the endpoints are idle.
+    for path in ["/memory-profiler/statistics", "/memory-profiler/statistics?format=text"] {
+        assert_eq!(service.get(path).status, 200);
+    }
     let keeping = profiler_bytes();
     assert!(keeping >= before + (1 << 20), "the names are kept for the next lookup: {before} -> {keeping} bytes");
     // Each reading is a request, after which the endpoints are idle again ten seconds later: read every 12 s.

@@ -242,3 +242,44 @@ fn the_readmes_explain_session_is_what_the_tool_prints() {
     let (_, purged, _) = memprof_tool(&program, &["purge"]);
     assert_eq!(shape(&purged), shape(session[purge + 1]));
 }
+
+/// What memprof holds (the names of a large symbol lookup, statistics reports) is never the program's: the
+/// live bytes in the memory history, which the leak rule reads, do not grow by it.
+#[test]
+fn memprofs_own_memory_is_never_the_programs_live_bytes() {
+    let program = explained("idle");
+    let newest = |after: u64| {
+        let deadline = Instant::now() + memprof_tests::process::PATIENCE;
+        loop {
+            let memory: memprof_wire::Memory =
+                serde_json::from_value(program.get_json(&format!("/memory-profiler/memory?since={after}"))).unwrap();
+            if let Some(reading) = memory.readings.last() {
+                return reading.clone();
+            }
+            assert!(Instant::now() < deadline, "no reading after {after}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let memprofs = || {
+        let explanation = explain(&program);
+        explanation.evidence.iter().find(|reading| reading.name == "memprof's arena: allocated").unwrap().value as u64
+    };
+    let before = newest(0);
+    let held_before = memprofs();
+    let body = memprof_tests::sockets::spread_addresses(program.pid(), 1 << 14);
+    let lookup = http::request_with_body(program.address(), "POST", "/debug/pprof/symbol", &body);
+    assert_eq!(lookup.status, 200);
+    for path in ["/memory-profiler/statistics", "/memory-profiler/statistics?format=text"] {
+        assert_eq!(program.get(path).status, 200);
+    }
+    let held = memprofs();
+    assert!(held >= held_before + MIB, "memprof's arena holds {held_before} -> {held} bytes");
+    let asked = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let after = newest(asked);
+    assert!(
+        (after.counters.allocated as u64) < before.counters.allocated as u64 + (held - held_before) / 2,
+        "the program's live bytes went {} -> {} while memprof's arena went {held_before} -> {held}",
+        before.counters.allocated,
+        after.counters.allocated
+    );
+}

@@ -84,6 +84,7 @@ pub(crate) fn answer(context: &Context, request: &Request) -> Response {
 /// endpoints are not in use keeps none of their work. The next request computes again what it needs.
 pub(crate) fn forget_caches() {
     render_cache::forget_all();
+    state::forget_statistics();
     memprof_analysis::forget_cached_symbols();
     jobs::return_freed_memory();
 }

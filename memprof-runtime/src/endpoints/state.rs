@@ -113,12 +113,20 @@ pub(super) fn statistics(_: &Context, query: &Query) -> Result<Reply, HttpError>
 /// milliseconds of CPU, and a dashboard or scraper asking often must not take it from the program.
 const STATISTICS_REUSED_FOR: Duration = Duration::from_secs(1);
 
+/// When a report was printed, and the report.
+type Printed = (Instant, Arc<Vec<u8>>);
+
+/// The last text and JSON reports ([`recent_statistics`]): with many arenas, megabytes.
+static RECENT: Mutex<[Option<Printed>; 2]> = Mutex::new([None, None]);
+
+/// Lets go of the last reports (the endpoints are idle: see [`super::forget_caches`]).
+pub(super) fn forget_statistics() {
+    *RECENT.lock() = [None, None];
+}
+
 /// The JSON (or text) report printed less than [`STATISTICS_REUSED_FOR`] ago, else a new one; requests that
 /// arrive while one is printed wait for it. Printing is an expensive job ([`super::jobs`]).
 fn recent_statistics(json: bool) -> Result<Arc<Vec<u8>>, HttpError> {
-    /// When a report was printed, and the report.
-    type Printed = (Instant, Arc<Vec<u8>>);
-    static RECENT: Mutex<[Option<Printed>; 2]> = Mutex::new([None, None]);
     let mut recent = RECENT.lock();
     let slot = &mut recent[usize::from(json)];
     if let Some((_, report)) = slot.as_ref().filter(|(printed, _)| printed.elapsed() < STATISTICS_REUSED_FOR) {

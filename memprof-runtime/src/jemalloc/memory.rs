@@ -50,6 +50,24 @@ fn arena_bytes(arena: u32, page: u64) -> Result<ArenaBytes, CtlError> {
     })
 }
 
+/// One arena's counters, as [`super::heap_stats`] gives them for all (after an `epoch` advance); its
+/// metadata is left at zero.
+pub(super) fn arena_counters(arena: u32) -> Result<memprof_wire::HeapCounters, CtlError> {
+    let stat = |name: &str| {
+        // SAFETY: every `stats.arenas.<i>.*` read here is a `size_t` (jemalloc(3)).
+        unsafe { read::<usize>(&format!("stats.arenas.{arena}.{name}")) }
+    };
+    let bytes = arena_bytes(arena, page_size())?;
+    Ok(memprof_wire::HeapCounters {
+        allocated: bytes.allocated as usize,
+        active: bytes.active as usize,
+        metadata: 0,
+        resident: stat("resident")?,
+        mapped: stat("mapped")?,
+        retained: stat("retained")?,
+    })
+}
+
 /// jemalloc's counters now (advances `epoch` first); `own_arena` is memprof's arena, read apart.
 pub(crate) fn heap_reading(own_arena: Option<u32>) -> Result<HeapReading, CtlError> {
     tikv_jemalloc_ctl::epoch::advance()?;

@@ -268,16 +268,31 @@ pub(crate) fn bytes_allocated_since_start() -> Result<u64, CtlError> {
     }
 }
 
-/// jemalloc's process-wide memory counters (`stats.*`): advances `epoch` so they are fresh, then reads them.
+/// The program's memory counters: jemalloc's process-wide ones (`stats.*`, fresh: `epoch` is advanced
+/// first) less what memprof's own arena holds, so that nothing memprof keeps is read as the program's live
+/// bytes, in their history, by the automatic dumps' thresholds or by a verdict (jemalloc's metadata stays
+/// whole).
 pub(crate) fn heap_stats() -> Result<memprof_wire::HeapCounters, CtlError> {
     tikv_jemalloc_ctl::epoch::advance()?;
-    Ok(memprof_wire::HeapCounters {
+    let all = memprof_wire::HeapCounters {
         allocated: stats::allocated::read()?,
         active: stats::active::read()?,
         metadata: stats::metadata::read()?,
         resident: stats::resident::read()?,
         mapped: stats::mapped::read()?,
         retained: stats::retained::read()?,
+    };
+    let Some(own) = own_arena() else {
+        return Ok(all);
+    };
+    let memprofs = memory::arena_counters(own)?;
+    Ok(memprof_wire::HeapCounters {
+        allocated: all.allocated.saturating_sub(memprofs.allocated),
+        active: all.active.saturating_sub(memprofs.active),
+        metadata: all.metadata,
+        resident: all.resident.saturating_sub(memprofs.resident),
+        mapped: all.mapped.saturating_sub(memprofs.mapped),
+        retained: all.retained.saturating_sub(memprofs.retained),
     })
 }
 
