@@ -254,7 +254,7 @@ fn memprofs_own_memory_is_never_the_programs_live_bytes() {
             let memory: memprof_wire::Memory =
                 serde_json::from_value(program.get_json(&format!("/memory-profiler/memory?since={after}"))).unwrap();
             if let Some(reading) = memory.readings.last() {
-                return reading.clone();
+                return *reading;
             }
             assert!(Instant::now() < deadline, "no reading after {after}");
             std::thread::sleep(Duration::from_millis(200));
