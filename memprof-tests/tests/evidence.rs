@@ -155,6 +155,23 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     }
 }
 
+/// The last-seen record is written when a run starts (not only every 5 s): a run started just before a
+/// `kill -9` is named after the restart, and its directory is kept as evidence.
+#[test]
+fn a_run_started_just_before_a_kill_is_named_after_the_restart() {
+    let scratch = Scratch::new("evidence-quick-kill");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let mut killed = service_in(&parent).spawn();
+    let active = start(&killed, "1mins");
+    killed.signal("KILL");
+    killed.wait_for_exit();
+    let restarted = service_in(&parent).spawn();
+    let processes = earlier(&restarted);
+    assert_eq!(processes.len(), 1, "{processes:#?}");
+    assert_eq!(processes[0]["lost_run"]["id"].as_u64(), Some(active), "{processes:#?}");
+}
+
 #[test]
 fn a_profile_of_another_build_is_served_raw_and_not_symbolized() {
     let scratch = Scratch::new("evidence-build");

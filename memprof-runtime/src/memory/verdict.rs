@@ -10,7 +10,8 @@
 //! 2. of **retention** (`heap/free`), **fragmentation** (`heap/unused`) and **outside_heap** (`stacks` +
 //!    `other`), the largest that reaches [`NOTABLE_BYTES`] and [`NOTABLE_SHARE`] of the resident set
 //!    (outside_heap: half of it);
-//! 3. otherwise **healthy**.
+//! 3. otherwise **healthy**, naming each class that holds [`NOTABLE_BYTES`] and [`NOTABLE_SHARE`] of the
+//!    resident set, what it is and what can be done (or why nothing needs doing).
 
 use memprof_wire::{DecaySettings, GrowingStack, Verdict, VerdictKind, paths};
 
@@ -126,16 +127,7 @@ pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
         Some(VerdictKind::Retention) => retention(b.free, rss, findings.decay),
         Some(VerdictKind::Fragmentation) => fragmentation(b.unused, rss, findings.bins),
         Some(VerdictKind::OutsideHeap) => outside_heap(findings.classified),
-        _ => (
-            format!(
-                "RSS {}: live objects {:.0} %, nothing stands out (freed pages kept {}, unused space in pages {})",
-                mib(rss),
-                percent(b.objects, rss),
-                mib(b.free),
-                mib(b.unused)
-            ),
-            "Nothing to do.".to_owned(),
-        ),
+        _ => healthy(findings.classified, |bytes| notable(bytes, NOTABLE_SHARE)),
     };
     Verdict { kind: chosen.map_or(VerdictKind::Healthy, |candidate| candidate.0), summary, fix, stacks: Vec::new() }
 }
@@ -221,6 +213,68 @@ fn fragmentation(unused: u64, rss: u64, bins: &[BinUse]) -> (String, String) {
                short-lived ones of the same size."
         .to_owned();
     (summary, fix)
+}
+
+/// No cause to fix: each class that still holds a notable share (`notable`) named, with what it is and
+/// what, if anything, can be done.
+fn healthy(classified: &Classified, notable: impl Fn(u64) -> bool) -> (String, String) {
+    let b = &classified.bytes;
+    let described = [
+        (
+            b.objects,
+            "live objects (the program's own data)",
+            "nothing needs doing while they do not grow (the leak rule watches them); a run's profile (POST /memory-profiler/start) shows the stacks holding them",
+        ),
+        (
+            b.metadata,
+            "jemalloc's metadata",
+            "profiling's records grow with the distinct stacks sampled (a larger lg_prof_sample samples fewer), the allocator's with its arenas and extents (MALLOC_CONF=narenas:N makes fewer arenas)",
+        ),
+        (
+            b.profiler,
+            "memprof's own work (analyses, renders, answers)",
+            "nothing to do: memprof lets it go ten seconds after the endpoints' last request",
+        ),
+        (
+            b.stacks,
+            "thread stacks",
+            "fewer threads, or smaller stacks (std::thread::Builder::stack_size, RUST_MIN_STACK, tokio's thread_stack_size)",
+        ),
+        (
+            b.code,
+            "code: the program's and its libraries' mapped files",
+            "nothing needs doing: these file pages are shared with every process of the same binaries and the kernel drops them under pressure; a smaller binary (strip, fewer dependencies) maps less",
+        ),
+        (
+            b.files,
+            "file mappings and shared memory",
+            "file pages the kernel can drop and write back; /proc/<pid>/smaps names the files by size",
+        ),
+        (
+            b.other,
+            "anonymous memory outside jemalloc (direct mmaps, another allocator)",
+            "look for anonymous maps (mmap, memmap2's map_anon) and C libraries with their own malloc; /proc/<pid>/smaps lists the mappings by size",
+        ),
+        (b.unattributed, "mappings the kernel names in a way memprof does not know", "/proc/<pid>/smaps names them"),
+    ];
+    let named: Vec<&(u64, &str, &str)> = described.iter().filter(|(bytes, _, _)| notable(*bytes)).collect();
+    let mut summary = format!(
+        "RSS {}: live objects {:.0} %, no cause to fix (freed pages kept {}, unused space in pages {})",
+        mib(b.rss),
+        percent(b.objects, b.rss),
+        mib(b.free),
+        mib(b.unused)
+    );
+    if named.is_empty() {
+        return (summary, "Nothing to do.".to_owned());
+    }
+    let held: Vec<String> = named
+        .iter()
+        .map(|(bytes, what, _)| format!("{what} hold {} ({:.0} % of RSS)", mib(*bytes), percent(*bytes, b.rss)))
+        .collect();
+    summary.push_str(&format!("; {}", held.join("; ")));
+    let fixes: Vec<String> = named.iter().map(|(_, what, fix)| format!("{what}: {fix}")).collect();
+    (summary, format!("{}.", fixes.join("; ")))
 }
 
 fn outside_heap(classified: &Classified) -> (String, String) {
@@ -345,6 +399,34 @@ mod tests {
         );
         let idle = judge(ClassBytes { rss: 12 * MIB, free: 6 * MIB, ..ClassBytes::default() }, &[], None);
         assert_eq!(idle.kind, VerdictKind::Healthy);
+        assert_eq!(idle.fix, "Nothing to do.");
+    }
+
+    #[test]
+    fn a_healthy_verdict_names_every_class_holding_a_notable_share() {
+        let bytes = ClassBytes {
+            rss: 200 * MIB,
+            objects: 60 * MIB,
+            code: 70 * MIB,
+            files: 40 * MIB,
+            stacks: 30 * MIB,
+            ..ClassBytes::default()
+        };
+        let verdict = judge(bytes, &[], None);
+        assert_eq!(verdict.kind, VerdictKind::Healthy);
+        assert_eq!(
+            verdict.summary,
+            "RSS 200.0 MiB: live objects 30 %, no cause to fix (freed pages kept 0.0 MiB, unused space in pages \
+             0.0 MiB); live objects (the program's own data) hold 60.0 MiB (30 % of RSS); code: the program's and \
+             its libraries' mapped files hold 70.0 MiB (35 % of RSS)"
+        );
+        assert!(
+            verdict.fix.starts_with("live objects (the program's own data): nothing needs doing"),
+            "{}",
+            verdict.fix
+        );
+        assert!(verdict.fix.contains("; code: the program's and its libraries' mapped files: nothing needs doing"));
+        assert!(!verdict.summary.contains("file mappings") && !verdict.summary.contains("stacks"), "under 25 %");
     }
 
     #[test]

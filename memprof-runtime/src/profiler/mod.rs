@@ -152,6 +152,7 @@ impl Profiler {
         crate::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
         let run = books.runs.begin(id, owner, deadline);
+        write_last_seen(&mut books);
         self.runs_changed.notify_all();
         Ok(Started::New(run))
     }
@@ -192,7 +193,7 @@ impl Profiler {
         self.runs_changed.notify_all();
         let dumped = jemalloc::unsampled(|| books.store.dump(run.id));
         switch_sampling_off(run.id);
-        match dumped {
+        let finished = match dumped {
             Ok(path) => {
                 let finished = KeptProfile {
                     id: run.id,
@@ -207,7 +208,9 @@ impl Profiler {
                 Ok(finished)
             }
             Err(error) => Err(books.runs.failed(run.id, error.to_string())),
-        }
+        };
+        write_last_seen(books);
+        finished
     }
 
     /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
@@ -243,20 +246,7 @@ impl Profiler {
     /// Writes the process's last-seen record in its profile directory (see [`crate::last_seen`]); nothing
     /// when no directory can be written (profiles kept in memory).
     pub(crate) fn record_last_seen(&self) {
-        let mut books = self.books.lock();
-        let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
-            id: run.id,
-            started_by: run.owner.name(),
-            started: crate::evidence::unix_seconds(run.started),
-        });
-        if books.store.in_memory() {
-            return;
-        }
-        let Some(json) = crate::last_seen::now(active).and_then(|seen| serde_json::to_vec(&seen).ok()) else {
-            return;
-        };
-        // Failing leaves the previous record (or none): the next start says less about this process's end.
-        let _ = books.store.write_small_file(crate::last_seen::FILE, &json);
+        write_last_seen(&mut self.books.lock());
     }
 
     /// Serves what earlier processes kept (found at start-up).
@@ -287,6 +277,24 @@ impl Profiler {
         books.runs.close();
         books.store.remove_all();
     }
+}
+
+/// Writes the process's last-seen record with the run active now (see [`Profiler::record_last_seen`]); also
+/// when a run starts and ends, so that a run started just before a kill is named after the restart.
+fn write_last_seen(books: &mut Books) {
+    let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
+        id: run.id,
+        started_by: run.owner.name(),
+        started: crate::evidence::unix_seconds(run.started),
+    });
+    if books.store.in_memory() {
+        return;
+    }
+    let Some(json) = crate::last_seen::now(active).and_then(|seen| serde_json::to_vec(&seen).ok()) else {
+        return;
+    };
+    // Failing leaves the previous record (or none): the next start says less about this process's end.
+    let _ = books.store.write_small_file(crate::last_seen::FILE, &json);
 }
 
 /// With no run of memprof's, the answer to a stop: nothing, unless sampling was switched on outside
