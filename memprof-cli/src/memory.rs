@@ -57,12 +57,16 @@ pub(crate) fn describe_purged(purged: &Purged) -> String {
 /// jemalloc's purging settings.
 pub(crate) fn describe_decay(settings: &DecaySettings) -> String {
     let time = |ms: i64| if ms < 0 { "never".to_owned() } else { format!("after {ms} ms") };
-    format!(
+    let said = format!(
         "dirty pages are returned {}, muzzy pages {}; background threads are {}",
         time(settings.dirty_decay_ms),
         time(settings.muzzy_decay_ms),
         if settings.background_thread { "on" } else { "off" }
-    )
+    );
+    match &settings.cost {
+        Some(cost) => format!("{said}\nCost: {}", one_line(cost)),
+        None => said,
+    }
 }
 
 #[cfg(test)]

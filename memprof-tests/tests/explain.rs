@@ -203,6 +203,31 @@ fn the_cli_explains_purges_and_sets_decay() {
     assert_eq!(code, 0);
     let explanation: Explanation = serde_json::from_str(&out).unwrap();
     assert_eq!(explanation.verdict.kind, VerdictKind::Retention);
+    // Five purges at once: one returns the freed pages; each other one joined it and says so, with its
+    // figures, or came after it and returned what was left.
+    let address = program.address();
+    let purges: Vec<_> = (0..5)
+        .map(|_| std::thread::spawn(move || http::request(address, "POST", "/memory-profiler/purge").json()))
+        .collect();
+    let purges: Vec<memprof_wire::Purged> =
+        purges.into_iter().map(|purge| serde_json::from_value(purge.join().unwrap()).unwrap()).collect();
+    let returned = |purged: &memprof_wire::Purged| purged.rss_before_bytes.saturating_sub(purged.rss_after_bytes);
+    let big: Vec<_> = purges
+        .iter()
+        .filter(|purged| !purged.message.starts_with("Joined"))
+        .filter(|purged| returned(purged) >= 200 * MIB)
+        .collect();
+    assert_eq!(big.len(), 1, "{purges:#?}");
+    for purged in &purges {
+        if purged.message.starts_with("Joined a purge already running: Returned ") {
+            assert_eq!(
+                (purged.rss_before_bytes, purged.rss_after_bytes),
+                (big[0].rss_before_bytes, big[0].rss_after_bytes)
+            );
+        } else {
+            assert!(purged.message.starts_with("Returned "), "{purged:#?}");
+        }
+    }
     let (code, out, err) = memprof_tool(&program, &["purge"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("Returned ") && out.contains(" to the system in "), "{out}");
@@ -214,6 +239,12 @@ fn the_cli_explains_purges_and_sets_decay() {
         (code, out.as_str()),
         (0, "dirty pages are returned never, muzzy pages after 0 ms; background threads are on\n")
     );
+    // A decay time of zero is taken, with what it costs, in the answer and in state.
+    let (code, out, _) = memprof_tool(&program, &["decay", "--dirty-ms", "0"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("\nCost: dirty_decay_ms=0: freed pages go back to the system at once"), "{out}");
+    let warnings = program.get_json("/memory-profiler/state")["memory_profiler"]["warnings"].clone();
+    assert!(warnings.to_string().contains("dirty_decay_ms=0: freed pages go back"), "{warnings}");
     let refused = http::request(program.address(), "POST", "/memory-profiler/decay?dirty_ms=soon");
     assert_eq!(refused.status, 400);
     assert!(refused.text().contains("Invalid parameter 'dirty_ms': 'soon' is not a decay time"), "{}", refused.text());

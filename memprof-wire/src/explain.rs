@@ -222,6 +222,10 @@ pub struct DecaySettings {
     pub muzzy_decay_ms: i64,
     /// Whether jemalloc's background threads purge on a timer (else only an arena's own activity does).
     pub background_thread: bool,
+    /// What these settings cost the program, when that is worth saying (a decay time of zero returns every
+    /// freed page at once, and the program faults it in again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
 }
 
 /// The bytes of each leaf class at one time: what the memory history keeps once a second.

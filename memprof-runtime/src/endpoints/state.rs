@@ -71,7 +71,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
                 },
             },
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
-            warnings: config.warnings.clone(),
+            warnings: warnings(config),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
             labels: LabelCounts {
                 sets: label_counts.0,
@@ -90,6 +90,12 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             profiling_active: active,
         },
     }))
+}
+
+/// The configuration's warnings, and what the decay settings in force cost, when that is worth saying.
+fn warnings(config: &crate::malloc_conf::ConfigReport) -> Vec<String> {
+    let decay = jemalloc::decay_settings().ok();
+    config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost)).collect()
 }
 
 /// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim; `format=text` for its human-readable

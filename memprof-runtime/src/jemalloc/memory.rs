@@ -132,6 +132,7 @@ pub(crate) fn decay_settings() -> Result<DecaySettings, CtlError> {
             dirty_decay_ms: read::<isize>("arena.0.dirty_decay_ms")? as i64,
             muzzy_decay_ms: read::<isize>("arena.0.muzzy_decay_ms")? as i64,
             background_thread: read::<bool>("background_thread")?,
+            cost: None,
         })
     }
 }
