@@ -14,6 +14,10 @@
 //! Then what jemalloc's background threads change (the measurement behind keeping them off by default):
 //! the `retention` state (256 MiB written in 64 KiB blocks, then freed) with `background_thread` off and on,
 //! RSS when the state is reached and 15 s later, the process's CPU share over those 15 s and its threads.
+//!
+//! Then what jemalloc's arenas cost with memprof (4 a CPU: 256 on a 64-core host): the example service with
+//! `narenas:8`, `256` and `1024`, three fresh processes each, its RSS once the endpoints answer, the CPU of
+//! memprof's threads over 20 s idle, and whether `explain`'s record of jemalloc's ranges is complete.
 //! Figures are printed, never asserted.
 
 use std::time::{Duration, Instant};
@@ -38,6 +42,43 @@ fn main() {
     for on in [false, true] {
         background_threads(on);
     }
+    println!();
+    println!("{:>8} {:>14} {:>20} {:>16}", "narenas", "RSS at start", "memprof's threads", "record complete");
+    for narenas in [8, 256, 1024] {
+        for _ in 0..3 {
+            arenas(narenas);
+        }
+    }
+}
+
+/// The example service with `narenas` arenas: RSS at start, memprof's threads' CPU idle, explain's record.
+fn arenas(narenas: u32) {
+    let program = Program::service().env("MALLOC_CONF", format!("narenas:{narenas}")).spawn();
+    let rss = status_number(&program, "VmRSS");
+    let tasks: Vec<std::path::PathBuf> = std::fs::read_dir(format!("/proc/{}/task", program.pid()))
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|name| name.starts_with("memprof")))
+        .collect();
+    let shares = std::thread::scope(|scope| {
+        let measured: Vec<_> =
+            tasks.iter().map(|task| scope.spawn(|| cpu_share(task, Duration::from_secs(20)))).collect();
+        measured.into_iter().map(|share| share.join().unwrap()).sum::<f64>()
+    });
+    let explanation = program.get_json("/memory-profiler/explain");
+    let complete = explanation["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["name"] == "record complete")
+        .and_then(|item| item["value"].as_f64())
+        .unwrap();
+    println!(
+        "{narenas:>8} {:>11.1} MB {:>13.3} % core {:>16}",
+        rss as f64 * 1.024 / 1000.0,
+        shares * 100.0,
+        complete == 1.0
+    );
 }
 
 /// The retention state with jemalloc's background threads `on` or not.

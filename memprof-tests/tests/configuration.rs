@@ -57,12 +57,14 @@ fn an_idle_service_keeps_few_threads_and_its_pool_is_whole_while_sampling_is_on(
     use std::io::{Read, Write};
     let service = Program::service().spawn();
     // The threads started with memprof, whose names may lag: the accept loop, the one reading the memory
-    // counters, and the example's `dump_on_sigterm` waiter; no connection thread before a connection.
+    // counters, the one hooking jemalloc's new arenas, and the example's `dump_on_sigterm` waiter; no
+    // connection thread before a connection.
     wait_for_threads(&service, "memprof-http", 1);
     wait_for_threads(&service, "memprof-stats", 1);
+    wait_for_threads(&service, "memprof-arenas", 1);
     wait_for_threads(&service, "memprof-sigterm", 1);
     let memprofs = || service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
-    assert!(memprofs() <= 4, "an idle service: {:?}", service.thread_names());
+    assert_eq!(memprofs(), 4, "an idle service: {:?}", service.thread_names());
     // Connections get threads born for them while sampling is off.
     let connections: Vec<TcpStream> = (0..3)
         .map(|_| {
