@@ -154,7 +154,7 @@ fn start_unsampled(options: Options) -> Guard {
     if let crate::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
         && profiler.config.profiling_enabled
     {
-        messages::info(&format!("Samples walk the stack with libgcc: {reason}"));
+        messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
     }
     match crate::autodump::Settings::from_environment() {
         Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::counters::start() {

@@ -14,6 +14,11 @@
 //! thread (see [`crate::labels`]): one synthetic outermost frame, written after the walk, in place of the
 //! outermost frame when the walk filled the buffer.
 //!
+//! Where jemalloc was built without a DWARF unwinder (its musl builds: `config.prof_libgcc` false), its own
+//! walk follows frames with gcc's `__builtin_frame_address` and faults on the first frame without a frame
+//! pointer. There the samples the frame-pointer walk does not take are walked by the program's own
+//! `_Unwind_Backtrace` (every Rust program links one, for panics), never by jemalloc's.
+//!
 //! The walk never reads outside the live part of the current thread's stack (from the stack pointer to
 //! the top of the memory mapping that holds it), so a frame pointer a function reused as a plain register
 //! ends the walk instead of faulting. The mapping is looked up in `/proc/self/maps` at a thread's first
@@ -47,10 +52,15 @@ impl Unwinder {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Unwinder::FramePointers => "frame pointers",
+            Unwinder::Libgcc(_) if OWN_UNWIND.load(Ordering::Relaxed) => "the program's _Unwind_Backtrace",
             Unwinder::Libgcc(_) => "libgcc",
         }
     }
 }
+
+/// Whether the samples the frame-pointer walk does not take are walked by [`unwind_backtrace`] (jemalloc's
+/// own walk is not an unwinder's), else by [`PREVIOUS_HOOK`].
+static OWN_UNWIND: AtomicBool = AtomicBool::new(false);
 
 /// jemalloc's previous hook (libgcc's walk), for the samples the frame-pointer walk cannot take.
 static PREVIOUS_HOOK: AtomicUsize = AtomicUsize::new(0);
@@ -79,6 +89,7 @@ pub(crate) fn install() -> Unwinder {
         Err(error) => return Unwinder::Libgcc(format!("jemalloc does not show its backtrace hook ({error})")),
     };
     PREVIOUS_HOOK.store(previous, Ordering::Release);
+    OWN_UNWIND.store(!crate::jemalloc::walks_with_an_unwinder(), Ordering::Release);
     if unwinder == Unwinder::FramePointers {
         ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
         FRAME_POINTERS.store(true, Ordering::Release);
@@ -103,7 +114,10 @@ unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, 
     };
     if !walked {
         let previous = PREVIOUS_HOOK.load(Ordering::Acquire);
-        if previous != 0 {
+        if OWN_UNWIND.load(Ordering::Acquire) {
+            // SAFETY: jemalloc's contract, passed on.
+            unsafe { unwind_backtrace(frames, len, max) };
+        } else if previous != 0 {
             // SAFETY: `previous` is the hook jemalloc had installed, with the same signature and contract.
             unsafe { std::mem::transmute::<usize, BacktraceHook>(previous)(frames, len, max) };
         } else {
@@ -347,17 +361,51 @@ fn agree(by_frame_pointers: &[usize], by_libgcc: &[usize]) -> Result<(), String>
     }
 }
 
+unsafe extern "C" {
+    fn _Unwind_Backtrace(trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int, data: *mut c_void) -> c_int;
+    fn _Unwind_GetIP(context: *mut c_void) -> usize;
+}
+
+/// `_Unwind_Backtrace`'s answers to its callback: `_URC_NO_REASON` goes on, `_URC_END_OF_STACK` stops.
+const GO_ON: c_int = 0;
+const STOP: c_int = 5;
+
+/// A sample's walk by the program's `_Unwind_Backtrace`, as jemalloc's libgcc walk does it: up to `max`
+/// instruction addresses into `frames`, their count into `len`. Allocates nothing.
+///
+/// # Safety
+/// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
+#[inline(never)]
+unsafe fn unwind_backtrace(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
+    struct Filling {
+        frames: *mut *mut c_void,
+        count: c_uint,
+        max: c_uint,
+    }
+    extern "C" fn fill(context: *mut c_void, data: *mut c_void) -> c_int {
+        // SAFETY: `data` is the `Filling` passed below, alive for the whole walk; `context` is the unwinder's.
+        let filling = unsafe { &mut *(data as *mut Filling) };
+        let address = unsafe { _Unwind_GetIP(context) };
+        if address == 0 || filling.count >= filling.max {
+            return STOP;
+        }
+        // SAFETY: `count < max`, and `frames` has room for `max` pointers.
+        unsafe { *filling.frames.add(filling.count as usize) = address as *mut c_void };
+        filling.count += 1;
+        if filling.count < filling.max { GO_ON } else { STOP }
+    }
+    let mut filling = Filling { frames, count: 0, max };
+    // SAFETY: `fill` matches `_Unwind_Trace_Fn` and only uses `data` as the `Filling` it is.
+    unsafe {
+        _Unwind_Backtrace(fill, &mut filling as *mut Filling as *mut c_void);
+        *len = filling.count;
+    }
+}
+
 /// Up to `max` instruction addresses of the current stack, by libgcc's DWARF unwinder, starting with
 /// this function's own.
 #[inline(never)]
 fn libgcc_backtrace(max: usize) -> Vec<usize> {
-    unsafe extern "C" {
-        fn _Unwind_Backtrace(trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int, data: *mut c_void) -> c_int;
-        fn _Unwind_GetIP(context: *mut c_void) -> usize;
-    }
-    /// `_URC_NO_REASON` goes on, `_URC_END_OF_STACK` stops.
-    const GO_ON: c_int = 0;
-    const STOP: c_int = 5;
     struct Collected {
         addresses: Vec<usize>,
         max: usize,

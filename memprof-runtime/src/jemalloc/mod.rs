@@ -130,6 +130,13 @@ pub(crate) fn backtrace_hook() -> Result<usize, CtlError> {
     unsafe { raw::read::<usize>(b"experimental.hooks.prof_backtrace\0") }
 }
 
+/// Whether jemalloc's own stack walk is a DWARF unwinder's (`config.prof_libgcc` or
+/// `config.prof_libunwind`). jemalloc built without either (its musl builds) walks with gcc's
+/// `__builtin_frame_address`, which faults on frames without frame pointers.
+pub(crate) fn walks_with_an_unwinder() -> bool {
+    read_bool(b"config.prof_libgcc\0").unwrap_or(false) || read_bool(b"config.prof_libunwind\0").unwrap_or(false)
+}
+
 /// `experimental.hooks.prof_backtrace`: makes `hook` (a `prof_backtrace_hook_t`, as an address) the stack
 /// walk of every sample from now on; returns the previous hook's address.
 pub(crate) fn replace_backtrace_hook(hook: usize) -> Result<usize, CtlError> {

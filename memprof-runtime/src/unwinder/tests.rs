@@ -72,3 +72,20 @@ fn the_mapping_of_a_local_holds_it_and_no_mapping_holds_address_zero() {
     assert!(start <= address && address < end);
     assert_eq!(mapping_containing(0), None);
 }
+
+#[test]
+fn the_programs_own_unwinder_walks_as_libgcc_does_and_within_its_buffer() {
+    let mut frames = [std::ptr::null_mut::<c_void>(); 16];
+    let mut len: c_uint = 0;
+    // SAFETY: `frames` has room for 16 pointers; `len` is writable.
+    unsafe { unwind_backtrace(frames.as_mut_ptr(), &mut len, 16) };
+    let by_libgcc = libgcc_backtrace(16);
+    assert!(len >= 6, "{len} frames");
+    // Each walk starts in its own function and returns into this one at its own call: the callers agree.
+    let walked: Vec<usize> = frames[2..6].iter().map(|frame| *frame as usize).collect();
+    assert_eq!(walked, by_libgcc[2..6]);
+    let mut short = [std::ptr::null_mut::<c_void>(); 2];
+    // SAFETY: as above, with room for 2.
+    unsafe { unwind_backtrace(short.as_mut_ptr(), &mut len, 2) };
+    assert_eq!(len, 2);
+}
