@@ -151,6 +151,24 @@ fn thread_stacks_are_outside_the_heap_with_their_count() {
     assert!(explanation.verdict.summary.contains(" threads hold "), "{}", explanation.verdict.summary);
 }
 
+/// With 256 arenas each of 64 threads takes an arena jemalloc makes for it after memprof started, hooked as
+/// it is made: what the threads hold is the heap's, not memory outside it, and the record is complete.
+#[test]
+fn the_heap_of_threads_on_arenas_made_later_is_the_heaps() {
+    let program = Launch::new(built_binary("explained"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MALLOC_CONF", "narenas:256")
+        .args(["threads-heap"])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let explanation = explain(&program);
+    assert!(bytes(&explanation, class::HEAP_OBJECTS) >= 250 * MIB, "{explanation:#?}");
+    assert!(bytes(&explanation, class::OTHER) < 16 * MIB, "{explanation:#?}");
+    let complete = explanation.evidence.iter().find(|reading| reading.name == "record complete").unwrap();
+    assert_eq!(complete.value, 1.0, "{explanation:#?}");
+}
+
 #[test]
 fn a_direct_mapping_is_other() {
     let program = explained("mmap");

@@ -12,7 +12,7 @@
 //! not in the table, except those [`claim_range`] adds.
 
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -303,16 +303,17 @@ impl Arenas {
     }
 }
 
-/// What the arena-made hook and the watch share: arenas made (announced) and arenas hooked (answered),
-/// and the process the watch runs in (a child of `fork` has no watch).
+/// What the arena-made hook and the watch share: arenas made (announced) and arenas hooked (answered).
 struct Watch {
     announced: u64,
     answered: u64,
-    process: Option<u32>,
 }
 
 /// A `std` mutex and condition variables (futexes, no allocation): [`arena_made`] runs inside jemalloc.
-static WATCH: Mutex<Watch> = Mutex::new(Watch { announced: 0, answered: 0, process: None });
+static WATCH: Mutex<Watch> = Mutex::new(Watch { announced: 0, answered: 0 });
+/// The process the watch runs in, 0 before it runs: a child of `fork` has no watch, and may have been
+/// forked while the watch held [`WATCH`], so it never takes that lock.
+static WATCHING_PROCESS: AtomicU32 = AtomicU32::new(0);
 static ANNOUNCED: Condvar = Condvar::new();
 static ANSWERED: Condvar = Condvar::new();
 
@@ -332,11 +333,11 @@ unsafe extern "C" {
 /// too when made through `arenas.create`): asks the watch to hook it and waits for that, at most
 /// [`HOOKED_WITHIN`]. Allocates nothing.
 extern "C" fn arena_made() {
-    let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
-    if watch.process != Some(std::process::id()) {
+    if WATCHING_PROCESS.load(Ordering::Acquire) != std::process::id() {
         MISSED.store(true, Ordering::Relaxed);
         return;
     }
+    let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
     watch.announced += 1;
     let wanted = watch.announced;
     ANNOUNCED.notify_one();
@@ -355,11 +356,11 @@ pub(crate) fn watch_new_arenas() {
         return;
     };
     let mut hooked = Vec::new();
-    WATCH.lock().unwrap_or_else(PoisonError::into_inner).process = Some(std::process::id());
     // SAFETY: jemalloc reads the hook's pointer when it makes an arena; one aligned pointer-sized store.
     unsafe { std::ptr::addr_of_mut!(ARENA_NEW_HOOK).write_volatile(Some(arena_made)) };
-    // Arenas made between the installation and the hook (this thread's own, say) are hooked late: what
-    // they mapped before is not in the table.
+    WATCHING_PROCESS.store(std::process::id(), Ordering::Release);
+    // Arenas made between the installation and now (this thread's own, say) are hooked late: what they
+    // mapped before is not in the table. From now on each arena made waits for the watch to hook it.
     if arenas.hook_unhooked(hooks, &mut hooked) > 0 {
         MISSED.store(true, Ordering::Relaxed);
     }
@@ -454,45 +455,50 @@ mod tests {
         WATCHING.get_or_init(|| {
             assert!(install_range_hooks());
             std::thread::spawn(watch_new_arenas);
-            while WATCH.lock().unwrap().process.is_none() {
+            while WATCHING_PROCESS.load(Ordering::Acquire) == 0 {
                 std::thread::yield_now();
             }
         });
     }
 
-    fn recorded(block: &[u8]) -> bool {
-        let address = block.as_ptr() as usize;
-        ranges().ranges.iter().any(|&(start, end)| start <= address && address + block.len() <= end)
-    }
-
     #[test]
     fn installed_hooks_record_what_jemalloc_maps() {
         installed();
-        let block = std::hint::black_box(vec![1u8; 64 << 20]);
+        // Larger than anything this test binary frees, so jemalloc maps it anew (through the hooks) instead
+        // of reusing address space it kept from before the installation. Never touched: no memory is used.
+        let block = std::hint::black_box(Vec::<u8>::with_capacity(512 << 20));
+        let (start, end) = (block.as_ptr() as usize, block.as_ptr() as usize + block.capacity());
         assert!(ranges().complete);
-        assert!(recorded(&block), "{:x?} in {:x?}", block.as_ptr(), ranges().ranges);
+        assert!(
+            ranges().ranges.iter().any(|&(from, to)| from <= start && end <= to),
+            "{start:#x} in {:x?}",
+            ranges().ranges
+        );
     }
 
     #[test]
-    fn arenas_made_after_the_installation_are_hooked_as_they_are_made() {
+    fn a_child_of_fork_makes_arenas_without_waiting_for_a_watch_it_has_not() {
         installed();
-        // More threads at once than jemalloc has arenas for (4 a CPU): each new thread that finds every
-        // arena in use makes one, which the watch hooks before it maps anything.
-        let (held, hold) = std::sync::mpsc::channel::<()>();
-        let hold = std::sync::Arc::new(Mutex::new(hold));
-        let threads: Vec<_> = (0..64)
-            .map(|_| {
-                let hold = std::sync::Arc::clone(&hold);
-                std::thread::spawn(move || {
-                    let block = std::hint::black_box(vec![1u8; 4 << 20]);
-                    let seen = recorded(&block);
-                    let _ = hold.lock().unwrap().recv();
-                    seen
-                })
-            })
-            .collect();
-        drop(held);
-        let unrecorded = threads.into_iter().map(|thread| thread.join().unwrap()).filter(|seen| !seen).count();
-        assert_eq!(unrecorded, 0, "blocks of threads on arenas made after the installation: {:x?}", ranges().ranges);
+        // SAFETY: the child only spawns threads that allocate, joins them and leaves with `_exit`.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let threads: Vec<_> =
+                (0..32).map(|_| std::thread::spawn(|| std::hint::black_box(vec![1u8; 1 << 20]).len())).collect();
+            let sum: usize = threads.into_iter().map(|thread| thread.join().unwrap_or(0)).sum();
+            // SAFETY: ends the child at once, as a child of fork should.
+            unsafe { libc::_exit(if sum == 32 << 20 { 0 } else { 1 }) };
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut status = 0;
+        // SAFETY: waits for this test's own child, without blocking.
+        while unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == 0 {
+            if std::time::Instant::now() > deadline {
+                // SAFETY: the test's own child.
+                unsafe { libc::kill(child, libc::SIGKILL) };
+                panic!("the child of fork hung making arenas");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "status {status}");
     }
 }

@@ -5,6 +5,8 @@
 //! - `retention`: 256 MiB allocated in 64 KiB blocks, every byte written, then all freed;
 //! - `fragmentation`: 2 M objects of 128 B, then 15 of every 16 freed;
 //! - `threads`: 64 threads, each with 1 MiB of its stack written, parked;
+//! - `threads-heap`: 64 threads, each holding 4 MiB it allocated and wrote, parked (with many arenas, each
+//!   thread takes an arena made for it after memprof started);
 //! - `mmap`: a 128 MiB anonymous mapping, every page written;
 //! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
 //! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever;
@@ -24,6 +26,7 @@ fn main() {
         "retention" => drop(black_box(blocks(256 * MIB))),
         "fragmentation" => kept.push(Box::new(fragmented())),
         "threads" => kept.push(Box::new(threads(64))),
+        "threads-heap" => kept.push(Box::new(threads_holding(64, 4 * MIB))),
         "mmap" => kept.push(Box::new(mapped(128 * MIB))),
         "heap-and-mmap" => {
             kept.push(Box::new(blocks(256 * MIB)));
@@ -80,6 +83,28 @@ fn threads(count: usize) -> Vec<std::thread::JoinHandle<()>> {
                     }
                 })
                 .unwrap()
+        })
+        .collect();
+    for _ in 0..count {
+        told.recv().unwrap();
+    }
+    threads
+}
+
+/// `count` threads, each holding `bytes` it allocated (in 64 KiB blocks) and wrote, parked for good.
+fn threads_holding(count: usize, bytes: usize) -> Vec<std::thread::JoinHandle<()>> {
+    let (ready, told) = std::sync::mpsc::channel();
+    let threads = (0..count)
+        .map(|_| {
+            let ready = ready.clone();
+            std::thread::spawn(move || {
+                let held = blocks(bytes);
+                ready.send(()).unwrap();
+                loop {
+                    std::thread::park();
+                    black_box(&held);
+                }
+            })
         })
         .collect();
     for _ in 0..count {
