@@ -132,9 +132,13 @@ fn start_unsampled(options: Options) -> Guard {
         messages::warn("memprof::start was called again; only the first call counts");
         return Guard { owns_shutdown: false };
     }
-    // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded (`explain`),
-    // every arena made later hooked as it is made.
+    let wanted = environment::switched_on(&options.env);
+    let automatic_dumps = crate::autodump::Settings::from_environment();
+    // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded, and, where
+    // the memory is read (`explain`, the history, the automatic dumps), every arena made later is hooked as
+    // it is made.
     if crate::jemalloc::install_range_hooks()
+        && (wanted || matches!(automatic_dumps, Ok(Some(_))))
         && let Err(error) = crate::threads::spawn("memprof-arenas", crate::jemalloc::watch_new_arenas)
     {
         messages::warn(&format!("explain will not tell jemalloc's memory apart: cannot start a thread ({error})"));
@@ -156,7 +160,7 @@ fn start_unsampled(options: Options) -> Guard {
     {
         messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
     }
-    match crate::autodump::Settings::from_environment() {
+    match automatic_dumps {
         Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::counters::start() {
             Ok(()) => {
                 crate::autodump::arm(settings);
@@ -170,7 +174,6 @@ fn start_unsampled(options: Options) -> Guard {
         Ok(None) => {}
         Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
     }
-    let wanted = environment::switched_on(&options.env);
     let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
     if wanted && options.built_in_server {
         serve(&options, context);

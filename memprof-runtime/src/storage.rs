@@ -86,8 +86,12 @@ impl ProfileStore {
     pub(crate) fn write_small_file(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let directory = self.ensure_directory()?.to_owned();
         let partial = directory.join(format!(".{name}.partial"));
-        write_owner_only(&partial, bytes)?;
-        fs::rename(&partial, directory.join(name))
+        let written = write_owner_only(&partial, bytes).and_then(|()| fs::rename(&partial, directory.join(name)));
+        if written.is_err() {
+            // A full disk leaves nothing half-written behind.
+            let _ = fs::remove_file(&partial);
+        }
+        written
     }
 
     /// Dumps the current heap profile as run `id` and returns the finished file's path.
