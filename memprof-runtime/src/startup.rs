@@ -146,7 +146,13 @@ fn start_unsampled(options: Options) -> Guard {
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
     let parent = crate::storage::parent_directory();
-    keep_what_earlier_processes_left(profiler, &parent);
+    // A program that serves nothing and reads nothing of its memory (a command-line tool) leaves the sweep of
+    // the profile root (a directory listing of $TMPDIR, at worst) to its first run, if it ever has one.
+    if wanted || matches!(automatic_dumps, Ok(Some(_))) {
+        keep_what_earlier_processes_left(profiler, &parent);
+    } else {
+        profiler.before_the_first_run(Box::new(move || keep_what_earlier_processes_left(profiler, &parent)));
+    }
     // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
     let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
     for warning in &profiler.config.warnings {

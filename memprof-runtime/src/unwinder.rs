@@ -91,7 +91,11 @@ pub(crate) fn install() -> Unwinder {
     PREVIOUS_HOOK.store(previous, Ordering::Release);
     OWN_UNWIND.store(!crate::jemalloc::walks_with_an_unwinder(), Ordering::Release);
     if unwinder == Unwinder::FramePointers {
-        ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
+        // Reading the symbol table takes milliseconds on a large executable: a program that never samples
+        // (a command-line tool run thousands of times a day) does not pay it.
+        if crate::jemalloc::profiling_active().unwrap_or(true) {
+            prepare_for_samples();
+        }
         FRAME_POINTERS.store(true, Ordering::Release);
     }
     match crate::jemalloc::replace_backtrace_hook(labelling_hook as BacktraceHook as usize) {
@@ -100,6 +104,13 @@ pub(crate) fn install() -> Unwinder {
             Unwinder::Libgcc(format!("jemalloc refused the backtrace hook ({error}); labels are not recorded"))
         }
     }
+}
+
+/// Reads where the allocator's code lies (once), so that the frame-pointer walk leaves its frames out of
+/// every stack: called before memprof switches sampling on, and at start-up when sampling is on already.
+/// Until then the walk keeps those frames (the analysis leaves them out of its own answers anyway).
+pub(crate) fn prepare_for_samples() {
+    ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
 }
 
 /// The hook jemalloc calls for each sample (with its re-entrancy guard up: allocating here is allowed, but

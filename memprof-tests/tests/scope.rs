@@ -44,3 +44,26 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     let functions = memprof_tests::heap::functions_in(&saved, &memprof_tests::process::built_binary("scope"));
     assert!(functions.iter().any(|name| name.contains("build_table")), "{functions:#?}");
 }
+
+/// A program that serves nothing and reads nothing of its memory (a command-line tool run thousands of
+/// times a day) leaves the profile root alone at start: its sweep waits for the program's first run.
+#[test]
+fn the_profile_roots_sweep_waits_for_the_first_run_of_a_program_that_serves_nothing() {
+    let scratch = Scratch::new("scope-deferred-sweep");
+    // An ended process's directory with nothing worth keeping: its owner (this machine, lock free) is
+    // provably gone, and the sweep removes it.
+    let dead = scratch.join("memprof.dead");
+    std::fs::create_dir(&dead).unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let machine = std::fs::read_to_string("/etc/machine-id").unwrap_or_else(|_| boot.clone());
+    std::fs::write(dead.join("owner"), format!("1 1 {} {}\n", boot.trim(), machine.trim())).unwrap();
+    std::fs::write(dead.join(".profile.9.heap.partial"), "heap_v2/524288\n").unwrap();
+    let service =
+        Program::service().env("MEMPROF_DIR", scratch.path()).env_remove("LIBPROCESS_MEMORY_PROFILING").spawn();
+    service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
+    assert!(dead.exists(), "a service with the switch off swept the profile root at start");
+    drop(service);
+    let mut program = Program::scope_example().env("MEMPROF_DIR", scratch.path()).spawn();
+    assert!(program.wait(), "{:#?}", program.output());
+    assert!(!dead.exists(), "the first run swept it: {:#?}", program.output());
+}

@@ -59,6 +59,9 @@ pub(crate) struct Profiler {
     pub(crate) config: ConfigReport,
     /// How samples walk the stack.
     pub(crate) unwinder: Unwinder,
+    /// Work left for the first run: the profile root's sweep, which a program that serves nothing and
+    /// reads nothing of its memory does not pay at start (see [`Profiler::before_the_first_run`]).
+    first_run: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
@@ -86,7 +89,13 @@ impl Profiler {
     /// `unwinder`; its profiles go to a directory of their own.
     pub(crate) fn new(config: ConfigReport, unwinder: Unwinder) -> Self {
         let books = Books { runs: Runs::new(DEFAULT_KEPT_RUNS), store: ProfileStore::default() };
-        Profiler { books: Mutex::new(books), runs_changed: Condvar::new(), config, unwinder }
+        Profiler {
+            books: Mutex::new(books),
+            runs_changed: Condvar::new(),
+            config,
+            unwinder,
+            first_run: Mutex::new(None),
+        }
     }
 
     /// The kept profile `id`, or the latest one without an id.
@@ -126,9 +135,19 @@ impl Profiler {
         }
     }
 
+    /// Leaves `work` for the first run to do before it starts (the profile root's sweep, deferred by a
+    /// program that does nothing else with the root).
+    pub(crate) fn before_the_first_run(&self, work: Box<dyn FnOnce() + Send>) {
+        *self.first_run.lock() = Some(work);
+    }
+
     /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
     pub(crate) fn start(&'static self, owner: Owner, length: Option<Duration>) -> Result<Started, Error> {
         self.check_available()?;
+        let deferred = self.first_run.lock().take();
+        if let Some(work) = deferred {
+            work();
+        }
         let mut books = self.books.lock();
         books.runs.check_open()?;
         if let Some(current) = books.runs.current() {
@@ -148,6 +167,7 @@ impl Profiler {
         if deadline.is_some() {
             timer::start(self)?;
         }
+        crate::unwinder::prepare_for_samples();
         // memprof's pools get all their threads first: none may be born while sampling is on.
         crate::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
