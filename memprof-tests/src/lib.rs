@@ -7,6 +7,7 @@ pub mod binutils;
 pub mod docs;
 pub mod heap;
 pub mod http;
+pub mod platforms;
 pub mod process;
 pub mod sockets;
 pub mod tools;

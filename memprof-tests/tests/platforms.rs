@@ -1,0 +1,34 @@
+//! The example service as a static musl binary: jemalloc's musl build has no libgcc, and its own stack walk
+//! (gcc's `__builtin_frame_address`) crashed the program at the first sample it took; memprof walks those
+//! samples with the program's own `_Unwind_Backtrace` instead, and names the walk truthfully.
+
+use memprof_tests::process::Launch;
+
+#[test]
+fn a_static_musl_service_profiles_with_either_walk_and_names_it() {
+    let Some(service) = memprof_tests::platforms::musl_service() else {
+        return;
+    };
+    for (unwinder, walk) in [(None, "frame pointers"), (Some("libgcc"), "the program's _Unwind_Backtrace")] {
+        let mut launch =
+            Launch::new(service).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0");
+        if let Some(unwinder) = unwinder {
+            launch = launch.env("MEMPROF_UNWINDER", unwinder);
+        }
+        let mut program = launch.spawn();
+        let state = program.get_json("/memory-profiler/state");
+        assert_eq!(state["memory_profiler"]["stack_walk"]["method"], walk, "{state}");
+        let started = program.get("/memory-profiler/start?duration=1mins");
+        assert_eq!(started.status, 200, "{}", started.text());
+        // The example allocates all the time: samples of 50,000 more of its requests, then the profile.
+        let handled =
+            |line: &str| line.strip_prefix("service: ")?.strip_suffix(" requests handled")?.parse::<u64>().ok();
+        let before = program.output().iter().filter_map(|line| handled(line)).max().unwrap_or(0);
+        program.wait_for_line(|line| handled(line).is_some_and(|count| count > before));
+        let stopped = program.get("/memory-profiler/stop");
+        assert_eq!(stopped.status, 200, "{}", stopped.text());
+        assert!(program.is_running(), "{unwinder:?}: {:#?}", program.output());
+        let text = program.get("/memory-profiler/download/text").text();
+        assert!(text.contains("service::open_session"), "{unwinder:?}: {text}");
+    }
+}
