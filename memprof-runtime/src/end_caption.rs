@@ -5,8 +5,9 @@
 
 use memprof_wire::ActiveRun;
 
-use crate::evidence::{EarlierProcess, EarlierProfile, unix_seconds};
+use crate::evidence::{EarlierProcess, EarlierProfile};
 use crate::memory::mib;
+use crate::untrusted::unix_seconds;
 
 /// A newest profile taken longer than this before the process was last seen is "far from the end".
 const FAR_SECONDS: f64 = 60.0;

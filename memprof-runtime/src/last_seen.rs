@@ -26,7 +26,7 @@ const LONGEST: u64 = 4096;
 pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
     let counters = jemalloc::heap_stats().ok()?;
     Some(LastSeen {
-        time: crate::evidence::unix_seconds(SystemTime::now()),
+        time: untrusted::unix_seconds(SystemTime::now()),
         allocated_bytes: counters.allocated as u64,
         resident_bytes: counters.resident as u64,
         rss_bytes: memory::resident_set().unwrap_or(0),

@@ -185,7 +185,7 @@ fn start_unsampled(options: Options) -> Guard {
         serve(&options, context);
     }
     if options.dump_on_sigterm
-        && let Err(error) = crate::sigterm::watch()
+        && let Err(error) = crate::sigterm::watch(shutdown)
     {
         messages::warn(&format!("SIGTERM will not leave a final profile: {error}"));
     }

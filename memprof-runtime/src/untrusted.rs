@@ -90,6 +90,12 @@ pub(crate) fn unix_time(seconds: f64) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(seconds).ok()?)
 }
 
+/// `time` in Unix seconds, as the profile root's records and the answers give times ([`unix_time`]'s
+/// inverse).
+pub(crate) fn unix_seconds(time: SystemTime) -> f64 {
+    time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
 /// `text` for a log line or a caption: control characters (an escape sequence that would rewrite the
 /// operator's terminal) shown escaped.
 pub(crate) fn printable(text: &str) -> String {

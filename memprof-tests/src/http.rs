@@ -3,8 +3,11 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
-use crate::process::PATIENCE;
+/// How long a test waits for a program to print or answer what it must; a bound against hangs, not a
+/// measurement.
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// An answer.
 #[derive(Debug, Clone)]

@@ -9,8 +9,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How long a test waits for a program to print what it must; a bound against hangs, not a measurement.
-pub const PATIENCE: Duration = Duration::from_secs(60);
+pub use crate::http::PATIENCE;
 
 /// The line memprof logs once the endpoints are served.
 const SERVING: &str = "Serving heap profiling endpoints on http://";

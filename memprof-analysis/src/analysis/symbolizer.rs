@@ -274,6 +274,7 @@ impl Cache {
 }
 
 mod dwarf;
+mod reader;
 mod short_names;
 mod units;
 

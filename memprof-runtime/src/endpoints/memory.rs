@@ -21,8 +21,11 @@ const STACKS_NAMED: usize = 5;
 /// How many functions' live sampled bytes a baseline keeps (the most first).
 const BASELINE_FUNCTIONS: usize = 1024;
 
-/// The youngest baseline growth is measured against, and the oldest kept.
-const BASELINE_AGES: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(300));
+/// The youngest baseline growth is measured against.
+const BASELINE_YOUNGEST: Duration = Duration::from_secs(2);
+
+/// The oldest baseline kept: an older one is replaced by the current snapshot.
+const BASELINE_OLDEST: Duration = Duration::from_secs(300);
 
 /// The live sampled bytes by allocating function of an earlier `explain` with sampling on, and when: what a
 /// leak's growth by function is measured against.
@@ -83,7 +86,7 @@ fn top(mut stacks: Vec<GrowingStack>) -> Vec<GrowingStack> {
 /// is none yet or it is too old.
 fn grown_since_baseline(holders: &[GrowingStack]) -> Option<Holders> {
     let mut baseline = BASELINE.lock();
-    let grown = baseline.as_ref().filter(|(taken, _)| taken.elapsed() >= BASELINE_AGES.0).map(|(taken, before)| {
+    let grown = baseline.as_ref().filter(|(taken, _)| taken.elapsed() >= BASELINE_YOUNGEST).map(|(taken, before)| {
         let mut stacks: Vec<GrowingStack> = holders
             .iter()
             .map(|stack| GrowingStack {
@@ -95,7 +98,7 @@ fn grown_since_baseline(holders: &[GrowingStack]) -> Option<Holders> {
         stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
         Holders { stacks: top(stacks), grown_over: Some(taken.elapsed().as_secs_f64()) }
     });
-    if baseline.as_ref().is_none_or(|(taken, _)| taken.elapsed() >= BASELINE_AGES.1) {
+    if baseline.as_ref().is_none_or(|(taken, _)| taken.elapsed() >= BASELINE_OLDEST) {
         let kept = holders.iter().take(BASELINE_FUNCTIONS).map(|stack| (stack.function.clone(), stack.bytes));
         *baseline = Some((Instant::now(), kept.collect()));
     }

@@ -5,9 +5,10 @@ use memprof_analysis::Format;
 use memprof_wire::ProfileUrls;
 
 use crate::end_caption;
-use crate::evidence::{EarlierProcess, unix_seconds};
+use crate::evidence::EarlierProcess;
 use crate::http::HttpError;
 use crate::profiler::{Error, KeptProfile};
+use crate::untrusted::unix_seconds;
 
 /// Where profile `id` is downloaded, in every format.
 pub(super) fn profile_urls(id: u64) -> ProfileUrls {

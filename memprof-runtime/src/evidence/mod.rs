@@ -122,7 +122,9 @@ fn salvage(directory: &Path) -> bool {
     // A run active when the process ended is evidence too, although its profile is lost.
     let lost_run = last_seen::read(directory).is_some_and(|seen| seen.active_run.is_some());
     let evidence = lost_run || names.iter().any(|name| name.ends_with(".heap") && keeps(name));
-    evidence && fs::write(directory.join(ENDED_FILE), format!("{}\n", unix_seconds(SystemTime::now()) as u64)).is_ok()
+    evidence
+        && fs::write(directory.join(ENDED_FILE), format!("{}\n", untrusted::unix_seconds(SystemTime::now()) as u64))
+            .is_ok()
 }
 
 /// `N` of a profile named `<prefix>N.heap`, as memprof names them (`automatic.007.heap` is not one: one id,
@@ -153,8 +155,8 @@ pub(crate) fn record(profile: &KeptProfile) {
     let record = ProfileRecord {
         id: profile.id,
         started_by: profile.owner.name(),
-        started: unix_seconds(profile.started),
-        stopped: unix_seconds(profile.stopped),
+        started: untrusted::unix_seconds(profile.started),
+        stopped: untrusted::unix_seconds(profile.stopped),
         pid: std::process::id(),
         binary: crate::executable::path(),
         build_id: crate::executable::build_id(),
@@ -291,11 +293,6 @@ pub(crate) fn clear(processes: &[EarlierProcess]) -> usize {
         .filter(|process| fs::remove_dir_all(&process.directory).is_ok())
         .map(|process| process.profiles.len())
         .sum()
-}
-
-/// `time` in Unix seconds, as records and answers give times.
-pub(crate) fn unix_seconds(time: SystemTime) -> f64 {
-    time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }
 
 #[cfg(test)]

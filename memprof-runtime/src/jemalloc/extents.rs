@@ -198,13 +198,12 @@ static INSTALLED: OnceLock<bool> = OnceLock::new();
 static MISSED: AtomicBool = AtomicBool::new(false);
 
 /// Installs the recording hooks in every arena jemalloc has initialized (arena 0, and those of threads
-/// that ran before), creates memprof's own arena with them, and initializes one more automatic arena with
-/// them, where memprof's threads are born (a new thread takes an initialized arena no thread uses before
+/// that ran before) and initializes one more automatic arena with them, where memprof's threads are born (a new thread takes an initialized arena no thread uses before
 /// it makes a new one) before they move to memprof's arena. Arenas made later get the hooks as they are
 /// made ([`watch_new_arenas`]): memprof costs the same however many arenas jemalloc may make (4 a CPU),
 /// where initializing all of them at start cost 90 KiB each and their statistics' reading. Once; later
 /// calls answer the first's result.
-pub(crate) fn install_range_hooks() -> bool {
+pub(super) fn install_range_hooks() -> bool {
     *INSTALLED.get_or_init(install)
 }
 
@@ -216,8 +215,6 @@ fn install() -> bool {
         return false;
     };
     let installed = arenas.hook_unhooked(hooks, &mut Vec::new());
-    // Before the watch starts: `arenas.create` holds jemalloc's control lock while it makes the arena.
-    super::arena::own_arena();
     if let Some(spare) = (0..arenas.automatic).find(|&arena| !arenas.initialized(arena)) {
         // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; written to an automatic arena not yet
         // initialized, it initializes the arena with these hooks, which live as long as the process.
@@ -453,7 +450,7 @@ mod tests {
     fn installed() {
         static WATCHING: OnceLock<()> = OnceLock::new();
         WATCHING.get_or_init(|| {
-            assert!(install_range_hooks());
+            assert!(super::super::install_range_hooks());
             std::thread::spawn(watch_new_arenas);
             while WATCHING_PROCESS.load(Ordering::Acquire) == 0 {
                 std::thread::yield_now();

@@ -19,8 +19,18 @@ mod memory;
 pub(crate) use memory::ArenaBytes;
 
 pub(crate) use arena::{bind_this_thread_to_own_arena, own_arena, use_arena};
-pub(crate) use extents::{install_range_hooks, range_hooks_installed, ranges, watch_new_arenas};
+pub(crate) use extents::{range_hooks_installed, ranges, watch_new_arenas};
 pub(crate) use memory::{BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings};
+
+/// Installs the hooks that record jemalloc's ranges (see [`extents`]) and creates memprof's own arena with
+/// them, before the watch of new arenas starts ([`watch_new_arenas`]): `arenas.create` holds jemalloc's
+/// control lock while it makes the arena, which the watch would wait for. Once; later calls answer the
+/// first's result.
+pub(crate) fn install_range_hooks() -> bool {
+    let installed = extents::install_range_hooks();
+    own_arena();
+    installed
+}
 
 /// What a failed `mallctl` call says (jemalloc returns an errno value).
 pub(crate) type CtlError = tikv_jemalloc_ctl::Error;

@@ -305,7 +305,7 @@ fn write_last_seen(books: &mut Books) {
     let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
         id: run.id,
         started_by: run.owner.name(),
-        started: crate::evidence::unix_seconds(run.started),
+        started: crate::untrusted::unix_seconds(run.started),
     });
     if books.store.in_memory() {
         return;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use addr2line::gimli;
 use object::{Object, ObjectSection};
 
+use super::reader::Reader;
 use super::short_names::{ShortNames, short_rust_name};
 use super::units::{Release, Units};
 use crate::analysis::Frame;
@@ -16,8 +17,6 @@ use crate::analysis::Frame;
 pub(super) fn has_dwarf(binary: &object::File<'_>) -> bool {
     binary.section_by_name(".debug_info").is_some_and(|section| section.size() > 0)
 }
-
-pub(super) type Reader<'data> = gimli::EndianSlice<'data, gimli::RunTimeEndian>;
 
 /// The `.debug_*` sections of a binary: borrowed from the map, or decompressed when they are compressed.
 pub(super) struct DwarfSections<'data, 'file> {

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use addr2line::gimli;
 
-use super::dwarf::Reader;
+use super::reader::Reader;
 
 /// Rust functions that DWARF names without their path: their entries have no linkage name, as in every
 /// unit built with `debug = "line-tables-only"`, whose DWARF keeps neither linkage names nor namespaces.

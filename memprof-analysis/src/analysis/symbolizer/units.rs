@@ -17,7 +17,7 @@ use std::ops::Range;
 use addr2line::gimli;
 use gimli::{AttributeValue, constants};
 
-use super::dwarf::Reader;
+use super::reader::Reader;
 
 /// The most bytes of `.debug_info` one group's units may take (a single unit larger than this is a group
 /// of its own).
