@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use memprof::analysis::HeapProfile;
 use serde_json::Value;
@@ -14,6 +13,7 @@ use serde_json::Value;
 use crate::heap::functions_in;
 use crate::http::request_with_body;
 use crate::process::{PATIENCE, Program};
+use crate::waiting::wait_until;
 
 /// Starts a run of `duration` and returns its id, checking Mesos's message.
 pub fn start(service: &Program, duration: &str) -> u64 {
@@ -38,33 +38,23 @@ pub fn start(service: &Program, duration: &str) -> u64 {
 /// memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
 /// ```
 pub fn wait_for_sampled(service: &Program, functions: &[&str]) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    wait_until(&format!("a sample under each of {functions:?} in the heap"), PATIENCE, || {
         let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true").text();
         let profile = HeapProfile::parse(&dump).unwrap_or_else(|error| panic!("{error}:\n{dump}"));
         let addresses: BTreeSet<u64> = profile.stacks.iter().flat_map(|stack| stack.addresses.clone()).collect();
         let asked = addresses.iter().map(|address| format!("{address:#x}")).collect::<Vec<_>>().join("+");
         let names = request_with_body(service.address(), "POST", "/debug/pprof/symbol", asked.as_bytes()).text();
         let missing: Vec<&str> = functions.iter().copied().filter(|function| !names.contains(function)).collect();
-        if missing.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no sample under {missing:?} in the heap; its frames:\n{names}");
-        thread::sleep(Duration::from_millis(100));
-    }
+        if missing.is_empty() { Ok(()) } else { Err(format!("none under {missing:?}; the heap's frames:\n{names}")) }
+    });
 }
 
 /// Polls `state` until no run is active.
 pub fn wait_until_idle(service: &Program) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    wait_until("the run to end", PATIENCE, || {
         let state = service.get_json("/memory-profiler/state");
-        if state["memory_profiler"]["current_run"]["id"].is_null() {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "the run never ended: {state}");
-        thread::sleep(Duration::from_millis(100));
-    }
+        if state["memory_profiler"]["current_run"]["id"].is_null() { Ok(state) } else { Err(state.to_string()) }
+    })
 }
 
 /// The heap profiles in a profile directory (beside them: the `owner` file).

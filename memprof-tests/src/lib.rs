@@ -11,3 +11,4 @@ pub mod platforms;
 pub mod process;
 pub mod sockets;
 pub mod tools;
+pub mod waiting;

@@ -4,10 +4,9 @@
 
 use std::io::Read;
 use std::thread;
-use std::time::{Duration, Instant};
 
 use memprof_tests::http::request_with_body;
-use memprof_tests::process::{PATIENCE, Program, built_binary};
+use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 
 const MIB: f64 = 1_048_576.0;
@@ -25,11 +24,7 @@ fn finely_sampled_service() -> Program {
 /// Runs a 2-second profiling run to its end and returns its id.
 fn finished_run(service: &Program) -> u64 {
     let id = service.get_json("/memory-profiler/start?duration=2secs")["id"].as_u64().unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    while !service.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["id"].is_null() {
-        assert!(Instant::now() < deadline, "run {id} never ended");
-        thread::sleep(Duration::from_millis(100));
-    }
+    memprof_tests::acceptance::wait_until_idle(service);
     id
 }
 

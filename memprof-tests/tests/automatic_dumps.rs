@@ -1,20 +1,16 @@
 //! Automatic dumps (`MEMPROF_DUMP_*`) of the real example service: every N bytes, at a resident threshold,
 //! at each new high-water mark, in a bounded ring; malformed settings reported.
 
-use memprof_tests::process::Program;
+use memprof_tests::process::{PATIENCE, Program};
+use memprof_tests::waiting::wait_until;
 
 /// The automatic dumps `state` lists, newest first, once at least `count` exist.
 fn automatic_dumps(service: &Program, count: usize) -> Vec<serde_json::Value> {
-    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
-    loop {
+    wait_until(&format!("{count} automatic dumps"), PATIENCE, || {
         let state = service.get_json("/memory-profiler/state");
         let dumps = state["memory_profiler"]["automatic_dumps"]["dumps"].as_array().unwrap().clone();
-        if dumps.len() >= count {
-            return dumps;
-        }
-        assert!(std::time::Instant::now() < deadline, "fewer than {count} automatic dumps: {state}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        if dumps.len() >= count { Ok(dumps) } else { Err(state.to_string()) }
+    })
 }
 
 #[test]
@@ -27,15 +23,11 @@ fn automatic_dumps_every_n_bytes_stay_in_a_bounded_ring() {
     let first = automatic_dumps(&service, 2);
     let oldest = first[1]["id"].as_u64().unwrap();
     // Wait for a third dump: the oldest leaves the ring, which still holds two.
-    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
-    let later = loop {
+    let later = wait_until("a third dump, the oldest gone", PATIENCE, || {
         let dumps = automatic_dumps(&service, 2);
-        if dumps.iter().all(|dump| dump["id"].as_u64() != Some(oldest)) {
-            break dumps;
-        }
-        assert!(std::time::Instant::now() < deadline, "no third dump");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+        let gone = dumps.iter().all(|dump| dump["id"].as_u64() != Some(oldest));
+        if gone { Ok(dumps) } else { Err(format!("{dumps:?}")) }
+    });
     assert_eq!(later.len(), 2);
     let reason = later[0]["started_by"].as_str().unwrap();
     assert!(

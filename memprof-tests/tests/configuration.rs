@@ -29,24 +29,29 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
 
 #[test]
 fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
-    let service = Program::service().env("LIBPROCESS_MEMORY_PROFILING", "yes").spawn();
+    // A port held here: a service that tried to listen on it would say it cannot.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let service = Program::service()
+        .env("MEMPROF_ADDR", taken.local_addr().unwrap().to_string())
+        .env("LIBPROCESS_MEMORY_PROFILING", "yes")
+        .without_waiting_for_endpoints()
+        .spawn();
     service.wait_for_line(|line| {
         line == "[memprof] ERROR LIBPROCESS_MEMORY_PROFILING=\"yes\" is neither true nor false; heap profiling endpoints are not served"
     });
+    service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
+    let names = service.thread_names();
+    assert!(!names.iter().any(|name| name.starts_with("memprof-http")), "no server thread: {names:?}");
+    assert!(!service.output().iter().any(|line| line.contains("cannot listen")), "{:?}", service.output());
 }
 
 /// Waits until `count` of the service's threads have exactly `name` (a thread names itself once it runs, so
 /// the names may lag the spawn for a moment).
 fn wait_for_threads(service: &Program, name: &str, count: usize) {
-    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
-    loop {
+    memprof_tests::waiting::wait_until(&format!("{count} x {name}"), memprof_tests::process::PATIENCE, || {
         let names = service.thread_names();
-        if names.iter().filter(|thread| *thread == name).count() == count {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "waiting for {count} x {name}: {names:?}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        if names.iter().filter(|thread| *thread == name).count() == count { Ok(()) } else { Err(format!("{names:?}")) }
+    });
 }
 
 /// The server's pool: 32 connections and 4 spare (memprof-runtime's `http/server.rs`).

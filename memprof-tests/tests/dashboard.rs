@@ -26,11 +26,9 @@ impl Driver {
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver starts");
-        let deadline = Instant::now() + PATIENCE;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver does not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        memprof_tests::waiting::wait_until(&format!("chromedriver to listen on {port}"), PATIENCE, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|error| error.to_string())
+        });
         Self { process, url: format!("http://127.0.0.1:{port}") }
     }
 

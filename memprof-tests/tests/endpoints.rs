@@ -92,15 +92,10 @@ fn id_less_downloads_serve_the_newest_profile() {
     assert_eq!(service.get("/memory-profiler/download/raw").status, 409);
 
     let dumping = Program::service().env("MALLOC_CONF", "prof_active:true").env("MEMPROF_DUMP_EVERY", "8MiB").spawn();
-    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
-    let dump = loop {
+    let dump = memprof_tests::waiting::wait_until("an automatic dump", memprof_tests::process::PATIENCE, || {
         let state = dumping.get_json("/memory-profiler/state");
-        if let Some(id) = state["memory_profiler"]["automatic_dumps"]["dumps"][0]["id"].as_u64() {
-            break id;
-        }
-        assert!(std::time::Instant::now() < deadline, "no automatic dump: {state}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+        state["memory_profiler"]["automatic_dumps"]["dumps"][0]["id"].as_u64().ok_or_else(|| state.to_string())
+    });
     let text = dumping.get("/memory-profiler/download/text");
     assert_eq!(text.status, 200, "{}", text.text());
     // The newest automatic dump: the one seen, or a newer one taken since.

@@ -3,11 +3,11 @@
 //! namespace; bounded across processes; cleared on request.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use memprof_tests::acceptance::{start, wait_until_idle};
 use memprof_tests::process::{Launch, PATIENCE, Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
+use memprof_tests::waiting::wait_until;
 
 /// The service keeping its profiles in `parent`.
 fn service_in(parent: &Path) -> Launch {
@@ -29,16 +29,11 @@ fn earlier(service: &Program) -> Vec<serde_json::Value> {
 
 /// Waits until nobody holds the lock on `directory`'s owner file (its process ended).
 fn wait_until_unlocked(directory: &Path) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    wait_until(&format!("{}'s owner file to be unlocked", directory.display()), PATIENCE, || {
         let free =
             std::process::Command::new("flock").args(["-n", "-x"]).arg(directory.join("owner")).arg("true").status();
-        if free.is_ok_and(|status| status.success()) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{} is still locked", directory.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        if free.as_ref().is_ok_and(|status| status.success()) { Ok(()) } else { Err(format!("{free:?}")) }
+    });
 }
 
 #[test]
@@ -102,15 +97,11 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
 
 /// The last-seen record in `directory`, once it satisfies `wanted` (it is rewritten every 5 s).
 fn last_seen_when(directory: &Path, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + PATIENCE + Duration::from_secs(10);
-    loop {
-        let record = std::fs::read(directory.join("last-seen.json")).ok();
-        if let Some(record) = record.and_then(|bytes| serde_json::from_slice(&bytes).ok()).filter(&wanted) {
-            return record;
-        }
-        assert!(Instant::now() < deadline, "no such last-seen record in {}", directory.display());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(&format!("such a last-seen record in {}", directory.display()), PATIENCE, || {
+        let record = std::fs::read(directory.join("last-seen.json")).map_err(|error| error.to_string())?;
+        let record: serde_json::Value = serde_json::from_slice(&record).map_err(|error| error.to_string())?;
+        if wanted(&record) { Ok(record) } else { Err(record.to_string()) }
+    })
 }
 
 #[test]

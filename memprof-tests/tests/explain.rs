@@ -77,11 +77,7 @@ fn freed_pages_kept_are_retention_and_a_purge_returns_them() {
     // A timed run, ended by its timer.
     let run = http::request(program.address(), "POST", "/memory-profiler/start?duration=1secs");
     assert_eq!(run.status, 200, "{}", run.text());
-    let deadline = Instant::now() + memprof_tests::process::PATIENCE;
-    while !program.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["id"].is_null() {
-        assert!(Instant::now() < deadline, "the timed run did not end");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    memprof_tests::acceptance::wait_until_idle(&program);
     // memprof's threads going idle (ten seconds after the last request, when they used to end, which made
     // jemalloc decay the program's arena) leave the program's freed pages resident.
     let watched = Instant::now();
@@ -298,16 +294,16 @@ fn the_readmes_explain_session_is_what_the_tool_prints() {
 fn memprofs_own_memory_is_never_the_programs_live_bytes() {
     let program = explained("idle");
     let newest = |after: u64| {
-        let deadline = Instant::now() + memprof_tests::process::PATIENCE;
-        loop {
-            let memory: memprof_wire::Memory =
-                serde_json::from_value(program.get_json(&format!("/memory-profiler/memory?since={after}"))).unwrap();
-            if let Some(reading) = memory.readings.last() {
-                return *reading;
-            }
-            assert!(Instant::now() < deadline, "no reading after {after}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        memprof_tests::waiting::wait_until(
+            &format!("a reading after {after}"),
+            memprof_tests::process::PATIENCE,
+            || {
+                let memory: memprof_wire::Memory =
+                    serde_json::from_value(program.get_json(&format!("/memory-profiler/memory?since={after}")))
+                        .unwrap();
+                memory.readings.last().copied().ok_or_else(|| "no reading".to_owned())
+            },
+        )
     };
     let memprofs = || {
         let explanation = explain(&program);

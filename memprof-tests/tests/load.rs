@@ -92,15 +92,15 @@ fn two_hundred_requests_a_second_for_a_minute_leave_nothing_behind() {
     // (locked) for its life once the directory exists. Threads stay within the server's pool (36) and the
     // runs' timer: memprof's threads never end (a thread's end makes jemalloc return the program's freed
     // pages), so a load leaves at most those.
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    memprof_tests::waiting::wait_until("threads and descriptors to come back", PATIENCE, || {
         let (threads, fds) = (count_entries(&format!("/proc/{pid}/task")), count_entries(&format!("/proc/{pid}/fd")));
-        if threads <= threads_before + 36 + 1 && fds <= fds_before + 2 {
-            break;
+        let back = threads <= threads_before + 36 + 1 && fds <= fds_before + 2;
+        if back {
+            Ok(())
+        } else {
+            Err(format!("threads {threads_before} -> {threads}, descriptors {fds_before} -> {fds}"))
         }
-        assert!(Instant::now() < deadline, "threads {threads_before} -> {threads}, descriptors {fds_before} -> {fds}");
-        thread::sleep(Duration::from_millis(500));
-    }
+    });
 }
 
 /// More clients than the server has places, all kept alive, while runs are started and stopped: requests

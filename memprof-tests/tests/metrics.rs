@@ -18,16 +18,16 @@ fn metrics_are_prometheus_text_that_promtool_accepts() {
     service.get_json("/memory-profiler/heap_profile?active=true");
     service.get_json("/memory-profiler/heap_profile?active=false");
     // The service fills its 20 MiB of sessions and index blocks in its first milliseconds.
-    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
-    let (response, text) = loop {
-        let response = service.get("/metrics");
-        let text = response.text();
-        if metric(&text, "memprof_jemalloc_allocated_bytes") > 20.0 * 1_048_576.0 {
-            break (response, text);
-        }
-        assert!(std::time::Instant::now() < deadline, "the service never held 20 MiB: {text}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let (response, text) =
+        memprof_tests::waiting::wait_until("the service to hold 20 MiB", memprof_tests::process::PATIENCE, || {
+            let response = service.get("/metrics");
+            let text = response.text();
+            if metric(&text, "memprof_jemalloc_allocated_bytes") > 20.0 * 1_048_576.0 {
+                Ok((response, text))
+            } else {
+                Err(text)
+            }
+        });
     assert_eq!(response.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
     let value = |name: &str| metric(&text, name);
     assert!(value("memprof_jemalloc_resident_bytes") >= value("memprof_jemalloc_active_bytes"));

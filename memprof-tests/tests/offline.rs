@@ -2,8 +2,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
 
 use memprof_tests::process::{PATIENCE, Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
@@ -19,16 +17,11 @@ fn analyze(arguments: &[&str]) -> (bool, String, String) {
 fn dump_of_the_service(path: &Path) {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
     let id = service.get_json("/memory-profiler/start?duration=2secs")["id"].as_u64().unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    let raw = memprof_tests::waiting::wait_until(&format!("run {id}'s profile"), PATIENCE, || {
         let raw = service.get(&format!("/memory-profiler/download/raw?id={id}"));
-        if raw.status == 200 {
-            std::fs::write(path, raw.body).unwrap();
-            return;
-        }
-        assert!(Instant::now() < deadline, "run {id} never ended: {}", raw.text());
-        thread::sleep(Duration::from_millis(100));
-    }
+        if raw.status == 200 { Ok(raw) } else { Err(raw.text()) }
+    });
+    std::fs::write(path, raw.body).unwrap();
 }
 
 #[test]

@@ -20,11 +20,7 @@ fn a_static_musl_service_profiles_with_either_walk_and_names_it() {
         assert_eq!(state["memory_profiler"]["stack_walk"]["method"], walk, "{state}");
         let started = program.get("/memory-profiler/start?duration=1mins");
         assert_eq!(started.status, 200, "{}", started.text());
-        // The example allocates all the time: samples of 50,000 more of its requests, then the profile.
-        let handled =
-            |line: &str| line.strip_prefix("service: ")?.strip_suffix(" requests handled")?.parse::<u64>().ok();
-        let before = program.output().iter().filter_map(|line| handled(line)).max().unwrap_or(0);
-        program.wait_for_line(|line| handled(line).is_some_and(|count| count > before));
+        memprof_tests::acceptance::wait_for_sampled(&program, &["service::open_session"]);
         let stopped = program.get("/memory-profiler/stop");
         assert_eq!(stopped.status, 200, "{}", stopped.text());
         assert!(program.is_running(), "{unwinder:?}: {:#?}", program.output());
