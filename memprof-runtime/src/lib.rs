@@ -46,6 +46,8 @@ mod sigterm;
 mod stale;
 mod startup;
 mod storage;
+#[cfg(test)]
+mod testing;
 mod threads;
 mod untrusted;
 mod unwinder;

@@ -323,13 +323,12 @@ mod tests {
 
     use super::*;
 
-    /// Waits (at most ten seconds) until `condition` holds.
-    fn wait_for(condition: impl Fn() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !condition() {
-            assert!(std::time::Instant::now() < deadline, "the condition did not come true within 10 s");
-            thread::sleep(Duration::from_millis(2));
-        }
+    /// Waits until `count` of `pool`'s threads wait for a job.
+    fn wait_idle(pool: &Pool, count: usize) {
+        crate::testing::wait_until(&format!("{count} idle threads"), || {
+            let idle = pool.idle();
+            if idle == count { Ok(()) } else { Err(format!("{idle} idle")) }
+        });
     }
 
     #[test]
@@ -337,7 +336,7 @@ mod tests {
         let pool = Pool::new("memprof-test", 2, || {}).unwrap();
         // Other tests may switch sampling on meanwhile, when no thread may be born: give it its threads now.
         with_sampling_switched_on(|| ());
-        wait_for(|| pool.idle() == 2);
+        wait_idle(&pool, 2);
         assert_eq!(pool.live(), 2);
         let (release, released) = mpsc::channel::<()>();
         let released = Arc::new(Mutex::new(released));
@@ -356,10 +355,10 @@ mod tests {
         for _ in 0..2 {
             assert_eq!(finished.recv().unwrap().as_deref(), Some("memprof-test"));
         }
-        wait_for(|| pool.idle() == 2);
+        wait_idle(&pool, 2);
         // A panicking job leaves its thread serving.
         assert!(pool.try_run(Box::new(|| panic!("a job's bug"))).is_ok());
-        wait_for(|| pool.idle() == 2);
+        wait_idle(&pool, 2);
         let (done, finished) = mpsc::channel();
         assert!(pool.try_run(Box::new(move || done.send(7).unwrap())).is_ok());
         assert_eq!(finished.recv().unwrap(), 7);

@@ -1,7 +1,7 @@
 //! The profiler in this very process, against the real jemalloc (the runtime's tests run with profiling
 //! armed): each test builds a fresh profiler of its own.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -51,16 +51,13 @@ fn a_timed_run_is_ended_by_its_timer() {
     let _turn = SAMPLING.lock();
     let profiler = profiler();
     let run = started(profiler, Owner::Http, Some(Duration::from_millis(50)));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let profile = loop {
+    let profile = crate::testing::wait_until(&format!("the timer to end run {}", run.id), || {
         match profiler.profile(Some(run.id)) {
-            Ok(profile) => break profile,
-            Err(LookupError::StillActive(_)) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
+            Ok(profile) => Ok(profile),
+            Err(LookupError::StillActive(_)) => Err("still active".to_owned()),
             Err(error) => panic!("the timer did not end run {}: {error:?}", run.id),
         }
-    };
+    });
     assert!(is_heap_profile(&profile));
     assert_eq!(jemalloc::profiling_active(), Ok(false));
     profiler.shut_down();

@@ -5,13 +5,13 @@ mod door;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread;
 
 use parking_lot::{Condvar, Mutex};
 
 use super::*;
 use crate::http::head::MAX_BODY;
 use crate::http::reply::Reply;
+use crate::testing::wait_until;
 
 fn serve(handle: impl Fn(&Request) -> Response + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -41,13 +41,20 @@ fn panics(request: &Request) -> Response {
     echo(request)
 }
 
-/// Waits (at most twenty seconds) until `condition` holds.
-fn wait_for(condition: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !condition() {
-        assert!(Instant::now() < deadline, "the condition did not come true within 20 s");
-        thread::sleep(Duration::from_millis(2));
-    }
+/// Waits until `count` requests are inside the gated handler.
+fn wait_inside(gate: &Gate, count: usize) {
+    wait_until(&format!("{count} requests inside the handler"), || {
+        let inside = gate.inside.load(Ordering::SeqCst);
+        if inside == count { Ok(()) } else { Err(format!("{inside} inside")) }
+    });
+}
+
+/// Waits until `count` of the handler's waits have ended.
+fn wait_waits_ended(gate: &Gate, count: usize) {
+    wait_until(&format!("{count} waits to end"), || {
+        let ended = gate.waits_ended.lock().clone();
+        if ended.len() == count { Ok(()) } else { Err(format!("{ended:?}")) }
+    });
 }
 
 #[test]
@@ -243,7 +250,7 @@ fn take_places(address: SocketAddr, gate: &Gate, target: &str, count: usize) -> 
         .map(|inside| {
             let request = format!("GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n");
             let stream = held_after(address, request.as_bytes(), b"");
-            wait_for(|| gate.inside.load(Ordering::SeqCst) == inside);
+            wait_inside(gate, inside);
             stream
         })
         .collect()
@@ -254,10 +261,10 @@ fn a_handlers_wait_ends_when_the_client_leaves() {
     let gate = Gate::new();
     let address = gated(&gate);
     let leaving = held_after(address, b"GET /wait HTTP/1.1\r\nHost: localhost\r\n\r\n", b"");
-    wait_for(|| gate.inside.load(Ordering::SeqCst) == 1);
+    wait_inside(&gate, 1);
     drop(leaving);
     // At once, not after the 60 s asked for (a 400 that nobody reads).
-    wait_for(|| gate.waits_ended.lock().len() == 1);
+    wait_waits_ended(&gate, 1);
     assert_eq!(gate.waits_ended.lock()[0], Err(400));
 }
 
@@ -270,7 +277,7 @@ fn a_waiting_handler_holds_no_busy_place() {
     let mut waiting = take_places(address, &gate, "/wait", MAX_CONNECTIONS);
     let answer = exchange(address, "GET /state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     assert!(answer.ends_with("/state answered"), "{answer}");
-    wait_for(|| gate.waits_ended.lock().len() == 1);
+    wait_waits_ended(&gate, 1);
     assert_eq!(gate.waits_ended.lock()[0], Err(503));
     let mut cut = String::new();
     waiting[0].read_to_string(&mut cut).unwrap();
@@ -290,7 +297,7 @@ fn a_body_beyond_what_bodies_may_hold_is_refused_before_it_is_sent() {
             let mut stream = TcpStream::connect(address).unwrap();
             stream.write_all(head.as_bytes()).unwrap();
             stream.write_all(&vec![b'0'; MAX_BODY]).unwrap();
-            wait_for(|| gate.inside.load(Ordering::SeqCst) == inside);
+            wait_inside(&gate, inside);
             stream
         })
         .collect();
