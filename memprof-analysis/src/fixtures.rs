@@ -1,6 +1,8 @@
 //! Profiles the unit tests build by hand.
 
-use crate::{Analysis, Binaries, HeapProfile, LabelSets, Stack};
+use crate::analysis::{Analysis, Binaries};
+use crate::heap_profile::{HeapProfile, Stack};
+use crate::labels::LabelSets;
 
 /// The analysis of a profile whose stacks (addresses, the allocation site first) hold 1024 bytes each,
 /// unsymbolized, with `sets` as its label table.

@@ -5,7 +5,7 @@
 //! outermost frame, [`label_address`]: an address in the lower half of the address space where no mapping
 //! can be, which jemalloc hashes, compares and prints like any other, and which jeprof keeps (it drops
 //! upper-half addresses and misnames small ones). Dumps stay jemalloc's own; the table travels beside them
-//! ([`LabelSets::to_text`], [`LabelSets::parse`]), and [`crate::Analysis::with_labels`] gives each sample
+//! ([`LabelSets::to_text`], [`LabelSets::parse`]), and [`crate::analysis::Analysis::with_labels`] gives each sample
 //! its labels back.
 //!
 //! ```

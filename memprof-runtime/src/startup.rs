@@ -182,7 +182,7 @@ fn start_unsampled(options: Options) -> Guard {
     }
     let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
     if wanted && options.built_in_server {
-        serve(&options, context);
+        start_server(&options, context);
     }
     if options.dump_on_sigterm
         && let Err(error) = crate::sigterm::watch(shutdown)
@@ -253,7 +253,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 }
 
 /// Starts the built-in server, reporting where, or why not.
-fn serve(options: &Options, context: &'static crate::endpoints::Context) {
+fn start_server(options: &Options, context: &'static crate::endpoints::Context) {
     let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
     let answer = std::sync::Arc::new(move |request: &http::Request| crate::endpoints::answer(context, request));
     match http::serve(&address, answer, crate::endpoints::is_control, crate::endpoints::forget_caches) {

@@ -12,7 +12,7 @@ use crate::labels::{LabelSet, LabelSets, label_id};
 
 impl Analysis {
     /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
-    /// reason is kept in [`Module::problem`](crate::Module::problem). Samples with a label frame whose set is unknown get the label
+    /// reason is kept in [`Module::problem`](crate::analysis::Module::problem). Samples with a label frame whose set is unknown get the label
     /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
     pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
         Self::with_labels(profile, binaries, &LabelSets::default())
@@ -26,7 +26,11 @@ impl Analysis {
     /// let analysis = Analysis::of_dump(&dump, &Binaries::as_mapped(), &LabelSets::default())?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn of_dump(dump: &str, binaries: &Binaries, labels: &LabelSets) -> Result<Self, crate::ParseError> {
+    pub fn of_dump(
+        dump: &str,
+        binaries: &Binaries,
+        labels: &LabelSets,
+    ) -> Result<Self, crate::heap_profile::ParseError> {
         Ok(Self::with_labels(&HeapProfile::parse(dump)?, binaries, labels))
     }
 

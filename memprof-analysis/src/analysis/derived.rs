@@ -68,7 +68,7 @@ impl Analysis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Binaries;
+    use crate::analysis::Binaries;
     use crate::heap_profile::{HeapProfile, Stack};
     use crate::labels::{LabelSets, label_address};
 

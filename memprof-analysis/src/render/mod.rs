@@ -158,13 +158,13 @@ fn filtered<'a>(analysis: &'a Analysis, options: &RenderOptions) -> Cow<'a, Anal
 /// ([`Analysis::shown_frames`]) by function, or by `function file:line` with `options.lines`; split by a
 /// label key ([`RenderOptions::by`]), under one more, outermost frame `KEY=value` (`KEY=(none)` for a sample
 /// without the key), so that the totals stay those of the whole.
-fn shown_names(analysis: &Analysis, sample: &crate::Sample, options: &RenderOptions) -> Vec<String> {
+fn shown_names(analysis: &Analysis, sample: &crate::analysis::Sample, options: &RenderOptions) -> Vec<String> {
     let mut names: Vec<String> =
         analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect();
     if let Some(key) = &options.by {
         // A label value is whatever the program passed (a tenant or route from its own requests): a
         // newline in it must not start a forged stack, nor an escape byte reach a terminal or an SVG.
-        let value = sample.labels.get(key).unwrap_or(crate::NO_LABEL);
+        let value = sample.labels.get(key).unwrap_or(crate::analysis::NO_LABEL);
         names.push(crate::analysis::without_control_characters(format!("{key}={value}")));
     }
     names
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(roots, [("tenant=(none)", "1024"), ("tenant=acme", "1024"), ("tenant=initech", "1024")]);
         assert_eq!(whole.lines().count(), 2, "unsplit, the two tenants' identical stacks are one:\n{whole}");
         let by_route = collapsed(&RenderOptions { by: Some("route".to_owned()), ..RenderOptions::default() });
-        assert!(by_route.starts_with(&format!("route={};", crate::NO_LABEL)), "{by_route}");
+        assert!(by_route.starts_with(&format!("route={};", crate::analysis::NO_LABEL)), "{by_route}");
         assert!(by_route.contains("\nroute=/;"), "{by_route}");
     }
 

@@ -281,7 +281,7 @@ mod tests {
                 bytes: 1e6,
                 allocated_objects: 10.0,
                 allocated_bytes: 4e6,
-                labels: crate::LabelSet::new([("tenant", "acme"), ("route", "/")]),
+                labels: crate::labels::LabelSet::new([("tenant", "acme"), ("route", "/")]),
             }],
             locations: vec![
                 Location {

@@ -29,15 +29,21 @@ const MAX_SECONDS: u64 = 60;
 
 /// `/debug/pprof/heap`.
 pub(super) fn heap(context: &Context, query: &Query, request: &Request) -> Result<Reply, HttpError> {
-    serve(context, query, request, false)
+    heap_profile(context, query, request, false)
 }
 
 /// `/debug/pprof/allocs`.
 pub(super) fn allocs(context: &Context, query: &Query, request: &Request) -> Result<Reply, HttpError> {
-    serve(context, query, request, true)
+    heap_profile(context, query, request, true)
 }
 
-fn serve(context: &Context, query: &Query, request: &Request, allocations_first: bool) -> Result<Reply, HttpError> {
+/// The heap as Go's scrapers read it, `alloc_space` first for `allocs`; the growth over `?seconds=N`.
+fn heap_profile(
+    context: &Context,
+    query: &Query,
+    request: &Request,
+    allocations_first: bool,
+) -> Result<Reply, HttpError> {
     let seconds = query
         .get("seconds")
         .map(|text| {

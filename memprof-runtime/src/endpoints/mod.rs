@@ -115,7 +115,7 @@ struct Route {
     /// operator's way in.
     control: bool,
     parameters: &'static [&'static str],
-    handle: Handler,
+    handle: Handle,
 }
 
 /// The methods an endpoint takes; HEAD wherever GET is (RFC 9110 9.3.2: the same answer, of which only the
@@ -154,15 +154,16 @@ type QueryHandler = fn(&Context, &Query) -> Result<Reply, HttpError>;
 /// A handler that reads the request too: its body, or its way to wait on the client.
 type RequestHandler = fn(&Context, &Query, &Request) -> Result<Reply, HttpError>;
 
-/// What a handler reads from the request.
-enum Handler {
+/// A route's handler, by what it reads from the request (the transport's [`crate::http::Handler`] is the
+/// one function the server calls for every request: [`answer`]).
+enum Handle {
     Query(QueryHandler),
     Request(RequestHandler),
 }
 
 /// A read-only endpoint.
 const fn get(path: &'static str, parameters: &'static [&'static str], handle: QueryHandler) -> Route {
-    Route { path, methods: Methods::Get, control: false, parameters, handle: Handler::Query(handle) }
+    Route { path, methods: Methods::Get, control: false, parameters, handle: Handle::Query(handle) }
 }
 
 /// An endpoint that changes state: POST is allowed too.
@@ -172,7 +173,7 @@ const fn post(path: &'static str, parameters: &'static [&'static str], handle: Q
 
 /// An endpoint that reads the request.
 const fn reading(path: &'static str, methods: Methods, handle: RequestHandler) -> Route {
-    Route { path, methods, control: false, parameters: &[], handle: Handler::Request(handle) }
+    Route { path, methods, control: false, parameters: &[], handle: Handle::Request(handle) }
 }
 
 /// An endpoint answered even when every place is taken (see [`Route::control`]).
@@ -237,8 +238,8 @@ fn route(context: &Context, request: &Request) -> Result<Reply, HttpError> {
     }
     let query = Query::parse(query, route.parameters)?;
     match route.handle {
-        Handler::Query(handle) => handle(context, &query),
-        Handler::Request(handle) => handle(context, &query, request),
+        Handle::Query(handle) => handle(context, &query),
+        Handle::Request(handle) => handle(context, &query, request),
     }
 }
 
