@@ -12,13 +12,12 @@
 //! Only allocations made while sampling was on are in the heap profile: leave it on for continuous
 //! profiling (`heap_profile?active=true`).
 
-use std::io::Read;
 use std::time::Duration;
 
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
-use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
+use memprof_analysis::{Analysis, Format, RenderOptions};
 
 /// The comment of a profile served while sampling is off.
 const SAMPLING_OFF: &str = "memprof: sampling is off (prof.active false), so this profile holds no samples; for \
@@ -61,18 +60,18 @@ fn heap_profile(
     let bytes = match seconds {
         None => {
             let _permit = Permit::or_busy()?;
-            render(&snapshot(context)?, &options)?
+            render(&super::heap_now::symbolized(context)?, &options)?
         }
         Some(seconds) => {
             // The first snapshot is kept through the wait, small beside its symbolizing; the wait holds no
             // permit and no busy place, and ends when the client leaves.
             let before = {
                 let _permit = Permit::or_busy()?;
-                snapshot(context)?
+                super::heap_now::symbolized(context)?
             };
             request.wait(Duration::from_secs(seconds))?;
             let _permit = Permit::or_busy()?;
-            render(&snapshot(context)?.minus(&before), &options)?
+            render(&super::heap_now::symbolized(context)?.minus(&before), &options)?
         }
     };
     Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "profile.pb.gz".to_owned(), true))
@@ -80,14 +79,4 @@ fn heap_profile(
 
 fn render(profile: &Analysis, options: &RenderOptions) -> Result<Vec<u8>, HttpError> {
     Format::Pprof.render(profile, None, options).map_err(|error| HttpError::internal(error.to_string()))
-}
-
-/// The heap now, symbolized: expensive work, for the holder of a permit.
-pub(super) fn snapshot(context: &Context) -> Result<Analysis, HttpError> {
-    let (mut file, name) = context.profiler.snapshot()?;
-    let mut text = String::new();
-    file.read_to_string(&mut text)
-        .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;
-    Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
-        .map_err(|error| HttpError::internal(format!("jemalloc's dump is malformed: {error}")))
 }

@@ -2,7 +2,7 @@
 //! setting how jemalloc returns them (`decay`). Both actions are POST only: they change the program's memory.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -18,19 +18,6 @@ use crate::{history, jemalloc, memory};
 /// How many stacks a leak verdict names.
 const STACKS_NAMED: usize = 5;
 
-/// How many functions' live sampled bytes a baseline keeps (the most first).
-const BASELINE_FUNCTIONS: usize = 1024;
-
-/// The youngest baseline growth is measured against.
-const BASELINE_YOUNGEST: Duration = Duration::from_secs(2);
-
-/// The oldest baseline kept: an older one is replaced by the current snapshot.
-const BASELINE_OLDEST: Duration = Duration::from_secs(300);
-
-/// The live sampled bytes by allocating function of an earlier `explain` with sampling on, and when: what a
-/// leak's growth by function is measured against.
-static BASELINE: Mutex<Option<(Instant, HashMap<String, f64>)>> = Mutex::new(None);
-
 /// `explain`: the resident set by class, the verdict and the figures behind them.
 pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let _permit = Permit::or_busy()?;
@@ -39,20 +26,25 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let bins = jemalloc::bins().unwrap_or_default();
     let decay = jemalloc::decay_settings().ok();
     let growth = memory::growth(&memory::live_readings(&history::ring().since(0)));
+    let sampling = jemalloc::profiling_active().unwrap_or(false);
     // The heap is snapshotted only for a leak, and only while sampling is on: the first such answer names
-    // the stacks holding the most, the next ones (2 s on) what grew since it.
+    // the stacks holding the most, the next ones (2 s on) what grew since it (the history keeps the record).
     let stacks = match growth {
-        _ if !jemalloc::profiling_active().unwrap_or(false) => {
-            *BASELINE.lock() = None;
+        _ if !sampling => {
+            history::forget_stacks();
             Holders::default()
         }
         Some(_) => {
-            let holders = holders(&super::debug_pprof::snapshot(context)?);
-            grown_since_baseline(&holders).unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None })
+            let holders = holders(&super::heap_now::symbolized(context)?);
+            let grown = history::stacks_grown(&holders).map(|(mut stacks, seconds)| {
+                stacks.truncate(STACKS_NAMED);
+                Holders { stacks, grown_over: Some(seconds) }
+            });
+            grown.unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None })
         }
         None => Holders::default(),
     };
-    Ok(Reply::json(&memory::explanation(&reading, growth, stacks, &bins, decay.as_ref())))
+    Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, &bins, decay.as_ref())))
 }
 
 /// The stacks holding the most live sampled bytes, grouped by the program's function that allocated
@@ -80,29 +72,6 @@ fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
 fn top(mut stacks: Vec<GrowingStack>) -> Vec<GrowingStack> {
     stacks.truncate(STACKS_NAMED);
     stacks
-}
-
-/// How `holders` grew since the baseline, when it is old enough; keeps `holders` as the baseline when there
-/// is none yet or it is too old.
-fn grown_since_baseline(holders: &[GrowingStack]) -> Option<Holders> {
-    let mut baseline = BASELINE.lock();
-    let grown = baseline.as_ref().filter(|(taken, _)| taken.elapsed() >= BASELINE_YOUNGEST).map(|(taken, before)| {
-        let mut stacks: Vec<GrowingStack> = holders
-            .iter()
-            .map(|stack| GrowingStack {
-                bytes: stack.bytes - before.get(&stack.function).copied().unwrap_or(0.0),
-                ..stack.clone()
-            })
-            .filter(|stack| stack.bytes > 0.0)
-            .collect();
-        stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-        Holders { stacks: top(stacks), grown_over: Some(taken.elapsed().as_secs_f64()) }
-    });
-    if baseline.as_ref().is_none_or(|(taken, _)| taken.elapsed() >= BASELINE_OLDEST) {
-        let kept = holders.iter().take(BASELINE_FUNCTIONS).map(|stack| (stack.function.clone(), stack.bytes));
-        *baseline = Some((Instant::now(), kept.collect()));
-    }
-    grown.filter(|grown| !grown.stacks.is_empty())
 }
 
 /// `purge` (POST): returns every arena's freed pages to the system now; answers the resident set before and
@@ -233,11 +202,10 @@ mod tests {
         });
         running.recv().unwrap();
         let joiners: Vec<_> = (0..4).map(|_| std::thread::spawn(|| WORK.run_or_join(|| 0))).collect();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while WORK.state.lock().waiting < 4 {
-            assert!(Instant::now() < deadline, "the joiners did not come");
-            std::thread::yield_now();
-        }
+        crate::testing::wait_until("4 callers waiting for the run", || {
+            let waiting = WORK.state.lock().waiting;
+            if waiting == 4 { Ok(()) } else { Err(format!("{waiting} waiting")) }
+        });
         finish.send(()).unwrap();
         assert_eq!(first.join().unwrap(), (7, false));
         for joiner in joiners {

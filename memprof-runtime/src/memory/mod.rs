@@ -114,10 +114,10 @@ pub(crate) fn explanation(
     reading: &MemoryReading,
     growth: Option<Growth>,
     stacks: Holders,
+    sampling: bool,
     bins: &[BinUse],
     decay: Option<&DecaySettings>,
 ) -> Explanation {
-    let sampling = jemalloc::profiling_active().unwrap_or(false);
     let verdict = verdict(Findings { classified: &reading.classified, growth, stacks, sampling, bins, decay });
     Explanation {
         rss_bytes: reading.classified.bytes.rss,
