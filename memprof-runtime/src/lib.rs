@@ -19,44 +19,26 @@
 // On other targets the crate is empty: the `memprof` facade says why (`compile_error!`).
 #![cfg(unix)]
 
-mod allocator_code;
-mod autodump;
-mod cgroup;
-mod counters;
-mod duration;
-mod end_caption;
 mod endpoints;
-pub mod environment;
-mod evidence;
-mod executable;
-mod history;
 mod http;
 mod jemalloc;
 pub mod labels;
-mod last_seen;
-mod malloc_conf;
 mod memory;
-mod messages;
 #[cfg(feature = "http")]
 pub mod mounted;
+mod process;
+mod profile_root;
 mod profiler;
-mod records;
-mod run;
-mod sigterm;
-mod stale;
 mod startup;
-mod storage;
 #[cfg(test)]
 mod testing;
-mod threads;
-mod untrusted;
-mod unwinder;
 
-pub use malloc_conf::{MallocConf, PROFILING_CONF};
 /// Parsing, symbolizing, splitting and rendering heap profiles: memprof-analysis, as the endpoints use it.
 pub use memprof_analysis as analysis;
+pub use process::environment;
+pub use profiler::malloc_conf::{MallocConf, PROFILING_CONF};
+pub use profiler::run::{Profile, Run, Scope};
 pub use profiler::{DumpOf, Error};
-pub use run::{Profile, Run, Scope};
 pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, start};
 
 // The runtime's own tests run with profiling armed, as a program using memprof does.
@@ -72,7 +54,7 @@ mod profiling_armed {
 pub mod __fuzzing {
     /// The `duration` parameter of `start`.
     pub fn duration(text: &str) {
-        let _ = crate::duration::parse_run_length(text);
+        let _ = crate::profiler::duration::parse_run_length(text);
     }
 
     /// A request head, as the HTTP server reads it off a connection.
@@ -144,13 +126,13 @@ pub mod __fuzzing {
     /// included, are made from that directory: never a panic either.
     pub fn profile_root_files(bytes: &[u8]) {
         if let Ok(text) = std::str::from_utf8(bytes) {
-            let _ = crate::stale::parse_owner(text);
+            let _ = crate::profile_root::stale::parse_owner(text);
         }
         let _ = serde_json::from_slice::<memprof_wire::ProfileRecord>(bytes);
         let _ = serde_json::from_slice::<memprof_wire::LastSeen>(bytes);
         let Ok(parent) = tempfile::tempdir() else { return };
         let directory = parent.path().join("memprof.fuzzed");
-        if std::fs::create_dir(&directory).is_err() || crate::stale::claim(&directory).is_err() {
+        if std::fs::create_dir(&directory).is_err() || crate::profile_root::stale::claim(&directory).is_err() {
             return;
         }
         let mut parts = bytes.split(|&byte| byte == 0xff);
@@ -167,13 +149,13 @@ pub mod __fuzzing {
             started: 1_795_000_000.0,
             stopped: 1_795_000_001.0,
             pid: 1,
-            binary: crate::executable::path(),
+            binary: crate::process::executable::path(),
             build_id: None,
             allocated: Some(1 << 20),
         };
         let files = [
             ("ended", ended.to_vec()),
-            (crate::last_seen::FILE, last_seen.to_vec()),
+            (crate::profile_root::last_seen::FILE, last_seen.to_vec()),
             (first_name, b"heap_v2/1\n".to_vec()),
             (second_name, b"heap_v2/1\n".to_vec()),
             ("automatic.3.heap", b"heap_v2/1\n".to_vec()),
@@ -183,9 +165,9 @@ pub mod __fuzzing {
             let _ = std::fs::write(directory.join(name), contents);
         }
         for (name, record) in [(first_name, first), (second_name, second)] {
-            let _ = std::fs::write(crate::storage::record_path(&directory.join(name)), record);
+            let _ = std::fs::write(crate::profile_root::storage::record_path(&directory.join(name)), record);
         }
-        let sweep = crate::evidence::sweep(parent.path(), 4, 1 << 20);
+        let sweep = crate::profile_root::evidence::sweep(parent.path(), 4, 1 << 20);
         for process in &sweep.kept {
             let _ = crate::endpoints::describe_earlier(process);
         }

@@ -5,9 +5,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::messages;
+use crate::process::messages;
 use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
-use crate::{environment, http};
+use crate::{http, process::environment};
 
 /// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
 /// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
@@ -133,19 +133,19 @@ fn start_unsampled(options: Options) -> Guard {
         return Guard { owns_shutdown: false };
     }
     let wanted = environment::switched_on(&options.env);
-    let automatic_dumps = crate::autodump::Settings::from_environment();
+    let automatic_dumps = crate::profiler::autodump::Settings::from_environment();
     // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded, and, where
     // the memory is read (`explain`, the history, the automatic dumps), every arena made later is hooked as
     // it is made.
     if crate::jemalloc::install_range_hooks()
         && (wanted || matches!(automatic_dumps, Ok(Some(_))))
-        && let Err(error) = crate::threads::spawn("memprof-arenas", crate::jemalloc::watch_new_arenas)
+        && let Err(error) = crate::process::threads::spawn("memprof-arenas", crate::jemalloc::watch_new_arenas)
     {
         messages::warn(&format!("explain will not tell jemalloc's memory apart: cannot start a thread ({error})"));
     }
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
-    let parent = crate::storage::parent_directory();
+    let parent = crate::profile_root::storage::parent_directory();
     // A program that serves nothing and reads nothing of its memory (a command-line tool) leaves the sweep of
     // the profile root (a directory listing of $TMPDIR, at worst) to its first run, if it ever has one.
     if wanted || matches!(automatic_dumps, Ok(Some(_))) {
@@ -161,15 +161,15 @@ fn start_unsampled(options: Options) -> Guard {
     for note in profiler.config.notes() {
         messages::info(&note);
     }
-    if let crate::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
+    if let crate::profiler::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
         && profiler.config.profiling_enabled
     {
         messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
     }
     match automatic_dumps {
-        Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::counters::start() {
+        Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::profiler::counters::start() {
             Ok(()) => {
-                crate::autodump::arm(settings);
+                crate::profiler::autodump::arm(settings);
                 messages::info("Automatic heap dumps are on (MEMPROF_DUMP_*)")
             }
             Err(error) => messages::error(&format!(
@@ -185,7 +185,7 @@ fn start_unsampled(options: Options) -> Guard {
         start_server(&options, context);
     }
     if options.dump_on_sigterm
-        && let Err(error) = crate::sigterm::watch(shutdown)
+        && let Err(error) = crate::process::sigterm::watch(shutdown)
     {
         messages::warn(&format!("SIGTERM will not leave a final profile: {error}"));
     }
@@ -195,10 +195,10 @@ fn start_unsampled(options: Options) -> Guard {
 /// Keeps what memprof processes that ended without cleaning up left in `parent` (their automatic dumps and
 /// latest run: the heap before an OOM kill), within the automatic dumps' bounds, and says so.
 fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::path::Path) {
-    let (keep, max_bytes) = crate::autodump::retention();
+    let (keep, max_bytes) = crate::profiler::autodump::retention();
     // The profile root is not memprof's alone: whatever is planted there, the program starts. Every number
     // read there is range-checked (`untrusted`); should a check still be missing, the sweep is skipped.
-    let sweep = std::panic::catch_unwind(|| crate::evidence::sweep(parent, keep, max_bytes));
+    let sweep = std::panic::catch_unwind(|| crate::profile_root::evidence::sweep(parent, keep, max_bytes));
     let Ok(sweep) = sweep else {
         messages::error(&format!(
             "Earlier processes' profiles in {} were not read: a file there could not be understood",
@@ -220,8 +220,8 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
             sweep.left_alone.len(),
             if sweep.left_alone.len() == 1 { "y" } else { "ies" },
             parent.display(),
-            crate::untrusted::printable(&first.display().to_string()),
-            crate::untrusted::printable(why)
+            crate::profile_root::untrusted::printable(&first.display().to_string()),
+            crate::profile_root::untrusted::printable(why)
         ));
     }
     if sweep.removed_profiles > 0 {
@@ -244,7 +244,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
             parent.display(),
             profile.profile.id,
             process.pid,
-            crate::untrusted::printable(&profile.profile.owner.name()),
+            crate::profile_root::untrusted::printable(&profile.profile.owner.name()),
             memprof_wire::paths::STATE,
             memprof_wire::paths::CLEAR_EARLIER,
         ));

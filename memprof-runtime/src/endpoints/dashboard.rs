@@ -3,8 +3,8 @@
 //! `/memory-profiler/memory`, the readings its chart draws.
 
 use super::Context;
-use crate::history;
 use crate::http::{HttpError, Query, Reply};
+use crate::memory::history;
 
 /// The page, compiled into the runtime.
 const PAGE: &str = include_str!("dashboard.html");
@@ -40,7 +40,7 @@ pub(super) fn memory(_: &Context, query: &Query) -> Result<Reply, HttpError> {
         })?,
     };
     Ok(Reply::json(&memprof_wire::Memory {
-        interval_seconds: crate::counters::PERIOD.as_secs(),
+        interval_seconds: crate::profiler::counters::PERIOD.as_secs(),
         capacity: history::CAPACITY,
         readings: history::ring().since(since),
     }))

@@ -37,7 +37,7 @@ pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpErro
 }
 
 fn send_raw(context: &Context, profile: KeptProfile) -> Result<Reply, HttpError> {
-    let file = crate::untrusted::open_profile(&profile.path, crate::autodump::retention().1)
+    let file = crate::profile_root::untrusted::open_profile(&profile.path, crate::profiler::autodump::retention().1)
         .map_err(|error| unreadable(context, &profile, &error))?;
     Ok(Reply::download(file, format!("memprof.{}.heap", profile.id)))
 }

@@ -13,7 +13,7 @@ use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
-use crate::{history, jemalloc, memory};
+use crate::{jemalloc, memory, memory::history};
 
 /// How many stacks a leak verdict names.
 const STACKS_NAMED: usize = 5;

@@ -10,7 +10,7 @@ use crate::jemalloc;
 /// `/metrics`.
 pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let mut text = String::new();
-    if let Some(classes) = crate::history::ring().latest_classes() {
+    if let Some(classes) = crate::memory::history::ring().latest_classes() {
         let name = "memprof_memory_bytes";
         let _ = write!(
             text,

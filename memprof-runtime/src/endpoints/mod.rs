@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 use memprof_wire::paths::{self, PREFIX};
 
 use crate::http::{HttpError, Query, Reply, Request, Response};
-use crate::messages;
+use crate::process::messages;
 use crate::profiler::Profiler;
 
 /// What handlers work with.
@@ -52,7 +52,7 @@ static CONTEXT: OnceLock<Context> = OnceLock::new();
 /// the endpoints are on, the memory counters are read from now on, for the dashboard's chart.
 pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
     CONTEXT.get_or_init(|| {
-        if mounted && let Err(error) = crate::counters::start() {
+        if mounted && let Err(error) = crate::profiler::counters::start() {
             messages::warn(&format!(
                 "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
             ));
@@ -65,7 +65,7 @@ pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
 /// `LIBPROCESS_MEMORY_PROFILING`'s switch.
 #[cfg(any(test, feature = "http"))]
 pub(crate) fn context() -> &'static Context {
-    use crate::environment;
+    use crate::process::environment;
     CONTEXT.get().unwrap_or_else(|| {
         set_up(std::env::var(environment::TOKEN).ok(), environment::switched_on(environment::SWITCH))
     })

@@ -2,8 +2,8 @@
 
 use super::Context;
 use super::to_wire::profile_urls;
-use crate::duration;
 use crate::http::{HttpError, Query, Reply};
+use crate::profiler::duration;
 use crate::profiler::{Owner, Started};
 use memprof_wire::{RunAnswer, Started as StartedAnswer};
 

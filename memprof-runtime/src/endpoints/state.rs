@@ -13,7 +13,7 @@ use super::Context;
 use super::to_wire::{describe_earlier, describe_run};
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::unwinder::Unwinder;
+use crate::profiler::unwinder::Unwinder;
 
 /// `state`: Mesos's object, plus the kept runs, the sampling rate, warnings and heap counters.
 pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
@@ -37,7 +37,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
         None if runs.in_memory => "In memory (no writable directory)".to_owned(),
         None => "Not yet generated".to_owned(),
     };
-    let settings = crate::autodump::settings_in_force().map(|settings| AutomaticDumpSettings {
+    let settings = crate::profiler::autodump::settings_in_force().map(|settings| AutomaticDumpSettings {
         every_bytes: settings.every,
         high_water_step: settings.high_water_step,
         resident_share: settings.resident_share,
@@ -93,7 +93,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
 }
 
 /// The configuration's warnings, and what the decay settings in force cost, when that is worth saying.
-fn warnings(config: &crate::malloc_conf::ConfigReport) -> Vec<String> {
+fn warnings(config: &crate::profiler::malloc_conf::ConfigReport) -> Vec<String> {
     let decay = jemalloc::decay_settings().ok();
     config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost)).collect()
 }

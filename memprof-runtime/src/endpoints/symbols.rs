@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
-use crate::untrusted::printable;
+use crate::profile_root::untrusted::printable;
 
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 1 << 16;

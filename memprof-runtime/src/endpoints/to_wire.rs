@@ -4,11 +4,11 @@
 use memprof_analysis::Format;
 use memprof_wire::ProfileUrls;
 
-use crate::end_caption;
-use crate::evidence::EarlierProcess;
 use crate::http::HttpError;
+use crate::profile_root::end_caption;
+use crate::profile_root::evidence::EarlierProcess;
+use crate::profile_root::untrusted::unix_seconds;
 use crate::profiler::{Error, KeptProfile};
-use crate::untrusted::unix_seconds;
 
 /// Where profile `id` is downloaded, in every format.
 pub(super) fn profile_urls(id: u64) -> ProfileUrls {

@@ -10,7 +10,7 @@
 //! `stop`: which ones, the endpoints say) are answered at once, and the rest wait a moment for a place; so a
 //! flood of clients cannot keep `state` or `stop` out. The pool's threads are unsampled, born when a
 //! connection needs one while sampling is off (all of them before a run switches it on), and end after ten
-//! idle seconds with sampling off ([`crate::threads::Pool`]), so serving never shows in a profile and an
+//! idle seconds with sampling off ([`crate::process::threads::Pool`]), so serving never shows in a profile and an
 //! idle program keeps none.
 
 mod door;
@@ -33,8 +33,8 @@ use super::connection::{Connection, Incoming};
 use super::head::{BodyLength, Head};
 use super::reply::{HttpError, Response, guarded};
 use super::request::{Request, Wait, client_gone, wait_unless};
-use crate::messages;
-use crate::threads::{self, Pool};
+use crate::process::messages;
+use crate::process::threads::{self, Pool};
 
 /// Pool threads beyond the connections': for connections closed to make room that are still saying so.
 const SPARE: usize = 4;

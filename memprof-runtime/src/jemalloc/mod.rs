@@ -2,11 +2,11 @@
 //!
 //! Every name comes from the `MALLCTL NAMESPACE` section of jemalloc(3) (5.3). This is the only module of
 //! the runtime that calls `mallctl` directly. `unsafe` is confined to it (jemalloc's controls, its extent
-//! hooks and arena-made hook), [`crate::malloc_conf`] (the exported configuration symbol) and
-//! [`crate::unwinder`] (the stack walk), and to one function each where the kernel or a library has no safe
-//! binding: mapping the executable ([`crate::executable`], [`crate::allocator_code`]), `mincore`
+//! hooks and arena-made hook), [`crate::profiler::malloc_conf`] (the exported configuration symbol) and
+//! [`crate::profiler::unwinder`] (the stack walk), and to one function each where the kernel or a library has no safe
+//! binding: mapping the executable ([`crate::process::executable`], [`crate::profiler::allocator_code`]), `mincore`
 //! (`memory/residency.rs`), `poll` and a socket's send buffer (`http/server/door.rs`, `http/connection.rs`),
-//! and a thread's stack bounds and `madvise` ([`crate::threads`]); `lib.rs` exports the configuration
+//! and a thread's stack bounds and `madvise` ([`crate::process::threads`]); `lib.rs` exports the configuration
 //! symbol for the runtime's own tests.
 #![allow(unsafe_code)]
 

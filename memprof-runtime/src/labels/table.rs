@@ -152,7 +152,7 @@ fn intern_new<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)], hash:
         id
     } else {
         if OVERFLOWED.load(Ordering::Relaxed) == 0 {
-            crate::messages::warn(&format!(
+            crate::process::messages::warn(&format!(
                 "More than {MAX_LABEL_SETS} distinct label sets: new ones are recorded as {}={}. Label by values \
                  that repeat (a tenant, a route), not by ones that never do (a request id, a user id)",
                 OVERFLOW_LABEL.0, OVERFLOW_LABEL.1

@@ -12,6 +12,7 @@
 //! ```
 
 mod classes;
+pub(crate) mod history;
 mod residency;
 mod smaps;
 mod verdict;
@@ -124,7 +125,7 @@ pub(crate) fn explanation(
         classes: reading.classified.tree(),
         verdict,
         evidence: evidence(reading, decay),
-        container: crate::cgroup::container(),
+        container: crate::process::cgroup::container(),
     }
 }
 

@@ -32,8 +32,8 @@ use memprof_wire::paths::PREFIX;
 
 use super::respond::{refusal, respond_waiting};
 use crate::http::{HttpError, MAX_BODY, Wait, body_too_large, client_gone, wait_unless};
-use crate::messages;
-use crate::threads::Pool;
+use crate::process::messages;
+use crate::process::threads::Pool;
 
 /// The most requests answered at once, as many as the built-in server's connections.
 pub const MAX_IN_FLIGHT: usize = 32;

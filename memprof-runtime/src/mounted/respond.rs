@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::endpoints::{self, Context};
 use crate::http::{self, Fields, HttpError, MAX_BODY, MAX_HEADER_FIELDS, MAX_HEADERS, MAX_TARGET, Request, Wait};
-use crate::{environment, jemalloc, messages};
+use crate::{jemalloc, process::environment, process::messages};
 
 /// Answers one request for memprof's endpoints. The request's path is the full one the built-in server
 /// would see (`/memory-profiler/state`, `/debug/pprof/heap`, ...): a router that strips a prefix puts it

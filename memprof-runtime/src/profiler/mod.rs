@@ -5,10 +5,17 @@
 //! `prof.active` on, and at its end dumps the heap into the [`ProfileStore`] and switches sampling off. The last
 //! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
+pub(crate) mod allocator_code;
+pub(crate) mod autodump;
+pub(crate) mod counters;
+pub(crate) mod duration;
 mod error;
+pub(crate) mod malloc_conf;
 mod outcomes;
+pub(crate) mod run;
 mod runs;
 mod timer;
+pub(crate) mod unwinder;
 
 use std::path::PathBuf;
 use std::sync::{LazyLock, OnceLock};
@@ -16,20 +23,20 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::{Condvar, Mutex};
 
-pub(crate) use crate::records::{ActiveRun, KeptProfile, Owner};
+pub(crate) use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
 pub(crate) use error::control;
 pub use error::{DumpOf, Error};
 pub(crate) use outcomes::{FailedRun, LookupError, RunCounts, Started, Stopped};
 pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
 
-use crate::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
-use crate::evidence::{EarlierProcess, EarlierProfile};
 use crate::jemalloc;
-use crate::malloc_conf::ConfigReport;
-use crate::messages;
-use crate::storage::ProfileStore;
-use crate::unwinder::Unwinder;
+use crate::process::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
+use crate::process::messages;
+use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
+use crate::profile_root::storage::ProfileStore;
+use crate::profiler::malloc_conf::ConfigReport;
+use crate::profiler::unwinder::Unwinder;
 
 /// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
 pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
@@ -70,7 +77,7 @@ static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
     jemalloc::unsampled(|| {
         let config = ConfigReport::read();
         let unwinder = if config.profiling_enabled {
-            crate::unwinder::install()
+            crate::profiler::unwinder::install()
         } else {
             Unwinder::Libgcc("heap profiling is disabled".to_owned())
         };
@@ -88,7 +95,7 @@ impl Profiler {
     /// A profiler with no runs, for the `config` jemalloc reported, whose samples walk the stack with
     /// `unwinder`; its profiles go to a directory of their own.
     pub(crate) fn new(config: ConfigReport, unwinder: Unwinder) -> Self {
-        let books = Books { runs: Runs::new(DEFAULT_KEPT_RUNS), store: ProfileStore::default() };
+        let books = Books { runs: Runs::new(DEFAULT_KEPT_RUNS), store: ProfileStore::new(crate::labels::table_text) };
         Profiler {
             books: Mutex::new(books),
             runs_changed: Condvar::new(),
@@ -167,9 +174,9 @@ impl Profiler {
         if deadline.is_some() {
             timer::start(self)?;
         }
-        crate::unwinder::prepare_for_samples();
+        crate::profiler::unwinder::prepare_for_samples();
         // memprof's pools get all their threads first: none may be born while sampling is on.
-        crate::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
+        crate::process::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
         let run = books.runs.begin(id, owner, deadline);
         write_last_seen(&mut books);
@@ -222,7 +229,7 @@ impl Profiler {
                     stopped: SystemTime::now(),
                     path,
                 };
-                crate::evidence::record(&finished);
+                crate::profile_root::evidence::record(&finished);
                 let evicted = books.runs.finished(finished.clone());
                 books.forget(evicted);
                 Ok(finished)
@@ -256,14 +263,14 @@ impl Profiler {
             .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
         let now = SystemTime::now();
         let dump = KeptProfile { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
-        crate::evidence::record(&dump);
+        crate::profile_root::evidence::record(&dump);
         let size = |dump: &KeptProfile| std::fs::metadata(&dump.path).map_or(0, |metadata| metadata.len());
         let evicted = books.runs.automatic_dump(dump.clone(), keep, max_bytes, size);
         books.forget(evicted);
         Ok(dump)
     }
 
-    /// Writes the process's last-seen record in its profile directory (see [`crate::last_seen`]); nothing
+    /// Writes the process's last-seen record in its profile directory (see [`crate::profile_root::last_seen`]); nothing
     /// when no directory can be written (profiles kept in memory).
     pub(crate) fn record_last_seen(&self) {
         write_last_seen(&mut self.books.lock());
@@ -280,7 +287,7 @@ impl Profiler {
         for profile in earlier.iter().flat_map(|process| &process.profiles) {
             evicted(profile.profile.id);
         }
-        crate::evidence::clear(&earlier)
+        crate::profile_root::evidence::clear(&earlier)
     }
 
     /// Ends any run without keeping its profile and removes the profile directory: the program is ending.
@@ -305,16 +312,16 @@ fn write_last_seen(books: &mut Books) {
     let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
         id: run.id,
         started_by: run.owner.name(),
-        started: crate::untrusted::unix_seconds(run.started),
+        started: crate::profile_root::untrusted::unix_seconds(run.started),
     });
     if books.store.in_memory() {
         return;
     }
-    let Some(json) = crate::last_seen::now(active).and_then(|seen| serde_json::to_vec(&seen).ok()) else {
+    let Some(json) = crate::profile_root::last_seen::now(active).and_then(|seen| serde_json::to_vec(&seen).ok()) else {
         return;
     };
     // Failing leaves the previous record (or none): the next start says less about this process's end.
-    let _ = books.store.write_small_file(crate::last_seen::FILE, &json);
+    let _ = books.store.write_small_file(crate::profile_root::last_seen::FILE, &json);
 }
 
 /// With no run of memprof's, the answer to a stop: nothing, unless sampling was switched on outside

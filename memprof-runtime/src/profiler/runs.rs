@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::{ActiveRun, DumpOf, Error, FailedRun, KeptProfile, LookupError, Owner, RunCounts};
-use crate::evidence::{EarlierProcess, EarlierProfile};
+use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 
 /// Everything about runs, kept behind the profiler's lock.
 #[derive(Debug)]
@@ -17,9 +17,9 @@ pub(crate) struct Runs {
     current: Option<ActiveRun>,
     /// Oldest first.
     finished: VecDeque<KeptProfile>,
-    /// Automatic dumps, oldest first, in a ring of their own (see [`crate::autodump`]).
+    /// Automatic dumps, oldest first, in a ring of their own (see [`crate::profiler::autodump`]).
     automatic: VecDeque<KeptProfile>,
-    /// What earlier processes that ended without cleaning up kept, newest first (see [`crate::evidence`]).
+    /// What earlier processes that ended without cleaning up kept, newest first (see [`crate::profile_root::evidence`]).
     earlier: Vec<EarlierProcess>,
     /// Set when the program ends: nothing is dumped any more.
     closed: bool,

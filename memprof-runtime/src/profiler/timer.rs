@@ -1,11 +1,11 @@
 //! The thread that ends timed runs at their deadlines, unless they end before. One thread serves every run
 //! and lives as long as the process: a thread's end makes jemalloc decay the program's main arena (see
-//! [`crate::threads`]), which would return the program's freed pages at the end of each run.
+//! [`crate::process::threads`]), which would return the program's freed pages at the end of each run.
 
 use std::sync::OnceLock;
 
 use super::{Error, Profiler};
-use crate::messages;
+use crate::process::messages;
 
 /// Whether the timer thread was started (and, if not, why).
 static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
@@ -14,7 +14,7 @@ static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
 /// before this returns.
 pub(super) fn start(profiler: &'static Profiler) -> Result<(), Error> {
     let started = STARTED.get_or_init(|| {
-        crate::threads::spawn("memprof-timer", move || end_runs(profiler)).map_err(|error| error.to_string())
+        crate::process::threads::spawn("memprof-timer", move || end_runs(profiler)).map_err(|error| error.to_string())
     });
     started.clone().map_err(|error| Error::Thread { purpose: "the runs' timer", error })
 }

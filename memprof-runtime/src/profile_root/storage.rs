@@ -3,8 +3,8 @@
 //! program ends. Where no directory can be created (a read-only root filesystem in a container), profiles
 //! are kept in memory instead, in anonymous files (`memfd_create`) that jemalloc writes through
 //! `/proc/self/fd/<n>`. Each directory records its owner, locked for this process's life (see
-//! [`crate::stale`]), so that the next memprof process can tell one left behind by a killed process, and keep
-//! its evidence (see [`crate::evidence`]).
+//! [`crate::profile_root::stale`]), so that the next memprof process can tell one left behind by a killed process, and keep
+//! its evidence (see [`crate::profile_root::evidence`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -14,27 +14,30 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use crate::messages;
-use crate::{jemalloc, stale};
+use crate::process::messages;
+use crate::{jemalloc, profile_root::stale};
 
-use crate::environment::DIRECTORY as DIRECTORY_VARIABLE;
+use crate::process::environment::DIRECTORY as DIRECTORY_VARIABLE;
 
 /// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
 pub(crate) fn parent_directory() -> PathBuf {
     std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
 }
 
-/// The record written beside a profile (who made it, with which build: see [`crate::evidence`]).
+/// The record written beside a profile (who made it, with which build: see [`crate::profile_root::evidence`]).
 pub(crate) fn record_path(profile: &Path) -> PathBuf {
     profile.with_extension("json")
 }
 
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ProfileStore {
+    /// The text of the label table written beside each profile, when labels were entered (given by the
+    /// store's maker: the labels are theirs, not the store's).
+    label_table: fn() -> Option<String>,
     directory: Option<TempDir>,
-    /// The directory's `owner` file, locked while this process lives (see [`crate::stale`]).
+    /// The directory's `owner` file, locked while this process lives (see [`crate::profile_root::stale`]).
     owner_lock: Option<File>,
     /// Profiles kept in memory, by the `/proc/self/fd/<n>` path that reads them; closing the file frees it.
     in_memory: HashMap<PathBuf, File>,
@@ -43,6 +46,17 @@ pub(crate) struct ProfileStore {
 }
 
 impl ProfileStore {
+    /// An empty store, writing `label_table`'s text beside each profile.
+    pub(crate) fn new(label_table: fn() -> Option<String>) -> Self {
+        ProfileStore {
+            label_table,
+            directory: None,
+            owner_lock: None,
+            in_memory: HashMap::new(),
+            reported_in_memory: false,
+        }
+    }
+
     /// Where the profiles are: the directory, or `None` before the first one or when they are in memory.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.directory.as_ref().map(TempDir::path)
@@ -108,7 +122,7 @@ impl ProfileStore {
     pub(crate) fn snapshot(&mut self, id: u64) -> io::Result<(File, String)> {
         let name = format!("snapshot.{id}.heap");
         let path = self.dump_as(&name)?;
-        let file = crate::untrusted::open_regular(&path);
+        let file = crate::profile_root::untrusted::open_regular(&path);
         self.remove(&path);
         Ok((file?, name))
     }
@@ -127,7 +141,7 @@ impl ProfileStore {
         }
         // The label table travels beside the profile, for readers outside this process (`memprof
         // analyze`, the next process after a crash); a profile without it still reads, unlabelled.
-        if let Some(table) = crate::labels::table_text() {
+        if let Some(table) = (self.label_table)() {
             let written = write_owner_only(&memprof_analysis::labels_path(&finished), table.as_bytes());
             if let Err(error) = written {
                 messages::warn(&format!("Cannot write the label table beside {} ({error})", finished.display()));

@@ -4,14 +4,14 @@
 //! they were taken, how much of the last heap they hold, and which run was lost.
 //!
 //! The file is small and bounded, written under a temporary name and renamed, so a reader never sees half
-//! of one; it is read as the profile root's other files are ([`crate::untrusted`]), up to [`LONGEST`] bytes.
+//! of one; it is read as the profile root's other files are ([`crate::profile_root::untrusted`]), up to [`LONGEST`] bytes.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use memprof_wire::{ActiveRun, LastSeen};
 
-use crate::{jemalloc, memory, untrusted};
+use crate::{jemalloc, memory, profile_root::untrusted};
 
 /// The file's name in the profile directory.
 pub(crate) const FILE: &str = "last-seen.json";
@@ -31,7 +31,7 @@ pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
         resident_bytes: counters.resident as u64,
         rss_bytes: memory::resident_set().unwrap_or(0),
         active_run,
-        binary: crate::executable::path(),
+        binary: crate::process::executable::path(),
     })
 }
 

@@ -1,5 +1,5 @@
 //! The process's memory over time: the last minutes of jemalloc's memory counters, for the dashboard's
-//! chart and the leak rule (the readings of [`crate::counters`], once a second, in a ring of fixed size,
+//! chart and the leak rule (the readings of [`crate::profiler::counters`], once a second, in a ring of fixed size,
 //! served as JSON by `/memory-profiler/memory`), and the live sampled bytes by allocating function at an
 //! earlier moment, which a leak's growth by function is measured against ([`stacks_grown`]).
 

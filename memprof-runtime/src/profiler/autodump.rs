@@ -1,5 +1,5 @@
 //! Automatic dumps, opt-in through the environment, taken when a reading of jemalloc's counters (once a
-//! second, by [`crate::counters`]) shows one is due:
+//! second, by [`crate::profiler::counters`]) shows one is due:
 //!
 //! | variable | dumps |
 //! |---|---|
@@ -16,9 +16,9 @@ use parking_lot::Mutex;
 
 use memprof_wire::HeapCounters;
 
-use crate::messages;
+use crate::process::messages;
 use crate::profiler::Profiler;
-use crate::{environment, jemalloc};
+use crate::{jemalloc, process::environment};
 
 /// How many automatic dumps are kept unless `MEMPROF_DUMP_KEEP` says otherwise.
 const DEFAULT_KEPT_DUMPS: usize = 8;
@@ -71,7 +71,7 @@ impl Settings {
 }
 
 /// How many dumps, and how many bytes of them, are kept: `MEMPROF_DUMP_KEEP` and `MEMPROF_DUMP_MAX_BYTES`,
-/// else the defaults. The same bounds hold what earlier processes left ([`crate::evidence`]); a malformed
+/// else the defaults. The same bounds hold what earlier processes left ([`crate::profile_root::evidence`]); a malformed
 /// value counts as unset there (it is reported when automatic dumps are asked for).
 pub(crate) fn retention() -> (usize, u64) {
     limits(&|name: &str| std::env::var(name).ok()).unwrap_or((DEFAULT_KEPT_DUMPS, DEFAULT_KEPT_DUMP_BYTES))
@@ -132,7 +132,7 @@ pub(crate) fn settings_in_force() -> Option<&'static Settings> {
 }
 
 /// Arms automatic dumps with `settings` (the first settings stay): from the next reading of the counters
-/// on, a dump is taken whenever one is due. The counters' thread must run ([`crate::counters::start`]).
+/// on, a dump is taken whenever one is due. The counters' thread must run ([`crate::profiler::counters::start`]).
 pub(crate) fn arm(settings: Settings) {
     if IN_FORCE.set(settings.clone()).is_ok() {
         *WATCHER.lock() = Some(Watcher::new(settings));
@@ -212,9 +212,9 @@ impl Watcher {
     }
 }
 
-/// The tightest memory limit of the process's cgroups (see [`crate::cgroup`]), else the machine's memory.
+/// The tightest memory limit of the process's cgroups (see [`crate::process::cgroup`]), else the machine's memory.
 fn memory_limit() -> Option<u64> {
-    crate::cgroup::memory_limit()
+    crate::process::cgroup::memory_limit()
         .or_else(|| kilobytes_field(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemTotal:"))
 }
 

@@ -1,6 +1,6 @@
 //! memprof's one thread reading jemalloc's memory counters, once a second: each reading goes into the
-//! memory history (the dashboard's chart, [`crate::history`]) and, when they are armed, to the automatic
-//! dumps' watcher ([`crate::autodump`]). The resident set by class ([`crate::memory`]) goes with a reading
+//! memory history (the dashboard's chart, [`crate::memory::history`]) and, when they are armed, to the automatic
+//! dumps' watcher ([`crate::profiler::autodump`]). The resident set by class ([`crate::memory`]) goes with a reading
 //! as often as reading it costs at most [`CLASSES_SHARE`] of a core: every second for a process of a few
 //! thousand mappings, less often for more. Every [`last_seen::PERIOD`] it writes the process's last-seen
 //! record, which the next process reads if this one is killed.
@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use memprof_wire::Reading;
 
-use crate::{autodump, history, jemalloc, last_seen, memory};
+use crate::{jemalloc, memory, memory::history, profile_root::last_seen, profiler::autodump};
 
 /// How often the counters are read.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
@@ -32,7 +32,7 @@ pub(crate) fn start() -> std::io::Result<()> {
     if *started {
         return Ok(());
     }
-    crate::threads::spawn("memprof-stats", || {
+    crate::process::threads::spawn("memprof-stats", || {
         history::reserve();
         let mut classes_due = Instant::now();
         let mut last_seen_due = Instant::now();

@@ -21,7 +21,7 @@ fn record(id: u64, stopped: f64, build: &str) -> String {
         started: stopped,
         stopped,
         pid: 7,
-        binary: crate::executable::path(),
+        binary: crate::process::executable::path(),
         build_id: Some(build.to_owned()),
         allocated: None,
     })
@@ -31,7 +31,7 @@ fn record(id: u64, stopped: f64, build: &str) -> String {
 #[test]
 fn an_ended_process_keeps_its_automatic_dumps_and_newest_run_and_nothing_else() {
     let parent = tempfile::tempdir().unwrap();
-    let ours = crate::executable::build_id().unwrap();
+    let ours = crate::process::executable::build_id().unwrap();
     let killed = ended(
         parent.path(),
         "memprof.killed",
@@ -83,7 +83,7 @@ fn an_ended_process_keeps_its_automatic_dumps_and_newest_run_and_nothing_else() 
 #[test]
 fn earlier_processes_together_keep_within_the_bounds_oldest_going_first() {
     let parent = tempfile::tempdir().unwrap();
-    let ours = crate::executable::build_id().unwrap();
+    let ours = crate::process::executable::build_id().unwrap();
     for process in 0..3u64 {
         let files: Vec<(String, String)> = (0..2u64)
             .flat_map(|dump| {
@@ -116,8 +116,8 @@ fn earlier_processes_together_keep_within_the_bounds_oldest_going_first() {
 #[test]
 fn another_programs_earlier_processes_are_salvaged_but_left_to_it() {
     let parent = tempfile::tempdir().unwrap();
-    let ours = crate::executable::build_id().unwrap();
-    let record = record(5, 1000.0, &ours).replace(&crate::executable::path().unwrap(), "/srv/another-program");
+    let ours = crate::process::executable::build_id().unwrap();
+    let record = record(5, 1000.0, &ours).replace(&crate::process::executable::path().unwrap(), "/srv/another-program");
     let theirs = ended(
         parent.path(),
         "memprof.theirs",
@@ -142,7 +142,7 @@ fn the_same_service_is_the_same_program_name_wherever_it_is_installed() {
 #[test]
 fn numbers_out_of_range_in_planted_files_are_unreadable_files_not_a_crash() {
     let parent = tempfile::tempdir().unwrap();
-    let ours = crate::executable::build_id().unwrap();
+    let ours = crate::process::executable::build_id().unwrap();
     // The planted `ended` mark of issue 41: u64::MAX seconds (a panic adding it to the epoch).
     let planted = ended(
         parent.path(),
@@ -178,5 +178,5 @@ fn numbers_out_of_range_in_planted_files_are_unreadable_files_not_a_crash() {
         process.profiles.iter().map(|profile| (profile.profile.id, profile.profile.owner.name())).collect();
     owners.sort();
     assert_eq!(owners, [(7, "unknown".to_owned()), (8, "unknown".to_owned()), (9, "automatic: dump 9".to_owned())]);
-    assert!(!crate::end_caption::caption(process).is_empty());
+    assert!(!crate::profile_root::end_caption::caption(process).is_empty());
 }

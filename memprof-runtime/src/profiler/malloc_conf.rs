@@ -105,7 +105,8 @@ macro_rules! __malloc_conf {
 }
 
 /// The environment variables jemalloc may read its options from: unprefixed builds', then prefixed ones'.
-const CONFIG_VARIABLES: [&str; 2] = [crate::environment::MALLOC_CONF, crate::environment::PREFIXED_MALLOC_CONF];
+const CONFIG_VARIABLES: [&str; 2] =
+    [crate::process::environment::MALLOC_CONF, crate::process::environment::PREFIXED_MALLOC_CONF];
 
 /// What the process's jemalloc configuration means for profiling, read once at start.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::messages;
+use crate::process::messages;
 use crate::profiler::{Error, KeptProfile, Owner, Profiler, Started};
 
 /// A profiling run bracketed by code. It ends when [`Run::stop`] is called or when it is dropped, also

@@ -1,13 +1,13 @@
 //! What an earlier process's kept profiles show of its end, in words, for `state` and the dashboard: when
-//! the newest was taken against when the process was last seen ([`crate::last_seen`]), how much of its last
+//! the newest was taken against when the process was last seen ([`crate::profile_root::last_seen`]), how much of its last
 //! heap it holds, the run that was active at the end and is lost, and, when the kept profiles are far from
 //! the end, the switch that would have kept a profile near it. Pure: tested on made-up processes.
 
 use memprof_wire::ActiveRun;
 
-use crate::evidence::{EarlierProcess, EarlierProfile};
 use crate::memory::mib;
-use crate::untrusted::unix_seconds;
+use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
+use crate::profile_root::untrusted::unix_seconds;
 
 /// A newest profile taken longer than this before the process was last seen is "far from the end".
 const FAR_SECONDS: f64 = 60.0;
@@ -107,7 +107,7 @@ pub(crate) fn caption(process: &EarlierProcess) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{KeptProfile, Owner};
+    use crate::profile_root::records::{KeptProfile, Owner};
     use memprof_wire::LastSeen;
     use std::time::{Duration, UNIX_EPOCH};
 

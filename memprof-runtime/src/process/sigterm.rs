@@ -16,7 +16,7 @@ use signal_hook::iterator::Signals;
 /// Starts the thread that runs `end_memprof`, then ends the process, on SIGTERM.
 pub(crate) fn watch(end_memprof: fn()) -> std::io::Result<()> {
     let mut signals = Signals::new([SIGTERM])?;
-    crate::threads::spawn("memprof-sigterm", move || {
+    crate::process::threads::spawn("memprof-sigterm", move || {
         if let Some(signal) = signals.forever().next() {
             end_memprof();
             // Restores the default action and raises the signal again: the process ends as it would have.

@@ -1,7 +1,7 @@
 //! What memprof keeps of processes that ended without cleaning up (killed at an OOM, by SIGKILL, or
 //! crashed): their automatic dumps and their latest run's profile, the evidence an operator needs after a
 //! restart ("here is the heap before the kill"). At start-up, each directory whose owner provably ended
-//! ([`crate::stale`]) keeps those and loses the rest (partial dumps, snapshots, older runs); a directory
+//! ([`crate::profile_root::stale`]) keeps those and loses the rest (partial dumps, snapshots, older runs); a directory
 //! with nothing worth keeping is removed. The kept profiles of all earlier processes together stay within
 //! the automatic dumps' bounds (`MEMPROF_DUMP_KEEP` files, `MEMPROF_DUMP_MAX_BYTES` bytes), the oldest
 //! removed first. They stay until an operator clears them (`clear_earlier`).
@@ -17,11 +17,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use memprof_wire::{LastSeen, ProfileRecord};
 
-use crate::last_seen;
-use crate::records::{KeptProfile, Owner};
-use crate::stale;
-use crate::storage::record_path;
-use crate::untrusted;
+use crate::profile_root::last_seen;
+use crate::profile_root::records::{KeptProfile, Owner};
+use crate::profile_root::stale;
+use crate::profile_root::storage::record_path;
+use crate::profile_root::untrusted;
 
 /// The file that marks a directory as an ended process's, holding when that was found (Unix seconds).
 const ENDED_FILE: &str = "ended";
@@ -158,8 +158,8 @@ pub(crate) fn record(profile: &KeptProfile) {
         started: untrusted::unix_seconds(profile.started),
         stopped: untrusted::unix_seconds(profile.stopped),
         pid: std::process::id(),
-        binary: crate::executable::path(),
-        build_id: crate::executable::build_id(),
+        binary: crate::process::executable::path(),
+        build_id: crate::process::executable::build_id(),
         allocated: crate::jemalloc::heap_stats().ok().map(|counters| counters.allocated as u64),
     };
     if let Ok(json) = serde_json::to_vec(&record) {
@@ -170,7 +170,7 @@ pub(crate) fn record(profile: &KeptProfile) {
 /// The earlier processes of this program whose directories in `parent` are marked ended, newest first;
 /// a file larger than `max_bytes` (all kept profiles together) is not taken for one of their profiles.
 fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
-    let (this_program, this_build) = (crate::executable::path(), crate::executable::build_id());
+    let (this_program, this_build) = (crate::process::executable::path(), crate::process::executable::build_id());
     let mut processes: Vec<EarlierProcess> = stale::ours(parent)
         .into_iter()
         .filter_map(|(directory, owner)| {

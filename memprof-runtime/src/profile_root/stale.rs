@@ -153,7 +153,7 @@ fn ours_and_unreadable(parent: &Path) -> (Vec<(PathBuf, Owner)>, Vec<Unjudged>) 
         }
         // An owner line is some 100 bytes; a FIFO, a link or a huge file in its place is not one.
         let owner_file = entry.path().join(OWNER_FILE);
-        match crate::untrusted::read_small_text(&owner_file, OWNER_LIMIT) {
+        match crate::profile_root::untrusted::read_small_text(&owner_file, OWNER_LIMIT) {
             Ok(line) => match Owner::parse(&line) {
                 Some(owner) => found.push((entry.path(), owner)),
                 None => unreadable.push((entry.path(), "its owner file is not memprof's".to_owned())),
@@ -174,7 +174,7 @@ fn judge(path: &Path, owner: &Owner, machine: &str, living: impl Fn(u32) -> Opti
         // Another machine's: nothing here can tell whether its owner runs.
         Some(other) if other != machine => None,
         Some(_) => {
-            let file = crate::untrusted::open_regular(&path.join(OWNER_FILE)).ok()?;
+            let file = crate::profile_root::untrusted::open_regular(&path.join(OWNER_FILE)).ok()?;
             rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).ok()?;
             Some(Some(file))
         }

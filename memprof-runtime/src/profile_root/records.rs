@@ -1,5 +1,5 @@
 //! What is recorded of runs and of the profiles kept: who started a run, the run in progress, a profile on
-//! disk. Shared by the profiler, the records kept beside profiles ([`crate::evidence`]) and the endpoints.
+//! disk. Shared by the profiler, the records kept beside profiles ([`crate::profile_root::evidence`]) and the endpoints.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};

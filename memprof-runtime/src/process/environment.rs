@@ -83,7 +83,7 @@ pub(crate) fn switched_on(name: &str) -> bool {
         Ok(value) if value == "true" => true,
         Ok(value) if value == "false" || value.is_empty() => false,
         Ok(value) => {
-            crate::messages::error(&format!(
+            crate::process::messages::error(&format!(
                 "{name}={value:?} is neither true nor false; heap profiling endpoints are not served"
             ));
             false

@@ -1,0 +1,10 @@
+//! The process memprof runs in: memprof's own threads and their pools ([`threads`]), the executable
+//! ([`executable`]), the environment variables memprof reads ([`environment`]), the cgroup's memory limit
+//! ([`cgroup`]), messages to the operator ([`messages`]) and the opt-in end on SIGTERM ([`sigterm`]).
+
+pub(crate) mod cgroup;
+pub mod environment;
+pub(crate) mod executable;
+pub(crate) mod messages;
+pub(crate) mod sigterm;
+pub(crate) mod threads;
