@@ -166,5 +166,13 @@ mod tests {
             .collect();
         assert_eq!(addresses, [vec![0xfff], vec![label_address(2)], vec![0xfff]]);
         assert_eq!(analysis.locations.len(), 2, "one location per address");
+        // The dump lists no mapping: its one address of code is shown bare, and the notes say why (a label
+        // frame is no address of code).
+        let notes = analysis.notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("not symbolized: 1 address of the stacks lie in no executable mapping"),
+            "{notes:?}"
+        );
     }
 }

@@ -106,6 +106,21 @@ impl Analysis {
                 notes.push(note);
             }
         }
+        // Addresses no mapping covers are shown bare: say why, rather than leave the reader guessing.
+        let unmapped = self
+            .locations
+            .iter()
+            .filter(|location| location.module.is_none() && crate::labels::label_id(location.address).is_none())
+            .filter(|location| location.frames.first().is_some_and(|frame| frame.function.starts_with("0x")))
+            .count();
+        if unmapped > 0 {
+            notes.push(format!(
+                "not symbolized: {unmapped} address{} of the stacks lie in no executable mapping the dump lists \
+                 (its MAPPED_LIBRARIES section), so no binary names them; a dump cut short, or code made at \
+                 run time, has such addresses",
+                if unmapped == 1 { "" } else { "es" }
+            ));
+        }
         notes
     }
 
