@@ -20,6 +20,7 @@ use tikv_jemalloc_ctl::raw;
 use tikv_jemalloc_sys::extent_hooks_t;
 
 use super::CtlError;
+use super::arenas::Arenas;
 
 /// How many disjoint ranges the table holds: jemalloc maps in growing steps (`retain`, on by default on
 /// 64-bit Linux, keeps the address space it mapped), so a process rarely needs more than a few dozen.
@@ -214,90 +215,13 @@ fn install() -> bool {
     let Some(arenas) = Arenas::new() else {
         return false;
     };
-    let installed = arenas.hook_unhooked(hooks, &mut Vec::new());
+    let installed = arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut Vec::new());
     if let Some(spare) = (0..arenas.automatic).find(|&arena| !arenas.initialized(arena)) {
         // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; written to an automatic arena not yet
         // initialized, it initializes the arena with these hooks, which live as long as the process.
         let _ = unsafe { raw::write_mib(&arenas.at(&arenas.hooks, spare), hooks) };
     }
     installed > 0
-}
-
-/// The arenas' controls, by index (`mallctlbymib`: no name parsed per arena).
-struct Arenas {
-    /// `arena.<i>.extent_hooks`.
-    hooks: [usize; 3],
-    /// `arena.<i>.name`: answers EFAULT, without initializing it, for an arena not initialized.
-    name: [usize; 3],
-    /// `opt.narenas`: automatic arenas are `0..automatic`.
-    automatic: u32,
-}
-
-impl Arenas {
-    fn new() -> Option<Self> {
-        let (mut hooks, mut name) = ([0; 3], [0; 3]);
-        raw::name_to_mib(b"arena.0.extent_hooks\0", &mut hooks).ok()?;
-        raw::name_to_mib(b"arena.0.name\0", &mut name).ok()?;
-        // SAFETY: `opt.narenas` is an `unsigned`.
-        let automatic = unsafe { raw::read::<c_uint>(b"opt.narenas\0") }.ok()?;
-        Some(Arenas { hooks, name, automatic })
-    }
-
-    fn at(&self, mib: &[usize; 3], arena: u32) -> [usize; 3] {
-        [mib[0], arena as usize, mib[2]]
-    }
-
-    /// Whether `arena` exists (reading its name, which never initializes it).
-    fn initialized(&self, arena: u32) -> bool {
-        let mib = self.at(&self.name, arena);
-        // SAFETY: with no old and no new value, `arena.<i>.name` only checks that the arena exists.
-        let code = unsafe {
-            tikv_jemalloc_sys::mallctlbymib(
-                mib.as_ptr(),
-                mib.len(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        code == 0
-    }
-
-    /// Installs `hooks` in every initialized arena that has jemalloc's default hooks and is not in
-    /// `hooked` (indexes already seen with hooks, memprof's or a program's own), noting them there; how
-    /// many were installed.
-    fn hook_unhooked(&self, hooks: *mut extent_hooks_t, hooked: &mut Vec<bool>) -> usize {
-        // SAFETY: `arenas.narenas` is an `unsigned`.
-        let Ok(count) = (unsafe { raw::read::<c_uint>(b"arenas.narenas\0") }) else {
-            return 0;
-        };
-        hooked.resize(hooked.len().max(count as usize), false);
-        let default = DEFAULT_POINTER.get().copied();
-        let mut installed = 0;
-        for arena in 0..count {
-            if hooked[arena as usize] {
-                continue;
-            }
-            let mib = self.at(&self.hooks, arena);
-            // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; read, it initializes nothing.
-            let Ok(current) = (unsafe { raw::read_mib::<*mut extent_hooks_t>(&mib) }) else {
-                continue;
-            };
-            if Some(current as usize) != default {
-                // memprof's, or the program's own hooks: never replaced.
-                hooked[arena as usize] = self.initialized(arena);
-                continue;
-            }
-            // SAFETY: as above; the arena exists, so the write only replaces its hooks, which live as long
-            // as the process.
-            if self.initialized(arena) && unsafe { raw::write_mib(&mib, hooks) }.is_ok() {
-                hooked[arena as usize] = true;
-                installed += 1;
-            }
-        }
-        installed
-    }
 }
 
 /// What the arena-made hook and the watch share: arenas made (announced) and arenas hooked (answered).
@@ -358,7 +282,7 @@ pub(crate) fn watch_new_arenas() {
     WATCHING_PROCESS.store(std::process::id(), Ordering::Release);
     // Arenas made between the installation and now (this thread's own, say) are hooked late: what they
     // mapped before is not in the table. From now on each arena made waits for the watch to hook it.
-    if arenas.hook_unhooked(hooks, &mut hooked) > 0 {
+    if arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut hooked) > 0 {
         MISSED.store(true, Ordering::Relaxed);
     }
     loop {
@@ -369,7 +293,7 @@ pub(crate) fn watch_new_arenas() {
             watch = ANNOUNCED.wait(watch).unwrap_or_else(PoisonError::into_inner);
         }
         drop(watch);
-        arenas.hook_unhooked(hooks, &mut hooked);
+        arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut hooked);
     }
 }
 
@@ -395,107 +319,4 @@ pub(crate) fn ranges() -> Ranges {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set<const N: usize>(ranges: &[(usize, usize)]) -> RangeSet<N> {
-        let mut set = RangeSet::new();
-        for &(start, end) in ranges {
-            set.insert(start, end);
-        }
-        set
-    }
-
-    #[test]
-    fn insertion_merges_overlapping_and_touching_ranges_and_keeps_order() {
-        let mut set = set::<8>(&[(100, 200), (300, 400), (0, 10)]);
-        assert_eq!(set.as_slice(), [(0, 10), (100, 200), (300, 400)]);
-        set.insert(200, 250);
-        assert_eq!(set.as_slice(), [(0, 10), (100, 250), (300, 400)]);
-        set.insert(150, 350);
-        assert_eq!(set.as_slice(), [(0, 10), (100, 400)]);
-        set.insert(5, 500);
-        assert_eq!(set.as_slice(), [(0, 500)]);
-        set.insert(7, 7);
-        assert_eq!(set.as_slice(), [(0, 500)]);
-    }
-
-    #[test]
-    fn removal_cuts_splits_and_drops_ranges() {
-        let mut set = set::<8>(&[(0, 100), (200, 300), (400, 500)]);
-        set.remove(50, 60);
-        assert_eq!(set.as_slice(), [(0, 50), (60, 100), (200, 300), (400, 500)]);
-        set.remove(80, 450);
-        assert_eq!(set.as_slice(), [(0, 50), (60, 80), (450, 500)]);
-        set.remove(0, 1000);
-        assert_eq!(set.as_slice(), []);
-        set.remove(10, 20);
-        assert!(!set.overflowed);
-    }
-
-    #[test]
-    fn a_full_table_says_so_instead_of_losing_order() {
-        let mut set = set::<2>(&[(0, 10), (20, 30)]);
-        set.insert(40, 50);
-        assert!(set.overflowed);
-        assert_eq!(set.as_slice(), [(0, 10), (20, 30)]);
-        set.insert(10, 20);
-        assert_eq!(set.as_slice(), [(0, 30)]);
-        let mut full = self::set::<2>(&[(0, 100), (200, 300)]);
-        full.remove(40, 50);
-        assert_eq!(full.as_slice(), [(0, 100), (200, 300)]);
-    }
-
-    /// Installs the hooks and starts the watch, once for the test binary.
-    fn installed() {
-        static WATCHING: OnceLock<()> = OnceLock::new();
-        WATCHING.get_or_init(|| {
-            assert!(super::super::install_range_hooks());
-            std::thread::spawn(watch_new_arenas);
-            while WATCHING_PROCESS.load(Ordering::Acquire) == 0 {
-                std::thread::yield_now();
-            }
-        });
-    }
-
-    #[test]
-    fn installed_hooks_record_what_jemalloc_maps() {
-        installed();
-        // Larger than anything this test binary frees, so jemalloc maps it anew (through the hooks) instead
-        // of reusing address space it kept from before the installation. Never touched: no memory is used.
-        let block = std::hint::black_box(Vec::<u8>::with_capacity(512 << 20));
-        let (start, end) = (block.as_ptr() as usize, block.as_ptr() as usize + block.capacity());
-        assert!(ranges().complete);
-        assert!(
-            ranges().ranges.iter().any(|&(from, to)| from <= start && end <= to),
-            "{start:#x} in {:x?}",
-            ranges().ranges
-        );
-    }
-
-    #[test]
-    fn a_child_of_fork_makes_arenas_without_waiting_for_a_watch_it_has_not() {
-        installed();
-        // SAFETY: the child only spawns threads that allocate, joins them and leaves with `_exit`.
-        let child = unsafe { libc::fork() };
-        if child == 0 {
-            let threads: Vec<_> =
-                (0..32).map(|_| std::thread::spawn(|| std::hint::black_box(vec![1u8; 1 << 20]).len())).collect();
-            let sum: usize = threads.into_iter().map(|thread| thread.join().unwrap_or(0)).sum();
-            // SAFETY: ends the child at once, as a child of fork should.
-            unsafe { libc::_exit(if sum == 32 << 20 { 0 } else { 1 }) };
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let mut status = 0;
-        // SAFETY: waits for this test's own child, without blocking.
-        while unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == 0 {
-            if std::time::Instant::now() > deadline {
-                // SAFETY: the test's own child.
-                unsafe { libc::kill(child, libc::SIGKILL) };
-                panic!("the child of fork hung making arenas");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "status {status}");
-    }
-}
+mod tests;

@@ -17,6 +17,7 @@ use std::path::Path;
 use tikv_jemalloc_ctl::{raw, stats, stats_print};
 
 mod arena;
+mod arenas;
 mod extents;
 mod memory;
 

@@ -35,6 +35,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::process::environment::UNWINDER as UNWINDER_VARIABLE;
 use crate::profiler::allocator_code::AllocatorCode;
 
+mod maps;
+
+use maps::mapping_containing;
+
 /// jemalloc's `prof_backtrace_hook_t`: fills `frames` with up to `max` return addresses and sets `len`.
 type BacktraceHook = unsafe extern "C" fn(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint);
 
@@ -289,64 +293,6 @@ fn this_thread_stack(stack_pointer: usize) -> Option<(usize, usize)> {
     })
 }
 
-/// The mapping in `/proc/self/maps` that holds `address`, `(start, end)`.
-///
-/// Reads the file through a buffer on the stack and parses as it goes: no lock, no allocation, so it is
-/// safe wherever the allocator is called from.
-fn mapping_containing(address: usize) -> Option<(usize, usize)> {
-    use std::io::Read;
-    let mut maps = std::fs::File::open("/proc/self/maps").ok()?;
-    let mut buffer = [0u8; 4096];
-    let mut range = MapsRange::default();
-    loop {
-        let read = maps.read(&mut buffer).ok()?;
-        if read == 0 {
-            return None;
-        }
-        for &byte in &buffer[..read] {
-            if let Some((start, end)) = range.push(byte)
-                && (start..end).contains(&address)
-            {
-                return Some((start, end));
-            }
-        }
-    }
-}
-
-/// The address range at the start of each line of `/proc/self/maps` (`start-end perms ...`), fed a byte at
-/// a time.
-#[derive(Default)]
-struct MapsRange {
-    start: usize,
-    end: usize,
-    /// 0: reading the start, 1: reading the end, 2: past the range until the end of the line.
-    field: u8,
-}
-
-impl MapsRange {
-    /// Takes the next byte; returns a line's range when its end is read.
-    fn push(&mut self, byte: u8) -> Option<(usize, usize)> {
-        match (self.field, byte) {
-            (_, b'\n') => *self = Self::default(),
-            (0, b'-') => self.field = 1,
-            (1, b' ') => {
-                self.field = 2;
-                return Some((self.start, self.end));
-            }
-            (0 | 1, _) => {
-                let digit = (byte as char).to_digit(16).map(|digit| digit as usize);
-                let value = if self.field == 0 { &mut self.start } else { &mut self.end };
-                match digit.and_then(|digit| value.checked_mul(16)?.checked_add(digit)) {
-                    Some(next) => *value = next,
-                    None => self.field = 2,
-                }
-            }
-            _ => {}
-        }
-        None
-    }
-}
-
 /// How many return addresses the start-up check compares.
 const CHECKED_FRAMES: usize = 6;
 
@@ -413,24 +359,16 @@ unsafe fn unwind_backtrace(frames: *mut *mut c_void, len: *mut c_uint, max: c_ui
     }
 }
 
-/// Up to `max` instruction addresses of the current stack, by libgcc's DWARF unwinder, starting with
-/// this function's own.
+/// Up to `max` instruction addresses of the current stack, by libgcc's DWARF unwinder (the walk samples
+/// use, [`unwind_backtrace`]), starting with this function's own.
 #[inline(never)]
 fn libgcc_backtrace(max: usize) -> Vec<usize> {
-    struct Collected {
-        addresses: Vec<usize>,
-        max: usize,
-    }
-    extern "C" fn collect(context: *mut c_void, data: *mut c_void) -> c_int {
-        // SAFETY: `data` is the `Collected` passed below, alive for the whole walk; `context` is libgcc's.
-        let collected = unsafe { &mut *(data as *mut Collected) };
-        collected.addresses.push(unsafe { _Unwind_GetIP(context) });
-        if collected.addresses.len() < collected.max { GO_ON } else { STOP }
-    }
-    let mut collected = Collected { addresses: Vec::with_capacity(max), max };
-    // SAFETY: `collect` matches `_Unwind_Trace_Fn` and only uses `data` as the `Collected` it is.
-    unsafe { _Unwind_Backtrace(collect, &mut collected as *mut Collected as *mut c_void) };
-    collected.addresses
+    let mut frames = vec![std::ptr::null_mut::<c_void>(); max + 1];
+    let mut len: c_uint = 0;
+    // SAFETY: `frames` has room for `max + 1` pointers; `len` is writable.
+    unsafe { unwind_backtrace(frames.as_mut_ptr(), &mut len, c_uint::try_from(max + 1).unwrap_or(c_uint::MAX)) };
+    // The walk's own frame first: this function's comes next.
+    frames[..len as usize].iter().skip(1).map(|frame| *frame as usize).collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,170 @@
+//! Each rule of the verdict on made-up readings.
+use super::*;
+use memprof_wire::ClassBytes;
+
+const MIB: u64 = 1 << 20;
+
+fn readings(allocated: impl Fn(u64) -> u64, rest: impl Fn(u64) -> u64) -> Vec<LiveReading> {
+    (0..20)
+        .map(|second| LiveReading { time: 1_000_000 + second * 1000, allocated: allocated(second), rest: rest(second) })
+        .collect()
+}
+
+#[test]
+fn a_steady_rise_of_live_bytes_is_a_leak_and_a_spike_or_a_bounded_one_is_not() {
+    let steady = readings(|second| 100 * MIB + second * 2 * MIB, |_| 8 * MIB);
+    assert_eq!(growth(&steady), Some(Growth { bytes: 38 * MIB, seconds: 19.0 }));
+    let spike = readings(|second| if second == 19 { 200 * MIB } else { 100 * MIB }, |_| 8 * MIB);
+    assert_eq!(growth(&spike), None);
+    let small = readings(|second| 100 * MIB + second * MIB / 2, |_| 8 * MIB);
+    assert_eq!(growth(&small), None, "9.5 MiB is under the threshold");
+    let with_the_rest = readings(|second| 100 * MIB + second * 2 * MIB, |second| second * 2 * MIB);
+    assert_eq!(growth(&with_the_rest), None, "everything grew: load, not a leak");
+    assert_eq!(growth(&steady[..4]), None, "too short a history");
+}
+
+fn classified(bytes: ClassBytes) -> Classified {
+    Classified { bytes, profiling: 0, allocator_metadata: 0, threads: 67 }
+}
+
+fn judge(bytes: ClassBytes, bins: &[BinUse], decay: Option<&DecaySettings>) -> Verdict {
+    let classified = classified(bytes);
+    verdict(Findings {
+        classified: &classified,
+        growth: None,
+        stacks: Holders::default(),
+        sampling: false,
+        bins,
+        decay,
+    })
+}
+
+#[test]
+fn retention_names_the_switch_that_is_off_and_the_purge() {
+    let decay = DecaySettings { dirty_decay_ms: 10_000, muzzy_decay_ms: 0, background_thread: false, cost: None };
+    let verdict = judge(
+        ClassBytes { rss: 280 * MIB, free: 270 * MIB, objects: 5 * MIB, ..ClassBytes::default() },
+        &[],
+        Some(&decay),
+    );
+    assert_eq!(verdict.kind, VerdictKind::Retention);
+    assert_eq!(verdict.summary, "jemalloc keeps 270.0 MiB of freed pages resident (96 % of RSS)");
+    assert!(
+        verdict.fix.contains("background_thread is off") && verdict.fix.contains("dirty_decay_ms=10000"),
+        "{}",
+        verdict.fix
+    );
+    assert!(verdict.fix.contains("POST /memory-profiler/purge"), "{}", verdict.fix);
+}
+
+#[test]
+fn fragmentation_names_the_size_classes_and_their_use() {
+    let bins = [
+        BinUse { size: 128, regions_used: 131_072, regions: 2_007_040, slab_bytes: 245 * MIB },
+        BinUse { size: 64, regions_used: 10, regions: 64, slab_bytes: 4096 },
+    ];
+    let verdict = judge(
+        ClassBytes { rss: 254 * MIB, unused: 229 * MIB, objects: 16 * MIB, ..ClassBytes::default() },
+        &bins,
+        None,
+    );
+    assert_eq!(verdict.kind, VerdictKind::Fragmentation);
+    assert!(verdict.summary.ends_with(": 128 B: 7 % of 245.0 MiB of slabs used"), "{}", verdict.summary);
+}
+
+#[test]
+fn outside_heap_names_threads_or_mappings_and_small_figures_are_healthy() {
+    let stacks = judge(ClassBytes { rss: 80 * MIB, stacks: 66 * MIB, ..ClassBytes::default() }, &[], None);
+    assert_eq!(
+        (stacks.kind, stacks.summary.as_str()),
+        (VerdictKind::OutsideHeap, "67 threads hold 66.0 MiB of stack (82 % of RSS), outside the heap")
+    );
+    let mapped = judge(ClassBytes { rss: 140 * MIB, other: 128 * MIB, ..ClassBytes::default() }, &[], None);
+    assert!(
+        mapped.summary.starts_with("128.0 MiB (91 % of RSS) is anonymous memory outside jemalloc"),
+        "{}",
+        mapped.summary
+    );
+    let idle = judge(ClassBytes { rss: 12 * MIB, free: 6 * MIB, ..ClassBytes::default() }, &[], None);
+    assert_eq!(idle.kind, VerdictKind::Healthy);
+    assert_eq!(idle.fix, "Nothing to do.");
+}
+
+#[test]
+fn a_short_decay_time_is_said_with_its_cost() {
+    let settings =
+        |dirty_decay_ms| DecaySettings { dirty_decay_ms, muzzy_decay_ms: 0, background_thread: false, cost: None };
+    let zero = decay_cost(&settings(0)).unwrap();
+    assert!(zero.starts_with("dirty_decay_ms=0: freed pages go back to the system at once"), "{zero}");
+    assert!(decay_cost(&settings(500)).unwrap().contains("within 500 ms"));
+    for fine in [1000, 10_000, -1] {
+        assert_eq!(decay_cost(&settings(fine)), None, "{fine}");
+    }
+}
+
+#[test]
+fn a_healthy_verdict_names_every_class_holding_a_notable_share() {
+    let bytes = ClassBytes {
+        rss: 200 * MIB,
+        objects: 60 * MIB,
+        code: 70 * MIB,
+        files: 40 * MIB,
+        stacks: 30 * MIB,
+        ..ClassBytes::default()
+    };
+    let verdict = judge(bytes, &[], None);
+    assert_eq!(verdict.kind, VerdictKind::Healthy);
+    assert_eq!(
+        verdict.summary,
+        "RSS 200.0 MiB: live objects 30 %, no cause to fix (freed pages kept 0.0 MiB, unused space in pages \
+         0.0 MiB); live objects (the program's own data) hold 60.0 MiB (30 % of RSS); code: the program's and \
+         its libraries' mapped files hold 70.0 MiB (35 % of RSS)"
+    );
+    assert!(verdict.fix.starts_with("live objects (the program's own data): nothing needs doing"), "{}", verdict.fix);
+    assert!(verdict.fix.contains("; code: the program's and its libraries' mapped files: nothing needs doing"));
+    assert!(!verdict.summary.contains("file mappings") && !verdict.summary.contains("stacks"), "under 25 %");
+}
+
+#[test]
+fn a_leak_names_its_stacks_or_says_how_to_find_them() {
+    let classified = classified(ClassBytes { rss: 200 * MIB, objects: 180 * MIB, ..ClassBytes::default() });
+    let growth = Some(Growth { bytes: 40 * MIB, seconds: 20.0 });
+    let stack = GrowingStack {
+        function: "explained::leak".into(),
+        frames: vec!["explained::leak".into()],
+        bytes: 38.0 * MIB as f64,
+    };
+    let named = verdict(Findings {
+        classified: &classified,
+        growth,
+        stacks: Holders { stacks: vec![stack.clone()], grown_over: Some(12.0) },
+        sampling: true,
+        bins: &[],
+        decay: None,
+    });
+    assert_eq!(named.kind, VerdictKind::Leak);
+    assert!(named.fix.starts_with("The stacks whose live sampled memory grew the most over the last 12 s: "));
+    assert_eq!(
+        named.summary,
+        "live objects grew by 40.0 MiB in 20 s (2.00 MiB/s), steadily, while the rest of the heap did not"
+    );
+    assert!(named.fix.contains("explained::leak (38.0 MiB)"), "{}", named.fix);
+    let holding = verdict(Findings {
+        classified: &classified,
+        growth,
+        stacks: Holders { stacks: vec![stack], grown_over: None },
+        sampling: true,
+        bins: &[],
+        decay: None,
+    });
+    assert!(holding.fix.starts_with("The stacks holding the most live memory sampled since sampling started: "));
+    let unnamed = verdict(Findings {
+        classified: &classified,
+        growth,
+        stacks: Holders::default(),
+        sampling: false,
+        bins: &[],
+        decay: None,
+    });
+    assert!(unnamed.fix.starts_with("Sampling is off"), "{}", unnamed.fix);
+}
