@@ -3,7 +3,7 @@
 
 use std::net::{TcpListener, TcpStream};
 
-use memprof_tests::process::Program;
+use memprof_tests::process::{Launch, Program};
 use memprof_tests::tools::Scratch;
 
 #[test]
@@ -294,14 +294,21 @@ fn what_answers_keep_goes_when_the_endpoints_are_idle() {
 }
 
 /// memprof's cost does not grow with jemalloc's arenas (4 a CPU; it initialized every one of them at start,
-/// 90 KiB each): with 256 of them the example starts within 2 MiB of its size with 8 (jemalloc's own
-/// control table, a page a possible arena, is the whole difference), its arenas made later are hooked as
-/// they are made, and `explain` adds up with the record of jemalloc's ranges complete.
+/// 90 KiB each): with 256 of them an idle program serving the endpoints is within 2 MiB of its size with 8
+/// (jemalloc's own control table, a page a possible arena, is the whole difference), its arenas made later
+/// are hooked as they are made, and `explain` adds up with the record of jemalloc's ranges complete. The
+/// program is idle once ready (the example service's own 20 MiB would still be growing when RSS is read).
 #[test]
 fn two_hundred_and_fifty_six_arenas_cost_what_eight_do_and_explain_adds_up() {
     use memprof_wire::Explanation;
     let started = |narenas: u32| {
-        let service = Program::service().env("MALLOC_CONF", format!("narenas:{narenas}")).spawn();
+        let service = Launch::new(memprof_tests::process::built_binary("explained"))
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MALLOC_CONF", format!("narenas:{narenas}"))
+            .args(["idle"])
+            .spawn();
+        service.wait_for_line(|line| line == "explained: ready");
         let status = std::fs::read_to_string(format!("/proc/{}/status", service.pid())).unwrap();
         let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap();
         let rss = line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
