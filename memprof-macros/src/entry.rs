@@ -8,7 +8,8 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `crate`";
+const KEYS: &str =
+    "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `continuous`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
 /// The most finished profiles kept.
@@ -25,6 +26,7 @@ struct Configuration {
     /// Whether to install jemalloc as the global allocator and export `malloc_conf` (default true).
     allocator: bool,
     dump_on_sigterm: Option<bool>,
+    continuous: Option<bool>,
     krate: syn::Path,
 }
 
@@ -110,6 +112,7 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         keep_runs: None,
         allocator: true,
         dump_on_sigterm: None,
+        continuous: None,
         krate: syn::parse_quote!(::memprof),
     };
     for meta in metas {
@@ -141,6 +144,9 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
             "allocator" => boolean(&key, value, ALLOCATOR_MEANING).map(|install| configuration.allocator = install),
             "dump_on_sigterm" => {
                 boolean(&key, value, DUMP_ON_SIGTERM_MEANING).map(|dump| configuration.dump_on_sigterm = Some(dump))
+            }
+            "continuous" => {
+                boolean(&key, value, CONTINUOUS_MEANING).map(|continuous| configuration.continuous = Some(continuous))
             }
             "crate" => string_literal(value, "a path such as \"::memprof\"")
                 .and_then(|text| {
@@ -206,6 +212,7 @@ fn check_variable_name(key: &str, text: &str, span: Span) -> syn::Result<String>
 const LG_PROF_SAMPLE_MEANING: &str = "log2 of the mean bytes between samples; 19 = 512 KiB";
 const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4";
 const ALLOCATOR_MEANING: &str = "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
+const CONTINUOUS_MEANING: &str = "whether sampling is on from start-up, with runs as windows over it";
 const DUMP_ON_SIGTERM_MEANING: &str = "whether SIGTERM ends memprof as returning from `main` does, then the program";
 
 /// The value of `key`: `true` or `false`, else an error saying what it means.
@@ -255,6 +262,7 @@ fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
         .collect();
     options.extend(configuration.keep_runs.map(|count| option_call("keep_runs", quote!(#count))));
     options.extend(configuration.dump_on_sigterm.map(|dump| option_call("dump_on_sigterm", quote!(#dump))));
+    options.extend(configuration.continuous.map(|continuous| option_call("continuous", quote!(#continuous))));
     let ItemFn { attrs, vis, sig, block } = function;
     let statements = &block.stmts;
     quote! {
@@ -390,14 +398,14 @@ mod tests {
     #[test]
     fn a_program_with_its_own_allocator_gets_no_allocator_and_no_malloc_conf() {
         let output = main(
-            quote!(allocator = false, dump_on_sigterm = true),
+            quote!(allocator = false, dump_on_sigterm = true, continuous = true),
             quote!(
                 fn main() {}
             ),
         )
         .to_string();
         assert!(!output.contains("allocator !") && !output.contains("malloc_conf !"), "{output}");
-        assert!(output.contains("Options :: new () . dump_on_sigterm (true)) ;"), "{output}");
+        assert!(output.contains("Options :: new () . dump_on_sigterm (true) . continuous (true)) ;"), "{output}");
     }
 
     #[test]
@@ -413,13 +421,14 @@ mod tests {
             errors[0].starts_with("`lg_prof_sample` goes into the malloc_conf that `allocator = false` leaves out")
         );
         let errors = errors_of(
-            quote!(allocator = "no", dump_on_sigterm = 1),
+            quote!(allocator = "no", dump_on_sigterm = 1, continuous = "yes"),
             quote!(
                 fn main() {}
             ),
         );
-        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors[0].starts_with("`allocator` must be `true` or `false`"), "{errors:?}");
         assert!(errors[1].starts_with("`dump_on_sigterm` must be `true` or `false`"), "{errors:?}");
+        assert!(errors[2].starts_with("`continuous` must be `true` or `false`"), "{errors:?}");
     }
 }

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::process::messages;
+use crate::profiler::sampling::{Choice, Mode};
 use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
 use crate::{http, process::environment};
 
@@ -30,6 +31,7 @@ pub struct Options {
     keep_runs: u32,
     dump_on_sigterm: bool,
     built_in_server: bool,
+    continuous: Option<bool>,
 }
 
 impl Default for Options {
@@ -41,6 +43,7 @@ impl Default for Options {
             keep_runs: DEFAULT_KEPT_RUNS as u32,
             dump_on_sigterm: false,
             built_in_server: true,
+            continuous: None,
         }
     }
 }
@@ -95,6 +98,20 @@ impl Options {
     /// ```
     pub fn built_in_server(mut self, enabled: bool) -> Self {
         self.built_in_server = enabled;
+        self
+    }
+
+    /// Whether sampling is continuous: on from start-up, with runs as windows over it (`true`), or on
+    /// demand: off until a run starts it, each run starting afresh (`false`). Unset, sampling is on demand
+    /// unless jemalloc started with sampling on (`MALLOC_CONF=prof_active:true`); `MEMPROF_SAMPLING`
+    /// (`continuous` or `on-demand`) overrides either. See docs/endpoints.md, "Continuous profiling".
+    ///
+    /// ```
+    /// let options = memprof_runtime::Options::new().continuous(true);
+    /// # drop(options);
+    /// ```
+    pub fn continuous(mut self, enabled: bool) -> Self {
+        self.continuous = Some(enabled);
         self
     }
 
@@ -189,7 +206,41 @@ fn start_unsampled(options: Options) -> Guard {
     {
         messages::warn(&format!("SIGTERM will not leave a final profile: {error}"));
     }
+    if profiler.config.profiling_enabled {
+        choose_sampling(profiler, options.continuous);
+    }
     Guard { owns_shutdown: true }
+}
+
+/// Chooses how sampling runs (see [`crate::profiler::sampling`]), says so, and makes it continuous if
+/// chosen: last, once memprof's threads are born.
+fn choose_sampling(profiler: &'static Profiler, option: Option<bool>) {
+    let variable = std::env::var(environment::SAMPLING).ok();
+    let active_at_start = crate::jemalloc::profiling_active_at_start();
+    let (choice, warning) = crate::profiler::sampling::choose(option, variable.as_deref(), active_at_start);
+    if let Some(warning) = warning {
+        messages::warn(&warning);
+    }
+    let mut choice = choice;
+    match choice.mode {
+        Mode::Continuous => match profiler.sample_continuously() {
+            Ok(()) => messages::info(&format!(
+                "Sampling is continuous ({}): every 2^{} bytes from now on; runs are windows over it",
+                choice.because,
+                crate::jemalloc::lg_sample().unwrap_or_default()
+            )),
+            Err(error) => {
+                messages::error(&format!("Sampling is not continuous ({}): {error}", choice.because));
+                choice = Choice { mode: Mode::OnDemand, because: format!("continuous sampling failed: {error}") };
+            }
+        },
+        Mode::OnDemand if active_at_start => messages::warn(&format!(
+            "Heap profiling was switched on at start-up by the jemalloc configuration, but sampling is on demand ({}): memprof will not start or stop runs over it.",
+            choice.because
+        )),
+        Mode::OnDemand => {}
+    }
+    profiler.chose_sampling(choice);
 }
 
 /// Keeps what memprof processes that ended without cleaning up left in `parent` (their automatic dumps and

@@ -314,7 +314,7 @@ mod state;
 pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, ProfileRecord};
 pub use state::{
     AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, ProfilerState,
-    StackWalk, State,
+    SampleRecord, Sampling, StackWalk, State,
 };
 mod explain;
 pub use explain::{

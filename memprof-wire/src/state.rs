@@ -40,6 +40,9 @@ pub struct ProfilerState {
     pub lg_prof_sample: Option<usize>,
     /// How samples walk the stack.
     pub stack_walk: StackWalk,
+    /// How sampling runs: continuously or on demand, why, and the record continuous sampling keeps.
+    #[serde(default)]
+    pub sampling: Sampling,
     /// Mean bytes between samples.
     pub sample_period_bytes: Option<u64>,
     /// Problems an operator should know about.
@@ -106,6 +109,37 @@ pub struct Failure {
     pub id: u64,
     /// Why.
     pub error: String,
+}
+
+/// `state.memory_profiler.sampling`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// `continuous` (on from start-up; runs are windows over it) or `on-demand` (off until a run).
+    pub mode: String,
+    /// What chose it: the program's option, `MEMPROF_SAMPLING`, `MALLOC_CONF`'s `prof_active:true`, the
+    /// default.
+    pub because: String,
+    /// The record of sampled objects, in continuous mode.
+    pub record: Option<SampleRecord>,
+}
+
+/// `state.memory_profiler.sampling.record`: the bounded record continuous sampling keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    /// The bytes it holds, used or not (fixed when it is made).
+    pub capacity_bytes: u64,
+    /// Sampled objects live now, and the most it holds.
+    pub live_objects: u64,
+    /// The most live sampled objects it holds.
+    pub max_objects: u64,
+    /// Distinct stacks sampled since start-up, and the most it holds.
+    pub stacks: u64,
+    /// The most stacks it holds.
+    pub max_stacks: u64,
+    /// Samples of objects it had no room for (their stacks' `alloc_*` still count them).
+    pub dropped_objects: u64,
+    /// Samples whose stack it had no room for (in no count).
+    pub dropped_stacks: u64,
 }
 
 /// `state.memory_profiler.stack_walk`.

@@ -48,6 +48,11 @@ impl Options {
         self
     }
 
+    /// Whether sampling is continuous; ignored.
+    pub fn continuous(self, _enabled: bool) -> Self {
+        self
+    }
+
     /// Whether the switch starts the built-in server; ignored.
     pub fn built_in_server(self, _enabled: bool) -> Self {
         self

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use memprof_wire::{
     AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, LabelCounts, MallocConfSources,
-    ProfilerState, StackWalk, State,
+    ProfilerState, SampleRecord, Sampling, StackWalk, State,
 };
 use parking_lot::Mutex;
 
@@ -61,7 +61,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
                 .last_failure
                 .as_ref()
                 .map(|failure| Failure { id: failure.id, error: failure.error.to_string() }),
-            started_externally: active && runs.current.is_none(),
+            started_externally: active && runs.current.is_none() && profiler.record().is_none(),
             lg_prof_sample: lg_sample,
             stack_walk: StackWalk {
                 method: profiler.unwinder.name().to_owned(),
@@ -70,6 +70,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
                     Unwinder::FramePointers => None,
                 },
             },
+            sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
             warnings: warnings(config),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
@@ -90,6 +91,25 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             profiling_active: active,
         },
     }))
+}
+
+/// How sampling runs, and how full the record is.
+fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
+    let choice = profiler.sampling();
+    let record = profiler.record().map(|record| {
+        let (dropped, live, stacks) = record.fill();
+        let capacity = record.capacity();
+        SampleRecord {
+            capacity_bytes: capacity.bytes(),
+            live_objects: live as u64,
+            max_objects: record.max_objects() as u64,
+            stacks: stacks as u64,
+            max_stacks: capacity.stacks as u64,
+            dropped_objects: dropped.objects,
+            dropped_stacks: dropped.stacks,
+        }
+    });
+    Sampling { mode: choice.mode.name().to_owned(), because: choice.because, record }
 }
 
 /// The configuration's warnings, and what the decay settings in force cost, when that is worth saying.

@@ -161,6 +161,19 @@ pub(crate) fn replace_backtrace_hook(hook: usize) -> Result<usize, CtlError> {
     unsafe { raw::update(b"experimental.hooks.prof_backtrace\0", hook) }
 }
 
+/// `experimental.hooks.prof_sample` and `experimental.hooks.prof_sample_free`: makes `sampled` (a
+/// `prof_sample_hook_t`, as an address) called with each sampled allocation and `freed` (a
+/// `prof_sample_free_hook_t`) with each free of one, from now on (0 removes a hook).
+pub(crate) fn set_sample_hooks(sampled: usize, freed: usize) -> Result<(), CtlError> {
+    // SAFETY: both controls hold a function pointer, pointer-sized like `usize`; the caller passes the
+    // addresses of `extern "C"` functions of the hooks' types, alive for the whole process, or 0. The free
+    // hook goes first, so that no object is recorded whose free would not be.
+    unsafe {
+        raw::write(b"experimental.hooks.prof_sample_free\0", freed)?;
+        raw::write(b"experimental.hooks.prof_sample\0", sampled)
+    }
+}
+
 /// `prof.dump`: writes the current heap profile to `path`.
 pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;

@@ -38,6 +38,8 @@ pub const DUMP_AT_RESIDENT: &str = "MEMPROF_DUMP_AT_RESIDENT";
 pub const DUMP_KEEP: &str = "MEMPROF_DUMP_KEEP";
 /// How many bytes of automatic dumps are kept.
 pub const DUMP_MAX_BYTES: &str = "MEMPROF_DUMP_MAX_BYTES";
+/// `continuous` or `on-demand`: how sampling runs, over the program's choice.
+pub const SAMPLING: &str = "MEMPROF_SAMPLING";
 /// jemalloc's own configuration, read by unprefixed builds (Linux).
 pub const MALLOC_CONF: &str = "MALLOC_CONF";
 /// jemalloc's own configuration, read by prefixed builds (Apple, Android, DragonFly).
@@ -68,6 +70,10 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: DUMP_MAX_BYTES,
         meaning: "how many bytes of automatic dumps are kept, and of profiles of earlier processes",
+    },
+    Variable {
+        name: SAMPLING,
+        meaning: "`continuous` (sampling always on, runs are windows) or `on-demand`, over the program's choice",
     },
     Variable { name: MALLOC_CONF, meaning: "jemalloc's configuration; memprof reports what it changes" },
     Variable {

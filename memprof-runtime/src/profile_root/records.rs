@@ -40,6 +40,9 @@ pub(crate) struct ActiveRun {
     pub(crate) owner: Owner,
     pub(crate) started: SystemTime,
     pub(crate) deadline: Option<Instant>,
+    /// In continuous mode, the record's sequence number at the window's start (its profile holds the
+    /// objects sampled from it on); `None` for a run that reset the samples.
+    pub(crate) window_start: Option<u64>,
 }
 
 impl ActiveRun {

@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 use crate::process::messages;
-use crate::{jemalloc, profile_root::stale};
+use crate::profile_root::stale;
+
+/// Writes a `heap_v2` profile at the path it is given: jemalloc's `prof.dump`, or the record's window.
+pub(crate) type Dump<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
 
 use crate::process::environment::DIRECTORY as DIRECTORY_VARIABLE;
 
@@ -108,33 +111,34 @@ impl ProfileStore {
         written
     }
 
-    /// Dumps the current heap profile as run `id` and returns the finished file's path.
-    pub(crate) fn dump(&mut self, id: u64) -> io::Result<PathBuf> {
-        self.dump_as(&format!("profile.{id}.heap"))
+    /// Writes run `id`'s profile with `dump` (which writes a `heap_v2` profile at the path it is given) and
+    /// returns the finished file's path.
+    pub(crate) fn dump(&mut self, id: u64, dump: Dump<'_>) -> io::Result<PathBuf> {
+        self.dump_as(&format!("profile.{id}.heap"), dump)
     }
 
-    /// Dumps the current heap profile as automatic dump `id`.
-    pub(crate) fn automatic(&mut self, id: u64) -> io::Result<PathBuf> {
-        self.dump_as(&format!("automatic.{id}.heap"))
+    /// Writes automatic dump `id` with `dump`.
+    pub(crate) fn automatic(&mut self, id: u64, dump: Dump<'_>) -> io::Result<PathBuf> {
+        self.dump_as(&format!("automatic.{id}.heap"), dump)
     }
 
-    /// Dumps the current heap profile, outside any run, and returns it open, already removed from the store.
-    pub(crate) fn snapshot(&mut self, id: u64) -> io::Result<(File, String)> {
+    /// Writes a profile with `dump`, outside any run, and returns it open, already removed from the store.
+    pub(crate) fn snapshot(&mut self, id: u64, dump: Dump<'_>) -> io::Result<(File, String)> {
         let name = format!("snapshot.{id}.heap");
-        let path = self.dump_as(&name)?;
+        let path = self.dump_as(&name, dump)?;
         let file = crate::profile_root::untrusted::open_regular(&path);
         self.remove(&path);
         Ok((file?, name))
     }
 
-    fn dump_as(&mut self, name: &str) -> io::Result<PathBuf> {
+    fn dump_as(&mut self, name: &str, dump: Dump<'_>) -> io::Result<PathBuf> {
         let directory = match self.ensure_directory() {
             Ok(directory) => directory.to_owned(),
-            Err(error) => return self.dump_in_memory(name, &error),
+            Err(error) => return self.dump_in_memory(name, &error, dump),
         };
         let partial = directory.join(format!(".{name}.partial"));
         let finished = directory.join(name);
-        let written = jemalloc::dump_profile(&partial).and_then(|()| check_profile(&partial));
+        let written = dump(&partial).and_then(|()| check_profile(&partial));
         if let Err(error) = written.and_then(|()| fs::rename(&partial, &finished)) {
             let _ = fs::remove_file(&partial);
             return Err(error);
@@ -151,10 +155,10 @@ impl ProfileStore {
     }
 
     /// Dumps into an anonymous in-memory file, because `why` says no directory can be used.
-    fn dump_in_memory(&mut self, name: &str, why: &io::Error) -> io::Result<PathBuf> {
+    fn dump_in_memory(&mut self, name: &str, why: &io::Error, dump: Dump<'_>) -> io::Result<PathBuf> {
         let file = File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?);
         let path = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file)));
-        jemalloc::dump_profile(&path).and_then(|()| check_profile(&path))?;
+        dump(&path).and_then(|()| check_profile(&path))?;
         if !self.reported_in_memory {
             self.reported_in_memory = true;
             messages::warn(&format!("Heap profiles are kept in memory: {why}"));

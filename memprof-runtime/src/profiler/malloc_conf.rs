@@ -144,7 +144,6 @@ impl ConfigReport {
         let sources = jemalloc::config_sources();
         let compiled_in = jemalloc::profiling_compiled_in();
         let profiling_enabled = compiled_in && jemalloc::profiling_enabled();
-        let started_externally = profiling_enabled && jemalloc::profiling_active_at_start();
         let mut warnings = ignored_variable_warnings(sources.environment.as_deref(), |name| std::env::var(name).ok());
         if !jemalloc::serves_allocations() {
             warnings.push("jemalloc does not serve this program's allocations: its #[global_allocator] is another allocator, so profiles would miss them. Make `tikv_jemallocator::Jemalloc` the global allocator, or let #[memprof::main] install it (drop `allocator = false`).".to_owned());
@@ -153,11 +152,6 @@ impl ConfigReport {
             warnings.push("jemalloc was built without profiling support (config.prof is false), so heap profiling is unavailable.".to_owned());
         } else if !profiling_enabled {
             warnings.push(disabled_warning(&sources));
-        } else if started_externally {
-            warnings.push(format!(
-                "Heap profiling was switched on at start-up by the jemalloc configuration ({}); memprof will not start or stop runs over it.",
-                describe_source(&sources)
-            ));
         }
         Self {
             environment: sources.environment,

@@ -1,8 +1,11 @@
 //! Profiling runs: one at a time, identified by increasing ids, ended by a timer, by `stop`, or by the
 //! code that started them.
 //!
-//! A run resets jemalloc's samples (`prof.reset`) so its profile holds only its own window, switches
-//! `prof.active` on, and at its end dumps the heap into the [`ProfileStore`] and switches sampling off. The last
+//! On demand (the default; see [`sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
+//! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
+//! [`ProfileStore`] and switches sampling off. In continuous mode sampling stays on from start-up and a run is
+//! a window over it: it resets nothing, and its profile is what the [`record`] holds of the objects sampled
+//! since it started and still live at its end. The last
 //! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
 pub(crate) mod allocator_code;
@@ -12,8 +15,10 @@ pub(crate) mod duration;
 mod error;
 pub(crate) mod malloc_conf;
 mod outcomes;
+pub(crate) mod record;
 pub(crate) mod run;
 mod runs;
+pub(crate) mod sampling;
 mod timer;
 pub(crate) mod unwinder;
 
@@ -34,7 +39,7 @@ use crate::jemalloc;
 use crate::process::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
 use crate::process::messages;
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
-use crate::profile_root::storage::ProfileStore;
+use crate::profile_root::storage::{Dump, ProfileStore};
 use crate::profiler::malloc_conf::ConfigReport;
 use crate::profiler::unwinder::Unwinder;
 
@@ -69,6 +74,10 @@ pub(crate) struct Profiler {
     /// Work left for the first run: the profile root's sweep, which a program that serves nothing and
     /// reads nothing of its memory does not pay at start (see [`Profiler::before_the_first_run`]).
     first_run: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// The record of sampled objects, once sampling is continuous.
+    record: OnceLock<&'static record::table::Table>,
+    /// How sampling runs, and why, once chosen at start-up.
+    sampling: OnceLock<sampling::Choice>,
 }
 
 /// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
@@ -102,6 +111,8 @@ impl Profiler {
             config,
             unwinder,
             first_run: Mutex::new(None),
+            record: OnceLock::new(),
+            sampling: OnceLock::new(),
         }
     }
 
@@ -148,6 +159,64 @@ impl Profiler {
         *self.first_run.lock() = Some(work);
     }
 
+    /// Makes sampling continuous from now on: starts the [`record`], then switches sampling on for good.
+    /// Runs are windows from then on.
+    pub(crate) fn sample_continuously(&self) -> Result<(), Error> {
+        self.check_available()?;
+        let _books = self.books.lock();
+        if self.record.get().is_some() {
+            return Ok(());
+        }
+        let record = record::start(record::DEFAULT_CAPACITY)
+            .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
+        self.switch_sampling_on()?;
+        let _ = self.record.set(record);
+        Ok(())
+    }
+
+    /// Remembers how sampling runs, and why (the first choice stays).
+    pub(crate) fn chose_sampling(&self, choice: sampling::Choice) {
+        let _ = self.sampling.set(choice);
+    }
+
+    /// How sampling runs, and why; on demand before start-up chose.
+    pub(crate) fn sampling(&self) -> sampling::Choice {
+        let default = || sampling::Choice { mode: sampling::Mode::OnDemand, because: "the default".to_owned() };
+        self.sampling.get().cloned().unwrap_or_else(default)
+    }
+
+    /// The record of sampled objects, when sampling is continuous.
+    pub(crate) fn record(&self) -> Option<&'static record::table::Table> {
+        self.record.get().copied()
+    }
+
+    fn switch_sampling_on(&self) -> Result<(), Error> {
+        crate::profiler::unwinder::prepare_for_samples();
+        // memprof's pools get all their threads first: none may be born while sampling is on.
+        crate::process::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
+            .map(|_| ())
+            .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))
+    }
+
+    /// How the profile of a run starting at `window_start` is written: the record's window, or jemalloc's dump.
+    fn run_dump(&self, window_start: Option<u64>) -> impl Fn(&std::path::Path) -> std::io::Result<()> + use<> {
+        let record = self.record();
+        move |path| match (record, window_start) {
+            (Some(record), Some(since)) => record::write_profile(record, path, since, record::heap_v2::Content::Live),
+            _ => jemalloc::dump_profile(path),
+        }
+    }
+
+    /// How the heap as it is now is written: everything the record holds, with what each stack allocated
+    /// since start-up (Go's `alloc_*`), in continuous mode; else jemalloc's dump.
+    fn heap_dump(&self) -> impl Fn(&std::path::Path) -> std::io::Result<()> + use<> {
+        let record = self.record();
+        move |path| match record {
+            Some(record) => record::write_profile(record, path, 0, record::heap_v2::Content::LiveAndAllocated),
+            None => jemalloc::dump_profile(path),
+        }
+    }
+
     /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
     pub(crate) fn start(&'static self, owner: Owner, length: Option<Duration>) -> Result<Started, Error> {
         self.check_available()?;
@@ -160,6 +229,27 @@ impl Profiler {
         if let Some(current) = books.runs.current() {
             return Ok(Started::AlreadyActive(current.clone()));
         }
+        let window_start = self.record().map(|record| record.next_sequence());
+        if window_start.is_none() {
+            self.start_sampling_afresh()?;
+        }
+        let id = books.runs.next_id();
+        let deadline = length.map(|length| Instant::now() + length);
+        if deadline.is_some() {
+            timer::start(self)?;
+        }
+        if window_start.is_none() {
+            self.switch_sampling_on()?;
+        }
+        let run = books.runs.begin(id, owner, deadline, window_start);
+        write_last_seen(&mut books);
+        self.runs_changed.notify_all();
+        Ok(Started::New(run))
+    }
+
+    /// On demand, before a run: refuses when sampling was switched on outside memprof, else drops every
+    /// earlier sample (`prof.reset`), so the run's profile holds only its own.
+    fn start_sampling_afresh(&self) -> Result<(), Error> {
         if jemalloc::profiling_active()
             .map_err(|error| control("Cannot read whether sampling is on", "prof.active", error))?
         {
@@ -168,20 +258,7 @@ impl Profiler {
         let lg_sample =
             jemalloc::lg_sample().map_err(|error| control("Cannot read the sampling rate", "prof.lg_sample", error))?;
         jemalloc::reset_samples(lg_sample)
-            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))?;
-        let id = books.runs.next_id();
-        let deadline = length.map(|length| Instant::now() + length);
-        if deadline.is_some() {
-            timer::start(self)?;
-        }
-        crate::profiler::unwinder::prepare_for_samples();
-        // memprof's pools get all their threads first: none may be born while sampling is on.
-        crate::process::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
-            .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))?;
-        let run = books.runs.begin(id, owner, deadline);
-        write_last_seen(&mut books);
-        self.runs_changed.notify_all();
-        Ok(Started::New(run))
+            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))
     }
 
     /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
@@ -191,7 +268,7 @@ impl Profiler {
         let mut books = self.books.lock();
         match books.runs.stop_target(id) {
             StopTarget::Current => self.finish(&mut books).map(Some),
-            StopTarget::NoRun => no_run_unless_started_externally().map(|()| None),
+            StopTarget::NoRun => self.no_run_unless_started_externally().map(|()| None),
             StopTarget::Ended(profile) => profile.map(Some),
         }
     }
@@ -204,7 +281,7 @@ impl Profiler {
         match books.runs.current() {
             Some(run) if run.owner == *owner => self.finish(&mut books).map(Stopped::Profile),
             Some(run) => Ok(Stopped::OwnedBy(run.clone())),
-            None => no_run_unless_started_externally().map(|()| Stopped::NoRun),
+            None => self.no_run_unless_started_externally().map(|()| Stopped::NoRun),
         }
     }
 
@@ -218,8 +295,10 @@ impl Profiler {
             unreachable!("finish is only called with a current run");
         };
         self.runs_changed.notify_all();
-        let dumped = jemalloc::unsampled(|| books.store.dump(run.id));
-        switch_sampling_off(run.id);
+        let dumped = jemalloc::unsampled(|| books.store.dump(run.id, &self.run_dump(run.window_start)));
+        if run.window_start.is_none() {
+            switch_sampling_off(run.id);
+        }
         let finished = match dumped {
             Ok(path) => {
                 let finished = KeptProfile {
@@ -247,7 +326,8 @@ impl Profiler {
         let mut books = self.books.lock();
         books.runs.check_open()?;
         let id = books.runs.next_id();
-        books.store.snapshot(id).map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.to_string() })
+        jemalloc::unsampled(|| books.store.snapshot(id, &self.heap_dump()))
+            .map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.to_string() })
     }
 
     /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
@@ -259,7 +339,7 @@ impl Profiler {
         let id = books.runs.next_id();
         let path = books
             .store
-            .automatic(id)
+            .automatic(id, &self.heap_dump())
             .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
         let now = SystemTime::now();
         let dump = KeptProfile { id, owner: Owner::Automatic(reason), started: now, stopped: now, path };
@@ -298,8 +378,10 @@ impl Profiler {
         let mut books = self.books.lock();
         if let Some(run) = books.runs.end() {
             self.runs_changed.notify_all();
-            leave_final_dump(run.id);
-            switch_sampling_off(run.id);
+            leave_final_dump(run.id, &self.run_dump(run.window_start));
+            if run.window_start.is_none() {
+                switch_sampling_off(run.id);
+            }
         }
         books.runs.close();
         books.store.remove_all();
@@ -324,21 +406,27 @@ fn write_last_seen(books: &mut Books) {
     let _ = books.store.write_small_file(crate::profile_root::last_seen::FILE, &json);
 }
 
-/// With no run of memprof's, the answer to a stop: nothing, unless sampling was switched on outside
-/// memprof (which it leaves alone).
-fn no_run_unless_started_externally() -> Result<(), Error> {
-    if jemalloc::profiling_active().unwrap_or(false) { Err(Error::StartedExternally) } else { Ok(()) }
+impl Profiler {
+    /// With no run of memprof's, the answer to a stop: nothing, unless (on demand) sampling was switched
+    /// on outside memprof (which it leaves alone).
+    fn no_run_unless_started_externally(&self) -> Result<(), Error> {
+        if self.record().is_none() && jemalloc::profiling_active().unwrap_or(false) {
+            Err(Error::StartedExternally)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// Writes the profile of run `id`, active as the program ends, to `MEMPROF_FINAL_DUMP` if set.
-fn leave_final_dump(id: u64) {
+fn leave_final_dump(id: u64, dump: Dump<'_>) {
     let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE).map(PathBuf::from) else {
         messages::info(&format!(
             "Heap profiling run {id} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)"
         ));
         return;
     };
-    match jemalloc::unsampled(|| jemalloc::dump_profile(&path)) {
+    match jemalloc::unsampled(|| dump(&path)) {
         Ok(()) => messages::info(&format!(
             "Heap profiling run {id} was active when the program ended; its profile is at {}",
             path.display()

@@ -99,9 +99,16 @@ impl Runs {
         self.last_id
     }
 
-    /// Records run `id` (from [`Runs::next_id`]) as in progress (the caller checked there is none).
-    pub(crate) fn begin(&mut self, id: u64, owner: Owner, deadline: Option<Instant>) -> ActiveRun {
-        let run = ActiveRun { id, owner, started: SystemTime::now(), deadline };
+    /// Records run `id` (from [`Runs::next_id`]) as in progress (the caller checked there is none), a window
+    /// from the record's `window_start` in continuous mode.
+    pub(crate) fn begin(
+        &mut self,
+        id: u64,
+        owner: Owner,
+        deadline: Option<Instant>,
+        window_start: Option<u64>,
+    ) -> ActiveRun {
+        let run = ActiveRun { id, owner, started: SystemTime::now(), deadline, window_start };
         self.current = Some(run.clone());
         self.counts.started += 1;
         run
@@ -267,7 +274,7 @@ mod tests {
     /// Starts a run, as the profiler does once sampling is on.
     fn begin(runs: &mut Runs, owner: Owner) -> u64 {
         let id = runs.next_id();
-        runs.begin(id, owner, None).id
+        runs.begin(id, owner, None, None).id
     }
 
     /// Ends the run in progress with a profile, as the profiler does after a dump.

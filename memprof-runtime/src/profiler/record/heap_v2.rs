@@ -1,0 +1,124 @@
+//! The record's readings written as jemalloc writes a dump (`heap_v2`), so that every reader of a run's
+//! profile (jeprof, `memprof analyze`, every format the endpoints render) reads a window's alike.
+//!
+//! jemalloc keeps unbiased totals and writes, for each stack, the counts that jeprof's unbiasing (the
+//! average size's, `1/(1-exp(-(bytes/count)/R))`) turns back into them (`prof_do_unbias`, prof_data.c); so
+//! does this.
+
+use std::fmt::Write;
+
+use super::table::{StackReading, Totals};
+
+/// What a profile written from the record holds of each stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Content {
+    /// What it holds (of the reading's objects); cumulative pairs `[0: 0]`.
+    Live,
+    /// What it holds and, as the cumulative pair, everything it allocated since start-up (`prof_accum`'s
+    /// meaning).
+    LiveAndAllocated,
+}
+
+/// `stacks` as a `heap_v2` dump at sampling period `sample_period`, with `maps` (this process's
+/// `/proc/self/maps`) as its `MAPPED_LIBRARIES`. Stacks with nothing to show are left out.
+pub(crate) fn write(stacks: &[StackReading], content: Content, sample_period: u64, maps: &str) -> String {
+    let shown: Vec<(&StackReading, Totals)> = stacks
+        .iter()
+        .map(|stack| (stack, if content == Content::Live { Totals::default() } else { stack.allocated }))
+        .filter(|(stack, allocated)| stack.live.objects > 0 || allocated.objects > 0)
+        .collect();
+    let mut total_live = Totals::default();
+    let mut total_allocated = Totals::default();
+    for (stack, allocated) in &shown {
+        sum(&mut total_live, &stack.live);
+        sum(&mut total_allocated, allocated);
+    }
+    let mut text = format!("heap_v2/{sample_period}\n");
+    counts_line(&mut text, &total_live, &total_allocated, sample_period);
+    for (stack, allocated) in &shown {
+        text.push('@');
+        for frame in &stack.frames {
+            let _ = write!(text, " {frame:#x}");
+        }
+        text.push('\n');
+        counts_line(&mut text, &stack.live, allocated, sample_period);
+    }
+    text.push_str("\nMAPPED_LIBRARIES:\n");
+    text.push_str(maps);
+    text
+}
+
+fn sum(total: &mut Totals, more: &Totals) {
+    total.objects += more.objects;
+    total.bytes += more.bytes;
+    total.unbiased_objects += more.unbiased_objects;
+    total.unbiased_bytes += more.unbiased_bytes;
+}
+
+fn counts_line(text: &mut String, live: &Totals, allocated: &Totals, sample_period: u64) {
+    let (objects, bytes) = biased(live, sample_period);
+    let (allocated_objects, allocated_bytes) = biased(allocated, sample_period);
+    let _ = writeln!(text, "  t*: {objects}: {bytes} [{allocated_objects}: {allocated_bytes}]");
+}
+
+/// The counts jeprof's unbiasing turns into `totals`' unbiased ones (jemalloc's `prof_do_unbias`).
+fn biased(totals: &Totals, sample_period: u64) -> (u64, u64) {
+    if totals.unbiased_objects <= 0.0 || totals.unbiased_bytes <= 0.0 {
+        return (0, 0);
+    }
+    if sample_period <= 1 {
+        return (totals.objects, totals.bytes);
+    }
+    let average = totals.unbiased_bytes / totals.unbiased_objects;
+    let bytes = totals.unbiased_bytes * (1.0 - (-average / sample_period as f64).exp());
+    ((bytes / average).round() as u64, bytes.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profiler::record::table::unbias;
+
+    fn totals(objects: &[u64], period: f64) -> Totals {
+        let mut totals = Totals::default();
+        for &bytes in objects {
+            let scale = unbias(bytes, period);
+            totals.objects += 1;
+            totals.bytes += bytes;
+            totals.unbiased_objects += scale;
+            totals.unbiased_bytes += scale * bytes as f64;
+        }
+        totals
+    }
+
+    fn reading(frames: Vec<usize>, live: Totals, allocated: Totals) -> StackReading {
+        StackReading { frames, live, allocated, live_age_sum: 0, live_older: 0 }
+    }
+
+    /// What the analysis reads back is what the record holds, unbiased (exactly for a stack of one size:
+    /// a mix of sizes loses what the format's whole counts round away, as jemalloc's own dumps do).
+    #[test]
+    fn the_analysis_reads_back_the_unbiased_totals() {
+        let period = 1u64 << 19;
+        let live = totals(&[64 << 10, 64 << 10], period as f64);
+        let allocated = totals(&[64 << 10, 64 << 10, 64 << 10, 64 << 10, 64 << 10], period as f64);
+        let stacks = [
+            reading(vec![0x1000, 0x2000], live, allocated),
+            reading(vec![0x3000], Totals::default(), Totals::default()),
+        ];
+        let maps = "00400000-00500000 r-xp 00000000 00:00 0 /bin/program\n";
+        let text = write(&stacks, Content::LiveAndAllocated, period, maps);
+        assert!(text.starts_with("heap_v2/524288\n  t*: "), "{text}");
+        assert!(!text.contains("0x3000"), "a stack with nothing is left out:\n{text}");
+        assert!(text.contains("@ 0x1000 0x2000\n"), "{text}");
+        let profile = memprof_analysis::HeapProfile::parse(&text).unwrap();
+        let stack = &profile.stacks[0];
+        let (objects, bytes) = stack.unbiased(period);
+        assert!((objects - live.unbiased_objects).abs() < 0.01 * live.unbiased_objects, "{objects} {live:?}");
+        assert!((bytes - live.unbiased_bytes).abs() < 0.01 * live.unbiased_bytes, "{bytes} {live:?}");
+        let (_, allocated_bytes) = stack.allocated.unbiased(period);
+        assert!((allocated_bytes - allocated.unbiased_bytes).abs() < 0.01 * allocated.unbiased_bytes);
+        let live_only = write(&stacks, Content::Live, period, maps);
+        assert!(live_only.contains("[0: 0]") && !live_only.contains("[5"), "{live_only}");
+    }
+}

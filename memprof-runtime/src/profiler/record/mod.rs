@@ -1,0 +1,121 @@
+//! The record of sampled objects, kept in continuous mode: what makes a run a window over samples that
+//! never stop, and gives Go's scrapers `alloc_*` without `prof_accum`.
+//!
+//! jemalloc's dump holds every live sampled object, whenever it was sampled; its only way to start afresh,
+//! `prof.reset`, drops every earlier sample, live ones too. So memprof keeps its own record beside
+//! jemalloc's, fed by jemalloc's experimental sample hooks (`experimental.hooks.prof_sample` and
+//! `prof_sample_free`, jemalloc 5.3): each sampled object still live, with its stack, size, time and a
+//! sequence number, and each stack with everything it allocated since start-up. A window (a run in
+//! continuous mode) is the sequence number at its start; its profile is the live objects sampled from it
+//! on, written as jemalloc writes a dump ([`heap_v2`]), so every format reads it.
+//!
+//! Chosen over windows as differences of dumps: the difference of two dumps is net growth, not "allocated
+//! during the window and still live at its end" (an object allocated before the window and freed during it
+//! cancels one allocated during it), and `alloc_*` from dumps need `prof_accum`, which keeps every
+//! backtrace ever seen for the process's life. The record is bounded instead ([`DEFAULT_CAPACITY`]): what
+//! does not fit is counted and said (`state`), and no allocation ever waits on it beyond a hash lookup.
+//!
+//! The hooks run inside the allocator, with jemalloc's re-entrancy guard up: they neither allocate nor take
+//! any lock but the table's spin lock, which `fork` never leaves held in the child.
+#![allow(unsafe_code)]
+
+pub(crate) mod heap_v2;
+pub(crate) mod table;
+
+use std::ffi::{c_uint, c_void};
+use std::io;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use table::{Capacity, Table};
+
+use crate::jemalloc;
+
+/// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
+/// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 512 Ki frames; 6.4 MiB in all.
+pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity { objects: 1 << 16, stacks: 1 << 14, frames: 1 << 19 };
+
+/// The record, once continuous mode began.
+static RECORD: OnceLock<Table> = OnceLock::new();
+
+/// Starts keeping the record: makes it (in memprof's arena, unsampled) and installs jemalloc's sample
+/// hooks. Call before sampling is switched on: objects sampled earlier are not in it. Once; later calls
+/// answer the first's record.
+pub(crate) fn start(capacity: Capacity) -> Result<&'static Table, jemalloc::CtlError> {
+    if let Some(record) = RECORD.get() {
+        return Ok(record);
+    }
+    let sample_period = 1u64 << jemalloc::lg_sample()?;
+    let record = RECORD.get_or_init(|| jemalloc::unsampled(|| Table::new(capacity, sample_period)));
+    // SAFETY: the three handlers are `extern "C"` functions that only take and release the table's lock.
+    unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
+    clock_seconds();
+    jemalloc::set_sample_hooks(sampled as *const () as usize, freed as *const () as usize)?;
+    Ok(record)
+}
+
+/// Seconds since the record began, from the kernel's coarse monotonic clock (no system call, no lock).
+pub(crate) fn clock_seconds() -> u32 {
+    static START: OnceLock<u64> = OnceLock::new();
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid `timespec` to write; CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
+    let seconds = now.tv_sec as u64;
+    let start = *START.get_or_init(|| seconds);
+    u32::try_from(seconds.saturating_sub(start)).unwrap_or(u32::MAX)
+}
+
+/// jemalloc's `prof_sample_hook_t`.
+unsafe extern "C" fn sampled(
+    address: *const c_void,
+    _size: usize,
+    backtrace: *mut *mut c_void,
+    length: c_uint,
+    usable: usize,
+) {
+    let Some(record) = RECORD.get() else { return };
+    let frames = if backtrace.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: jemalloc passes its backtrace's `length` frames, alive for the call; a pointer and a
+        // `usize` have the same layout.
+        unsafe { std::slice::from_raw_parts(backtrace.cast::<usize>(), length as usize) }
+    };
+    record.sampled(address as usize, usable as u64, frames, clock_seconds());
+}
+
+/// jemalloc's `prof_sample_free_hook_t`.
+unsafe extern "C" fn freed(address: *const c_void, _usable: usize) {
+    if let Some(record) = RECORD.get() {
+        record.freed(address as usize);
+    }
+}
+
+extern "C" fn before_fork() {
+    if let Some(record) = RECORD.get() {
+        record.lock_for_fork();
+    }
+}
+
+extern "C" fn after_fork() {
+    if let Some(record) = RECORD.get() {
+        record.unlock_after_fork();
+    }
+}
+
+/// Writes the record as a `heap_v2` dump at `path` (owner-only): the live objects sampled from sequence
+/// number `since` on, with `content`. Call unsampled (the caller's allocations must not reach the record).
+pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: heap_v2::Content) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let readings = record.read(since, clock_seconds(), u32::MAX);
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let text = heap_v2::write(&readings, content, 1 << jemalloc::lg_sample().map_err(io::Error::other)?, &maps);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(text.as_bytes())
+}

@@ -1,0 +1,346 @@
+//! The table behind the record: every sampled object still live (its stack, size, sequence number and
+//! time) and every stack sampled since start-up (its frames and what it allocated), in memory fixed when
+//! it is made. No jemalloc in it: the hooks and the tests call it alike.
+//!
+//! It is written from inside the allocator (jemalloc's sample hooks), so neither [`Table::sampled`] nor
+//! [`Table::freed`] allocates, and both take only the table's own spin lock, held for a hash lookup. What
+//! does not fit (an object past the objects' capacity, a stack past the stacks' or frames') is counted in
+//! [`Dropped`], never waited for. Readers copy what they need under the lock into memory they allocated
+//! before taking it.
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// How much a table holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Capacity {
+    /// Live sampled objects.
+    pub(crate) objects: usize,
+    /// Distinct stacks.
+    pub(crate) stacks: usize,
+    /// Frames of all stacks together.
+    pub(crate) frames: usize,
+}
+
+impl Capacity {
+    /// The bytes a table of this capacity holds, whether used or not.
+    pub(crate) fn bytes(&self) -> u64 {
+        let objects = self.objects.next_power_of_two() * size_of::<Object>();
+        let stacks = self.stacks * size_of::<Stack>() + 2 * self.stacks.next_power_of_two() * size_of::<u32>();
+        (objects + stacks + self.frames * size_of::<usize>()) as u64
+    }
+}
+
+/// What the table could not hold, since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    /// Samples of objects the objects' part had no room for (their stacks' allocations still count).
+    pub(crate) objects: u64,
+    /// Samples whose stack the stacks' part had no room for: in no count at all.
+    pub(crate) stacks: u64,
+}
+
+/// What one stack allocated, or holds: objects sampled, their bytes, and both unbiased (what they stand for).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Totals {
+    pub(crate) objects: u64,
+    pub(crate) bytes: u64,
+    pub(crate) unbiased_objects: f64,
+    pub(crate) unbiased_bytes: f64,
+}
+
+impl Totals {
+    fn add(&mut self, bytes: u64, sample_period: f64) {
+        let scale = unbias(bytes, sample_period);
+        self.objects += 1;
+        self.bytes += bytes;
+        self.unbiased_objects += scale;
+        self.unbiased_bytes += scale * bytes as f64;
+    }
+}
+
+/// How many objects a sampled object of `bytes` stands for at a mean sampling period of `sample_period` bytes:
+/// the chance it was sampled is `1 - exp(-bytes / period)`.
+pub(crate) fn unbias(bytes: u64, sample_period: f64) -> f64 {
+    if sample_period <= 1.0 {
+        return 1.0;
+    }
+    1.0 / (1.0 - (-(bytes.max(1) as f64) / sample_period).exp())
+}
+
+/// A stack, as a reader sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StackReading {
+    pub(crate) frames: Vec<usize>,
+    /// Everything it allocated since start-up (monotonic).
+    pub(crate) allocated: Totals,
+    /// What it holds now, of the objects sampled after the reading's starting point.
+    pub(crate) live: Totals,
+    /// The sum of the ages of [`Self::live`]'s objects, in the table's time unit (mean age: this over their count).
+    pub(crate) live_age_sum: u64,
+    /// How many of them are older than the reading's age threshold.
+    pub(crate) live_older: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Object {
+    /// 0: empty.
+    address: usize,
+    stack: u32,
+    bytes: u64,
+    sequence: u64,
+    time: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Stack {
+    hash: u64,
+    start: u32,
+    len: u32,
+    allocated: Totals,
+}
+
+struct Inner {
+    objects: Box<[Object]>,
+    live: usize,
+    /// Indexes into `stacks`, plus one (0: empty), by hash.
+    stack_slots: Box<[u32]>,
+    stacks: Vec<Stack>,
+    frames: Vec<usize>,
+    sequence: u64,
+    dropped: Dropped,
+}
+
+/// The table; see the module's documentation.
+pub(crate) struct Table {
+    locked: AtomicBool,
+    inner: UnsafeCell<Inner>,
+    capacity: Capacity,
+    sample_period: f64,
+    /// The sequence number the next sample gets, readable without the lock.
+    next_sequence: AtomicU64,
+}
+
+// SAFETY: `inner` is only reached through `with`, under the spin lock.
+unsafe impl Sync for Table {}
+
+impl Table {
+    /// An empty table of `capacity`, for samples taken every `sample_period` bytes on average.
+    pub(crate) fn new(capacity: Capacity, sample_period: u64) -> Self {
+        let inner = Inner {
+            objects: vec![Object::default(); capacity.objects.next_power_of_two()].into_boxed_slice(),
+            live: 0,
+            stack_slots: vec![0; 2 * capacity.stacks.next_power_of_two()].into_boxed_slice(),
+            stacks: Vec::with_capacity(capacity.stacks),
+            frames: Vec::with_capacity(capacity.frames),
+            sequence: 0,
+            dropped: Dropped::default(),
+        };
+        Table {
+            locked: AtomicBool::new(false),
+            inner: UnsafeCell::new(inner),
+            capacity,
+            sample_period: sample_period as f64,
+            next_sequence: AtomicU64::new(1),
+        }
+    }
+
+    /// The capacity it was made with.
+    pub(crate) fn capacity(&self) -> Capacity {
+        self.capacity
+    }
+
+    /// Takes the spin lock: spins, then yields (a sample's critical section is a hash lookup).
+    fn acquire(&self) {
+        let mut spins = 0u32;
+        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Runs `work` under the spin lock.
+    fn with<T>(&self, work: impl FnOnce(&mut Inner) -> T) -> T {
+        struct Unlock<'a>(&'a AtomicBool);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        self.acquire();
+        let _unlock = Unlock(&self.locked);
+        // SAFETY: the lock is held until `_unlock` drops, so this is the only reference.
+        work(unsafe { &mut *self.inner.get() })
+    }
+
+    /// Takes the lock and keeps it until [`Table::unlock_after_fork`]: around `fork`, so that the child
+    /// never inherits it held by a thread it does not have.
+    pub(crate) fn lock_for_fork(&self) {
+        self.acquire();
+    }
+
+    /// Releases the lock [`Table::lock_for_fork`] took (in the parent and in the child).
+    pub(crate) fn unlock_after_fork(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
+    /// The most live objects it holds (7/8 of its slots).
+    pub(crate) fn max_objects(&self) -> usize {
+        self.capacity.objects.next_power_of_two() * 7 / 8
+    }
+
+    /// The sequence number of the next sample: a window starting now holds the samples from it on.
+    pub(crate) fn next_sequence(&self) -> u64 {
+        self.next_sequence.load(Ordering::Acquire)
+    }
+
+    /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`. Never allocates.
+    pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32) {
+        let sample_period = self.sample_period;
+        self.with(|inner| {
+            inner.sequence = self.next_sequence.fetch_add(1, Ordering::AcqRel);
+            let Some(stack) = inner.stack(frames) else {
+                inner.dropped.stacks += 1;
+                return;
+            };
+            inner.stacks[stack as usize].allocated.add(bytes, sample_period);
+            let object = Object { address, stack, bytes, sequence: inner.sequence, time };
+            if !inner.insert(object) {
+                inner.dropped.objects += 1;
+            }
+        });
+    }
+
+    /// Forgets the sampled object at `address`, freed. Never allocates.
+    pub(crate) fn freed(&self, address: usize) {
+        self.with(|inner| inner.remove(address));
+    }
+
+    /// What the table could not hold, and how many objects it holds.
+    pub(crate) fn fill(&self) -> (Dropped, usize, usize) {
+        self.with(|inner| (inner.dropped, inner.live, inner.stacks.len()))
+    }
+
+    /// Every stack sampled since start-up: what it allocated, and what it holds of the objects sampled from
+    /// sequence number `since` on; `now` and `older_than` (the table's time unit) count their ages.
+    /// Allocates before taking the lock, never under it.
+    pub(crate) fn read(&self, since: u64, now: u32, older_than: u32) -> Vec<StackReading> {
+        let mut stacks = Vec::with_capacity(self.capacity.stacks);
+        let mut frames = Vec::with_capacity(self.capacity.frames);
+        let mut live = vec![(Totals::default(), 0u64, 0u64); self.capacity.stacks];
+        let sample_period = self.sample_period;
+        self.with(|inner| {
+            stacks.extend_from_slice(&inner.stacks);
+            frames.extend_from_slice(&inner.frames);
+            for object in inner.objects.iter().filter(|object| object.address != 0 && object.sequence >= since) {
+                let (totals, age_sum, older) = &mut live[object.stack as usize];
+                totals.add(object.bytes, sample_period);
+                let age = now.saturating_sub(object.time);
+                *age_sum += u64::from(age);
+                *older += u64::from(age > older_than);
+            }
+        });
+        stacks
+            .iter()
+            .zip(live)
+            .map(|(stack, (live, live_age_sum, live_older))| StackReading {
+                frames: frames[stack.start as usize..][..stack.len as usize].to_vec(),
+                allocated: stack.allocated,
+                live,
+                live_age_sum,
+                live_older,
+            })
+            .collect()
+    }
+}
+
+/// FNV-1a over the frames: cheap, allocation-free, good enough for addresses.
+fn hash_frames(frames: &[usize]) -> u64 {
+    frames.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &frame| (hash ^ frame as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A hash of an address spread over the table (Fibonacci hashing; allocations are aligned).
+fn address_slot(address: usize, mask: usize) -> usize {
+    ((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask
+}
+
+impl Inner {
+    /// The index of the stack of `frames`, added if new; `None` when there is no room for it.
+    fn stack(&mut self, frames: &[usize]) -> Option<u32> {
+        let hash = hash_frames(frames);
+        let mask = self.stack_slots.len() - 1;
+        let mut slot = hash as usize & mask;
+        loop {
+            match self.stack_slots[slot] {
+                0 => break,
+                index => {
+                    let stack = &self.stacks[index as usize - 1];
+                    if stack.hash == hash && self.frames[stack.start as usize..][..stack.len as usize] == *frames {
+                        return Some(index - 1);
+                    }
+                }
+            }
+            slot = (slot + 1) & mask;
+        }
+        let room = self.frames.capacity() - self.frames.len();
+        if self.stacks.len() == self.stacks.capacity() || room < frames.len() {
+            return None;
+        }
+        let start = self.frames.len() as u32;
+        self.frames.extend_from_slice(frames);
+        self.stacks.push(Stack { hash, start, len: frames.len() as u32, allocated: Totals::default() });
+        self.stack_slots[slot] = self.stacks.len() as u32;
+        Some(self.stacks.len() as u32 - 1)
+    }
+
+    /// Inserts a live object (linear probing); false when the table is as full as it may be (7/8).
+    fn insert(&mut self, object: Object) -> bool {
+        let mask = self.objects.len() - 1;
+        if (self.live + 1) * 8 > self.objects.len() * 7 {
+            return false;
+        }
+        let mut slot = address_slot(object.address, mask);
+        while self.objects[slot].address != 0 && self.objects[slot].address != object.address {
+            slot = (slot + 1) & mask;
+        }
+        if self.objects[slot].address == 0 {
+            self.live += 1;
+        }
+        self.objects[slot] = object;
+        true
+    }
+
+    /// Removes the object at `address`, if recorded, shifting later entries back (no tombstones).
+    fn remove(&mut self, address: usize) {
+        let mask = self.objects.len() - 1;
+        let mut slot = address_slot(address, mask);
+        loop {
+            match self.objects[slot].address {
+                0 => return,
+                found if found == address => break,
+                _ => slot = (slot + 1) & mask,
+            }
+        }
+        self.live -= 1;
+        let mut hole = slot;
+        let mut next = (hole + 1) & mask;
+        while self.objects[next].address != 0 {
+            let home = address_slot(self.objects[next].address, mask);
+            // `next` may fill the hole if its home is not cyclically within (hole, next].
+            if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
+                self.objects[hole] = self.objects[next];
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.objects[hole] = Object::default();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+use std::collections::HashMap;
+
+use super::*;
+
+const PERIOD: u64 = 1 << 19;
+
+fn table(objects: usize, stacks: usize, frames: usize) -> Table {
+    Table::new(Capacity { objects, stacks, frames }, PERIOD)
+}
+
+fn live_objects(table: &Table, since: u64) -> u64 {
+    table.read(since, 0, 0).iter().map(|stack| stack.live.objects).sum()
+}
+
+/// A model (a map) against the table, through a pseudo-random mix of samples and frees whose addresses
+/// collide in the table's slots: every read agrees with the model.
+#[test]
+fn samples_and_frees_agree_with_a_map_through_collisions() {
+    let table = table(1 << 10, 16, 256);
+    let mut model: HashMap<usize, (usize, u64)> = HashMap::new();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..20_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        // 600 addresses at a 4 KiB stride: many share a home slot, and the table runs near full.
+        let address = 0x7f00_0000_0000 + (seed % 600) as usize * 4096;
+        let stack = (seed >> 32) as usize % 3;
+        if seed & 1 == 0 || model.contains_key(&address) {
+            table.freed(address);
+            model.remove(&address);
+        } else {
+            let bytes = 64 << stack;
+            table.sampled(address, bytes, &[0x100 + stack, 0x200], 0);
+            model.insert(address, (stack, bytes));
+        }
+    }
+    let readings = table.read(0, 0, 0);
+    for stack in 0..3 {
+        let expected: Vec<u64> = model.values().filter(|(owner, _)| *owner == stack).map(|(_, bytes)| *bytes).collect();
+        let reading = readings.iter().find(|reading| reading.frames == [0x100 + stack, 0x200]).unwrap();
+        assert_eq!(reading.live.objects, expected.len() as u64, "stack {stack}");
+        assert_eq!(reading.live.bytes, expected.iter().sum::<u64>(), "stack {stack}");
+        assert!(reading.allocated.objects >= reading.live.objects);
+    }
+    assert_eq!(table.fill(), (Dropped::default(), model.len(), 3));
+}
+
+/// A reading from a sequence number holds only what was sampled from it on and is still live; what each
+/// stack allocated counts every sample since the table was made, freed or not, unbiased.
+#[test]
+fn a_window_holds_what_it_sampled_still_live_and_allocations_only_grow() {
+    let table = table(64, 8, 64);
+    table.sampled(0x1000, 4096, &[0xa], 10);
+    let window = table.next_sequence();
+    table.sampled(0x2000, 4096, &[0xa], 20);
+    table.sampled(0x3000, 4096, &[0xa], 30);
+    table.freed(0x3000);
+    table.freed(0x9000);
+    assert_eq!(live_objects(&table, 0), 2);
+    assert_eq!(live_objects(&table, window), 1);
+    let reading = &table.read(0, 100, 85)[0];
+    assert_eq!(reading.allocated.objects, 3);
+    assert_eq!(reading.allocated.bytes, 3 * 4096);
+    let scale = unbias(4096, PERIOD as f64);
+    assert!((reading.allocated.unbiased_bytes - 3.0 * 4096.0 * scale).abs() < 1e-6);
+    assert!(scale > 128.0 && scale < 129.0, "a 4 KiB object stands for ~128.5 at 512 KiB: {scale}");
+    assert_eq!(reading.live_age_sum, 90 + 80, "ages 90 and 80");
+    assert_eq!(reading.live_older, 1, "one older than 85");
+}
+
+/// Full parts drop and count, never wait: past the objects' room the stack's allocations still count;
+/// past the stacks' or frames' room the sample is in no count; a stack deeper than the frames left is
+/// refused while a shallower one still fits.
+#[test]
+fn what_does_not_fit_is_counted_and_dropped() {
+    let table = table(8, 2, 5);
+    for object in 0..10 {
+        table.sampled(0x1000 * (object + 1), 64, &[0xa, 0xb], 0);
+    }
+    let (dropped, live, stacks) = table.fill();
+    assert_eq!((dropped.objects, live, stacks), (3, 7, 1), "7/8 of 8 slots");
+    assert_eq!(table.read(0, 0, 0)[0].allocated.objects, 10);
+    table.sampled(0xf000, 64, &[1, 2, 3, 4], 0);
+    assert_eq!(table.fill().0.stacks, 1, "four frames with three left");
+    table.sampled(0xf000, 64, &[1], 0);
+    table.sampled(0xf100, 64, &[2], 0);
+    assert_eq!(table.fill().0, Dropped { objects: 4, stacks: 2 });
+    assert_eq!(table.read(0, 0, 0).len(), 2);
+}
+
+#[test]
+fn the_capacity_says_its_bytes() {
+    let capacity = Capacity { objects: 1 << 16, stacks: 1 << 13, frames: 1 << 18 };
+    let bytes = capacity.bytes();
+    assert_eq!(size_of::<Object>(), 32, "an object's entry");
+    assert_eq!(bytes, (1 << 16) * 32 + (1 << 13) * size_of::<Stack>() as u64 + (1 << 14) * 4 + (1 << 18) * 8);
+}
