@@ -57,6 +57,8 @@ pub struct Program {
     output: Arc<(Mutex<Vec<String>>, Condvar)>,
     /// Where the endpoints are served, when they are.
     pub address: Option<SocketAddr>,
+    /// Its standard input, when it was started [`Launch::with_stdin`].
+    stdin: Mutex<Option<std::process::ChildStdin>>,
 }
 
 /// How to start a [`Program`].
@@ -82,6 +84,19 @@ impl Program {
     /// The `scope!` example.
     pub fn scope_example() -> Launch {
         Launch::new(built_binary("scope"))
+    }
+
+    /// Writes `line` to the program's standard input (started [`Launch::with_stdin`]), then waits until it
+    /// prints `done` (a line of stdout or stderr equal to it).
+    ///
+    /// # Panics
+    /// When the program has no standard input of the test's, or never prints `done`.
+    pub fn tell(&self, line: &str, done: &str) {
+        use std::io::Write;
+        let mut stdin = self.stdin.lock().unwrap();
+        let stdin = stdin.as_mut().expect("the program was started with_stdin");
+        writeln!(stdin, "{line}").and_then(|()| stdin.flush()).expect("the program reads its input");
+        self.wait_for_line(|printed| printed == done);
     }
 
     /// Waits until a line of stdout or stderr satisfies `wanted`, and returns it.
@@ -261,6 +276,12 @@ impl Launch {
         self
     }
 
+    /// Gives the program a standard input the test writes to ([`Program::tell`]); else it has none.
+    pub fn with_stdin(mut self) -> Self {
+        self.command.stdin(Stdio::piped());
+        self
+    }
+
     /// Serves no endpoints, or does not wait for them (their start is expected to fail).
     pub fn without_waiting_for_endpoints(mut self) -> Self {
         self.wait_for_endpoints = false;
@@ -275,7 +296,8 @@ impl Launch {
             collect_lines(child.stdout.take().unwrap(), Arc::clone(&output)),
             collect_lines(child.stderr.take().unwrap(), Arc::clone(&output)),
         ];
-        let mut program = Program { child, readers, _temporary: self.temporary, output, address: None };
+        let stdin = Mutex::new(child.stdin.take());
+        let mut program = Program { child, readers, _temporary: self.temporary, output, address: None, stdin };
         if self.wait_for_endpoints {
             program.address = Some(match self.serving_marker {
                 Some(marker) => {

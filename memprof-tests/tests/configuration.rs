@@ -125,11 +125,32 @@ fn a_bad_address_is_reported_and_the_program_runs_on() {
     assert!(service.is_running());
 }
 
+/// `MALLOC_CONF=prof_active:true`, the way Traffic Server documents always-on sampling, asks for continuous
+/// sampling: runs are windows over it, started and stopped without a conflict.
 #[test]
-fn profiling_started_by_malloc_conf_is_never_clobbered() {
+fn prof_active_in_malloc_conf_asks_for_continuous_sampling() {
     let service = Program::service().env("MALLOC_CONF", "prof_active:true").spawn();
     service.wait_for_line(|line| {
-        line.starts_with("[memprof] WARN Heap profiling was switched on at start-up by the jemalloc configuration (environment: \"prof_active:true\"")
+        line.starts_with("[memprof] INFO Sampling is continuous (MALLOC_CONF's prof_active:true): every 2^19 bytes")
+    });
+    let started = service.get("/memory-profiler/start?duration=5secs");
+    assert_eq!(started.status, 200, "{}", started.text());
+    let stopped = service.get_json("/memory-profiler/stop");
+    assert!(stopped["id"].is_u64(), "{stopped}");
+    let state = service.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["sampling"]["mode"], "continuous");
+    assert_eq!(state["memory_profiler"]["started_externally"], false);
+    assert_eq!(state["jemalloc"]["profiling_active"], true, "the window's end leaves sampling on");
+}
+
+/// On demand by the operator's word (`MEMPROF_SAMPLING=on-demand`), sampling switched on by jemalloc's
+/// configuration is never clobbered: no run starts or stops over it.
+#[test]
+fn profiling_started_by_malloc_conf_is_never_clobbered_on_demand() {
+    let service =
+        Program::service().env("MALLOC_CONF", "prof_active:true").env("MEMPROF_SAMPLING", "on-demand").spawn();
+    service.wait_for_line(|line| {
+        line == "[memprof] WARN Heap profiling was switched on at start-up by the jemalloc configuration, but sampling is on demand (MEMPROF_SAMPLING=on-demand): memprof will not start or stop runs over it."
     });
     let message = "Heap profiling was started externally (by the jemalloc configuration, such as MALLOC_CONF=prof_active:true); memprof does not start or stop runs over it.\n";
     for endpoint in ["start?duration=5secs", "stop"] {
@@ -138,6 +159,7 @@ fn profiling_started_by_malloc_conf_is_never_clobbered() {
     }
     let state = service.get_json("/memory-profiler/state");
     assert_eq!(state["memory_profiler"]["started_externally"], true);
+    assert_eq!(state["memory_profiler"]["sampling"]["mode"], "on-demand");
     assert_eq!(state["jemalloc"]["profiling_active"], true);
     assert_eq!(state["jemalloc"]["malloc_conf"]["environment"], "prof_active:true");
 }

@@ -22,6 +22,10 @@ pub struct ProfilerState {
     pub tmp_dir: String,
     /// The run in progress.
     pub current_run: CurrentRun,
+    /// Windows over continuous sampling opened by the program's code (`scope!`, `Run`), beside the run in
+    /// progress, oldest first.
+    #[serde(default)]
+    pub open_windows: Vec<crate::RunOwner>,
     /// The newest kept profile of a run.
     pub latest_run: Option<KeptProfile>,
     /// The kept profiles of runs, newest first.

@@ -49,6 +49,11 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             jemalloc_detected: true,
             tmp_dir,
             current_run,
+            open_windows: runs
+                .windows
+                .iter()
+                .map(|window| memprof_wire::RunOwner { id: window.id, started_by: window.owner.name() })
+                .collect(),
             latest_run: runs.latest().map(describe_run),
             runs: runs.finished.iter().rev().map(describe_run).collect(),
             keep_runs: runs.kept,

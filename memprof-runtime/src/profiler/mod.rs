@@ -285,7 +285,24 @@ impl Profiler {
         }
     }
 
-    /// Ends the current run: the heap dumped into the store, then sampling off.
+    /// In continuous mode, opens a window for code (`Run`, `scope!`) beside any other run or window:
+    /// `None` on demand, where code starts a run like any other.
+    pub(crate) fn open_window(&self, owner: Owner) -> Result<Option<ActiveRun>, Error> {
+        let Some(record) = self.record() else { return Ok(None) };
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let id = books.runs.next_id();
+        Ok(Some(books.runs.open_window(id, owner, record.next_sequence())))
+    }
+
+    /// Closes window `id` and keeps its profile: what was sampled since it opened and is still live.
+    pub(crate) fn close_window(&self, id: u64) -> Result<KeptProfile, Error> {
+        let mut books = self.books.lock();
+        let Some(window) = books.runs.close_window(id) else { return Err(Error::UnknownRun(id)) };
+        self.keep(&mut books, window)
+    }
+
+    /// Ends the current run: the heap dumped into the store, then (on demand) sampling off.
     ///
     /// The dump comes first: between the two, the program goes on freeing sampled objects (which the
     /// profile counts out) and allocating their replacements (which it would no longer sample), so a
@@ -295,6 +312,11 @@ impl Profiler {
             unreachable!("finish is only called with a current run");
         };
         self.runs_changed.notify_all();
+        self.keep(books, run)
+    }
+
+    /// Dumps the profile of `run`, which just ended, into the store and keeps it (or records why not).
+    fn keep(&self, books: &mut Books, run: ActiveRun) -> Result<KeptProfile, Error> {
         let dumped = jemalloc::unsampled(|| books.store.dump(run.id, &self.run_dump(run.window_start)));
         if run.window_start.is_none() {
             switch_sampling_off(run.id);

@@ -21,14 +21,21 @@ pub struct Run {
     id: u64,
     label: String,
     ended: bool,
+    /// Whether it is a window over continuous sampling, which other runs and windows may overlap.
+    window: bool,
 }
 
 impl Run {
-    /// Starts a run named `label`. Fails when profiling is unavailable or another run is active.
+    /// Starts a run named `label`. On demand, fails when profiling is unavailable or another run is
+    /// active; with continuous sampling it is a window, which may overlap any other run or window.
     pub fn start(label: impl Into<String>) -> Result<Run, Error> {
         let label = label.into();
-        match Profiler::global().start(Owner::Code(label.clone()), None)? {
-            Started::New(run) => Ok(Run { id: run.id, label, ended: false }),
+        let profiler = Profiler::global();
+        if let Some(window) = profiler.open_window(Owner::Code(label.clone()))? {
+            return Ok(Run { id: window.id, label, ended: false, window: true });
+        }
+        match profiler.start(Owner::Code(label.clone()), None)? {
+            Started::New(run) => Ok(Run { id: run.id, label, ended: false, window: false }),
             Started::AlreadyActive(run) => Err(Error::Busy(run.id)),
         }
     }
@@ -45,6 +52,9 @@ impl Run {
     }
 
     fn end(&self) -> Result<Profile, Error> {
+        if self.window {
+            return Profiler::global().close_window(self.id).map(|window| Profile::from(&window));
+        }
         match Profiler::global().stop(Some(self.id))? {
             Some(run) => Ok(Profile::from(&run)),
             None => Err(Error::UnknownRun(self.id)),

@@ -15,6 +15,9 @@ use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 #[derive(Debug)]
 pub(crate) struct Runs {
     current: Option<ActiveRun>,
+    /// Windows opened by code in continuous mode, beside the current run (they may overlap it and each
+    /// other), oldest first.
+    windows: Vec<ActiveRun>,
     /// Oldest first.
     finished: VecDeque<KeptProfile>,
     /// Automatic dumps, oldest first, in a ring of their own (see [`crate::profiler::autodump`]).
@@ -45,6 +48,8 @@ pub(crate) enum StopTarget {
 #[derive(Debug, Clone)]
 pub(crate) struct Overview {
     pub(crate) current: Option<ActiveRun>,
+    /// Windows opened by code, oldest first.
+    pub(crate) windows: Vec<ActiveRun>,
     /// Oldest first.
     pub(crate) finished: Vec<KeptProfile>,
     /// Oldest first.
@@ -71,6 +76,7 @@ impl Runs {
     pub(crate) fn new(kept: usize) -> Self {
         Self {
             current: None,
+            windows: Vec::new(),
             finished: VecDeque::new(),
             automatic: VecDeque::new(),
             earlier: Vec::new(),
@@ -112,6 +118,20 @@ impl Runs {
         self.current = Some(run.clone());
         self.counts.started += 1;
         run
+    }
+
+    /// Records window `id` as open, from the record's `window_start` (continuous mode), beside any other run.
+    pub(crate) fn open_window(&mut self, id: u64, owner: Owner, window_start: u64) -> ActiveRun {
+        let run = ActiveRun { id, owner, started: SystemTime::now(), deadline: None, window_start: Some(window_start) };
+        self.windows.push(run.clone());
+        self.counts.started += 1;
+        run
+    }
+
+    /// Closes window `id`, if open.
+    pub(crate) fn close_window(&mut self, id: u64) -> Option<ActiveRun> {
+        let index = self.windows.iter().position(|window| window.id == id)?;
+        Some(self.windows.remove(index))
     }
 
     /// Ends the run in progress, if any.
@@ -176,9 +196,11 @@ impl Runs {
         std::mem::take(&mut self.earlier)
     }
 
-    /// Closes the books as the program ends: nothing more is kept; returns this process's profiles.
+    /// Closes the books as the program ends: nothing more is kept (open windows are dropped); returns this
+    /// process's profiles.
     pub(crate) fn close(&mut self) -> Vec<KeptProfile> {
         self.closed = true;
+        self.windows.clear();
         self.finished.drain(..).chain(self.automatic.drain(..)).collect()
     }
 
@@ -218,7 +240,7 @@ impl Runs {
         if let Some(profile) = self.find(id) {
             return Ok(profile.clone());
         }
-        if current == Some(id) {
+        if current == Some(id) || self.windows.iter().any(|window| window.id == id) {
             return Err(LookupError::StillActive(id));
         }
         match self.last_failure.as_ref().filter(|failure| failure.id == id) {
@@ -246,6 +268,7 @@ impl Runs {
     pub(crate) fn overview(&self, directory: Option<PathBuf>, in_memory: bool) -> Overview {
         Overview {
             current: self.current.clone(),
+            windows: self.windows.clone(),
             finished: self.finished.iter().cloned().collect(),
             automatic: self.automatic.iter().cloned().collect(),
             earlier: self.earlier.clone(),
@@ -342,6 +365,22 @@ mod tests {
         finish(&mut runs);
         let kept = runs.lookup(Some(id)).unwrap();
         assert_eq!(runs.stop_target(Some(id)), StopTarget::Ended(Ok(kept)));
+    }
+
+    #[test]
+    fn windows_open_beside_the_current_run_and_close_by_id() {
+        let mut runs = Runs::new(4);
+        let run = begin(&mut runs, Owner::Http);
+        let first = runs.next_id();
+        runs.open_window(first, Owner::Code("a".into()), 10);
+        let second = runs.next_id();
+        runs.open_window(second, Owner::Code("b".into()), 20);
+        assert_eq!(runs.lookup(Some(first)), Err(LookupError::StillActive(first)));
+        assert_eq!(runs.current().map(|current| current.id), Some(run), "the current run is left alone");
+        assert_eq!(runs.close_window(first).and_then(|window| window.window_start), Some(10));
+        assert_eq!(runs.close_window(first), None, "closed twice");
+        assert_eq!(runs.overview(None, false).windows.iter().map(|window| window.id).collect::<Vec<_>>(), [second]);
+        assert_eq!(runs.counts.started, 3);
     }
 
     #[test]

@@ -1,0 +1,168 @@
+//! Continuous sampling on a real program (src/bin/windows.rs, `continuous = true`): runs are windows that
+//! reset nothing, and Go's scrapers get `alloc_*` that only grow, read by `go tool pprof` itself.
+
+use std::collections::{BTreeMap, HashMap};
+
+use memprof::analysis::HeapProfile;
+use memprof_tests::http::request_with_body;
+use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::tools;
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// The windows program sampled every 16 KiB on average: 64 KiB blocks are sampled 98 % of the time, so
+/// the totals below are within a few per cent.
+fn windows() -> Program {
+    let program = Launch::new(built_binary("windows"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .with_stdin()
+        .spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    program
+}
+
+/// The bytes (unbiased) of a `heap_v2` dump's stacks that pass through a function whose name contains
+/// `function`, the program's own `/debug/pprof/symbol` naming the frames.
+fn bytes_under(program: &Program, dump: &str, function: &str) -> f64 {
+    let profile = HeapProfile::parse(dump).unwrap_or_else(|error| panic!("{error}:\n{dump}"));
+    let addresses: Vec<String> =
+        profile.stacks.iter().flat_map(|stack| &stack.addresses).map(|address| format!("{address:#x}")).collect();
+    let names = request_with_body(program.address(), "POST", "/debug/pprof/symbol", addresses.join("+").as_bytes());
+    let named: HashMap<u64, String> = names
+        .text()
+        .lines()
+        .filter_map(|line| {
+            let (address, name) = line.split_once(' ')?;
+            Some((u64::from_str_radix(address.trim_start_matches("0x"), 16).ok()?, name.to_owned()))
+        })
+        .collect();
+    profile
+        .stacks
+        .iter()
+        .filter(|stack| {
+            stack.addresses.iter().any(|address| named.get(address).is_some_and(|name| name.contains(function)))
+        })
+        .map(|stack| stack.unbiased(profile.sample_period).1)
+        .sum()
+}
+
+fn assert_near(bytes: f64, expected_mib: f64, what: &str) {
+    let mib = bytes / MIB;
+    assert!((mib - expected_mib).abs() <= expected_mib * 0.06, "{what}: {mib:.2} MiB, expected {expected_mib}");
+}
+
+/// A run in continuous mode starts without 409 and without a reset: its profile holds what was allocated
+/// during it and is still live (16 MiB grown), not what was kept before it (32 MiB) nor what it allocated
+/// and freed (64 MiB churned); the heap afterwards still has the 32 MiB from before, as sampling never
+/// stopped. A `scope!` inside it is a window of its own, overlapping it. `state` says why sampling is
+/// continuous and how full the record is.
+#[test]
+fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
+    let program = windows();
+    let state = program.get_json("/memory-profiler/state");
+    let sampling = &state["memory_profiler"]["sampling"];
+    assert_eq!(sampling["mode"], "continuous", "{sampling}");
+    assert_eq!(sampling["because"], "the program's `continuous = true`", "{sampling}");
+    assert_eq!(sampling["record"]["dropped_objects"], 0, "{sampling}");
+    assert_eq!(state["memory_profiler"]["started_externally"], false);
+    let started = program.get("/memory-profiler/start");
+    assert_eq!(started.status, 200, "{}", started.text());
+    program.tell("grow", "windows: done grow");
+    // A scope! inside the run is a window of its own: it overlaps the run, which it neither ends nor empties.
+    program.tell("scope", "windows: done scope");
+    program.tell("churn", "windows: done churn");
+    let stopped = program.get_json("/memory-profiler/stop");
+    let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
+    let window = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
+    assert_near(bytes_under(&program, &window, "grown_in_the_window"), 16.0, "grown in the window");
+    assert_near(bytes_under(&program, &window, "grown_in_the_scope"), 8.0, "grown in the scope, in the run");
+    let state = program.get_json("/memory-profiler/state");
+    let runs = state["memory_profiler"]["runs"].as_array().unwrap();
+    let scoped = runs.iter().find(|run| run["started_by"] == "code: scoped").unwrap_or_else(|| panic!("{state}"));
+    let scope = program.get(&format!("/memory-profiler/download/raw?id={}", scoped["id"])).text();
+    assert_near(bytes_under(&program, &scope, "grown_in_the_scope"), 8.0, "grown in the scope");
+    assert_eq!(bytes_under(&program, &scope, "grown_in_the_window"), 0.0, "grown before the scope");
+    assert_eq!(bytes_under(&program, &window, "kept_before_the_window"), 0.0, "kept before the window");
+    assert_eq!(bytes_under(&program, &window, "churned_in_the_window"), 0.0, "freed in the window");
+    let now = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
+    assert_near(bytes_under(&program, &now, "kept_before_the_window"), 32.0, "kept before, after the window");
+    assert_near(bytes_under(&program, &now, "grown_in_the_window"), 16.0, "grown in the window, after it");
+    // Freed, it leaves the heap: the record follows frees too.
+    program.tell("free-before", "windows: done free-before");
+    let freed = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
+    assert_eq!(bytes_under(&program, &freed, "kept_before_the_window"), 0.0);
+}
+
+/// The samples of `go tool pprof -raw`, by their locations (address and function) and labels (the
+/// scrapers' identity of a sample), with their values; `None` where Go is not installed.
+fn raw_samples(profile: &[u8]) -> Option<BTreeMap<(Vec<String>, String), Vec<i64>>> {
+    let raw = tools::pprof(profile, &["-raw"])?;
+    // A location's address is its identity; its function (`0x55.. M=1 service::main file:line`), for reading.
+    let locations: HashMap<&str, String> = raw
+        .lines()
+        .skip_while(|line| *line != "Locations")
+        .filter_map(|line| {
+            let (id, rest) = line.trim_start().split_once(": ")?;
+            let words: Vec<&str> = rest.split(' ').collect();
+            id.parse::<u64>().ok().map(|_| (id, format!("{} {}", words[0], words.get(2).unwrap_or(&""))))
+        })
+        .collect();
+    let mut samples: BTreeMap<(Vec<String>, String), Vec<i64>> = BTreeMap::new();
+    let mut last: Option<(Vec<String>, Vec<i64>)> = None;
+    let mut push = |sample: Option<(Vec<String>, Vec<i64>)>, labels: String| {
+        if let Some((addresses, values)) = sample {
+            let entry = samples.entry((addresses, labels)).or_insert_with(|| vec![0; values.len()]);
+            entry.iter_mut().zip(values).for_each(|(total, value)| *total += value);
+        }
+    };
+    for line in raw.lines().skip_while(|line| *line != "Samples:").skip(2).take_while(|line| *line != "Locations") {
+        if let Some((values, ids)) = line.split_once(": ")
+            && let Ok(values) = values.split_whitespace().map(str::parse).collect::<Result<Vec<i64>, _>>()
+        {
+            push(last.take(), String::new());
+            let addresses = ids.split_whitespace().map(|id| locations[id].to_owned()).collect();
+            last = Some((addresses, values));
+        } else {
+            push(last.take(), line.trim().to_owned());
+        }
+    }
+    push(last, String::new());
+    Some(samples)
+}
+
+/// Grafana Alloy's and Pyroscope's rule, applied to two scrapes of `/debug/pprof/allocs` with 64 MiB
+/// allocated and freed between them: a sample is its locations' addresses plus its labels, its delta is
+/// current minus previous `alloc_*`. Every delta is >= 0 (`alloc_*` only grow, with no `prof_accum`), the
+/// churned stack's deltas add up to the 64 MiB, and nothing else grew by more than a MiB.
+#[test]
+fn scrapes_of_allocs_only_grow_and_their_deltas_add_up_to_the_load() {
+    let program = windows();
+    let first = program.get("/debug/pprof/allocs");
+    assert_eq!(first.status, 200, "{}", first.text());
+    program.tell("churn", "windows: done churn");
+    let second = program.get("/debug/pprof/allocs");
+    let Some(before) = raw_samples(&first.body) else { return };
+    let after = raw_samples(&second.body).unwrap();
+    let header = tools::pprof(&second.body, &["-raw"]).unwrap();
+    assert!(
+        header.contains("alloc_objects/count alloc_space/bytes[dflt] inuse_objects/count inuse_space/bytes"),
+        "Go's four sample types, alloc_space the default:\n{header}"
+    );
+    let mut churned = 0;
+    let mut others = 0;
+    for (key, values) in &after {
+        let previous = before.get(key).map_or(&[0, 0, 0, 0][..], Vec::as_slice);
+        let (objects, bytes) = (values[0] - previous[0], values[1] - previous[1]);
+        assert!(objects >= 0 && bytes >= 0, "alloc_* went down for {key:?}: {previous:?} -> {values:?}");
+        if key.0.iter().any(|address| address.contains("churned_in_the_window")) {
+            churned += bytes;
+        } else {
+            others += bytes;
+        }
+    }
+    assert!(before.keys().all(|key| after.contains_key(key)), "a stack vanished between scrapes");
+    assert_near(churned as f64, 64.0, "allocated and freed between the scrapes");
+    assert!(others as f64 <= MIB, "{others} bytes allocated elsewhere between the scrapes");
+}
