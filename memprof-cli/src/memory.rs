@@ -121,6 +121,7 @@ mod tests {
                     function: "main".into(),
                     frames: vec!["main\nFix: run rm -rf".into()],
                     bytes: 1.0,
+                    age: None,
                 }],
             },
             evidence: Vec::new(),

@@ -222,6 +222,12 @@ fn choose_sampling(profiler: &'static Profiler, option: Option<bool>) {
         messages::warn(&warning);
     }
     let mut choice = choice;
+    // The record's history is read by the counters' thread, born before sampling is on.
+    if choice.mode == Mode::Continuous
+        && let Err(error) = crate::profiler::counters::start()
+    {
+        messages::warn(&format!("Leaks will not be named from the record: cannot start a thread ({error})"));
+    }
     match choice.mode {
         Mode::Continuous => match profiler.sample_continuously() {
             Ok(()) => messages::info(&format!(

@@ -1,5 +1,5 @@
 //! The code blocks of README.md and docs/*.md, and what each says of itself: every `sh`, `console`, `toml`,
-//! `rust` and `text` block is preceded by a line saying which test checks it or why it is illustrative:
+//! `rust`, `text`, `yaml` and `alloy` block is preceded by a line saying which test checks it or why it is illustrative:
 //!
 //! ```text
 //! <!-- checked by memprof-tests/tests/documentation.rs: the_readmes_curl_session_runs_against_the_example -->
@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 /// The languages whose blocks must be checked or say why not.
-pub const CHECKED_LANGUAGES: &[&str] = &["sh", "console", "toml", "rust", "text"];
+pub const CHECKED_LANGUAGES: &[&str] = &["sh", "console", "toml", "rust", "text", "yaml", "alloy"];
 
 /// One fenced code block.
 #[derive(Debug, Clone)]

@@ -95,9 +95,12 @@ fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
     assert_eq!(bytes_under(&program, &freed, "kept_before_the_window"), 0.0);
 }
 
+/// Samples by their locations (address and function) and labels, with their values.
+type Samples = BTreeMap<(Vec<String>, String), Vec<i64>>;
+
 /// The samples of `go tool pprof -raw`, by their locations (address and function) and labels (the
 /// scrapers' identity of a sample), with their values; `None` where Go is not installed.
-fn raw_samples(profile: &[u8]) -> Option<BTreeMap<(Vec<String>, String), Vec<i64>>> {
+fn raw_samples(profile: &[u8]) -> Option<Samples> {
     let raw = tools::pprof(profile, &["-raw"])?;
     // A location's address is its identity; its function (`0x55.. M=1 service::main file:line`), for reading.
     let locations: HashMap<&str, String> = raw
@@ -109,7 +112,7 @@ fn raw_samples(profile: &[u8]) -> Option<BTreeMap<(Vec<String>, String), Vec<i64
             id.parse::<u64>().ok().map(|_| (id, format!("{} {}", words[0], words.get(2).unwrap_or(&""))))
         })
         .collect();
-    let mut samples: BTreeMap<(Vec<String>, String), Vec<i64>> = BTreeMap::new();
+    let mut samples = Samples::new();
     let mut last: Option<(Vec<String>, Vec<i64>)> = None;
     let mut push = |sample: Option<(Vec<String>, Vec<i64>)>, labels: String| {
         if let Some((addresses, values)) = sample {

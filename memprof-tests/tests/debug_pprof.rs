@@ -39,21 +39,28 @@ fn debug_pprof_heap_serves_the_live_heap_to_pprof_scrapers() {
 
 #[test]
 fn debug_pprof_allocs_shows_what_was_allocated_and_freed_when_jemalloc_keeps_totals() {
-    // Without totals (Parca's and Alloy's default scrape path): the in-use profile, and a comment saying why.
-    let without = Program::service().env("MALLOC_CONF", "prof_active:true,lg_prof_sample:14").spawn();
+    // Sampling on demand, switched on without totals (Parca's and Alloy's default scrape path): the in-use
+    // profile, and a comment saying why (continuous sampling keeps totals: tests/continuous.rs).
+    let without = Program::service()
+        .env("MALLOC_CONF", "prof_active:true,lg_prof_sample:14")
+        .env("MEMPROF_SAMPLING", "on-demand")
+        .spawn();
     wait_for_sampled(&without, &["service::open_session"]);
     let in_use = without.get("/debug/pprof/allocs");
     assert_eq!(in_use.status, 200, "{}", in_use.text());
     if let Some(comments) = tools::pprof(&in_use.body, &["-comments"]) {
         assert_eq!(
             comments.trim(),
-            "This is the in-use heap (inuse_objects, inuse_space): jemalloc keeps allocation totals (alloc_objects, alloc_space) only when the program starts with MALLOC_CONF=prof_accum:true"
+            "This is the in-use heap (inuse_objects, inuse_space): allocation totals (alloc_objects, alloc_space) are kept with continuous sampling (MEMPROF_SAMPLING=continuous), or by jemalloc when the program starts with MALLOC_CONF=prof_accum:true"
         );
         let top = tools::pprof_top(&in_use.body, "inuse_space").unwrap();
         assert!(top.lines().any(|line| line.ends_with("service::open_session")), "{top}");
     }
 
-    let service = Program::service().env("MALLOC_CONF", "prof_accum:true,prof_active:true,lg_prof_sample:14").spawn();
+    let service = Program::service()
+        .env("MALLOC_CONF", "prof_accum:true,prof_active:true,lg_prof_sample:14")
+        .env("MEMPROF_SAMPLING", "on-demand")
+        .spawn();
     // 50,000 responses (400 MB through `render_response`) are sampled at 1 in 16 KiB for certain; the first
     // few are not (a run of CI once scraped after 20 and found none).
     service.wait_for_line(|line| line == "service: 50000 requests handled");

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use memprof_tests::docs::{self, Block, CHECKED_LANGUAGES, Mark};
+use memprof_tests::tools;
 
 #[test]
 fn every_block_is_checked_by_a_test_or_says_why_not() {
@@ -120,6 +121,47 @@ fn the_configuration_lists_every_environment_variable_and_no_other() {
         .collect();
     let read: BTreeSet<&str> = memprof_runtime::environment::ALL.iter().map(|variable| variable.name).collect();
     assert_eq!(documented, read);
+}
+
+/// The Parca and Grafana Alloy blocks point at what memprof serves: their target is the example's
+/// address, each enabled profile's path answers a gzip pprof profile with Go's allocation sample types from
+/// the example sampled continuously, and every profile type memprof does not serve is switched off.
+#[test]
+fn the_scrapers_configurations_point_at_memprofs_paths() {
+    let blocks = docs::checked_by("the_scrapers_configurations_point_at_memprofs_paths");
+    let languages: Vec<&str> = blocks.iter().map(|block| block.language.as_str()).collect();
+    assert_eq!(languages, ["yaml", "alloy"]);
+    let service = memprof_tests::process::Program::service().env("MEMPROF_SAMPLING", "continuous").spawn();
+    memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
+    for block in &blocks {
+        assert!(block.text.contains("\"127.0.0.1:5050\""), "{}: the example's address", block.place());
+        // A profile's settings: its name's line, then `enabled` and `path` (YAML `key: value`, Alloy `key = value`).
+        let mut profile = String::new();
+        let mut enabled = Vec::new();
+        let mut paths = 0;
+        for line in block.text.lines().map(str::trim) {
+            let setting = line.split_once(": ").or_else(|| line.split_once(" = "));
+            match setting {
+                Some(("enabled", value)) => enabled.push((profile.clone(), value == "true")),
+                Some(("path", value)) => {
+                    let path = value.trim_matches('"');
+                    paths += 1;
+                    assert_eq!(enabled.last(), Some(&(profile.clone(), true)), "{}: {path} is scraped", block.place());
+                    let response = service.get(path);
+                    assert_eq!(response.status, 200, "{}: {path}: {}", block.place(), response.text());
+                    assert_eq!(response.body[..2], [0x1f, 0x8b], "{}: {path} answers gzip", block.place());
+                    if let Some(top) = tools::pprof_top(&response.body, "alloc_space") {
+                        assert!(top.contains("service::"), "{}: {path}:\n{top}", block.place());
+                    }
+                }
+                _ => profile = line.trim_end_matches([':', '{', ' ']).to_owned(),
+            }
+        }
+        assert_eq!(paths, 1, "{}: the allocations path", block.place());
+        let scraped: Vec<&str> = enabled.iter().filter(|(_, on)| *on).map(|(name, _)| name.as_str()).collect();
+        assert!(scraped.len() == 1 && scraped[0].ends_with("memory"), "{}: only memory: {enabled:?}", block.place());
+        assert!(enabled.len() >= 5, "{}: Go's other profile types are switched off: {enabled:?}", block.place());
+    }
 }
 
 /// The `curl` sessions against the example service (`127.0.0.1:5050`), run in order against the real

@@ -205,6 +205,40 @@ fn a_steady_leak_with_sampling_on_names_the_growing_function() {
     }
 }
 
+/// Sampled continuously, with no run started and no earlier `explain`, the record's last readings name the
+/// leaking function, by how much it grew and how old what it holds is.
+#[test]
+fn a_leak_sampled_continuously_is_named_with_no_run_started() {
+    let program = Launch::new(built_binary("explained"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_SAMPLING", "continuous")
+        .args(["leak"])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let explanation =
+        memprof_tests::waiting::wait_until("the record to name the leak", Duration::from_secs(90), || {
+            let explanation = explain(&program);
+            let verdict = &explanation.verdict;
+            let named = verdict.kind == VerdictKind::Leak && verdict.fix.contains("grew the most over the last");
+            if named { Ok(explanation) } else { Err(format!("{verdict:#?}")) }
+        });
+    let named = &explanation.verdict.stacks[0];
+    assert!(named.function.ends_with("leak_slowly"), "{:#?}", explanation.verdict);
+    let age = named.age.as_ref().unwrap_or_else(|| panic!("{named:#?}"));
+    assert!(age.held_bytes >= named.bytes * 0.9, "it holds what it grew by: {named:#?}");
+    // Leaking steadily since start-up, about half of it is older than half the time watched.
+    assert!((0.2..=0.8).contains(&age.older_share), "{named:#?}");
+    assert!(
+        explanation.verdict.fix.contains("% of the ") && explanation.verdict.fix.contains(" it holds is older than ")
+    );
+    let state = program.get_json("/memory-profiler/state");
+    assert!(
+        state["memory_profiler"]["current_run"]["id"].is_null()
+            && state["memory_profiler"]["runs"] == serde_json::json!([])
+    );
+}
+
 #[test]
 fn the_cli_explains_purges_and_sets_decay() {
     let program = explained("retention");

@@ -160,6 +160,21 @@ pub struct GrowingStack {
     pub frames: Vec<String>,
     /// Estimated live bytes allocated there since the run started.
     pub bytes: f64,
+    /// How old what it holds is, when sampling is continuous (the record keeps when each sampled object
+    /// was allocated).
+    #[serde(default)]
+    pub age: Option<HeldAge>,
+}
+
+/// How old what a growing stack holds is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldAge {
+    /// Estimated live bytes it holds now.
+    pub held_bytes: f64,
+    /// The share of them (0 to 1) allocated more than [`HeldAge::older_than_seconds`] ago.
+    pub older_share: f64,
+    /// The age the share is of: ten minutes, or half the time the growth was watched when shorter.
+    pub older_than_seconds: f64,
 }
 
 /// One reading the answer was made from.

@@ -318,7 +318,7 @@ pub use state::{
 };
 mod explain;
 pub use explain::{
-    ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, MemoryClass, Purged, Verdict,
+    ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, HeldAge, MemoryClass, Purged, Verdict,
     VerdictKind, class,
 };
 

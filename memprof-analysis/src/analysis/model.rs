@@ -136,6 +136,25 @@ impl Analysis {
         sample.locations.iter().flat_map(|&location| self.locations[location].frames.iter())
     }
 
+    /// The function that allocated a sample, as a reader names it: the first frame (the allocation site's
+    /// side first) compiled from the program's own sources, so that growth through a dependency's
+    /// `Bytes::copy_from_slice` or std's `Vec::push` names the program's caller; where no frame is the
+    /// program's (no debug info), the first frame past the allocator's plumbing.
+    ///
+    /// ```no_run
+    /// # let analysis: memprof_analysis::Analysis = unimplemented!();
+    /// for sample in &analysis.samples {
+    ///     if let Some(frame) = analysis.allocating_frame(sample) {
+    ///         println!("{}: {:.0} bytes", frame.function, sample.bytes);
+    ///     }
+    /// }
+    /// ```
+    pub fn allocating_frame<'a>(&'a self, sample: &'a Sample) -> Option<&'a Frame> {
+        let mut frames = self.frames(sample).filter(|frame| !user_code::is_labelling(&frame.function));
+        let first_past_plumbing = self.frames(sample).find(|frame| !crate::is_allocation_plumbing(&frame.function));
+        frames.find(|frame| user_code::is_the_programs(frame.file.as_deref())).or(first_past_plumbing)
+    }
+
     /// The frames of a sample as the readable formats show them: [`Analysis::frames`] without the
     /// start-up and scheduling frames below the user's code (`std::rt::lang_start`, a thread's start,
     /// tokio's workers down to the task's poll), unless `full`.

@@ -16,7 +16,7 @@
 
 /// memprof's labelling between the user's frames (`labels::with`, a labelled future's poll): dropped
 /// wherever they are, as the user's code reads without them.
-fn is_labelling(function: &str) -> bool {
+pub(crate) fn is_labelling(function: &str) -> bool {
     function.starts_with("memprof_runtime::labels::") || function.starts_with("<memprof_runtime::labels::")
 }
 
@@ -81,7 +81,7 @@ pub(crate) fn cut<T>(frames: &mut Vec<T>, describe: impl Fn(&T) -> (&str, Option
 const OTHERS_SOURCES: &[&str] = &["/rustc/", "/lib/rustlib/src/rust/", "/registry/src/", "/git/checkouts/"];
 
 /// Whether a frame's source file is the program's own Rust code.
-fn is_the_programs(file: Option<&str>) -> bool {
+pub(crate) fn is_the_programs(file: Option<&str>) -> bool {
     file.is_some_and(|file| file.ends_with(".rs") && !OTHERS_SOURCES.iter().any(|part| file.contains(part)))
 }
 

@@ -157,7 +157,7 @@ pub(super) fn render(analysis: &Analysis, allocations_first: bool, comments: &[S
 }
 
 /// The comment of an allocations profile without allocation totals.
-pub(crate) const NO_ALLOCATION_TOTALS: &str = "This is the in-use heap (inuse_objects, inuse_space): jemalloc keeps allocation totals (alloc_objects, alloc_space) only when the program starts with MALLOC_CONF=prof_accum:true";
+pub(crate) const NO_ALLOCATION_TOTALS: &str = "This is the in-use heap (inuse_objects, inuse_space): allocation totals (alloc_objects, alloc_space) are kept with continuous sampling (MEMPROF_SAMPLING=continuous), or by jemalloc when the program starts with MALLOC_CONF=prof_accum:true";
 
 fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> proto::Profile {
     let mut strings = Strings::new();

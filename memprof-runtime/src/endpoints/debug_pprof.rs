@@ -4,13 +4,15 @@
 //! "collect garbage first") is accepted and has nothing to do here.
 //!
 //! `allocs` adds what was allocated since start-up, freed or not (`alloc_objects`, `alloc_space`, its
-//! default), which jemalloc keeps only with `MALLOC_CONF=prof_accum:true`: every allocation stack is then
-//! kept for the program's life, so it is the operator's choice. Without it `allocs` answers the in-use
-//! profile, as Go's two endpoints differ only in their default sample type, with a pprof comment saying so:
-//! it is the path Parca and Grafana Alloy scrape by default, and an error there would be a gap in a fleet.
+//! default): with continuous sampling the record keeps it per stack, bounded, and it only grows, as the
+//! scrapers' delta rule needs; on demand jemalloc keeps it only with `MALLOC_CONF=prof_accum:true` (every
+//! allocation stack is then kept for the program's life, so it is the operator's choice). Without either,
+//! `allocs` answers the in-use profile, as Go's two endpoints differ only in their default sample type,
+//! with a pprof comment saying so: it is the path Parca and Grafana Alloy scrape by default, and an error
+//! there would be a gap in a fleet.
 //!
-//! Only allocations made while sampling was on are in the heap profile: leave it on for continuous
-//! profiling (`heap_profile?active=true`).
+//! Only allocations made while sampling was on are in the heap profile: sample continuously for
+//! continuous profiling (`continuous = true`, `MEMPROF_SAMPLING=continuous`).
 
 use std::time::Duration;
 
@@ -21,7 +23,7 @@ use memprof_analysis::{Analysis, Format, RenderOptions};
 
 /// The comment of a profile served while sampling is off.
 const SAMPLING_OFF: &str = "memprof: sampling is off (prof.active false), so this profile holds no samples; for \
-continuous profiling keep it on: memprof activate, or start with MALLOC_CONF=prof_active:true";
+continuous profiling sample continuously: start with MEMPROF_SAMPLING=continuous (or the attribute's continuous = true)";
 
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;

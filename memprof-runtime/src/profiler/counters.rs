@@ -45,6 +45,9 @@ pub(crate) fn start() -> std::io::Result<()> {
                     reading.classified.bytes
                 });
                 history::record(Reading { time, counters, classes });
+                if let Some(record) = crate::profiler::Profiler::global().record() {
+                    crate::profiler::record::read_when_due(record);
+                }
                 autodump::check(&counters);
                 if now >= last_seen_due {
                     last_seen_due = now + last_seen::PERIOD;

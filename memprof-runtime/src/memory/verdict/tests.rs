@@ -133,6 +133,7 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
         function: "explained::leak".into(),
         frames: vec!["explained::leak".into()],
         bytes: 38.0 * MIB as f64,
+        age: None,
     };
     let named = verdict(Findings {
         classified: &classified,

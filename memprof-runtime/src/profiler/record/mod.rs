@@ -19,6 +19,7 @@
 //! any lock but the table's spin lock, which `fork` never leaves held in the child.
 #![allow(unsafe_code)]
 
+pub(crate) mod growth;
 pub(crate) mod heap_v2;
 pub(crate) mod table;
 
@@ -27,7 +28,10 @@ use std::io;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use table::{Capacity, Table};
+use parking_lot::Mutex;
+
+use growth::{Growth, History, Reading};
+use table::{Capacity, Held, Table};
 
 use crate::jemalloc;
 
@@ -118,4 +122,48 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
         .mode(0o600)
         .open(path)?
         .write_all(text.as_bytes())
+}
+
+/// What the stacks held over the last hour ([`growth`]).
+static HISTORY: Mutex<History> = Mutex::new(History { readings: std::collections::VecDeque::new() });
+
+/// Takes a reading of what each stack holds into the history, when [`growth::PERIOD_SECONDS`] passed since
+/// the last: called by the counters' thread every second.
+pub(crate) fn read_when_due(record: &Table) {
+    let now = clock_seconds();
+    if HISTORY.lock().newest().is_some_and(|newest| now < newest + growth::PERIOD_SECONDS) {
+        return;
+    }
+    let held = record.held(now, u32::MAX);
+    let reading =
+        Reading::of(now, held.iter().enumerate().map(|(stack, held)| (stack as u32, held.live.unbiased_bytes)));
+    HISTORY.lock().push(reading);
+}
+
+/// A stack that grew steadily over the history: its frames, its growth, and what it holds now (with the
+/// bytes older than `older_than` seconds).
+pub(crate) struct Grower {
+    pub(crate) frames: Vec<usize>,
+    pub(crate) growth: Growth,
+    pub(crate) held: Held,
+}
+
+/// The stacks that grew steadily over the last hour, the most grown first, with how old what they hold is.
+pub(crate) fn growers(record: &Table, older_than: u32) -> Vec<Grower> {
+    let growing = HISTORY.lock().growing();
+    if growing.is_empty() {
+        return Vec::new();
+    }
+    let held = record.held(clock_seconds(), older_than);
+    let indexes: Vec<u32> = growing.iter().map(|growth| growth.stack).collect();
+    let frames = record.frames(&indexes);
+    growing
+        .into_iter()
+        .zip(frames)
+        .map(|(growth, frames)| Grower {
+            held: held.get(growth.stack as usize).copied().unwrap_or_default(),
+            frames,
+            growth,
+        })
+        .collect()
 }

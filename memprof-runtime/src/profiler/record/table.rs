@@ -77,10 +77,16 @@ pub(crate) struct StackReading {
     pub(crate) allocated: Totals,
     /// What it holds now, of the objects sampled after the reading's starting point.
     pub(crate) live: Totals,
-    /// The sum of the ages of [`Self::live`]'s objects, in the table's time unit (mean age: this over their count).
-    pub(crate) live_age_sum: u64,
-    /// How many of them are older than the reading's age threshold.
-    pub(crate) live_older: u64,
+    /// What [`Self::live`]'s objects older than the reading's age threshold hold, unbiased bytes.
+    pub(crate) live_older_bytes: f64,
+}
+
+/// What a stack holds now: its live objects (of those sampled from the reading's starting point on), and
+/// how many of their unbiased bytes are older than the reading's age threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Held {
+    pub(crate) live: Totals,
+    pub(crate) older_bytes: f64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -227,37 +233,69 @@ impl Table {
     }
 
     /// Every stack sampled since start-up: what it allocated, and what it holds of the objects sampled from
-    /// sequence number `since` on; `now` and `older_than` (the table's time unit) count their ages.
+    /// sequence number `since` on; `now` and `older_than` (the table's time unit) measure their ages.
     /// Allocates before taking the lock, never under it.
     pub(crate) fn read(&self, since: u64, now: u32, older_than: u32) -> Vec<StackReading> {
         let mut stacks = Vec::with_capacity(self.capacity.stacks);
         let mut frames = Vec::with_capacity(self.capacity.frames);
-        let mut live = vec![(Totals::default(), 0u64, 0u64); self.capacity.stacks];
-        let sample_period = self.sample_period;
+        let mut held = vec![Held::default(); self.capacity.stacks];
         self.with(|inner| {
             stacks.extend_from_slice(&inner.stacks);
             frames.extend_from_slice(&inner.frames);
-            for object in inner.objects.iter().filter(|object| object.address != 0 && object.sequence >= since) {
-                let (totals, age_sum, older) = &mut live[object.stack as usize];
-                totals.add(object.bytes, sample_period);
-                let age = now.saturating_sub(object.time);
-                *age_sum += u64::from(age);
-                *older += u64::from(age > older_than);
-            }
+            self.tally(inner, since, now, older_than, &mut held);
         });
         stacks
             .iter()
-            .zip(live)
-            .map(|(stack, (live, live_age_sum, live_older))| StackReading {
+            .zip(held)
+            .map(|(stack, held)| StackReading {
                 frames: frames[stack.start as usize..][..stack.len as usize].to_vec(),
                 allocated: stack.allocated,
-                live,
-                live_age_sum,
-                live_older,
+                live: held.live,
+                live_older_bytes: held.older_bytes,
             })
             .collect()
     }
+
+    /// What each stack holds now (by stack index), without the frames: the light reading taken every few
+    /// seconds for the record's history ([`super::growth`]).
+    pub(crate) fn held(&self, now: u32, older_than: u32) -> Vec<Held> {
+        let mut held = vec![Held::default(); self.capacity.stacks];
+        let stacks = self.with(|inner| {
+            self.tally(inner, 0, now, older_than, &mut held);
+            inner.stacks.len()
+        });
+        held.truncate(stacks);
+        held
+    }
+
+    /// The frames of the stacks at `indexes` (empty for an index past the stacks).
+    pub(crate) fn frames(&self, indexes: &[u32]) -> Vec<Vec<usize>> {
+        let mut copied = vec![Vec::with_capacity(PROF_BT_MAX); indexes.len()];
+        self.with(|inner| {
+            for (index, frames) in indexes.iter().zip(&mut copied) {
+                if let Some(stack) = inner.stacks.get(*index as usize) {
+                    let stored = &inner.frames[stack.start as usize..][..stack.len as usize];
+                    frames.extend_from_slice(&stored[..stored.len().min(PROF_BT_MAX)]);
+                }
+            }
+        });
+        copied
+    }
+
+    /// Adds each live object sampled from `since` on to its stack's entry of `held`.
+    fn tally(&self, inner: &Inner, since: u64, now: u32, older_than: u32, held: &mut [Held]) {
+        for object in inner.objects.iter().filter(|object| object.address != 0 && object.sequence >= since) {
+            let Some(held) = held.get_mut(object.stack as usize) else { continue };
+            held.live.add(object.bytes, self.sample_period);
+            if now.saturating_sub(object.time) > older_than {
+                held.older_bytes += unbias(object.bytes, self.sample_period) * object.bytes as f64;
+            }
+        }
+    }
 }
+
+/// jemalloc's deepest backtrace by default (`opt.prof_bt_max`): what [`Table::frames`] reserves a stack.
+const PROF_BT_MAX: usize = 128;
 
 /// FNV-1a over the frames: cheap, allocation-free, good enough for addresses.
 fn hash_frames(frames: &[usize]) -> u64 {
