@@ -88,7 +88,7 @@ impl History {
                     series.iter().map(|reading| f64::from(reading.get(&stack).copied().unwrap_or(0.0))).collect();
                 let falls = bytes.windows(2).filter(|pair| pair[1] < pair[0]).count();
                 let grown = f64::from(now) - bytes[0];
-                let steady = falls * 4 <= bytes.len() - 1;
+                let steady = falls * 4 < bytes.len();
                 (steady && grown >= LEAST_GROWTH && grown >= f64::from(now) / 10.0).then(|| Growth {
                     stack,
                     bytes_now: f64::from(now),
