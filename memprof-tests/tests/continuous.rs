@@ -169,3 +169,34 @@ fn scrapes_of_allocs_only_grow_and_their_deltas_add_up_to_the_load() {
     assert_near(churned as f64, 64.0, "allocated and freed between the scrapes");
     assert!(others as f64 <= MIB, "{others} bytes allocated elsewhere between the scrapes");
 }
+
+/// Faults in continuous mode: 10,000 `scope!` windows in a row leave no window open and keep only the last
+/// four profiles; a stop with no run is a plain answer, twice; children forked while another thread
+/// allocates all end well and the parent goes on sampling; 1000 threads born and ended leave nothing in the
+/// record (their objects freed, its live objects back where they were).
+#[test]
+fn windows_in_a_loop_a_double_stop_forks_and_threads_leave_the_record_sound() {
+    let program = windows();
+    program.tell("scopes 10000", "windows: done scopes 10000");
+    let state = program.get_json("/memory-profiler/state");
+    let profiler = &state["memory_profiler"];
+    assert_eq!(profiler["open_windows"], serde_json::json!([]), "{profiler}");
+    assert_eq!(profiler["runs"].as_array().unwrap().len(), 4, "{profiler}");
+    for _ in 0..2 {
+        let stopped = program.get("/memory-profiler/stop");
+        assert_eq!(stopped.status, 200, "{}", stopped.text());
+        assert!(stopped.json()["message"].as_str().unwrap().starts_with("No heap profiling run is active"));
+    }
+    let live = |program: &Program| {
+        let state = program.get_json("/memory-profiler/state");
+        state["memory_profiler"]["sampling"]["record"]["live_objects"].as_u64().unwrap()
+    };
+    let before = live(&program);
+    program.tell("fork", "windows: done fork");
+    program.tell("threads", "windows: done threads");
+    let after = live(&program);
+    assert!(after <= before + 16, "the record holds {before} live objects, then {after}");
+    program.tell("grow", "windows: done grow");
+    let now = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
+    assert_near(bytes_under(&program, &now, "grown_in_the_window"), 16.0, "sampled after the forks");
+}

@@ -5,7 +5,11 @@
 //! - `grow`: keeps 16 MiB more, in 64 KiB blocks (`grown_in_the_window`);
 //! - `churn`: allocates 64 MiB in 1 MiB blocks, each freed at once (`churned_in_the_window`);
 //! - `scope`: keeps 8 MiB more under `memprof::scope!("scoped", ..)` (`grown_in_the_scope`);
-//! - `free-before`: frees the first 32 MiB.
+//! - `free-before`: frees the first 32 MiB;
+//! - `scopes N`: N `scope!` windows in a row, each keeping 4 KiB;
+//! - `fork`: 20 times, forks a child that allocates 16 MiB and exits, while a thread allocates without
+//!   pause (the record's lock is taken around `fork`, so no child inherits it held), and waits for each;
+//! - `threads`: 1000 threads, four at a time, each holding 64 KiB until it ends.
 //!
 //! After each it prints `windows: done <line>`.
 
@@ -25,6 +29,14 @@ fn main() {
             "churn" => churned_in_the_window(64 * MIB),
             "scope" => kept.push(memprof::scope!("scoped", grown_in_the_scope(8 * MIB))),
             "free-before" => drop(before.take()),
+            "fork" => forks(20),
+            "threads" => threads(1000),
+            other if other.starts_with("scopes ") => {
+                let count: usize = other["scopes ".len()..].parse().expect("scopes N");
+                for _ in 0..count {
+                    kept.push(memprof::scope!("many", vec![vec![1u8; 4096]]));
+                }
+            }
             other => panic!("windows: unknown command {other:?}"),
         }
         println!("windows: done {line}");
@@ -56,5 +68,40 @@ fn grown_in_the_scope(total: usize) -> Vec<Vec<u8>> {
 fn churned_in_the_window(total: usize) {
     for _ in 0..total / MIB {
         black_box(vec![1u8; MIB]);
+    }
+}
+
+/// Forks `count` children, one at a time, each allocating 16 MiB (sampled, through the record's hooks)
+/// then exiting, while another thread allocates and frees without pause.
+fn forks(count: usize) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                churned_in_the_window(4 * MIB);
+            }
+        });
+        for _ in 0..count {
+            // SAFETY: the child only allocates, frees and exits (`_exit`, no atexit handlers).
+            let child = unsafe { libc::fork() };
+            if child == 0 {
+                black_box(blocks(16 * MIB));
+                // SAFETY: ends the child without running the parent's exit handlers.
+                unsafe { libc::_exit(0) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for the child just forked.
+            unsafe { libc::waitpid(child, &mut status, 0) };
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "a child ended with {status}");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+/// `count` threads, four at a time, each holding 64 KiB until it ends.
+fn threads(count: usize) {
+    for _ in 0..count / 4 {
+        let handles: Vec<_> = (0..4).map(|_| std::thread::spawn(|| black_box(blocks(64 * 1024)).len())).collect();
+        handles.into_iter().for_each(|handle| assert_eq!(handle.join().unwrap(), 1));
     }
 }
