@@ -6,6 +6,8 @@
 //! - memprof compiled in: jemalloc with `prof:false`, profiling armed but inactive (the default), and
 //!   sampling on at `lg_prof_sample` 21, 19 (the default) and 17, the stack walked by frame pointers (the
 //!   workspace keeps them), and at 19 with libgcc's walk (`MEMPROF_UNWINDER=libgcc`) for comparison;
+//! - sampled continuously (`MEMPROF_SAMPLING=continuous`: the record of samples kept through jemalloc's
+//!   sample hooks, no run) at 21, 20 and 19, against inactive, beside a run at 20;
 //! - labels on every operation (by value, or made once), while sampling and while no run is active.
 //!
 //! ```text
@@ -50,7 +52,8 @@ enum Launch {
     /// (`MEMPROF_UNWINDER`, empty for the default), and whether each operation runs inside
     /// `memprof::labels::with` or made-once `memprof::labels::Labels` (one of four tenants in turn, or
     /// always the same one).
-    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str, labelled: Labelling },
+    /// `continuous`: sampled continuously (`MEMPROF_SAMPLING=continuous`), the record kept, no run.
+    Memprof { malloc_conf: &'static str, sampling: bool, unwinder: &'static str, labelled: Labelling, continuous: bool },
 }
 
 #[memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS")]
@@ -58,8 +61,20 @@ fn main() {
     if let Ok(configuration) = std::env::var("MEMPROF_BENCH_CHILD") {
         return child(&configuration);
     }
-    let memprof =
-        |malloc_conf, sampling| Launch::Memprof { malloc_conf, sampling, unwinder: "", labelled: Labelling::None };
+    let memprof = |malloc_conf, sampling| Launch::Memprof {
+        malloc_conf,
+        sampling,
+        unwinder: "",
+        labelled: Labelling::None,
+        continuous: false,
+    };
+    let continuous = |malloc_conf| Launch::Memprof {
+        malloc_conf,
+        sampling: false,
+        unwinder: "",
+        labelled: Labelling::None,
+        continuous: true,
+    };
     let configurations = [
         Configuration { name: "system", launch: Launch::Baseline(build_baseline("")), against: None },
         Configuration {
@@ -92,6 +107,10 @@ fn main() {
         Configuration { name: "lg 21", launch: memprof("lg_prof_sample:21", true), against: Some("inactive") },
         Configuration { name: "lg 19", launch: memprof("lg_prof_sample:19", true), against: Some("inactive") },
         Configuration { name: "lg 17", launch: memprof("lg_prof_sample:17", true), against: Some("inactive") },
+        Configuration { name: "lg 20", launch: memprof("lg_prof_sample:20", true), against: Some("inactive") },
+        Configuration { name: "cont 21", launch: continuous("lg_prof_sample:21"), against: Some("inactive") },
+        Configuration { name: "cont 20", launch: continuous("lg_prof_sample:20"), against: Some("inactive") },
+        Configuration { name: "cont 19", launch: continuous("lg_prof_sample:19"), against: Some("inactive") },
         Configuration {
             name: "lg 19 libgcc",
             launch: Launch::Memprof {
@@ -99,6 +118,7 @@ fn main() {
                 sampling: true,
                 unwinder: "libgcc",
                 labelled: Labelling::None,
+                continuous: false,
             },
             against: Some("inactive"),
         },
@@ -109,6 +129,7 @@ fn main() {
                 sampling: true,
                 unwinder: "",
                 labelled: Labelling::ByValue,
+                continuous: false,
             },
             against: Some("lg 19"),
         },
@@ -119,6 +140,7 @@ fn main() {
                 sampling: true,
                 unwinder: "",
                 labelled: Labelling::MadeOnce,
+                continuous: false,
             },
             against: Some("lg 19"),
         },
@@ -129,17 +151,30 @@ fn main() {
                 sampling: true,
                 unwinder: "",
                 labelled: Labelling::MadeOnceOneTenant,
+                continuous: false,
             },
             against: Some("lg 19"),
         },
         Configuration {
             name: "inactive labels",
-            launch: Launch::Memprof { malloc_conf: "", sampling: false, unwinder: "", labelled: Labelling::ByValue },
+            launch: Launch::Memprof {
+                malloc_conf: "",
+                sampling: false,
+                unwinder: "",
+                labelled: Labelling::ByValue,
+                continuous: false,
+            },
             against: Some("inactive"),
         },
         Configuration {
             name: "inactive Labels",
-            launch: Launch::Memprof { malloc_conf: "", sampling: false, unwinder: "", labelled: Labelling::MadeOnce },
+            launch: Launch::Memprof {
+                malloc_conf: "",
+                sampling: false,
+                unwinder: "",
+                labelled: Labelling::MadeOnce,
+                continuous: false,
+            },
             against: Some("inactive"),
         },
     ];
@@ -194,7 +229,9 @@ fn main() {
     println!(
         "statistics, profiling, or both and unprefixed, without memprof) and prof:false against jemalloc; inactive against"
     );
-    println!("prof:false; lg 21/19/17 and lg 19 libgcc against inactive; lg 19 labels (every operation inside");
+    println!(
+        "prof:false; lg 21/20/19/17, cont 21/20/19 (continuous sampling) and lg 19 libgcc against inactive; lg 19 labels (every operation inside"
+    );
     println!("memprof::labels::with, one of four tenants in turn) and lg 19 Labels (the same four made once, as");
     println!("memprof::labels::Labels) and lg 19 one Labels (one tenant only: as many stacks as unlabelled) against");
     println!("lg 19; inactive labels and inactive Labels (the same, no run: what labels cost a service between runs)");
@@ -292,8 +329,9 @@ fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Fig
             command.args([workload, &threads.to_string()]);
             command
         }
-        Launch::Memprof { malloc_conf, sampling, unwinder, labelled } => {
+        Launch::Memprof { malloc_conf, sampling, unwinder, labelled, continuous } => {
             let mut command = Command::new(std::env::current_exe().unwrap());
+            command.env("MEMPROF_SAMPLING", if *continuous { "continuous" } else { "on-demand" });
             command.env("MEMPROF_BENCH_CHILD", format!("{workload},{threads},{sampling},{}", labelled.name()));
             command.env("MALLOC_CONF", malloc_conf);
             command.env("MEMPROF_UNWINDER", unwinder);

@@ -141,7 +141,7 @@ fn the_scrapers_configurations_point_at_memprofs_paths() {
         let mut paths = 0;
         for line in block.text.lines().map(str::trim) {
             let setting = line.split_once(": ").or_else(|| line.split_once(" = "));
-            match setting {
+            match setting.map(|(key, value)| (key.trim(), value.trim())) {
                 Some(("enabled", value)) => enabled.push((profile.clone(), value == "true")),
                 Some(("path", value)) => {
                     let path = value.trim_matches('"');
