@@ -40,7 +40,16 @@ pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
     lines.push(format!("Verdict: {}: {}", one_line(&kind.unwrap_or_default()), one_line(&verdict.summary)));
     for stack in &verdict.stacks {
         let frames: Vec<String> = stack.frames.iter().map(|frame| one_line(frame)).collect();
-        lines.push(format!("  {} {}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
+        // Sampled continuously, the program says how old what the stack holds is.
+        let age = stack.age.as_ref().map_or(String::new(), |age| {
+            format!(
+                " ({:.0} % of the {} held older than {:.0} s)",
+                age.older_share.clamp(0.0, 1.0) * 100.0,
+                mib(age.held_bytes.max(0.0) as u64),
+                age.older_than_seconds.max(0.0)
+            )
+        });
+        lines.push(format!("  {}{age} {}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
     }
     lines.push(format!("Fix: {}", one_line(&verdict.fix)));
     if let Some(container) = &explanation.container {
@@ -121,7 +130,11 @@ mod tests {
                     function: "main".into(),
                     frames: vec!["main\nFix: run rm -rf".into()],
                     bytes: 1.0,
-                    age: None,
+                    age: Some(memprof_wire::HeldAge {
+                        held_bytes: 2.0 * 1048576.0,
+                        older_share: 0.92,
+                        older_than_seconds: 600.0,
+                    }),
                 }],
             },
             evidence: Vec::new(),
@@ -130,6 +143,7 @@ mod tests {
         let described = describe_explanation(&explanation);
         assert_eq!(described.lines().count(), 1 + 41 + 1 + 1 + 1 + 1, "{described}");
         assert!(described.contains("fine\\nVerdict: healthy") && described.contains("main\\nFix: run"), "{described}");
+        assert!(described.contains("\n  0.0 MiB (92 % of the 2.0 MiB held older than 600 s) main"), "{described}");
         let purged = Purged {
             rss_before_bytes: 1,
             rss_after_bytes: 1,

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::process::messages;
+use crate::profiler::autodump::Settings;
 use crate::profiler::sampling::{Choice, Mode};
 use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
 use crate::{http, process::environment};
@@ -150,7 +151,17 @@ fn start_unsampled(options: Options) -> Guard {
         return Guard { owns_shutdown: false };
     }
     let wanted = environment::switched_on(&options.env);
-    let automatic_dumps = crate::profiler::autodump::Settings::from_environment();
+    let sampling = std::env::var(environment::SAMPLING).ok();
+    let active_at_start = crate::jemalloc::profiling_active_at_start();
+    let (choice, sampling_warning) =
+        crate::profiler::sampling::choose(options.continuous, sampling.as_deref(), active_at_start);
+    let continuous = choice.mode == Mode::Continuous && crate::jemalloc::profiling_enabled();
+    // Sampled continuously, the heap before an OOM kill is kept without being asked for.
+    let automatic_dumps = crate::profiler::autodump::Settings::from_environment().map(|settings| {
+        settings
+            .map(|settings| (settings, false))
+            .or_else(|| continuous.then(|| (Settings::continuous_default(), true)))
+    });
     // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded, and, where
     // the memory is read (`explain`, the history, the automatic dumps), every arena made later is hooked as
     // it is made.
@@ -184,15 +195,21 @@ fn start_unsampled(options: Options) -> Guard {
         messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
     }
     match automatic_dumps {
-        Ok(Some(settings)) if profiler.config.profiling_enabled => match crate::profiler::counters::start() {
-            Ok(()) => {
-                crate::profiler::autodump::arm(settings);
-                messages::info("Automatic heap dumps are on (MEMPROF_DUMP_*)")
+        Ok(Some((settings, by_default))) if profiler.config.profiling_enabled => {
+            match crate::profiler::counters::start() {
+                Ok(()) => {
+                    crate::profiler::autodump::arm(settings);
+                    messages::info(if by_default {
+                        "Automatic heap dumps are on, as continuous sampling has them: at each high water 50 % above the last, and at 90 % of the memory limit (MEMPROF_DUMP_* to choose)"
+                    } else {
+                        "Automatic heap dumps are on (MEMPROF_DUMP_*)"
+                    })
+                }
+                Err(error) => messages::error(&format!(
+                    "Automatic heap dumps are off: cannot start the thread that reads the memory counters ({error})"
+                )),
             }
-            Err(error) => messages::error(&format!(
-                "Automatic heap dumps are off: cannot start the thread that reads the memory counters ({error})"
-            )),
-        },
+        }
         Ok(Some(_)) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
         Ok(None) => {}
         Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
@@ -207,17 +224,14 @@ fn start_unsampled(options: Options) -> Guard {
         messages::warn(&format!("SIGTERM will not leave a final profile: {error}"));
     }
     if profiler.config.profiling_enabled {
-        choose_sampling(profiler, options.continuous);
+        choose_sampling(profiler, choice, sampling_warning, active_at_start);
     }
     Guard { owns_shutdown: true }
 }
 
-/// Chooses how sampling runs (see [`crate::profiler::sampling`]), says so, and makes it continuous if
-/// chosen: last, once memprof's threads are born.
-fn choose_sampling(profiler: &'static Profiler, option: Option<bool>) {
-    let variable = std::env::var(environment::SAMPLING).ok();
-    let active_at_start = crate::jemalloc::profiling_active_at_start();
-    let (choice, warning) = crate::profiler::sampling::choose(option, variable.as_deref(), active_at_start);
+/// Says how sampling runs (see [`crate::profiler::sampling`]) and makes it continuous if so chosen: last,
+/// once memprof's threads are born.
+fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<String>, active_at_start: bool) {
     if let Some(warning) = warning {
         messages::warn(&warning);
     }

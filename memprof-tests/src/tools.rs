@@ -89,6 +89,29 @@ pub fn pprof(profile: &[u8], options: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&report.stdout).into_owned())
 }
 
+/// `promtool check metrics` of Prometheus text: `Ok` when it accepts it, else what it said; `None` (with the
+/// reason printed) where promtool is not installed.
+///
+/// ```no_run
+/// let text = "# HELP up Whether up.\n# TYPE up gauge\nup 1\n";
+/// if let Some(checked) = memprof_tests::tools::promtool_check_metrics(text) {
+///     assert!(checked.is_ok(), "{checked:?}");
+/// }
+/// ```
+pub fn promtool_check_metrics(text: &str) -> Option<Result<(), String>> {
+    let promtool = find("promtool", "prometheus")?;
+    let scratch = Scratch::new("promtool");
+    let file = scratch.join("metrics.txt");
+    std::fs::write(&file, text).unwrap();
+    let checked = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&checked.stdout), String::from_utf8_lossy(&checked.stderr));
+    Some(if checked.status.success() { Ok(()) } else { Err(said) })
+}
+
 /// A fresh directory for one test's files, removed when dropped.
 pub struct Scratch(PathBuf);
 

@@ -140,7 +140,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
         " Its newest profile (http) was taken ".to_owned(),
         format!(" Run {active} (started by http, "),
         " was active when it ended and is lost: a run's profile is written when the run stops.".to_owned(),
-        " with MEMPROF_DUMP_HIGH_WATER=10% and sampling on (MALLOC_CONF=prof_active:true), memprof dumps".to_owned(),
+        " sampled continuously (MEMPROF_SAMPLING=continuous), memprof dumps the heap by itself".to_owned(),
     ] {
         assert!(caption.contains(&said), "{said:?} is not in {caption:?}");
     }
@@ -347,12 +347,14 @@ fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bo
         why.starts_with("most likely killed for memory (the OOM killer): its last dump was taken as its resident "),
         "{why}"
     );
-    let profile = &processes[0]["profiles"][0];
+    // Sampled continuously (prof_active:true), the growth may be kept beside the dump, and newer than it.
+    let profiles = processes[0]["profiles"].as_array().unwrap();
+    let profile = profiles
+        .iter()
+        .find(|profile| profile["started_by"].as_str().unwrap().starts_with("automatic: resident "))
+        .unwrap_or_else(|| panic!("{profiles:#?}"));
     let reason = profile["started_by"].as_str().unwrap();
-    assert!(
-        reason.starts_with("automatic: resident ") && reason.ends_with(" crossed 80% of the 200 MiB limit"),
-        "{reason}"
-    );
+    assert!(reason.ends_with(" crossed 80% of the 200 MiB limit"), "{reason}");
     let id = profile["id"].as_u64().unwrap();
     let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
     let top = text.lines().nth(1).unwrap_or_default();
@@ -370,4 +372,48 @@ fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bo
     let service = restarted().env("MEMPROF_DUMP_KEEP", "2").spawn();
     let kept: usize = earlier(&service).iter().map(|process| process["profiles"].as_array().unwrap().len()).sum();
     assert_eq!(kept, 2, "{:#?}", earlier(&service));
+}
+
+/// Sampled continuously with no `MEMPROF_DUMP_*` at all, a process that grows for some 20 s until the OOM
+/// killer ends it leaves the heap at 90 % of its limit and, beside it, what grew steadily over the
+/// record's readings; the restarted process lists both and names the growing function in each.
+#[test]
+fn sampled_continuously_an_oom_killed_process_leaves_its_heap_and_what_grew_unasked() {
+    let Some(cgroup) = MemoryCgroup::make("memprof-oom-continuous", 200 << 20) else { return };
+    let scratch = Scratch::new("evidence-oom-continuous");
+    let parent = scratch.join("profiles");
+    std::fs::create_dir(&parent).unwrap();
+    let mut grow = cgroup
+        .launch(&built_binary("grow"))
+        .env("MEMPROF_DIR", &parent)
+        .env("MEMPROF_SAMPLING", "continuous")
+        // 10 MiB a second: the record's readings (every 5 s) see it grow for some 20 s.
+        .env("GROW_EVERY_MS", "100")
+        .spawn();
+    let status = grow.wait_for_exit();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "the kernel's OOM killer ends it: {status:?}\n{:#?}", grow.output());
+    let service = Launch::new(built_binary("grow"))
+        .env("GROW", "0")
+        .env("MEMPROF_DIR", &parent)
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .spawn();
+    let processes = earlier(&service);
+    let profiles = processes[0]["profiles"].as_array().unwrap();
+    let named = |part: &str| {
+        profiles
+            .iter()
+            .find(|profile| profile["started_by"].as_str().unwrap().contains(part))
+            .unwrap_or_else(|| panic!("no profile started by ...{part}...: {profiles:#?}"))
+    };
+    let dump = named(" crossed 90% of the 200 MiB limit");
+    let growth = named("automatic: growth over the last ");
+    let beside = format!(", beside dump {}", dump["id"]);
+    assert!(growth["started_by"].as_str().unwrap().ends_with(&beside), "{growth:#?}");
+    for profile in [dump, growth] {
+        let text = service.get(&format!("/memory-profiler/download/text?id={}", profile["id"])).text();
+        let top = text.lines().nth(1).unwrap_or_default();
+        assert!(top.ends_with(" grow::grow_cache"), "the growing function is on top:\n{text}");
+    }
 }

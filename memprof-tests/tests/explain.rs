@@ -237,6 +237,15 @@ fn a_leak_sampled_continuously_is_named_with_no_run_started() {
         state["memory_profiler"]["current_run"]["id"].is_null()
             && state["memory_profiler"]["runs"] == serde_json::json!([])
     );
+    // Prometheus is told too, and accepts it.
+    let metrics = program.get("/metrics").text();
+    let growing =
+        metrics.lines().find(|line| line.starts_with("memprof_growing_bytes{function=\"explained::leak_slowly\"} "));
+    assert!(growing.is_some(), "{metrics}");
+    assert!(metrics.contains("\nmemprof_record_dropped_objects_total 0\n"), "{metrics}");
+    if let Some(checked) = memprof_tests::tools::promtool_check_metrics(&metrics) {
+        assert!(checked.is_ok(), "{checked:?}");
+    }
 }
 
 #[test]

@@ -1,9 +1,7 @@
 //! Prometheus metrics of the real example service, checked by promtool.
 
-use std::process::Command;
-
 use memprof_tests::process::Program;
-use memprof_tests::tools::{self, Scratch};
+use memprof_tests::tools;
 
 /// The value of the sample `name` in Prometheus text.
 fn metric(text: &str, name: &str) -> f64 {
@@ -61,16 +59,7 @@ fn metrics_are_prometheus_text_that_promtool_accepts() {
         ]
     );
     assert_eq!(classes.iter().map(|(_, bytes)| bytes).sum::<f64>(), value("memprof_resident_set_bytes"));
-    let Some(promtool) = tools::find("promtool", "prometheus") else { return };
-    let scratch = Scratch::new("promtool");
-    let file = scratch.join("metrics.txt");
-    std::fs::write(&file, &text).unwrap();
-    let checked =
-        Command::new(promtool).args(["check", "metrics"]).stdin(std::fs::File::open(&file).unwrap()).output().unwrap();
-    assert!(
-        checked.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    if let Some(checked) = tools::promtool_check_metrics(&text) {
+        assert!(checked.is_ok(), "{checked:?}");
+    }
 }

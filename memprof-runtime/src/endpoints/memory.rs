@@ -6,15 +6,13 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use memprof_analysis::{Analysis, Binaries};
-use memprof_wire::{GrowingStack, HeldAge, Purged};
+use memprof_analysis::Analysis;
+use memprof_wire::{GrowingStack, Purged};
 
 use super::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
-use crate::profiler::record::table::{StackReading, Table, Totals};
-use crate::profiler::record::{self, Grower, heap_v2};
 use crate::{jemalloc, memory, memory::history};
 
 /// How many stacks a leak verdict names.
@@ -39,7 +37,7 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         }
         Some(_)
             if let Some(record) = context.profiler.record()
-                && let Some(grown) = grown_in_the_record(record)? =>
+                && let Some(grown) = super::growing::grown_in_the_record(record, STACKS_NAMED)? =>
         {
             grown
         }
@@ -56,62 +54,9 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, &bins, decay.as_ref())))
 }
 
-/// The stacks that grew steadily over the record's last hour ([`record::growers`]), by the program's
-/// function that allocated, with how old what they hold is: `None` when none grew.
-fn grown_in_the_record(record: &Table) -> Result<Option<Holders>, HttpError> {
-    let watched = record::growers(record, u32::MAX).first().map(|grower| grower.growth.seconds);
-    let Some(watched) = watched.filter(|seconds| *seconds > 0) else { return Ok(None) };
-    let older_than = OLDER_THAN.min(watched / 2);
-    let growers = record::growers(record, older_than);
-    let symbolized = |bytes: &dyn Fn(&Grower) -> f64| -> Result<HashMap<String, GrowingStack>, HttpError> {
-        let stacks: Vec<StackReading> = growers
-            .iter()
-            .map(|grower| StackReading {
-                frames: grower.frames.clone(),
-                allocated: Totals::default(),
-                live: Totals {
-                    objects: 1,
-                    bytes: bytes(grower) as u64,
-                    unbiased_objects: 1.0,
-                    unbiased_bytes: bytes(grower),
-                },
-                live_older_bytes: 0.0,
-            })
-            .collect();
-        let maps = std::fs::read_to_string("/proc/self/maps")
-            .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
-        let text = heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps);
-        let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
-            .map_err(|error| HttpError::internal(format!("The record's stacks do not read back: {error}")))?;
-        Ok(holders(&analysis).into_iter().map(|stack| (stack.function.clone(), stack)).collect())
-    };
-    let grown = symbolized(&|grower| grower.growth.grown)?;
-    let held = symbolized(&|grower| grower.held.live.unbiased_bytes)?;
-    let older = symbolized(&|grower| grower.held.older_bytes)?;
-    let mut stacks: Vec<GrowingStack> = grown
-        .into_values()
-        .map(|mut stack| {
-            let held_bytes = held.get(&stack.function).map_or(0.0, |held| held.bytes);
-            let older_bytes = older.get(&stack.function).map_or(0.0, |older| older.bytes);
-            stack.age = Some(HeldAge {
-                held_bytes,
-                older_share: if held_bytes > 0.0 { (older_bytes / held_bytes).min(1.0) } else { 0.0 },
-                older_than_seconds: f64::from(older_than),
-            });
-            stack
-        })
-        .collect();
-    stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-    stacks.truncate(STACKS_NAMED);
-    Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)) }))
-}
-
-/// The age [`HeldAge::older_share`] is of: ten minutes, or half the time the record watched when shorter.
-const OLDER_THAN: u32 = 600;
-
 /// The stacks holding the most live sampled bytes, grouped by the program's function that allocated
 /// ([`Analysis::allocating_frame`]: the first frame of the program's own code).
-fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
+pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
     let mut by_function: HashMap<&str, GrowingStack> = HashMap::new();
     for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
         let frames = analysis.shown_frames(sample, false);

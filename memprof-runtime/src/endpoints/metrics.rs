@@ -86,5 +86,49 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "Times labels were entered past the bound on label sets (recorded as memprof_overflow).",
         overflowed as f64,
     );
+    if let Some(record) = profiler.record() {
+        record_metrics(&mut text, record)?;
+    }
     Ok(Reply::bytes("text/plain; version=0.0.4; charset=utf-8", text.into_bytes()))
+}
+
+/// How many growing stacks `/metrics` names.
+const GROWING_NAMED: usize = 5;
+
+/// The continuous record's fill, and the stacks that grew steadily over its last hour.
+fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Table) -> Result<(), HttpError> {
+    let (dropped, live, stacks) = record.fill();
+    for (name, kind, help, value) in [
+        ("memprof_record_live_objects", "gauge", "Sampled objects live now in the continuous record.", live as u64),
+        ("memprof_record_stacks", "gauge", "Distinct stacks sampled since start-up, in the record.", stacks as u64),
+        (
+            "memprof_record_dropped_objects_total",
+            "counter",
+            "Samples of objects the record had no room for (their stacks' allocations still count).",
+            dropped.objects,
+        ),
+        (
+            "memprof_record_dropped_stacks_total",
+            "counter",
+            "Samples whose stack the record had no room for.",
+            dropped.stacks,
+        ),
+    ] {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
+    }
+    let Some(growing) = super::growing::grown_in_the_record(record, GROWING_NAMED)? else { return Ok(()) };
+    let name = "memprof_growing_bytes";
+    let _ = write!(
+        text,
+        "# HELP {name} How much the stacks that grew steadily over the last hour grew, by the program's function that allocated them (see /memory-profiler/explain).\n# TYPE {name} gauge\n"
+    );
+    for stack in &growing.stacks {
+        let _ = writeln!(text, "{name}{{function=\"{}\"}} {}", label_value(&stack.function), stack.bytes.round());
+    }
+    Ok(())
+}
+
+/// `value` escaped as Prometheus's text format wants a label value: backslash, quote and newline.
+fn label_value(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }

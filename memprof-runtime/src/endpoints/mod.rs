@@ -10,6 +10,7 @@ mod controls;
 mod dashboard;
 mod debug_pprof;
 mod downloads;
+mod growing;
 mod heap_now;
 pub(crate) mod jobs;
 mod memory;

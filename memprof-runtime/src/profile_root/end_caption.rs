@@ -95,9 +95,9 @@ pub(crate) fn caption(process: &EarlierProcess) -> String {
     }
     if far {
         sentences.push(
-            "These profiles do not show the heap at its end: with MEMPROF_DUMP_HIGH_WATER=10% and sampling on \
-             (MALLOC_CONF=prof_active:true), memprof dumps the heap each time it grows by a tenth, so the newest \
-             dump is close to the end."
+            "These profiles do not show the heap at its end: sampled continuously (MEMPROF_SAMPLING=continuous), \
+             memprof dumps the heap by itself each time it grows by half and at 90 % of the memory limit, and \
+             keeps what grew beside it; MEMPROF_DUMP_HIGH_WATER=10% dumps closer to the end."
                 .to_owned(),
         );
     }
@@ -160,9 +160,9 @@ mod tests {
              with 294.0 MiB live (304.0 MiB resident). Its newest profile (http) was taken 3 min 12 s before it \
              was last seen and holds 65.0 MiB live, 22 % of that. Run 9 (started by http, 30 s before it was last \
              seen) was active when it ended and is lost: a run's profile is written when the run stops. These \
-             profiles do not show the heap at its end: with MEMPROF_DUMP_HIGH_WATER=10% and sampling on \
-             (MALLOC_CONF=prof_active:true), memprof dumps the heap each time it grows by a tenth, so the newest \
-             dump is close to the end."
+             profiles do not show the heap at its end: sampled continuously (MEMPROF_SAMPLING=continuous), \
+             memprof dumps the heap by itself each time it grows by half and at 90 % of the memory limit, and \
+             keeps what grew beside it; MEMPROF_DUMP_HIGH_WATER=10% dumps closer to the end."
         );
     }
 

@@ -8,9 +8,13 @@
 //! | `MEMPROF_DUMP_AT_RESIDENT=90%` | when the resident set crosses 90% of the cgroup's memory limit (else the machine's memory), once per crossing: the heap before an OOM kill |
 //! | `MEMPROF_DUMP_KEEP=8`, `MEMPROF_DUMP_MAX_BYTES=256MiB` | the ring's bounds: the oldest dumps go first (the newest always stays) |
 //!
+//! Sampled continuously, with none of these set, dumps are taken at each high water 50 % above the last
+//! and at 90 % of the memory limit ([`Settings::continuous_default`]), and beside each the record's growing
+//! stacks are kept as a profile of their own.
+//!
 //! The dumps are listed in `state` under `automatic_dumps` and downloadable by id like runs. A dump shows
-//! the allocations sampled while sampling was on: for these, leave it on (`memprof activate`, or
-//! `MALLOC_CONF=prof_active:true`).
+//! the allocations sampled while sampling was on: for these, sample continuously
+//! (`MEMPROF_SAMPLING=continuous`).
 
 use parking_lot::Mutex;
 
@@ -67,6 +71,16 @@ impl Settings {
             keep,
             max_bytes,
         }))
+    }
+}
+
+impl Settings {
+    /// What continuous sampling arms when the environment asks for nothing: a dump at each high water 50 %
+    /// above the last, and when the resident set crosses 90 % of the memory limit (the heap before an OOM
+    /// kill), within the usual bounds.
+    pub(crate) fn continuous_default() -> Self {
+        let (keep, max_bytes) = retention();
+        Self { every: None, high_water_step: Some(0.5), resident_share: Some(0.9), keep, max_bytes }
     }
 }
 

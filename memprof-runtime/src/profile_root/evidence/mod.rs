@@ -23,6 +23,9 @@ use crate::profile_root::stale;
 use crate::profile_root::storage::record_path;
 use crate::profile_root::untrusted;
 
+/// How the reason of the growth kept beside an automatic dump begins (`Owner::Automatic`).
+pub(crate) const GROWTH_REASON: &str = "growth over the last ";
+
 /// The file that marks a directory as an ended process's, holding when that was found (Unix seconds).
 const ENDED_FILE: &str = "ended";
 
@@ -43,7 +46,12 @@ impl EarlierProcess {
     /// Why the process is thought to have ended, when its newest profile tells: an automatic dump at the
     /// resident threshold, just before the limit.
     pub(crate) fn why(&self) -> Option<String> {
-        let newest = self.profiles.first()?.profile.owner.name();
+        // The growth kept beside a dump in continuous mode is newer than the dump, and says no reason.
+        let newest = self
+            .profiles
+            .iter()
+            .map(|earlier| earlier.profile.owner.name())
+            .find(|name| !name.starts_with(&format!("automatic: {GROWTH_REASON}")))?;
         let reason = newest.strip_prefix("automatic: ")?;
         (reason.contains("% of the ") && reason.ends_with(" limit"))
             .then(|| format!("most likely killed for memory (the OOM killer): its last dump was taken as its {reason}"))

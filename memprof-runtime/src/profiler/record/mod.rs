@@ -110,11 +110,16 @@ extern "C" fn after_fork() {
 /// Writes the record as a `heap_v2` dump at `path` (owner-only): the live objects sampled from sequence
 /// number `since` on, with `content`. Call unsampled (the caller's allocations must not reach the record).
 pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: heap_v2::Content) -> io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let readings = record.read(since, clock_seconds(), u32::MAX);
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let text = heap_v2::write(&readings, content, 1 << jemalloc::lg_sample().map_err(io::Error::other)?, &maps);
+    write_owner_only(path, &text)
+}
+
+/// Writes `text` to a new file at `path` that only the owner can read.
+pub(crate) fn write_owner_only(path: &Path, text: &str) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -166,4 +171,25 @@ pub(crate) fn growers(record: &Table, older_than: u32) -> Vec<Grower> {
             growth,
         })
         .collect()
+}
+
+/// `growers` as a `heap_v2` dump with this process's mappings, each stack holding `bytes` of its grower
+/// (its growth, say), unsampled (period 1): what names them, and what an automatic dump leaves beside it.
+pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64) -> io::Result<String> {
+    let stacks: Vec<table::StackReading> = growers
+        .iter()
+        .map(|grower| table::StackReading {
+            frames: grower.frames.clone(),
+            allocated: table::Totals::default(),
+            live: table::Totals {
+                objects: 1,
+                bytes: bytes(grower) as u64,
+                unbiased_objects: 1.0,
+                unbiased_bytes: bytes(grower),
+            },
+            live_older_bytes: 0.0,
+        })
+        .collect();
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok(heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))
 }

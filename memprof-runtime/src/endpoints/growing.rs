@@ -1,0 +1,50 @@
+//! The stacks that grew steadily over the continuous record's last hour, named by the program's function
+//! that allocated them, with how old what they hold is: for `explain`'s leak verdict and `/metrics`.
+
+use std::collections::HashMap;
+
+use memprof_analysis::{Analysis, Binaries};
+use memprof_wire::{GrowingStack, HeldAge};
+
+use crate::http::HttpError;
+use crate::memory::Holders;
+use crate::profiler::record::table::Table;
+use crate::profiler::record::{self, Grower};
+
+/// The `named` stacks that grew the most over the record's last hour ([`record::growers`]), by the
+/// program's function that allocated, with how old what they hold is: `None` when none grew.
+pub(super) fn grown_in_the_record(record: &Table, named: usize) -> Result<Option<Holders>, HttpError> {
+    let watched = record::growers(record, u32::MAX).first().map(|grower| grower.growth.seconds);
+    let Some(watched) = watched.filter(|seconds| *seconds > 0) else { return Ok(None) };
+    let older_than = OLDER_THAN.min(watched / 2);
+    let growers = record::growers(record, older_than);
+    let symbolized = |bytes: &dyn Fn(&Grower) -> f64| -> Result<HashMap<String, GrowingStack>, HttpError> {
+        let text = record::growers_as_dump(&growers, bytes)
+            .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
+        let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
+            .map_err(|error| HttpError::internal(format!("The record's stacks do not read back: {error}")))?;
+        Ok(super::memory::holders(&analysis).into_iter().map(|stack| (stack.function.clone(), stack)).collect())
+    };
+    let grown = symbolized(&|grower| grower.growth.grown)?;
+    let held = symbolized(&|grower| grower.held.live.unbiased_bytes)?;
+    let older = symbolized(&|grower| grower.held.older_bytes)?;
+    let mut stacks: Vec<GrowingStack> = grown
+        .into_values()
+        .map(|mut stack| {
+            let held_bytes = held.get(&stack.function).map_or(0.0, |held| held.bytes);
+            let older_bytes = older.get(&stack.function).map_or(0.0, |older| older.bytes);
+            stack.age = Some(HeldAge {
+                held_bytes,
+                older_share: if held_bytes > 0.0 { (older_bytes / held_bytes).min(1.0) } else { 0.0 },
+                older_than_seconds: f64::from(older_than),
+            });
+            stack
+        })
+        .collect();
+    stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+    stacks.truncate(named);
+    Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)) }))
+}
+
+/// The age [`HeldAge::older_share`] is of: ten minutes, or half the time the record watched when shorter.
+const OLDER_THAN: u32 = 600;
