@@ -21,6 +21,7 @@
 
 pub(crate) mod growth;
 pub(crate) mod heap_v2;
+mod spin;
 pub(crate) mod table;
 
 use std::ffi::{c_uint, c_void};
@@ -36,7 +37,8 @@ use table::{Capacity, Held, Table};
 use crate::jemalloc;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
-/// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 512 Ki frames; 6.4 MiB in all.
+/// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 512 Ki frames: 6.9 MiB reserved, its pages
+/// touched as it fills.
 pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity { objects: 1 << 16, stacks: 1 << 14, frames: 1 << 19 };
 
 /// The record, once continuous mode began.

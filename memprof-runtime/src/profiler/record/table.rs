@@ -3,14 +3,16 @@
 //! it is made. No jemalloc in it: the hooks and the tests call it alike.
 //!
 //! It is written from inside the allocator (jemalloc's sample hooks), so neither [`Table::sampled`] nor
-//! [`Table::freed`] allocates, and both take only the table's own spin lock, held for a hash lookup. What
+//! [`Table::freed`] allocates, and both take only the table's own spin locks ([`SpinLock`]: the stacks',
+//! and one of 16 shards of the live objects), each held for a hash lookup. What
 //! does not fit (an object past the objects' capacity, a stack past the stacks' or frames') is counted in
 //! [`Dropped`], never waited for. Readers copy what they need under the lock into memory they allocated
 //! before taking it.
 #![allow(unsafe_code)]
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::spin::SpinLock;
 
 /// How much a table holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +30,7 @@ impl Capacity {
     pub(crate) fn bytes(&self) -> u64 {
         let objects = self.objects.next_power_of_two() * size_of::<Object>();
         let stacks = self.stacks * size_of::<Stack>() + 2 * self.stacks.next_power_of_two() * size_of::<u32>();
-        (objects + stacks + self.frames * size_of::<usize>()) as u64
+        (objects.max(16 * 16 * size_of::<Object>()) + stacks + self.frames * size_of::<usize>()) as u64
     }
 }
 
@@ -107,45 +109,53 @@ struct Stack {
     allocated: Totals,
 }
 
-struct Inner {
-    objects: Box<[Object]>,
-    live: usize,
+/// Every stack sampled, with its frames and what it allocated.
+struct Stacks {
     /// Indexes into `stacks`, plus one (0: empty), by hash.
-    stack_slots: Box<[u32]>,
+    slots: Box<[u32]>,
     stacks: Vec<Stack>,
     frames: Vec<usize>,
-    sequence: u64,
-    dropped: Dropped,
 }
+
+/// The live sampled objects of one shard (by address), in an open-addressed table.
+struct Objects {
+    slots: Box<[Object]>,
+    live: usize,
+}
+
+/// How many shards the live objects are split into, each behind its own lock: threads sampling or freeing
+/// at once rarely wait for each other.
+const SHARDS: usize = 16;
 
 /// The table; see the module's documentation.
 pub(crate) struct Table {
-    locked: AtomicBool,
-    inner: UnsafeCell<Inner>,
+    stacks: SpinLock<Stacks>,
+    shards: Box<[SpinLock<Objects>]>,
+    dropped_objects: AtomicU64,
+    dropped_stacks: AtomicU64,
     capacity: Capacity,
     sample_period: f64,
-    /// The sequence number the next sample gets, readable without the lock.
+    /// The sequence number the next sample gets.
     next_sequence: AtomicU64,
 }
 
-// SAFETY: `inner` is only reached through `with`, under the spin lock.
-unsafe impl Sync for Table {}
-
 impl Table {
-    /// An empty table of `capacity`, for samples taken every `sample_period` bytes on average.
+    /// An empty table of `capacity`, for samples taken every `sample_period` bytes on average. Its memory
+    /// is reserved, not written: pages are touched as the table fills.
     pub(crate) fn new(capacity: Capacity, sample_period: u64) -> Self {
-        let inner = Inner {
-            objects: vec![Object::default(); capacity.objects.next_power_of_two()].into_boxed_slice(),
-            live: 0,
-            stack_slots: vec![0; 2 * capacity.stacks.next_power_of_two()].into_boxed_slice(),
+        let shard_slots = (capacity.objects.next_power_of_two() / SHARDS).max(16);
+        let shards =
+            (0..SHARDS).map(|_| SpinLock::new(Objects { slots: zeroed_slots(shard_slots), live: 0 })).collect();
+        let stacks = Stacks {
+            slots: vec![0; 2 * capacity.stacks.next_power_of_two()].into_boxed_slice(),
             stacks: Vec::with_capacity(capacity.stacks),
             frames: Vec::with_capacity(capacity.frames),
-            sequence: 0,
-            dropped: Dropped::default(),
         };
         Table {
-            locked: AtomicBool::new(false),
-            inner: UnsafeCell::new(inner),
+            stacks: SpinLock::new(stacks),
+            shards,
+            dropped_objects: AtomicU64::new(0),
+            dropped_stacks: AtomicU64::new(0),
             capacity,
             sample_period: sample_period as f64,
             next_sequence: AtomicU64::new(1),
@@ -157,47 +167,22 @@ impl Table {
         self.capacity
     }
 
-    /// Takes the spin lock: spins, then yields (a sample's critical section is a hash lookup).
-    fn acquire(&self) {
-        let mut spins = 0u32;
-        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-    }
-
-    /// Runs `work` under the spin lock.
-    fn with<T>(&self, work: impl FnOnce(&mut Inner) -> T) -> T {
-        struct Unlock<'a>(&'a AtomicBool);
-        impl Drop for Unlock<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        self.acquire();
-        let _unlock = Unlock(&self.locked);
-        // SAFETY: the lock is held until `_unlock` drops, so this is the only reference.
-        work(unsafe { &mut *self.inner.get() })
-    }
-
-    /// Takes the lock and keeps it until [`Table::unlock_after_fork`]: around `fork`, so that the child
-    /// never inherits it held by a thread it does not have.
+    /// Takes every lock and keeps them until [`Table::unlock_after_fork`]: around `fork`, so that the child
+    /// never inherits one held by a thread it does not have.
     pub(crate) fn lock_for_fork(&self) {
-        self.acquire();
+        self.stacks.lock_for_fork();
+        self.shards.iter().for_each(SpinLock::lock_for_fork);
     }
 
-    /// Releases the lock [`Table::lock_for_fork`] took (in the parent and in the child).
+    /// Releases the locks [`Table::lock_for_fork`] took (in the parent and in the child).
     pub(crate) fn unlock_after_fork(&self) {
-        self.locked.store(false, Ordering::Release);
+        self.shards.iter().for_each(SpinLock::unlock_after_fork);
+        self.stacks.unlock_after_fork();
     }
 
     /// The most live objects it holds (7/8 of its slots).
     pub(crate) fn max_objects(&self) -> usize {
-        self.capacity.objects.next_power_of_two() * 7 / 8
+        self.shards.iter().map(|shard| shard.with(|objects| objects.slots.len() * 7 / 8)).sum()
     }
 
     /// The sequence number of the next sample: a window starting now holds the samples from it on.
@@ -205,45 +190,57 @@ impl Table {
         self.next_sequence.load(Ordering::Acquire)
     }
 
+    fn shard(&self, address: usize) -> &SpinLock<Objects> {
+        // Allocations are aligned: the bits above the page's count.
+        &self.shards[(address >> 12) % SHARDS]
+    }
+
     /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`. Never allocates.
     pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32) {
+        let sequence = self.next_sequence.fetch_add(1, Ordering::AcqRel);
         let sample_period = self.sample_period;
-        self.with(|inner| {
-            inner.sequence = self.next_sequence.fetch_add(1, Ordering::AcqRel);
-            let Some(stack) = inner.stack(frames) else {
-                inner.dropped.stacks += 1;
-                return;
-            };
-            inner.stacks[stack as usize].allocated.add(bytes, sample_period);
-            let object = Object { address, stack, bytes, sequence: inner.sequence, time };
-            if !inner.insert(object) {
-                inner.dropped.objects += 1;
-            }
+        let stack = self.stacks.with(|stacks| {
+            let stack = stacks.find_or_add(frames)?;
+            stacks.stacks[stack as usize].allocated.add(bytes, sample_period);
+            Some(stack)
         });
+        let Some(stack) = stack else {
+            self.dropped_stacks.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let object = Object { address, stack, bytes, sequence, time };
+        if !self.shard(address).with(|objects| objects.insert(object)) {
+            self.dropped_objects.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Forgets the sampled object at `address`, freed. Never allocates.
     pub(crate) fn freed(&self, address: usize) {
-        self.with(|inner| inner.remove(address));
+        self.shard(address).with(|objects| objects.remove(address));
     }
 
-    /// What the table could not hold, and how many objects it holds.
+    /// What the table could not hold, how many objects it holds, and how many stacks.
     pub(crate) fn fill(&self) -> (Dropped, usize, usize) {
-        self.with(|inner| (inner.dropped, inner.live, inner.stacks.len()))
+        let dropped = Dropped {
+            objects: self.dropped_objects.load(Ordering::Relaxed),
+            stacks: self.dropped_stacks.load(Ordering::Relaxed),
+        };
+        let live = self.shards.iter().map(|shard| shard.with(|objects| objects.live)).sum();
+        (dropped, live, self.stacks.with(|stacks| stacks.stacks.len()))
     }
 
     /// Every stack sampled since start-up: what it allocated, and what it holds of the objects sampled from
     /// sequence number `since` on; `now` and `older_than` (the table's time unit) measure their ages.
-    /// Allocates before taking the lock, never under it.
+    /// Allocates before taking a lock, never under one.
     pub(crate) fn read(&self, since: u64, now: u32, older_than: u32) -> Vec<StackReading> {
         let mut stacks = Vec::with_capacity(self.capacity.stacks);
         let mut frames = Vec::with_capacity(self.capacity.frames);
         let mut held = vec![Held::default(); self.capacity.stacks];
-        self.with(|inner| {
-            stacks.extend_from_slice(&inner.stacks);
-            frames.extend_from_slice(&inner.frames);
-            self.tally(inner, since, now, older_than, &mut held);
+        self.stacks.with(|all| {
+            stacks.extend_from_slice(&all.stacks);
+            frames.extend_from_slice(&all.frames);
         });
+        self.tally(since, now, older_than, &mut held);
         stacks
             .iter()
             .zip(held)
@@ -260,21 +257,18 @@ impl Table {
     /// seconds for the record's history ([`super::growth`]).
     pub(crate) fn held(&self, now: u32, older_than: u32) -> Vec<Held> {
         let mut held = vec![Held::default(); self.capacity.stacks];
-        let stacks = self.with(|inner| {
-            self.tally(inner, 0, now, older_than, &mut held);
-            inner.stacks.len()
-        });
-        held.truncate(stacks);
+        self.tally(0, now, older_than, &mut held);
+        held.truncate(self.stacks.with(|stacks| stacks.stacks.len()));
         held
     }
 
     /// The frames of the stacks at `indexes` (empty for an index past the stacks).
     pub(crate) fn frames(&self, indexes: &[u32]) -> Vec<Vec<usize>> {
         let mut copied = vec![Vec::with_capacity(PROF_BT_MAX); indexes.len()];
-        self.with(|inner| {
+        self.stacks.with(|stacks| {
             for (index, frames) in indexes.iter().zip(&mut copied) {
-                if let Some(stack) = inner.stacks.get(*index as usize) {
-                    let stored = &inner.frames[stack.start as usize..][..stack.len as usize];
+                if let Some(stack) = stacks.stacks.get(*index as usize) {
+                    let stored = &stacks.frames[stack.start as usize..][..stack.len as usize];
                     frames.extend_from_slice(&stored[..stored.len().min(PROF_BT_MAX)]);
                 }
             }
@@ -282,15 +276,33 @@ impl Table {
         copied
     }
 
-    /// Adds each live object sampled from `since` on to its stack's entry of `held`.
-    fn tally(&self, inner: &Inner, since: u64, now: u32, older_than: u32, held: &mut [Held]) {
-        for object in inner.objects.iter().filter(|object| object.address != 0 && object.sequence >= since) {
-            let Some(held) = held.get_mut(object.stack as usize) else { continue };
-            held.live.add(object.bytes, self.sample_period);
-            if now.saturating_sub(object.time) > older_than {
-                held.older_bytes += unbias(object.bytes, self.sample_period) * object.bytes as f64;
-            }
+    /// Adds each live object sampled from `since` on to its stack's entry of `held`, a shard at a time.
+    fn tally(&self, since: u64, now: u32, older_than: u32, held: &mut [Held]) {
+        for shard in &self.shards {
+            shard.with(|objects| {
+                for object in objects.slots.iter().filter(|object| object.address != 0 && object.sequence >= since) {
+                    let Some(held) = held.get_mut(object.stack as usize) else { continue };
+                    held.live.add(object.bytes, self.sample_period);
+                    if now.saturating_sub(object.time) > older_than {
+                        held.older_bytes += unbias(object.bytes, self.sample_period) * object.bytes as f64;
+                    }
+                }
+            });
         }
+    }
+}
+
+/// `count` empty slots, from zeroed memory (`calloc`): a fresh mapping's pages stay untouched until used.
+fn zeroed_slots(count: usize) -> Box<[Object]> {
+    let layout = std::alloc::Layout::array::<Object>(count).expect("a table of at most a few million slots");
+    // SAFETY: `layout` is not empty (`count` >= 16); an all-zero `Object` is a valid one (integers), the
+    // empty slot; the allocation is `count` objects of the global allocator, as the box frees it.
+    unsafe {
+        let memory = std::alloc::alloc_zeroed(layout).cast::<Object>();
+        if memory.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(memory, count))
     }
 }
 
@@ -307,14 +319,14 @@ fn address_slot(address: usize, mask: usize) -> usize {
     ((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask
 }
 
-impl Inner {
+impl Stacks {
     /// The index of the stack of `frames`, added if new; `None` when there is no room for it.
-    fn stack(&mut self, frames: &[usize]) -> Option<u32> {
+    fn find_or_add(&mut self, frames: &[usize]) -> Option<u32> {
         let hash = hash_frames(frames);
-        let mask = self.stack_slots.len() - 1;
+        let mask = self.slots.len() - 1;
         let mut slot = hash as usize & mask;
         loop {
-            match self.stack_slots[slot] {
+            match self.slots[slot] {
                 0 => break,
                 index => {
                     let stack = &self.stacks[index as usize - 1];
@@ -332,33 +344,35 @@ impl Inner {
         let start = self.frames.len() as u32;
         self.frames.extend_from_slice(frames);
         self.stacks.push(Stack { hash, start, len: frames.len() as u32, allocated: Totals::default() });
-        self.stack_slots[slot] = self.stacks.len() as u32;
+        self.slots[slot] = self.stacks.len() as u32;
         Some(self.stacks.len() as u32 - 1)
     }
+}
 
+impl Objects {
     /// Inserts a live object (linear probing); false when the table is as full as it may be (7/8).
     fn insert(&mut self, object: Object) -> bool {
-        let mask = self.objects.len() - 1;
-        if (self.live + 1) * 8 > self.objects.len() * 7 {
+        let mask = self.slots.len() - 1;
+        if (self.live + 1) * 8 > self.slots.len() * 7 {
             return false;
         }
         let mut slot = address_slot(object.address, mask);
-        while self.objects[slot].address != 0 && self.objects[slot].address != object.address {
+        while self.slots[slot].address != 0 && self.slots[slot].address != object.address {
             slot = (slot + 1) & mask;
         }
-        if self.objects[slot].address == 0 {
+        if self.slots[slot].address == 0 {
             self.live += 1;
         }
-        self.objects[slot] = object;
+        self.slots[slot] = object;
         true
     }
 
     /// Removes the object at `address`, if recorded, shifting later entries back (no tombstones).
     fn remove(&mut self, address: usize) {
-        let mask = self.objects.len() - 1;
+        let mask = self.slots.len() - 1;
         let mut slot = address_slot(address, mask);
         loop {
-            match self.objects[slot].address {
+            match self.slots[slot].address {
                 0 => return,
                 found if found == address => break,
                 _ => slot = (slot + 1) & mask,
@@ -367,16 +381,16 @@ impl Inner {
         self.live -= 1;
         let mut hole = slot;
         let mut next = (hole + 1) & mask;
-        while self.objects[next].address != 0 {
-            let home = address_slot(self.objects[next].address, mask);
+        while self.slots[next].address != 0 {
+            let home = address_slot(self.slots[next].address, mask);
             // `next` may fill the hole if its home is not cyclically within (hole, next].
             if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
-                self.objects[hole] = self.objects[next];
+                self.slots[hole] = self.slots[next];
                 hole = next;
             }
             next = (next + 1) & mask;
         }
-        self.objects[hole] = Object::default();
+        self.slots[hole] = Object::default();
     }
 }
 

@@ -76,18 +76,20 @@ fn a_window_holds_what_it_sampled_still_live_and_allocations_only_grow() {
 /// refused while a shallower one still fits.
 #[test]
 fn what_does_not_fit_is_counted_and_dropped() {
+    // The smallest table: 16 shards of 16 slots. Twenty objects whose addresses all fall in the first.
     let table = table(8, 2, 5);
-    for object in 0..10 {
-        table.sampled(0x1000 * (object + 1), 64, &[0xa, 0xb], 0);
+    assert_eq!(table.max_objects(), 16 * 14);
+    for object in 0..20 {
+        table.sampled(0x10000 * (object + 1), 64, &[0xa, 0xb], 0);
     }
     let (dropped, live, stacks) = table.fill();
-    assert_eq!((dropped.objects, live, stacks), (3, 7, 1), "7/8 of 8 slots");
-    assert_eq!(table.read(0, 0, 0)[0].allocated.objects, 10);
+    assert_eq!((dropped.objects, live, stacks), (6, 14, 1), "7/8 of a shard's 16 slots");
+    assert_eq!(table.read(0, 0, 0)[0].allocated.objects, 20);
     table.sampled(0xf000, 64, &[1, 2, 3, 4], 0);
     assert_eq!(table.fill().0.stacks, 1, "four frames with three left");
     table.sampled(0xf000, 64, &[1], 0);
     table.sampled(0xf100, 64, &[2], 0);
-    assert_eq!(table.fill().0, Dropped { objects: 4, stacks: 2 });
+    assert_eq!(table.fill().0, Dropped { objects: 6, stacks: 2 });
     assert_eq!(table.read(0, 0, 0).len(), 2);
 }
 
