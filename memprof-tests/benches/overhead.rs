@@ -22,12 +22,22 @@
 //! machine's load hits all of them alike; medians are shown, and each ratio is the median of the rounds'
 //! ratios, with the lowest and highest. Figures only: the machine is noisy, nothing is asserted.
 //!
+//! `MEMPROF_BENCH_CALLGRIND=1` prints instead the instructions per operation under valgrind's callgrind,
+//! on one thread: the deterministic cost figure that wall-clock time on a noisy machine cannot give.
+//!
 //! To measure fewer, longer: `MEMPROF_BENCH_ONLY=jemalloc,prof:false` keeps those columns (and what their
 //! ratios are taken against), `MEMPROF_BENCH_WORKLOADS=json-handler` those workloads, and
 //! `MEMPROF_BENCH_SECONDS=6` runs each measurement 6 s instead of 1.5.
 
 #[path = "common/workloads.rs"]
 mod workloads;
+
+#[path = "overhead/callgrind.rs"]
+mod callgrind;
+#[path = "overhead/labelling.rs"]
+mod labelling;
+
+use labelling::{ByValue, Labelling, MadeOnce};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -179,6 +189,9 @@ fn main() {
         },
     ];
     let configurations = selected(configurations);
+    if std::env::var_os("MEMPROF_BENCH_CALLGRIND").is_some() {
+        return callgrind::instruction_counts(&configurations);
+    }
     let threads = std::thread::available_parallelism().map_or(2, |count| count.get());
     let workloads = std::env::var("MEMPROF_BENCH_WORKLOADS").unwrap_or_else(|_| "mixed-sizes,json-handler".into());
     let mut rows = Vec::new();
@@ -323,7 +336,18 @@ fn build_baseline(features: &str) -> PathBuf {
 
 /// One measurement in a child process.
 fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Figures {
-    let mut command = match &configuration.launch {
+    let mut command = child_command(configuration, workload, threads);
+    let output = command.output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .last()
+        .and_then(parse_figures)
+        .unwrap_or_else(|| panic!("{} failed: {text} {}", configuration.name, String::from_utf8_lossy(&output.stderr)))
+}
+
+/// The command that runs `workload` on `threads` threads under `configuration`, printing its figures.
+fn child_command(configuration: &Configuration, workload: &str, threads: usize) -> Command {
+    match &configuration.launch {
         Launch::Baseline(program) => {
             let mut command = Command::new(program);
             command.args([workload, &threads.to_string()]);
@@ -337,13 +361,7 @@ fn measure(configuration: &Configuration, workload: &str, threads: usize) -> Fig
             command.env("MEMPROF_UNWINDER", unwinder);
             command
         }
-    };
-    let output = command.output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.lines()
-        .last()
-        .and_then(parse_figures)
-        .unwrap_or_else(|| panic!("{} failed: {text} {}", configuration.name, String::from_utf8_lossy(&output.stderr)))
+    }
 }
 
 /// Reads what [`Figures::line`] wrote.
@@ -354,6 +372,7 @@ fn parse_figures(line: &str) -> Option<Figures> {
         p50_ns: fields.next()?.parse().ok()?,
         p99_ns: fields.next()?.parse().ok()?,
         peak_rss_kib: fields.next()?.parse().ok()?,
+        operations: fields.next().and_then(|field| field.parse().ok()).unwrap_or(0),
     })
 }
 
@@ -377,58 +396,4 @@ fn child(configuration: &str) {
     };
     drop(run);
     println!("{}", figures.line());
-}
-
-/// How each operation is labelled.
-#[derive(Clone, Copy)]
-enum Labelling {
-    None,
-    /// `memprof::labels::with(&[("tenant", ..)], ..)`: the labels hashed and looked up at each entry.
-    ByValue,
-    /// `memprof::labels::Labels` made once per tenant, entered per operation.
-    MadeOnce,
-    /// The same, always for one tenant: the label's own price, without the stacks a label multiplies
-    /// (jemalloc keeps each labelled stack once per label set).
-    MadeOnceOneTenant,
-}
-
-impl Labelling {
-    fn name(self) -> &'static str {
-        match self {
-            Labelling::None => "none",
-            Labelling::ByValue => "by-value",
-            Labelling::MadeOnce => "made-once",
-            Labelling::MadeOnceOneTenant => "made-once-one-tenant",
-        }
-    }
-}
-
-/// The tenants operations are labelled with, in turn.
-const TENANTS: [&str; 4] = ["acme", "initech", "globex", "umbrella"];
-
-/// Each operation inside `memprof::labels::with`, for one of four tenants in turn: a label per request.
-struct ByValue;
-
-impl workloads::Around for ByValue {
-    #[inline(always)]
-    fn run<F: FnMut()>(&self, number: u64, operation: &mut F) {
-        memprof::labels::with(&[("tenant", TENANTS[number as usize % 4])], operation);
-    }
-}
-
-/// Each operation inside one of the first `N` tenants' `memprof::labels::Labels`, made once, in turn (`N`
-/// a constant, so that choosing one costs what it costs unlabelled: a mask, not a division).
-struct MadeOnce<const N: usize>([memprof::labels::Labels; N]);
-
-impl<const N: usize> MadeOnce<N> {
-    fn new() -> Self {
-        Self(std::array::from_fn(|tenant| memprof::labels::Labels::new(&[("tenant", TENANTS[tenant])])))
-    }
-}
-
-impl<const N: usize> workloads::Around for MadeOnce<N> {
-    #[inline(always)]
-    fn run<F: FnMut()>(&self, number: u64, operation: &mut F) {
-        self.0[number as usize % N].with(operation);
-    }
 }

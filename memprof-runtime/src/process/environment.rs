@@ -40,6 +40,8 @@ pub const DUMP_KEEP: &str = "MEMPROF_DUMP_KEEP";
 pub const DUMP_MAX_BYTES: &str = "MEMPROF_DUMP_MAX_BYTES";
 /// `continuous` or `on-demand`: how sampling runs, over the program's choice.
 pub const SAMPLING: &str = "MEMPROF_SAMPLING";
+/// How many live sampled objects the continuous record holds.
+pub const RECORD_OBJECTS: &str = "MEMPROF_RECORD_OBJECTS";
 /// jemalloc's own configuration, read by unprefixed builds (Linux).
 pub const MALLOC_CONF: &str = "MALLOC_CONF";
 /// jemalloc's own configuration, read by prefixed builds (Apple, Android, DragonFly).
@@ -74,6 +76,10 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: SAMPLING,
         meaning: "`continuous` (sampling always on, runs are windows) or `on-demand`, over the program's choice",
+    },
+    Variable {
+        name: RECORD_OBJECTS,
+        meaning: "how many live sampled objects the continuous record holds (default 65536; 32 bytes each)",
     },
     Variable { name: MALLOC_CONF, meaning: "jemalloc's configuration; memprof reports what it changes" },
     Variable {

@@ -167,7 +167,11 @@ impl Profiler {
         if self.record.get().is_some() {
             return Ok(());
         }
-        let record = record::start(record::DEFAULT_CAPACITY)
+        let capacity = record::capacity_from_environment().unwrap_or_else(|error| {
+            messages::warn(&format!("{error}; the record holds the default"));
+            record::DEFAULT_CAPACITY
+        });
+        let record = record::start(capacity)
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
         self.switch_sampling_on()?;
         let _ = self.record.set(record);

@@ -28,12 +28,14 @@ pub struct Figures {
     pub p99_ns: u64,
     /// Peak resident set of the process, in KiB (`VmHWM`).
     pub peak_rss_kib: u64,
+    /// Operations run, all threads together.
+    pub operations: u64,
 }
 
 impl Figures {
-    /// One line for the parent to read: rate, p50, p99, peak RSS.
+    /// One line for the parent to read: rate, p50, p99, peak RSS, operations.
     pub fn line(&self) -> String {
-        format!("{} {} {} {}", self.rate, self.p50_ns, self.p99_ns, self.peak_rss_kib)
+        format!("{} {} {} {} {}", self.rate, self.p50_ns, self.p99_ns, self.peak_rss_kib, self.operations)
     }
 }
 
@@ -73,12 +75,13 @@ pub fn measure_for(workload: &str, threads: usize, time: Duration, around: &impl
             .collect();
         workers.into_iter().map(|worker| worker.join().unwrap()).collect()
     });
-    let rate = results.iter().map(|(operations, _)| *operations).sum::<u64>() as f64 / started.elapsed().as_secs_f64();
+    let operations = results.iter().map(|(operations, _)| *operations).sum::<u64>();
+    let rate = operations as f64 / started.elapsed().as_secs_f64();
     let mut latencies: Vec<u64> = results.into_iter().flat_map(|(_, latencies)| latencies).collect();
     latencies.sort_unstable();
     let percentile =
         |share: f64| latencies.get(((latencies.len() as f64 - 1.0) * share) as usize).copied().unwrap_or(0);
-    Figures { rate, p50_ns: percentile(0.50), p99_ns: percentile(0.99), peak_rss_kib: peak_rss_kib() }
+    Figures { rate, p50_ns: percentile(0.50), p99_ns: percentile(0.99), peak_rss_kib: peak_rss_kib(), operations }
 }
 
 /// Runs `operation` until `time` is up; returns how many ran and the latencies of the timed ones.

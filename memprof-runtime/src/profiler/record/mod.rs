@@ -35,11 +35,28 @@ use growth::{Growth, History, Reading};
 use table::{Capacity, Held, Table};
 
 use crate::jemalloc;
+use crate::process::environment::RECORD_OBJECTS;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
 /// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 512 Ki frames: 6.9 MiB reserved, its pages
 /// touched as it fills.
-pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity { objects: 1 << 16, stacks: 1 << 14, frames: 1 << 19 };
+pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity::for_objects(1 << 16);
+
+/// The most live sampled objects `MEMPROF_RECORD_OBJECTS` may ask for (512 MiB of slots).
+const MAX_OBJECTS: usize = 1 << 24;
+
+/// The record's size: `MEMPROF_RECORD_OBJECTS` live sampled objects (1024 to 16 Mi), else
+/// [`DEFAULT_CAPACITY`]; a value out of range or not a number is an error naming the variable.
+pub(crate) fn capacity_from_environment() -> Result<Capacity, String> {
+    let Ok(text) = std::env::var(RECORD_OBJECTS) else { return Ok(DEFAULT_CAPACITY) };
+    match text.trim().parse::<usize>() {
+        Ok(objects) if (1024..=MAX_OBJECTS).contains(&objects) => Ok(Capacity::for_objects(objects)),
+        _ => Err(format!(
+            "{RECORD_OBJECTS}={} is not a count from 1024 to {MAX_OBJECTS}",
+            crate::profile_root::untrusted::printable(&text)
+        )),
+    }
+}
 
 /// The record, once continuous mode began.
 static RECORD: OnceLock<Table> = OnceLock::new();

@@ -26,6 +26,13 @@ pub(crate) struct Capacity {
 }
 
 impl Capacity {
+    /// Room for `objects` live sampled objects, a quarter as many stacks (at least 16 Ki), 32 frames a
+    /// stack.
+    pub(crate) const fn for_objects(objects: usize) -> Self {
+        let stacks = if objects / 4 > 1 << 14 { objects / 4 } else { 1 << 14 };
+        Capacity { objects, stacks, frames: stacks * 32 }
+    }
+
     /// The bytes a table of this capacity holds, whether used or not.
     pub(crate) fn bytes(&self) -> u64 {
         let objects = self.objects.next_power_of_two() * size_of::<Object>();
@@ -54,7 +61,11 @@ pub(crate) struct Totals {
 
 impl Totals {
     fn add(&mut self, bytes: u64, sample_period: f64) {
-        let scale = unbias(bytes, sample_period);
+        self.add_scaled(bytes, unbias(bytes, sample_period));
+    }
+
+    /// Adds an object of `bytes` that stands for `scale` objects.
+    fn add_scaled(&mut self, bytes: u64, scale: f64) {
         self.objects += 1;
         self.bytes += bytes;
         self.unbiased_objects += scale;
@@ -129,14 +140,26 @@ const SHARDS: usize = 16;
 
 /// The table; see the module's documentation.
 pub(crate) struct Table {
-    stacks: SpinLock<Stacks>,
-    shards: Box<[SpinLock<Objects>]>,
+    stacks: Padded<SpinLock<Stacks>>,
+    shards: Box<[Padded<SpinLock<Objects>>]>,
     dropped_objects: AtomicU64,
     dropped_stacks: AtomicU64,
     capacity: Capacity,
     sample_period: f64,
     /// The sequence number the next sample gets.
-    next_sequence: AtomicU64,
+    next_sequence: Padded<AtomicU64>,
+}
+
+/// A value on cache lines of its own (two, as adjacent-line prefetching pairs them): threads taking
+/// different shards' locks do not take each other's cache lines.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 impl Table {
@@ -145,20 +168,20 @@ impl Table {
     pub(crate) fn new(capacity: Capacity, sample_period: u64) -> Self {
         let shard_slots = (capacity.objects.next_power_of_two() / SHARDS).max(16);
         let shards =
-            (0..SHARDS).map(|_| SpinLock::new(Objects { slots: zeroed_slots(shard_slots), live: 0 })).collect();
+            (0..SHARDS).map(|_| Padded(SpinLock::new(Objects { slots: zeroed_slots(shard_slots), live: 0 }))).collect();
         let stacks = Stacks {
             slots: vec![0; 2 * capacity.stacks.next_power_of_two()].into_boxed_slice(),
             stacks: Vec::with_capacity(capacity.stacks),
             frames: Vec::with_capacity(capacity.frames),
         };
         Table {
-            stacks: SpinLock::new(stacks),
+            stacks: Padded(SpinLock::new(stacks)),
             shards,
             dropped_objects: AtomicU64::new(0),
             dropped_stacks: AtomicU64::new(0),
             capacity,
             sample_period: sample_period as f64,
-            next_sequence: AtomicU64::new(1),
+            next_sequence: Padded(AtomicU64::new(1)),
         }
     }
 
@@ -171,12 +194,12 @@ impl Table {
     /// never inherits one held by a thread it does not have.
     pub(crate) fn lock_for_fork(&self) {
         self.stacks.lock_for_fork();
-        self.shards.iter().for_each(SpinLock::lock_for_fork);
+        self.shards.iter().for_each(|shard| shard.lock_for_fork());
     }
 
     /// Releases the locks [`Table::lock_for_fork`] took (in the parent and in the child).
     pub(crate) fn unlock_after_fork(&self) {
-        self.shards.iter().for_each(SpinLock::unlock_after_fork);
+        self.shards.iter().for_each(|shard| shard.unlock_after_fork());
         self.stacks.unlock_after_fork();
     }
 
@@ -187,7 +210,7 @@ impl Table {
 
     /// The sequence number of the next sample: a window starting now holds the samples from it on.
     pub(crate) fn next_sequence(&self) -> u64 {
-        self.next_sequence.load(Ordering::Acquire)
+        self.next_sequence.0.load(Ordering::Acquire)
     }
 
     fn shard(&self, address: usize) -> &SpinLock<Objects> {
@@ -197,11 +220,12 @@ impl Table {
 
     /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`. Never allocates.
     pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32) {
-        let sequence = self.next_sequence.fetch_add(1, Ordering::AcqRel);
-        let sample_period = self.sample_period;
+        let sequence = self.next_sequence.0.fetch_add(1, Ordering::AcqRel);
+        // The work that needs no lock is done before taking one: the hash, the unbiasing.
+        let (hash, scale) = (hash_frames(frames), unbias(bytes, self.sample_period));
         let stack = self.stacks.with(|stacks| {
-            let stack = stacks.find_or_add(frames)?;
-            stacks.stacks[stack as usize].allocated.add(bytes, sample_period);
+            let stack = stacks.find_or_add(frames, hash)?;
+            stacks.stacks[stack as usize].allocated.add_scaled(bytes, scale);
             Some(stack)
         });
         let Some(stack) = stack else {
@@ -233,13 +257,20 @@ impl Table {
     /// sequence number `since` on; `now` and `older_than` (the table's time unit) measure their ages.
     /// Allocates before taking a lock, never under one.
     pub(crate) fn read(&self, since: u64, now: u32, older_than: u32) -> Vec<StackReading> {
-        let mut stacks = Vec::with_capacity(self.capacity.stacks);
-        let mut frames = Vec::with_capacity(self.capacity.frames);
-        let mut held = vec![Held::default(); self.capacity.stacks];
+        // Sized for the stacks there are now, and a few more that may come before the copy: those past it
+        // are left out of this reading.
+        let (count, frame_count) = self.stacks.with(|all| (all.stacks.len(), all.frames.len()));
+        let mut stacks = Vec::with_capacity(count + SLACK);
+        let mut frames = Vec::with_capacity(frame_count + SLACK * PROF_BT_MAX);
         self.stacks.with(|all| {
-            stacks.extend_from_slice(&all.stacks);
-            frames.extend_from_slice(&all.frames);
+            let copied = all.stacks.len().min(stacks.capacity());
+            let last_frame = all.stacks[..copied].last().map_or(0, |stack| (stack.start + stack.len) as usize);
+            if last_frame <= frames.capacity() {
+                stacks.extend_from_slice(&all.stacks[..copied]);
+                frames.extend_from_slice(&all.frames[..last_frame]);
+            }
         });
+        let mut held = vec![Held::default(); stacks.len()];
         self.tally(since, now, older_than, &mut held);
         stacks
             .iter()
@@ -256,9 +287,8 @@ impl Table {
     /// What each stack holds now (by stack index), without the frames: the light reading taken every few
     /// seconds for the record's history ([`super::growth`]).
     pub(crate) fn held(&self, now: u32, older_than: u32) -> Vec<Held> {
-        let mut held = vec![Held::default(); self.capacity.stacks];
+        let mut held = vec![Held::default(); self.stacks.with(|stacks| stacks.stacks.len())];
         self.tally(0, now, older_than, &mut held);
-        held.truncate(self.stacks.with(|stacks| stacks.stacks.len()));
         held
     }
 
@@ -306,6 +336,9 @@ fn zeroed_slots(count: usize) -> Box<[Object]> {
     }
 }
 
+/// How many stacks a reading makes room for beyond those it counted before copying them.
+const SLACK: usize = 64;
+
 /// jemalloc's deepest backtrace by default (`opt.prof_bt_max`): what [`Table::frames`] reserves a stack.
 const PROF_BT_MAX: usize = 128;
 
@@ -320,9 +353,9 @@ fn address_slot(address: usize, mask: usize) -> usize {
 }
 
 impl Stacks {
-    /// The index of the stack of `frames`, added if new; `None` when there is no room for it.
-    fn find_or_add(&mut self, frames: &[usize]) -> Option<u32> {
-        let hash = hash_frames(frames);
+    /// The index of the stack of `frames` (whose [`hash_frames`] is `hash`), added if new; `None` when there
+    /// is no room for it.
+    fn find_or_add(&mut self, frames: &[usize], hash: u64) -> Option<u32> {
         let mask = self.slots.len() - 1;
         let mut slot = hash as usize & mask;
         loop {
