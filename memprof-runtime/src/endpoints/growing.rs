@@ -1,5 +1,7 @@
-//! The stacks that grew steadily over the continuous record's last hour, named by the program's function
-//! that allocated them, with how old what they hold is: for `explain`'s leak verdict and `/metrics`.
+//! The stacks a leak is named by: those holding the most of a heap profile ([`holders`]), and those that
+//! grew steadily over the continuous record's last hour, with how old what they hold is
+//! ([`grown_in_the_record`]), each by the program's function that allocated them: for `explain`'s leak
+//! verdict and `/metrics`.
 
 use std::collections::HashMap;
 
@@ -23,7 +25,7 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize) -> Result<Option
             .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
         let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
             .map_err(|error| HttpError::internal(format!("The record's stacks do not read back: {error}")))?;
-        Ok(super::memory::holders(&analysis).into_iter().map(|stack| (stack.function.clone(), stack)).collect())
+        Ok(holders(&analysis).into_iter().map(|stack| (stack.function.clone(), stack)).collect())
     };
     let grown = symbolized(&|grower| grower.growth.grown)?;
     let held = symbolized(&|grower| grower.held.live.unbiased_bytes)?;
@@ -48,3 +50,25 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize) -> Result<Option
 
 /// The age [`HeldAge::older_share`] is of: ten minutes, or half the time the record watched when shorter.
 const OLDER_THAN: u32 = 600;
+
+/// The stacks holding the most live sampled bytes, grouped by the program's function that allocated
+/// ([`Analysis::allocating_frame`]: the first frame of the program's own code).
+pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
+    let mut by_function: HashMap<&str, GrowingStack> = HashMap::new();
+    for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
+        let frames = analysis.shown_frames(sample, false);
+        let Some(site) = analysis.allocating_frame(sample) else {
+            continue;
+        };
+        let holder = by_function.entry(&site.function).or_insert_with(|| GrowingStack {
+            function: site.function.to_string(),
+            frames: frames.iter().take(12).map(|frame| frame.function.to_string()).collect(),
+            bytes: 0.0,
+            age: None,
+        });
+        holder.bytes += sample.bytes;
+    }
+    let mut holders: Vec<GrowingStack> = by_function.into_values().collect();
+    holders.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+    holders
+}

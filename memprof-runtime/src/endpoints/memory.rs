@@ -1,15 +1,14 @@
 //! The process's memory explained (`explain`), and acting on it: returning freed pages (`purge`) and
 //! setting how jemalloc returns them (`decay`). Both actions are POST only: they change the program's memory.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use memprof_analysis::Analysis;
 use memprof_wire::{GrowingStack, Purged};
 
 use super::Context;
+use super::growing::holders;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
@@ -52,28 +51,6 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         None => Holders::default(),
     };
     Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, &bins, decay.as_ref())))
-}
-
-/// The stacks holding the most live sampled bytes, grouped by the program's function that allocated
-/// ([`Analysis::allocating_frame`]: the first frame of the program's own code).
-pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
-    let mut by_function: HashMap<&str, GrowingStack> = HashMap::new();
-    for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
-        let frames = analysis.shown_frames(sample, false);
-        let Some(site) = analysis.allocating_frame(sample) else {
-            continue;
-        };
-        let holder = by_function.entry(&site.function).or_insert_with(|| GrowingStack {
-            function: site.function.to_string(),
-            frames: frames.iter().take(12).map(|frame| frame.function.to_string()).collect(),
-            bytes: 0.0,
-            age: None,
-        });
-        holder.bytes += sample.bytes;
-    }
-    let mut holders: Vec<GrowingStack> = by_function.into_values().collect();
-    holders.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-    holders
 }
 
 /// The first [`STACKS_NAMED`] of `stacks`.

@@ -11,6 +11,7 @@
 pub(crate) mod allocator_code;
 pub(crate) mod autodump;
 pub(crate) mod counters;
+mod dumps;
 pub(crate) mod duration;
 mod error;
 pub(crate) mod malloc_conf;
@@ -21,6 +22,7 @@ mod runs;
 pub(crate) mod sampling;
 mod timer;
 pub(crate) mod unwinder;
+mod windows;
 
 use std::path::PathBuf;
 use std::sync::{LazyLock, OnceLock};
@@ -159,66 +161,12 @@ impl Profiler {
         *self.first_run.lock() = Some(work);
     }
 
-    /// Makes sampling continuous from now on: starts the [`record`], then switches sampling on for good.
-    /// Runs are windows from then on.
-    pub(crate) fn sample_continuously(&self) -> Result<(), Error> {
-        self.check_available()?;
-        let _books = self.books.lock();
-        if self.record.get().is_some() {
-            return Ok(());
-        }
-        let capacity = record::capacity_from_environment().unwrap_or_else(|error| {
-            messages::warn(&format!("{error}; the record holds the default"));
-            record::DEFAULT_CAPACITY
-        });
-        let record = record::start(capacity)
-            .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
-        self.switch_sampling_on()?;
-        let _ = self.record.set(record);
-        Ok(())
-    }
-
-    /// Remembers how sampling runs, and why (the first choice stays).
-    pub(crate) fn chose_sampling(&self, choice: sampling::Choice) {
-        let _ = self.sampling.set(choice);
-    }
-
-    /// How sampling runs, and why; on demand before start-up chose.
-    pub(crate) fn sampling(&self) -> sampling::Choice {
-        let default = || sampling::Choice { mode: sampling::Mode::OnDemand, because: "the default".to_owned() };
-        self.sampling.get().cloned().unwrap_or_else(default)
-    }
-
-    /// The record of sampled objects, when sampling is continuous.
-    pub(crate) fn record(&self) -> Option<&'static record::table::Table> {
-        self.record.get().copied()
-    }
-
     fn switch_sampling_on(&self) -> Result<(), Error> {
         crate::profiler::unwinder::prepare_for_samples();
         // memprof's pools get all their threads first: none may be born while sampling is on.
         crate::process::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map(|_| ())
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))
-    }
-
-    /// How the profile of a run starting at `window_start` is written: the record's window, or jemalloc's dump.
-    fn run_dump(&self, window_start: Option<u64>) -> impl Fn(&std::path::Path) -> std::io::Result<()> + use<> {
-        let record = self.record();
-        move |path| match (record, window_start) {
-            (Some(record), Some(since)) => record::write_profile(record, path, since, record::heap_v2::Content::Live),
-            _ => jemalloc::dump_profile(path),
-        }
-    }
-
-    /// How the heap as it is now is written: everything the record holds, with what each stack allocated
-    /// since start-up (Go's `alloc_*`), in continuous mode; else jemalloc's dump.
-    fn heap_dump(&self) -> impl Fn(&std::path::Path) -> std::io::Result<()> + use<> {
-        let record = self.record();
-        move |path| match record {
-            Some(record) => record::write_profile(record, path, 0, record::heap_v2::Content::LiveAndAllocated),
-            None => jemalloc::dump_profile(path),
-        }
     }
 
     /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
@@ -289,23 +237,6 @@ impl Profiler {
         }
     }
 
-    /// In continuous mode, opens a window for code (`Run`, `scope!`) beside any other run or window:
-    /// `None` on demand, where code starts a run like any other.
-    pub(crate) fn open_window(&self, owner: Owner) -> Result<Option<ActiveRun>, Error> {
-        let Some(record) = self.record() else { return Ok(None) };
-        let mut books = self.books.lock();
-        books.runs.check_open()?;
-        let id = books.runs.next_id();
-        Ok(Some(books.runs.open_window(id, owner, record.next_sequence())))
-    }
-
-    /// Closes window `id` and keeps its profile: what was sampled since it opened and is still live.
-    pub(crate) fn close_window(&self, id: u64) -> Result<KeptProfile, Error> {
-        let mut books = self.books.lock();
-        let Some(window) = books.runs.close_window(id) else { return Err(Error::UnknownRun(id)) };
-        self.keep(&mut books, window)
-    }
-
     /// Ends the current run: the heap dumped into the store, then (on demand) sampling off.
     ///
     /// The dump comes first: between the two, the program goes on freeing sampled objects (which the
@@ -345,35 +276,6 @@ impl Profiler {
         finished
     }
 
-    /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
-    /// a file the caller deletes once read.
-    pub(crate) fn snapshot(&self) -> Result<(std::fs::File, String), Error> {
-        self.check_available()?;
-        let mut books = self.books.lock();
-        books.runs.check_open()?;
-        let id = books.runs.next_id();
-        jemalloc::unsampled(|| books.store.snapshot(id, &self.heap_dump()))
-            .map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.to_string() })
-    }
-
-    /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
-    /// files or `max_bytes` in all (the newest always stays).
-    pub(crate) fn automatic_dump(&self, reason: String, keep: usize, max_bytes: u64) -> Result<KeptProfile, Error> {
-        self.check_available()?;
-        let mut books = self.books.lock();
-        books.runs.check_open()?;
-        let id = books.runs.next_id();
-        let path = books
-            .store
-            .automatic(id, &self.heap_dump())
-            .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
-        let dump = keep_automatic(&mut books, id, Owner::Automatic(reason), path, keep, max_bytes);
-        if let Some(record) = self.record() {
-            keep_growth(&mut books, record, id, keep, max_bytes);
-        }
-        Ok(dump)
-    }
-
     /// Writes the process's last-seen record in its profile directory (see [`crate::profile_root::last_seen`]); nothing
     /// when no directory can be written (profiles kept in memory).
     pub(crate) fn record_last_seen(&self) {
@@ -409,38 +311,6 @@ impl Profiler {
         }
         books.runs.close();
         books.store.remove_all();
-    }
-}
-
-/// Keeps automatic dump `id` at `path`, then drops the oldest beyond `keep` files or `max_bytes`.
-fn keep_automatic(books: &mut Books, id: u64, owner: Owner, path: PathBuf, keep: usize, max_bytes: u64) -> KeptProfile {
-    let now = SystemTime::now();
-    let dump = KeptProfile { id, owner, started: now, stopped: now, path };
-    crate::profile_root::evidence::record(&dump);
-    let size = |dump: &KeptProfile| std::fs::metadata(&dump.path).map_or(0, |metadata| metadata.len());
-    let evicted = books.runs.automatic_dump(dump.clone(), keep, max_bytes, size);
-    books.forget(evicted);
-    dump
-}
-
-/// Beside automatic dump `beside`, in continuous mode: what grew steadily over the record's last hour, as a
-/// profile of its own (each stack holding its growth), so that after an OOM kill the next process shows
-/// the growing stacks of the killed one beside its last heap. Nothing when nothing grew.
-fn keep_growth(books: &mut Books, record: &record::table::Table, beside: u64, keep: usize, max_bytes: u64) {
-    let growers = record::growers(record, u32::MAX);
-    let Some(seconds) = growers.first().map(|grower| grower.growth.seconds) else { return };
-    let write = |path: &std::path::Path| {
-        let text = record::growers_as_dump(&growers, &|grower| grower.growth.grown)?;
-        record::write_owner_only(path, &text)
-    };
-    let id = books.runs.next_id();
-    match jemalloc::unsampled(|| books.store.automatic(id, &write)) {
-        Ok(path) => {
-            let reason = format!("{}{seconds} s, beside dump {beside}", crate::profile_root::evidence::GROWTH_REASON);
-            let owner = Owner::Automatic(reason);
-            keep_automatic(books, id, owner, path, keep, max_bytes);
-        }
-        Err(error) => messages::warn(&format!("The growth beside automatic dump {beside} was not written: {error}")),
     }
 }
 

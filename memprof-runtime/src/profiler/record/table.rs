@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::spin::SpinLock;
+use slots::{Object, Objects, Stack, Stacks, hash_frames, zeroed_slots};
 
 /// How much a table holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,38 +101,6 @@ pub(crate) struct StackReading {
 pub(crate) struct Held {
     pub(crate) live: Totals,
     pub(crate) older_bytes: f64,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Object {
-    /// 0: empty.
-    address: usize,
-    stack: u32,
-    bytes: u64,
-    sequence: u64,
-    time: u32,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Stack {
-    hash: u64,
-    start: u32,
-    len: u32,
-    allocated: Totals,
-}
-
-/// Every stack sampled, with its frames and what it allocated.
-struct Stacks {
-    /// Indexes into `stacks`, plus one (0: empty), by hash.
-    slots: Box<[u32]>,
-    stacks: Vec<Stack>,
-    frames: Vec<usize>,
-}
-
-/// The live sampled objects of one shard (by address), in an open-addressed table.
-struct Objects {
-    slots: Box<[Object]>,
-    live: usize,
 }
 
 /// How many shards the live objects are split into, each behind its own lock: threads sampling or freeing
@@ -322,110 +291,12 @@ impl Table {
     }
 }
 
-/// `count` empty slots, from zeroed memory (`calloc`): a fresh mapping's pages stay untouched until used.
-fn zeroed_slots(count: usize) -> Box<[Object]> {
-    let layout = std::alloc::Layout::array::<Object>(count).expect("a table of at most a few million slots");
-    // SAFETY: `layout` is not empty (`count` >= 16); an all-zero `Object` is a valid one (integers), the
-    // empty slot; the allocation is `count` objects of the global allocator, as the box frees it.
-    unsafe {
-        let memory = std::alloc::alloc_zeroed(layout).cast::<Object>();
-        if memory.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Box::from_raw(std::ptr::slice_from_raw_parts_mut(memory, count))
-    }
-}
-
 /// How many stacks a reading makes room for beyond those it counted before copying them.
 const SLACK: usize = 64;
 
 /// jemalloc's deepest backtrace by default (`opt.prof_bt_max`): what [`Table::frames`] reserves a stack.
 const PROF_BT_MAX: usize = 128;
 
-/// FNV-1a over the frames: cheap, allocation-free, good enough for addresses.
-fn hash_frames(frames: &[usize]) -> u64 {
-    frames.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &frame| (hash ^ frame as u64).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// A hash of an address spread over the table (Fibonacci hashing; allocations are aligned).
-fn address_slot(address: usize, mask: usize) -> usize {
-    ((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask
-}
-
-impl Stacks {
-    /// The index of the stack of `frames` (whose [`hash_frames`] is `hash`), added if new; `None` when there
-    /// is no room for it.
-    fn find_or_add(&mut self, frames: &[usize], hash: u64) -> Option<u32> {
-        let mask = self.slots.len() - 1;
-        let mut slot = hash as usize & mask;
-        loop {
-            match self.slots[slot] {
-                0 => break,
-                index => {
-                    let stack = &self.stacks[index as usize - 1];
-                    if stack.hash == hash && self.frames[stack.start as usize..][..stack.len as usize] == *frames {
-                        return Some(index - 1);
-                    }
-                }
-            }
-            slot = (slot + 1) & mask;
-        }
-        let room = self.frames.capacity() - self.frames.len();
-        if self.stacks.len() == self.stacks.capacity() || room < frames.len() {
-            return None;
-        }
-        let start = self.frames.len() as u32;
-        self.frames.extend_from_slice(frames);
-        self.stacks.push(Stack { hash, start, len: frames.len() as u32, allocated: Totals::default() });
-        self.slots[slot] = self.stacks.len() as u32;
-        Some(self.stacks.len() as u32 - 1)
-    }
-}
-
-impl Objects {
-    /// Inserts a live object (linear probing); false when the table is as full as it may be (7/8).
-    fn insert(&mut self, object: Object) -> bool {
-        let mask = self.slots.len() - 1;
-        if (self.live + 1) * 8 > self.slots.len() * 7 {
-            return false;
-        }
-        let mut slot = address_slot(object.address, mask);
-        while self.slots[slot].address != 0 && self.slots[slot].address != object.address {
-            slot = (slot + 1) & mask;
-        }
-        if self.slots[slot].address == 0 {
-            self.live += 1;
-        }
-        self.slots[slot] = object;
-        true
-    }
-
-    /// Removes the object at `address`, if recorded, shifting later entries back (no tombstones).
-    fn remove(&mut self, address: usize) {
-        let mask = self.slots.len() - 1;
-        let mut slot = address_slot(address, mask);
-        loop {
-            match self.slots[slot].address {
-                0 => return,
-                found if found == address => break,
-                _ => slot = (slot + 1) & mask,
-            }
-        }
-        self.live -= 1;
-        let mut hole = slot;
-        let mut next = (hole + 1) & mask;
-        while self.slots[next].address != 0 {
-            let home = address_slot(self.slots[next].address, mask);
-            // `next` may fill the hole if its home is not cyclically within (hole, next].
-            if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
-                self.slots[hole] = self.slots[next];
-                hole = next;
-            }
-            next = (next + 1) & mask;
-        }
-        self.slots[hole] = Object::default();
-    }
-}
-
+mod slots;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,137 @@
+//! The table's two open-addressed hash tables: stacks by their frames (appended, never removed) and live
+//! objects by address (linear probing, removal by shifting back, no tombstones). Neither allocates.
+
+use super::Totals;
+
+/// A live sampled object: where, from which stack, how big, and when (sequence number and record time).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Object {
+    /// 0: empty.
+    pub(super) address: usize,
+    pub(super) stack: u32,
+    pub(super) bytes: u64,
+    pub(super) sequence: u64,
+    pub(super) time: u32,
+}
+
+/// A stack: its hash, where its frames are in [`Stacks::frames`], and what it allocated since start-up.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Stack {
+    pub(super) hash: u64,
+    pub(super) start: u32,
+    pub(super) len: u32,
+    pub(super) allocated: Totals,
+}
+
+/// Every stack sampled, with its frames and what it allocated.
+pub(super) struct Stacks {
+    /// Indexes into `stacks`, plus one (0: empty), by hash.
+    pub(super) slots: Box<[u32]>,
+    pub(super) stacks: Vec<Stack>,
+    pub(super) frames: Vec<usize>,
+}
+
+/// The live sampled objects of one shard (by address), in an open-addressed table.
+pub(super) struct Objects {
+    pub(super) slots: Box<[Object]>,
+    pub(super) live: usize,
+}
+
+/// `count` empty slots, from zeroed memory (`calloc`): a fresh mapping's pages stay untouched until used.
+pub(super) fn zeroed_slots(count: usize) -> Box<[Object]> {
+    let layout = std::alloc::Layout::array::<Object>(count).expect("a table of at most a few million slots");
+    // SAFETY: `layout` is not empty (`count` >= 16); an all-zero `Object` is a valid one (integers), the
+    // empty slot; the allocation is `count` objects of the global allocator, as the box frees it.
+    unsafe {
+        let memory = std::alloc::alloc_zeroed(layout).cast::<Object>();
+        if memory.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(memory, count))
+    }
+}
+
+/// FNV-1a over the frames: cheap, allocation-free, good enough for addresses.
+pub(super) fn hash_frames(frames: &[usize]) -> u64 {
+    frames.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &frame| (hash ^ frame as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A hash of an address spread over the table (Fibonacci hashing; allocations are aligned).
+fn address_slot(address: usize, mask: usize) -> usize {
+    ((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask
+}
+
+impl Stacks {
+    /// The index of the stack of `frames` (whose [`hash_frames`] is `hash`), added if new; `None` when there
+    /// is no room for it.
+    pub(super) fn find_or_add(&mut self, frames: &[usize], hash: u64) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut slot = hash as usize & mask;
+        loop {
+            match self.slots[slot] {
+                0 => break,
+                index => {
+                    let stack = &self.stacks[index as usize - 1];
+                    if stack.hash == hash && self.frames[stack.start as usize..][..stack.len as usize] == *frames {
+                        return Some(index - 1);
+                    }
+                }
+            }
+            slot = (slot + 1) & mask;
+        }
+        let room = self.frames.capacity() - self.frames.len();
+        if self.stacks.len() == self.stacks.capacity() || room < frames.len() {
+            return None;
+        }
+        let start = self.frames.len() as u32;
+        self.frames.extend_from_slice(frames);
+        self.stacks.push(Stack { hash, start, len: frames.len() as u32, allocated: Totals::default() });
+        self.slots[slot] = self.stacks.len() as u32;
+        Some(self.stacks.len() as u32 - 1)
+    }
+}
+
+impl Objects {
+    /// Inserts a live object (linear probing); false when the table is as full as it may be (7/8).
+    pub(super) fn insert(&mut self, object: Object) -> bool {
+        let mask = self.slots.len() - 1;
+        if (self.live + 1) * 8 > self.slots.len() * 7 {
+            return false;
+        }
+        let mut slot = address_slot(object.address, mask);
+        while self.slots[slot].address != 0 && self.slots[slot].address != object.address {
+            slot = (slot + 1) & mask;
+        }
+        if self.slots[slot].address == 0 {
+            self.live += 1;
+        }
+        self.slots[slot] = object;
+        true
+    }
+
+    /// Removes the object at `address`, if recorded, shifting later entries back (no tombstones).
+    pub(super) fn remove(&mut self, address: usize) {
+        let mask = self.slots.len() - 1;
+        let mut slot = address_slot(address, mask);
+        loop {
+            match self.slots[slot].address {
+                0 => return,
+                found if found == address => break,
+                _ => slot = (slot + 1) & mask,
+            }
+        }
+        self.live -= 1;
+        let mut hole = slot;
+        let mut next = (hole + 1) & mask;
+        while self.slots[next].address != 0 {
+            let home = address_slot(self.slots[next].address, mask);
+            // `next` may fill the hole if its home is not cyclically within (hole, next].
+            if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
+                self.slots[hole] = self.slots[next];
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.slots[hole] = Object::default();
+    }
+}

@@ -1,0 +1,83 @@
+//! Continuous sampling's side of the profiler: switching it on with the record, how sampling was chosen,
+//! windows opened by code beside the HTTP run, and how a run's or the heap's profile is written (the
+//! record's window, or jemalloc's dump).
+
+use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, control, record, sampling};
+use crate::jemalloc;
+use crate::process::messages;
+
+impl Profiler {
+    /// Makes sampling continuous from now on: starts the [`record`], then switches sampling on for good.
+    /// Runs are windows from then on.
+    pub(crate) fn sample_continuously(&self) -> Result<(), Error> {
+        self.check_available()?;
+        let _books = self.books.lock();
+        if self.record.get().is_some() {
+            return Ok(());
+        }
+        let capacity = record::capacity_from_environment().unwrap_or_else(|error| {
+            messages::warn(&format!("{error}; the record holds the default"));
+            record::DEFAULT_CAPACITY
+        });
+        let record = record::start(capacity)
+            .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
+        self.switch_sampling_on()?;
+        let _ = self.record.set(record);
+        Ok(())
+    }
+
+    /// Remembers how sampling runs, and why (the first choice stays).
+    pub(crate) fn chose_sampling(&self, choice: sampling::Choice) {
+        let _ = self.sampling.set(choice);
+    }
+
+    /// How sampling runs, and why; on demand before start-up chose.
+    pub(crate) fn sampling(&self) -> sampling::Choice {
+        let default = || sampling::Choice { mode: sampling::Mode::OnDemand, because: "the default".to_owned() };
+        self.sampling.get().cloned().unwrap_or_else(default)
+    }
+
+    /// The record of sampled objects, when sampling is continuous.
+    pub(crate) fn record(&self) -> Option<&'static record::table::Table> {
+        self.record.get().copied()
+    }
+
+    /// How the profile of a run starting at `window_start` is written: the record's window, or jemalloc's dump.
+    pub(super) fn run_dump(
+        &self,
+        window_start: Option<u64>,
+    ) -> impl Fn(&std::path::Path) -> std::io::Result<()> + use<> {
+        let record = self.record();
+        move |path| match (record, window_start) {
+            (Some(record), Some(since)) => record::write_profile(record, path, since, record::heap_v2::Content::Live),
+            _ => jemalloc::dump_profile(path),
+        }
+    }
+
+    /// How the heap as it is now is written: everything the record holds, with what each stack allocated
+    /// since start-up (Go's `alloc_*`), in continuous mode; else jemalloc's dump.
+    pub(super) fn heap_dump(&self) -> impl Fn(&std::path::Path) -> std::io::Result<()> + use<> {
+        let record = self.record();
+        move |path| match record {
+            Some(record) => record::write_profile(record, path, 0, record::heap_v2::Content::LiveAndAllocated),
+            None => jemalloc::dump_profile(path),
+        }
+    }
+
+    /// In continuous mode, opens a window for code (`Run`, `scope!`) beside any other run or window:
+    /// `None` on demand, where code starts a run like any other.
+    pub(crate) fn open_window(&self, owner: Owner) -> Result<Option<ActiveRun>, Error> {
+        let Some(record) = self.record() else { return Ok(None) };
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let id = books.runs.next_id();
+        Ok(Some(books.runs.open_window(id, owner, record.next_sequence())))
+    }
+
+    /// Closes window `id` and keeps its profile: what was sampled since it opened and is still live.
+    pub(crate) fn close_window(&self, id: u64) -> Result<KeptProfile, Error> {
+        let mut books = self.books.lock();
+        let Some(window) = books.runs.close_window(id) else { return Err(Error::UnknownRun(id)) };
+        self.keep(&mut books, window)
+    }
+}
