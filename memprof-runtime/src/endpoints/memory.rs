@@ -29,18 +29,17 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     // The heap is snapshotted only for a leak, and only while sampling is on. Sampled continuously, the
     // record's last hour names what grew; else the first such answer names the stacks holding the most, the
     // next ones (2 s on) what grew since it (the history keeps the record).
-    let stacks = match growth {
+    let grown_in_the_record = match (growth, context.profiler.record()) {
+        (Some(_), Some(record)) if sampling => super::growing::grown_in_the_record(record, STACKS_NAMED)?,
+        _ => None,
+    };
+    let stacks = match (growth, grown_in_the_record) {
         _ if !sampling => {
             history::forget_stacks();
             Holders::default()
         }
-        Some(_)
-            if let Some(record) = context.profiler.record()
-                && let Some(grown) = super::growing::grown_in_the_record(record, STACKS_NAMED)? =>
-        {
-            grown
-        }
-        Some(_) => {
+        (Some(_), Some(grown)) => grown,
+        (Some(_), None) => {
             let holders = holders(&super::heap_now::symbolized(context)?);
             let grown = history::stacks_grown(&holders).map(|(mut stacks, seconds)| {
                 stacks.truncate(STACKS_NAMED);
@@ -48,7 +47,7 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
             });
             grown.unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None })
         }
-        None => Holders::default(),
+        (None, _) => Holders::default(),
     };
     Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, &bins, decay.as_ref())))
 }
