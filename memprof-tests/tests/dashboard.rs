@@ -255,6 +255,35 @@ async fn the_dashboard_explains_retention_stacks_the_classes_and_purges_on_reque
     client.close().await.unwrap();
 }
 
+/// Sampled continuously, a leaking program's dashboard charts the leaking function's live memory over time,
+/// with no run started; the panel is hidden until something grew.
+#[tokio::test(flavor = "current_thread")]
+async fn sampled_continuously_the_dashboard_charts_the_growing_function() {
+    let program = memprof_tests::process::Launch::new(memprof_tests::process::built_binary("explained"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_SAMPLING", "continuous")
+        .args(["leak"])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let Some((_driver, client)) = open_dashboard(&program).await else { return };
+    assert_eq!(
+        client.execute("return document.getElementById('growing-panel').hidden;", vec![]).await.unwrap(),
+        true,
+        "nothing grew yet"
+    );
+    let status =
+        "const said = document.getElementById('status').textContent; return said.startsWith('Sampling') && said;";
+    let said = wait_for(&client, "the status", status).await;
+    assert_eq!(said, "Sampling continuously (runs are windows over it)");
+    let line = "return document.querySelector('#growing-chart polyline[data-series=\"explained::leak_slowly\"]');";
+    wait_for(&client, "the growing function's line", line).await;
+    let legend = client.find(Locator::Id("growing-legend")).await.unwrap().text().await.unwrap();
+    assert!(legend.starts_with("explained::leak_slowly ") && legend.contains(" MiB"), "{legend}");
+    screenshot(&client, "dashboard-growing").await;
+    client.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn with_profiling_disabled_the_dashboard_says_so_and_offers_no_run() {
     let service = Program::service().env("MALLOC_CONF", "prof:false").spawn();

@@ -107,6 +107,7 @@ fn every_get_and_render(program: &Program) {
         "/memory-profiler/",
         "/memory-profiler/state",
         "/memory-profiler/memory",
+        "/memory-profiler/growing",
         "/memory-profiler/statistics",
         "/memory-profiler/statistics?format=json",
         "/memory-profiler/explain",

@@ -70,6 +70,8 @@ pub mod paths {
     pub const EXPLAIN: &str = "/memory-profiler/explain";
     /// Returns the pages jemalloc keeps freed to the system (POST): [`crate::Purged`].
     pub const PURGE: &str = "/memory-profiler/purge";
+    /// The functions that grew over the continuous record's last hour, over time: [`crate::Growing`].
+    pub const GROWING: &str = "/memory-profiler/growing";
     /// Sets jemalloc's decay times and background thread (POST): [`crate::DecaySettings`].
     pub const DECAY: &str = "/memory-profiler/decay";
 
@@ -293,6 +295,37 @@ pub struct Memory {
     pub capacity: usize,
     /// The readings after `since`, oldest first.
     pub readings: Vec<Reading>,
+}
+
+/// `growing`: the functions whose live sampled memory grew steadily over the continuous record's last hour
+/// (the most first), each with what it held at every reading; empty when none grew or sampling is not
+/// continuous.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Growing {
+    /// Whether sampling is continuous (else there is no record to read).
+    pub continuous: bool,
+    /// The growing functions.
+    pub series: Vec<GrowingSeries>,
+}
+
+/// A growing function over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrowingSeries {
+    /// The program's function that allocated (the first frame of its own code).
+    pub function: String,
+    /// By how much it grew over the readings.
+    pub grown_bytes: f64,
+    /// What it held at each reading, oldest first.
+    pub points: Vec<SeriesPoint>,
+}
+
+/// What a function held at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    /// When, in Unix milliseconds.
+    pub time: u64,
+    /// Estimated live bytes.
+    pub bytes: f64,
 }
 
 /// One reading of jemalloc's counters, and of the process's memory classes when they were read then.

@@ -45,3 +45,17 @@ pub(super) fn memory(_: &Context, query: &Query) -> Result<Reply, HttpError> {
         readings: history::ring().since(since),
     }))
 }
+
+/// How many growing functions the dashboard's chart shows.
+const GROWING_SHOWN: usize = 5;
+
+/// `growing`: the functions that grew steadily over the continuous record's last hour, with what each held
+/// at every reading, for the dashboard's chart (symbolizing them is an expensive job).
+pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> {
+    let Some(record) = context.profiler.record() else {
+        return Ok(Reply::json(&memprof_wire::Growing { continuous: false, series: Vec::new() }));
+    };
+    let _permit = super::jobs::Permit::or_busy()?;
+    let series = super::growing::growing_series(record, GROWING_SHOWN)?;
+    Ok(Reply::json(&memprof_wire::Growing { continuous: true, series }))
+}

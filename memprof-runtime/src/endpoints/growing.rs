@@ -1,7 +1,7 @@
 //! The stacks a leak is named by: those holding the most of a heap profile ([`holders`]), and those that
 //! grew steadily over the continuous record's last hour, with how old what they hold is
-//! ([`grown_in_the_record`]), each by the program's function that allocated them: for `explain`'s leak
-//! verdict and `/metrics`.
+//! ([`grown_in_the_record`]; over time, [`growing_series`]), each by the program's function that allocated
+//! them: for `explain`'s leak verdict, `/metrics` and the dashboard.
 
 use std::collections::HashMap;
 
@@ -16,25 +16,20 @@ use crate::profiler::record::{self, Grower};
 /// The `named` stacks that grew the most over the record's last hour ([`record::growers`]), by the
 /// program's function that allocated, with how old what they hold is: `None` when none grew.
 pub(super) fn grown_in_the_record(record: &Table, named: usize) -> Result<Option<Holders>, HttpError> {
-    let watched = record::growers(record, u32::MAX).first().map(|grower| grower.growth.seconds);
-    let Some(watched) = watched.filter(|seconds| *seconds > 0) else { return Ok(None) };
-    let older_than = OLDER_THAN.min(watched / 2);
-    let growers = record::growers(record, older_than);
-    let symbolized = |bytes: &dyn Fn(&Grower) -> f64| -> Result<HashMap<String, GrowingStack>, HttpError> {
-        let text = record::growers_as_dump(&growers, bytes)
-            .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
-        let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
-            .map_err(|error| HttpError::internal(format!("The record's stacks do not read back: {error}")))?;
-        Ok(holders(&analysis).into_iter().map(|stack| (stack.function.clone(), stack)).collect())
-    };
-    let grown = symbolized(&|grower| grower.growth.grown)?;
-    let held = symbolized(&|grower| grower.held.live.unbiased_bytes)?;
-    let older = symbolized(&|grower| grower.held.older_bytes)?;
-    let mut stacks: Vec<GrowingStack> = grown
+    let Some((growers, older_than)) = growers_now(record) else { return Ok(None) };
+    let watched = growers[0].growth.seconds;
+    let mut by_function: HashMap<String, (GrowingStack, f64, f64)> = HashMap::new();
+    for (grower, (function, frames)) in growers.iter().zip(functions_of(&growers)?) {
+        let (stack, held, older) = by_function
+            .entry(function.clone())
+            .or_insert_with(|| (GrowingStack { function, frames, bytes: 0.0, age: None }, 0.0, 0.0));
+        stack.bytes += grower.growth.grown;
+        *held += grower.held.live.unbiased_bytes;
+        *older += grower.held.older_bytes;
+    }
+    let mut stacks: Vec<GrowingStack> = by_function
         .into_values()
-        .map(|mut stack| {
-            let held_bytes = held.get(&stack.function).map_or(0.0, |held| held.bytes);
-            let older_bytes = older.get(&stack.function).map_or(0.0, |older| older.bytes);
+        .map(|(mut stack, held_bytes, older_bytes)| {
             stack.age = Some(HeldAge {
                 held_bytes,
                 older_share: if held_bytes > 0.0 { (older_bytes / held_bytes).min(1.0) } else { 0.0 },
@@ -46,6 +41,77 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize) -> Result<Option
     stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
     stacks.truncate(named);
     Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)) }))
+}
+
+/// The functions that grew the most over the record's last hour, each with what it held at every
+/// reading (Unix milliseconds, bytes), for the dashboard's chart; empty when none grew.
+pub(super) fn growing_series(record: &Table, named: usize) -> Result<Vec<memprof_wire::GrowingSeries>, HttpError> {
+    let Some((growers, _)) = growers_now(record) else { return Ok(Vec::new()) };
+    let functions = functions_of(&growers)?;
+    let indexes: Vec<u32> = growers.iter().map(|grower| grower.growth.stack).collect();
+    let readings = record::history_of(&indexes);
+    let mut by_function: Vec<(String, f64, Vec<usize>)> = Vec::new();
+    for (position, (grower, (function, _))) in growers.iter().zip(functions).enumerate() {
+        match by_function.iter_mut().find(|(name, ..)| *name == function) {
+            Some((_, grown, positions)) => {
+                *grown += grower.growth.grown;
+                positions.push(position);
+            }
+            None => by_function.push((function, grower.growth.grown, vec![position])),
+        }
+    }
+    by_function.sort_by(|a, b| b.1.total_cmp(&a.1));
+    by_function.truncate(named);
+    Ok(by_function
+        .into_iter()
+        .map(|(function, grown_bytes, positions)| memprof_wire::GrowingSeries {
+            function,
+            grown_bytes,
+            points: readings
+                .iter()
+                .map(|(time, bytes)| memprof_wire::SeriesPoint {
+                    time: *time,
+                    bytes: positions.iter().map(|&position| f64::from(bytes[position])).sum(),
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+/// The stacks that grew steadily, with what they hold and the age [`HeldAge::older_share`] is of; `None`
+/// when none did.
+fn growers_now(record: &Table) -> Option<(Vec<Grower>, u32)> {
+    let watched = record::growers(record, u32::MAX).first().map(|grower| grower.growth.seconds)?;
+    let older_than = OLDER_THAN.min(watched / 2);
+    let growers = record::growers(record, older_than);
+    (!growers.is_empty() && watched > 0).then_some((growers, older_than))
+}
+
+/// Each grower's allocating function ([`Analysis::allocating_frame`]) and its frames as the text download
+/// shows them, in order: one symbolization of all their frames, one sample each.
+fn functions_of(growers: &[Grower]) -> Result<Vec<(String, Vec<String>)>, HttpError> {
+    let text = record::growers_as_dump(growers, &|grower| grower.growth.grown)
+        .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
+    let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
+        .map_err(|error| HttpError::internal(format!("The record's stacks do not read back: {error}")))?;
+    if analysis.samples.len() != growers.len() {
+        return Err(HttpError::internal(format!(
+            "The record's {} growing stacks read back as {} samples",
+            growers.len(),
+            analysis.samples.len()
+        )));
+    }
+    Ok(analysis
+        .samples
+        .iter()
+        .map(|sample| {
+            let function =
+                analysis.allocating_frame(sample).map_or_else(|| "?".to_owned(), |frame| frame.function.to_string());
+            let frames =
+                analysis.shown_frames(sample, false).iter().take(12).map(|frame| frame.function.to_string()).collect();
+            (function, frames)
+        })
+        .collect())
 }
 
 /// The age [`HeldAge::older_share`] is of: ten minutes, or half the time the record watched when shorter.

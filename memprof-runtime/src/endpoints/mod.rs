@@ -189,6 +189,7 @@ const DASHBOARD: &str = PREFIX;
 const ROUTES: &[Route] = &[
     get(DASHBOARD, &[], dashboard::page),
     get(paths::MEMORY, &["since"], dashboard::memory),
+    get(paths::GROWING, &[], dashboard::growing),
     post(paths::START, &["duration"], runs::start),
     control(post(paths::STOP, &[], runs::stop)),
     control(get(paths::STATE, &[], state::state)),

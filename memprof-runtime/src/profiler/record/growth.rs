@@ -70,6 +70,20 @@ impl History {
         self.readings.back().map(|reading| reading.time)
     }
 
+    /// What the stacks at `indexes` held at each reading, oldest first: its time and their bytes, in order
+    /// (0 where a reading did not keep a stack).
+    pub(crate) fn of(&self, indexes: &[u32]) -> Vec<(u32, Vec<f32>)> {
+        self.readings
+            .iter()
+            .map(|reading| {
+                let held = |index: &u32| {
+                    reading.stacks.iter().find(|(stack, _)| stack == index).map_or(0.0, |(_, bytes)| *bytes)
+                };
+                (reading.time, indexes.iter().map(held).collect())
+            })
+            .collect()
+    }
+
     /// The stacks that grew steadily over the readings kept (at least three): by at least 1 MiB and a tenth
     /// of what they hold now, falling in at most a quarter of the steps, the most grown first. A stack
     /// missing from a reading held less than its 64 largest: counted as 0 there.
@@ -128,6 +142,9 @@ mod tests {
         ]);
         let growing = history.growing();
         assert_eq!(growing, [Growth { stack: 1, bytes_now: 10.0 * MIB, grown: 8.0 * MIB, seconds: 20 }]);
+        let series = history.of(&[1, 9]);
+        assert_eq!(series.len(), 5);
+        assert_eq!(series[4], (20, vec![(10.0 * MIB) as f32, 0.0]), "a stack no reading kept holds 0");
     }
 
     #[test]

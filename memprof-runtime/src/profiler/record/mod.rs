@@ -164,6 +164,13 @@ pub(crate) fn read_when_due(record: &Table) {
     HISTORY.lock().push(reading);
 }
 
+/// What the stacks at `indexes` held at each reading of the history: (Unix milliseconds, bytes of each).
+pub(crate) fn history_of(indexes: &[u32]) -> Vec<(u64, Vec<f32>)> {
+    let (now, unix_now) = (clock_seconds(), crate::profile_root::untrusted::unix_seconds(std::time::SystemTime::now()));
+    let unix_ms = |time: u32| ((unix_now - f64::from(now.saturating_sub(time))) * 1000.0).max(0.0) as u64;
+    HISTORY.lock().of(indexes).into_iter().map(|(time, bytes)| (unix_ms(time), bytes)).collect()
+}
+
 /// A stack that grew steadily over the history: its frames, its growth, and what it holds now (with the
 /// bytes older than `older_than` seconds).
 pub(crate) struct Grower {
