@@ -1,7 +1,8 @@
 //! A key-value server in the shape of tokio's mini-redis tutorial, driven by its own clients: a listener
 //! task accepts connections and spawns one task per connection under a `tracing` span; each connection
 //! reads `SET key value` lines into frames and stores the values in a shared map. The store is kept to the
-//! end, so the heap profile jemalloc writes at exit holds it.
+//! end, so the heap profile jemalloc writes at exit holds it. Each of the four clients sets
+//! `TOKIO_SERVER_KEYS` keys (2,000 unless told), and the time they took is printed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -78,16 +79,20 @@ async fn client(address: std::net::SocketAddr, client: usize, count: usize) {
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(feature = "memprof", memprof::main(env = "TOKIO_SERVER_ENDPOINTS"))]
 async fn main() {
+    let keys = std::env::var("TOKIO_SERVER_KEYS").ok().and_then(|text| text.parse().ok()).unwrap_or(2_000);
     let store: Store = Arc::default();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(listen(listener, Arc::clone(&store)));
-    let clients: Vec<_> = (0..4).map(|id| tokio::spawn(client(address, id, 2_000))).collect();
+    let started = std::time::Instant::now();
+    let clients: Vec<_> = (0..4).map(|id| tokio::spawn(client(address, id, keys))).collect();
     for client in clients {
         client.await.unwrap();
     }
-    println!("tokio-server: {} keys", store.lock().unwrap().len());
+    let milliseconds = started.elapsed().as_secs_f64() * 1000.0;
+    println!("tokio-server: {} keys in {milliseconds:.1} ms", store.lock().unwrap().len());
     // Kept to the exit, where jemalloc writes its final heap profile.
     std::mem::forget(store);
 }
