@@ -1,13 +1,16 @@
 //! memprof's one thread reading jemalloc's memory counters, once a second: each reading goes into the
-//! memory history (the dashboard's chart, [`crate::memory::history`]) and, when they are armed, to the automatic
-//! dumps' watcher ([`crate::profiler::autodump`]). The resident set by class ([`crate::memory`]) goes with a reading
-//! as often as reading it costs at most [`CLASSES_SHARE`] of a core: every second for a process of a few
-//! thousand mappings, less often for more. Every [`last_seen::PERIOD`] it writes the process's last-seen
-//! record, which the next process reads if this one is killed.
+//! memory history (the dashboard's chart, [`crate::memory::history`]) and, when they are armed, to the
+//! automatic dumps' watcher ([`crate::profiler::autodump`]); sampled continuously, every few seconds the
+//! record's history takes a reading too. When the endpoints are on, the resident set by class
+//! ([`crate::memory`]) goes with a reading as often as reading it costs at most [`CLASSES_SHARE`] of a core:
+//! every second for a process of a few thousand mappings, less often for more. Every
+//! [`last_seen::PERIOD`] it writes the process's last-seen record, which the next process reads if this
+//! one is killed.
 //!
 //! Started at start-up when the endpoints are on or automatic dumps are armed (before any run, so its
 //! birth is never sampled), and at most once.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +29,15 @@ pub(crate) const CLASSES_SHARE: f64 = 0.005;
 /// Whether the reading thread runs.
 static STARTED: Mutex<bool> = Mutex::new(false);
 
+/// Whether the resident set by class is read with the counters: only for the endpoints (the dashboard's
+/// chart, `/metrics`); automatic dumps and the continuous record's history need jemalloc's counters alone.
+static CLASSES_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Reads the resident set by class with the counters from now on (the endpoints are on).
+pub(crate) fn want_classes() {
+    CLASSES_WANTED.store(true, Ordering::Relaxed);
+}
+
 /// Starts the thread that reads the counters every [`PERIOD`], unless it runs already.
 pub(crate) fn start() -> std::io::Result<()> {
     let mut started = STARTED.lock();
@@ -40,7 +52,8 @@ pub(crate) fn start() -> std::io::Result<()> {
             if let Ok(counters) = jemalloc::heap_stats() {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
                 let now = Instant::now();
-                let classes = (now >= classes_due).then(|| memory::read().ok()).flatten().map(|reading| {
+                let due = now >= classes_due && CLASSES_WANTED.load(Ordering::Relaxed);
+                let classes = due.then(|| memory::read().ok()).flatten().map(|reading| {
                     classes_due = now + PERIOD.max(now.elapsed().div_f64(CLASSES_SHARE));
                     reading.classified.bytes
                 });
