@@ -200,3 +200,39 @@ fn windows_in_a_loop_a_double_stop_forks_and_threads_leave_the_record_sound() {
     let now = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
     assert_near(bytes_under(&program, &now, "grown_in_the_window"), 16.0, "sampled after the forks");
 }
+
+/// A window's net growth is one parameter away: `net=true` shows what every stack held at the window's end
+/// minus at its start, so memory freed during it counts against it (the window's own profile shows only
+/// what it allocated and kept). A profile without one, or `net` with `base`, is refused with the reason.
+#[test]
+fn a_windows_net_growth_is_one_parameter_away() {
+    let program = windows();
+    let started = program.get("/memory-profiler/start");
+    assert_eq!(started.status, 200, "{}", started.text());
+    program.tell("free-before", "windows: done free-before");
+    program.tell("grow", "windows: done grow");
+    let stopped = program.get_json("/memory-profiler/stop");
+    let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
+    let net = program.get(&format!("/memory-profiler/download/text?id={id}&net=true"));
+    assert_eq!(net.status, 200, "{}", net.text());
+    let text = net.text();
+    let total: f64 = text.strip_prefix("Total: ").and_then(|rest| rest.split(' ').next()?.parse().ok()).unwrap();
+    assert!((total + 16.0).abs() < 48.0 * 0.06, "+16 MiB grown, -32 MiB freed:\n{text}");
+    let cumulative = |function: &str| -> f64 {
+        let line = text.lines().find(|line| line.ends_with(function)).unwrap_or_else(|| panic!("{function}:\n{text}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    assert!((cumulative("windows::grown_in_the_window") - 16.0).abs() < 16.0 * 0.06, "{text}");
+    assert!((cumulative("windows::kept_before_the_window") + 32.0).abs() < 32.0 * 0.06, "{text}");
+    let both = program.get(&format!("/memory-profiler/download/text?id={id}&net=true&base={id}"));
+    assert_eq!((both.status, both.text()), (400, "Pass either 'net' or 'base', not both.\n".to_owned()));
+    let state = program.get_json("/memory-profiler/state");
+    let kept = state["memory_profiler"]["runs"].as_array().unwrap().iter().find(|run| run["id"] == id).cloned();
+    let path = std::path::PathBuf::from(kept.unwrap_or_else(|| panic!("{state}"))["path"].as_str().unwrap());
+    std::fs::remove_file(path.with_extension("net-grown")).unwrap();
+    let gone = program.get(&format!("/memory-profiler/download/flamegraph?id={id}&net=true"));
+    assert_eq!(gone.status, 404, "{}", gone.text());
+    assert!(
+        gone.text().starts_with(&format!("Profile {id} has no net growth: only the windows of continuous sampling"))
+    );
+}

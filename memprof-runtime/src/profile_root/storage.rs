@@ -32,6 +32,11 @@ pub(crate) fn record_path(profile: &Path) -> PathBuf {
     profile.with_extension("json")
 }
 
+/// Where the net growth of a window's profile is kept beside it: what grew, and what shrank.
+pub(crate) fn net_growth_paths(profile: &Path) -> (PathBuf, PathBuf) {
+    (profile.with_extension("net-grown"), profile.with_extension("net-shrunk"))
+}
+
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
 #[derive(Debug)]
@@ -173,6 +178,9 @@ impl ProfileStore {
             let _ = fs::remove_file(path);
             let _ = fs::remove_file(record_path(path));
             let _ = fs::remove_file(memprof_analysis::labels_path(path));
+            let (grown, shrunk) = net_growth_paths(path);
+            let _ = fs::remove_file(grown);
+            let _ = fs::remove_file(shrunk);
         }
     }
 

@@ -80,6 +80,8 @@ pub(crate) struct Profiler {
     record: OnceLock<&'static record::table::Table>,
     /// How sampling runs, and why, once chosen at start-up.
     sampling: OnceLock<sampling::Choice>,
+    /// What each stack held when each open window started, by window id: its net growth's base.
+    window_bases: Mutex<std::collections::HashMap<u64, Vec<record::table::Totals>>>,
 }
 
 /// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
@@ -115,6 +117,7 @@ impl Profiler {
             first_run: Mutex::new(None),
             record: OnceLock::new(),
             sampling: OnceLock::new(),
+            window_bases: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -194,6 +197,7 @@ impl Profiler {
             self.switch_sampling_on()?;
         }
         let run = books.runs.begin(id, owner, deadline, window_start);
+        self.remember_base(id);
         write_last_seen(&mut books);
         self.runs_changed.notify_all();
         Ok(Started::New(run))
@@ -253,6 +257,7 @@ impl Profiler {
     /// Dumps the profile of `run`, which just ended, into the store and keeps it (or records why not).
     fn keep(&self, books: &mut Books, run: ActiveRun) -> Result<KeptProfile, Error> {
         let dumped = jemalloc::unsampled(|| books.store.dump(run.id, &self.run_dump(run.window_start)));
+        self.keep_net_growth(run.id, dumped.as_ref().ok(), books.store.in_memory());
         if run.window_start.is_none() {
             switch_sampling_off(run.id);
         }

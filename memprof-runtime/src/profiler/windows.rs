@@ -1,6 +1,6 @@
 //! Continuous sampling's side of the profiler: switching it on with the record, how sampling was chosen,
-//! windows opened by code beside the HTTP run, and how a run's or the heap's profile is written (the
-//! record's window, or jemalloc's dump).
+//! windows opened by code beside the HTTP run and the base of their net growth, and how a run's or the
+//! heap's profile is written (the record's window, or jemalloc's dump).
 
 use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, control, record, sampling};
 use crate::jemalloc;
@@ -71,7 +71,29 @@ impl Profiler {
         let mut books = self.books.lock();
         books.runs.check_open()?;
         let id = books.runs.next_id();
-        Ok(Some(books.runs.open_window(id, owner, record.next_sequence())))
+        let window = books.runs.open_window(id, owner, record.next_sequence());
+        self.remember_base(id);
+        Ok(Some(window))
+    }
+
+    /// In continuous mode, remembers what each stack holds as window `id` starts: its net growth's base.
+    pub(super) fn remember_base(&self, id: u64) {
+        if let Some(record) = self.record() {
+            let base = jemalloc::unsampled(|| record::live_now(record));
+            self.window_bases.lock().insert(id, base);
+        }
+    }
+
+    /// Beside the profile of window `id` at `path` (none when it failed), its net growth since it started
+    /// (what every stack holds at its end minus at its start), for `net=true` downloads; not for profiles
+    /// kept in memory. The window's base is let go either way.
+    pub(super) fn keep_net_growth(&self, id: u64, path: Option<&std::path::PathBuf>, in_memory: bool) {
+        let base = self.window_bases.lock().remove(&id);
+        let (Some(record), Some(base), Some(path), false) = (self.record(), base, path, in_memory) else { return };
+        let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(path);
+        if let Err(error) = jemalloc::unsampled(|| record::write_net_growth(record, &base, &grown, &shrunk)) {
+            messages::warn(&format!("The net growth of window {id} was not written: {error}"));
+        }
     }
 
     /// Closes window `id` and keeps its profile: what was sampled since it opened and is still live.

@@ -219,3 +219,49 @@ pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     Ok(heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))
 }
+
+/// What each stack holds now (by stack index): the base a window's net growth is measured from.
+pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
+    record.held(clock_seconds(), u32::MAX).into_iter().map(|held| held.live).collect()
+}
+
+/// Writes the net growth of every stack since `base` ([`live_now`] at a window's start): what grew at
+/// `grown`, what shrank at `shrunk`, each a `heap_v2` dump of unbiased counts (period 1), so that the net
+/// growth is the first minus the second (as `base=` diffs read).
+pub(crate) fn write_net_growth(record: &Table, base: &[table::Totals], grown: &Path, shrunk: &Path) -> io::Result<()> {
+    let now = live_now(record);
+    let mut sides: [(Vec<u32>, Vec<table::Totals>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+    for (index, live) in now.iter().enumerate() {
+        let before = base.get(index).copied().unwrap_or_default();
+        let (objects, bytes) =
+            (live.unbiased_objects - before.unbiased_objects, live.unbiased_bytes - before.unbiased_bytes);
+        if bytes.abs() < 1.0 {
+            continue;
+        }
+        let totals = table::Totals {
+            objects: objects.abs().round().max(1.0) as u64,
+            bytes: bytes.abs().round() as u64,
+            unbiased_objects: objects.abs().max(1.0),
+            unbiased_bytes: bytes.abs(),
+        };
+        let side = &mut sides[usize::from(bytes < 0.0)];
+        side.0.push(index as u32);
+        side.1.push(totals);
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    for ((indexes, totals), path) in sides.iter().zip([grown, shrunk]) {
+        let stacks: Vec<table::StackReading> = record
+            .frames(indexes)
+            .into_iter()
+            .zip(totals)
+            .map(|(frames, live)| table::StackReading {
+                frames,
+                allocated: table::Totals::default(),
+                live: *live,
+                live_older_bytes: 0.0,
+            })
+            .collect();
+        write_owner_only(path, &heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))?;
+    }
+    Ok(())
+}
