@@ -256,7 +256,7 @@ pub fn bad_requests_are_refused_clearly(service: &Program) {
         ("GET", "/memory-profiler/state?verbose=1", 400, "Unknown parameter 'verbose'; this endpoint takes no parameters.".into()),
         ("PUT", "/memory-profiler/start", 405, "Method PUT is not allowed here; use GET, HEAD, POST.".into()),
         ("POST", "/memory-profiler/statistics", 405, "Method POST is not allowed here; use GET, HEAD.".into()),
-        ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/heap_profile, /memory-profiler/download/raw, /memory-profiler/download/labels, /memory-profiler/labels, /memory-profiler/download/text, /memory-profiler/download/graph, /memory-profiler/download/flamegraph, /memory-profiler/download/collapsed, /memory-profiler/download/pprof, /memory-profiler/pprof/heap, /memory-profiler/pprof/cmdline, /memory-profiler/pprof/symbol, /debug/pprof/heap, /debug/pprof/allocs, /metrics, /debug/pprof/symbol, /memory-profiler/clear_earlier, /memory-profiler/explain, /memory-profiler/purge, /memory-profiler/decay.".into()),
+        ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/heap_profile, /memory-profiler/download/raw, /memory-profiler/download/labels, /memory-profiler/labels, /memory-profiler/download/text, /memory-profiler/download/graph, /memory-profiler/download/flamegraph, /memory-profiler/download/collapsed, /memory-profiler/download/pprof, /memory-profiler/pprof/heap, /memory-profiler/pprof/cmdline, /memory-profiler/pprof/symbol, /debug/pprof/heap, /debug/pprof/allocs, /metrics, /debug/pprof/symbol, /memory-profiler/clear_earlier, /memory-profiler/explain, /memory-profiler/purge, /memory-profiler/decay, /memory-profiler/growing.".into()),
     ];
     for (method, target, status, message) in cases {
         let response = crate::http::request(service.address(), method, target);
@@ -282,7 +282,7 @@ pub fn bad_requests_are_refused_clearly(service: &Program) {
         ),
         (
             "/memory-profiler/download/pprof?lines=true".to_owned(),
-            "Unknown parameter 'lines'; expected 'id', 'base', 'label'.\n".to_owned(),
+            "Unknown parameter 'lines'; expected 'id', 'base', 'net', 'label'.\n".to_owned(),
         ),
     ] {
         let response = service.get(&target);

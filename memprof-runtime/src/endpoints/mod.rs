@@ -192,7 +192,6 @@ const DASHBOARD: &str = PREFIX;
 const ROUTES: &[Route] = &[
     get(DASHBOARD, &[], dashboard::page),
     get(paths::MEMORY, &["since"], dashboard::memory),
-    get(paths::GROWING, &[], dashboard::growing),
     post(paths::START, &["duration"], runs::start),
     control(post(paths::STOP, &[], runs::stop)),
     control(get(paths::STATE, &[], state::state)),
@@ -220,6 +219,7 @@ const ROUTES: &[Route] = &[
         methods: Methods::Post,
         ..get(paths::DECAY, &["dirty_ms", "muzzy_ms", "background_thread"], memory::decay)
     },
+    get(paths::GROWING, &[], dashboard::growing),
 ];
 
 /// Whether `url` is the dashboard page: it holds no data, so it needs no token and may be opened from a
