@@ -9,7 +9,10 @@
 //! - `scopes N`: N `scope!` windows in a row, each keeping 4 KiB;
 //! - `fork`: 20 times, forks a child that allocates 16 MiB and exits, while a thread allocates without
 //!   pause (the record's lock is taken around `fork`, so no child inherits it held), and waits for each;
-//! - `threads`: 1000 threads, four at a time, each holding 64 KiB until it ends.
+//! - `threads`: 1000 threads, four at a time, each holding 64 KiB until it ends;
+//! - `hold N`: keeps N objects of 64 bytes more (`held_objects`), for the record's memory
+//!   (benches/record.rs);
+//! - `stacks N`: keeps one object from each of N distinct stacks (a binary tree of calls 17 deep).
 //!
 //! After each it prints `windows: done <line>`.
 
@@ -22,6 +25,7 @@ const MIB: usize = 1 << 20;
 fn main() {
     let mut before = Some(kept_before_the_window(32 * MIB));
     let mut kept = Vec::new();
+    let mut held = Vec::new();
     println!("windows: ready");
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
         match line.as_str() {
@@ -31,6 +35,14 @@ fn main() {
             "free-before" => drop(before.take()),
             "fork" => forks(20),
             "threads" => threads(1000),
+            other if other.starts_with("hold ") => {
+                let count: usize = other["hold ".len()..].parse().expect("hold N");
+                held.push(held_objects(count));
+            }
+            other if other.starts_with("stacks ") => {
+                let count: u32 = other["stacks ".len()..].parse().expect("stacks N");
+                held.push((0..count).map(|path| branch(path, 17)).collect());
+            }
             other if other.starts_with("scopes ") => {
                 let count: usize = other["scopes ".len()..].parse().expect("scopes N");
                 for _ in 0..count {
@@ -41,7 +53,7 @@ fn main() {
         }
         println!("windows: done {line}");
     }
-    black_box((before, kept));
+    black_box((before, kept, held));
 }
 
 /// `total` bytes in 64 KiB blocks, every byte written.
@@ -104,4 +116,31 @@ fn threads(count: usize) {
         let handles: Vec<_> = (0..4).map(|_| std::thread::spawn(|| black_box(blocks(64 * 1024)).len())).collect();
         handles.into_iter().for_each(|handle| assert_eq!(handle.join().unwrap(), 1));
     }
+}
+
+/// `count` objects of 64 bytes, kept.
+#[inline(never)]
+fn held_objects(count: usize) -> Vec<Vec<u8>> {
+    (0..count).map(|_| vec![1u8; 64]).collect()
+}
+
+/// An object allocated at the end of a path of `depth` calls chosen by the bits of `path`: each path is a
+/// stack of its own.
+#[inline(never)]
+fn branch(path: u32, depth: u32) -> Vec<u8> {
+    match (depth, path & 1) {
+        (0, _) => vec![1u8; 64],
+        (_, 0) => black_box(left(path >> 1, depth - 1)),
+        _ => black_box(right(path >> 1, depth - 1)),
+    }
+}
+
+#[inline(never)]
+fn left(path: u32, depth: u32) -> Vec<u8> {
+    black_box(branch(path, depth))
+}
+
+#[inline(never)]
+fn right(path: u32, depth: u32) -> Vec<u8> {
+    black_box(branch(path, depth))
 }

@@ -38,7 +38,7 @@ use crate::jemalloc;
 use crate::process::environment::RECORD_OBJECTS;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
-/// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 512 Ki frames: 6.9 MiB reserved, its pages
+/// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 1 Mi frames: 10.9 MiB reserved, its pages
 /// touched as it fills.
 pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity::for_objects(1 << 16);
 

@@ -27,11 +27,11 @@ pub(crate) struct Capacity {
 }
 
 impl Capacity {
-    /// Room for `objects` live sampled objects, a quarter as many stacks (at least 16 Ki), 32 frames a
+    /// Room for `objects` live sampled objects, a quarter as many stacks (at least 16 Ki), 64 frames a
     /// stack.
     pub(crate) const fn for_objects(objects: usize) -> Self {
         let stacks = if objects / 4 > 1 << 14 { objects / 4 } else { 1 << 14 };
-        Capacity { objects, stacks, frames: stacks * 32 }
+        Capacity { objects, stacks, frames: stacks * 64 }
     }
 
     /// The bytes a table of this capacity holds, whether used or not.
@@ -183,8 +183,10 @@ impl Table {
     }
 
     fn shard(&self, address: usize) -> &SpinLock<Objects> {
-        // Allocations are aligned: the bits above the page's count.
-        &self.shards[(address >> 12) % SHARDS]
+        // The top bits of the address's Fibonacci hash (the slot within the shard takes middle ones): the
+        // address bits alone would not do, as jemalloc gives sampled objects pages of their own, spaced
+        // by its size classes (16 KiB apart, say).
+        &self.shards[((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS]
     }
 
     /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`. Never allocates.

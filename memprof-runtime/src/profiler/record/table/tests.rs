@@ -71,25 +71,26 @@ fn a_window_holds_what_it_sampled_still_live_and_allocations_only_grow() {
     assert_eq!(table.frames(&[0, 7]), [vec![0xa], vec![]]);
 }
 
-/// Full parts drop and count, never wait: past the objects' room the stack's allocations still count;
+/// Full parts drop and count, never wait (and objects 16 KiB apart, as jemalloc spaces sampled ones, fill
+/// every shard): past the objects' room the stack's allocations still count;
 /// past the stacks' or frames' room the sample is in no count; a stack deeper than the frames left is
 /// refused while a shallower one still fits.
 #[test]
 fn what_does_not_fit_is_counted_and_dropped() {
-    // The smallest table: 16 shards of 16 slots. Twenty objects whose addresses all fall in the first.
+    // The smallest table: 16 shards of 16 slots, 14 objects each at most: 300 objects fill it.
     let table = table(8, 2, 5);
     assert_eq!(table.max_objects(), 16 * 14);
-    for object in 0..20 {
-        table.sampled(0x10000 * (object + 1), 64, &[0xa, 0xb], 0);
+    for object in 0..300 {
+        table.sampled(0x4000 * (object + 1), 64, &[0xa, 0xb], 0);
     }
     let (dropped, live, stacks) = table.fill();
-    assert_eq!((dropped.objects, live, stacks), (6, 14, 1), "7/8 of a shard's 16 slots");
-    assert_eq!(table.read(0, 0, 0)[0].allocated.objects, 20);
+    assert_eq!((dropped.objects, live, stacks), (300 - 16 * 14, 16 * 14, 1), "7/8 of each shard's 16 slots");
+    assert_eq!(table.read(0, 0, 0)[0].allocated.objects, 300);
     table.sampled(0xf000, 64, &[1, 2, 3, 4], 0);
     assert_eq!(table.fill().0.stacks, 1, "four frames with three left");
     table.sampled(0xf000, 64, &[1], 0);
     table.sampled(0xf100, 64, &[2], 0);
-    assert_eq!(table.fill().0, Dropped { objects: 6, stacks: 2 });
+    assert_eq!(table.fill().0, Dropped { objects: 300 - 16 * 14 + 1, stacks: 2 });
     assert_eq!(table.read(0, 0, 0).len(), 2);
 }
 
