@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::process::Program;
 
 const ANSWERS: usize = 15;
 
@@ -83,12 +83,7 @@ fn arenas(narenas: u32) {
 
 /// The retention state with jemalloc's background threads `on` or not.
 fn background_threads(on: bool) {
-    let program = Launch::new(built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .env("MALLOC_CONF", format!("background_thread:{on}"))
-        .args(["retention"])
-        .spawn();
+    let program = Program::explained(&["retention"]).env("MALLOC_CONF", format!("background_thread:{on}")).spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let ready = status_number(&program, "VmRSS");
     let process = std::path::PathBuf::from(format!("/proc/{}", program.pid()));
@@ -104,11 +99,7 @@ fn background_threads(on: bool) {
 }
 
 fn measure(count: usize) {
-    let program = Launch::new(built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .args(["mappings".to_owned(), count.to_string()])
-        .spawn();
+    let program = Program::explained(&["mappings", &count.to_string()]).spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let mut answers = Vec::new();
     let mut readings = Vec::new();

@@ -81,6 +81,15 @@ impl Program {
             .env("MEMPROF_ADDR", "127.0.0.1:0")
     }
 
+    /// The `explained` test program (src/bin/explained.rs) with `arguments` (its state), serving the
+    /// endpoints at any free loopback port; it prints `explained: ready` once in its state.
+    pub fn explained(arguments: &[&str]) -> Launch {
+        Launch::new(built_binary("explained"))
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .args(arguments)
+    }
+
     /// The `scope!` example.
     pub fn scope_example() -> Launch {
         Launch::new(built_binary("scope"))

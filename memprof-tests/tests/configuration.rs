@@ -3,7 +3,7 @@
 
 use std::net::{TcpListener, TcpStream};
 
-use memprof_tests::process::{Launch, Program};
+use memprof_tests::process::Program;
 use memprof_tests::tools::Scratch;
 
 #[test]
@@ -324,12 +324,7 @@ fn what_answers_keep_goes_when_the_endpoints_are_idle() {
 fn two_hundred_and_fifty_six_arenas_cost_what_eight_do_and_explain_adds_up() {
     use memprof_wire::Explanation;
     let started = |narenas: u32| {
-        let service = Launch::new(memprof_tests::process::built_binary("explained"))
-            .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
-            .env("MALLOC_CONF", format!("narenas:{narenas}"))
-            .args(["idle"])
-            .spawn();
+        let service = Program::explained(&["idle"]).env("MALLOC_CONF", format!("narenas:{narenas}")).spawn();
         service.wait_for_line(|line| line == "explained: ready");
         let status = std::fs::read_to_string(format!("/proc/{}/status", service.pid())).unwrap();
         let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap();

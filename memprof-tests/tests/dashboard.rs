@@ -222,11 +222,7 @@ async fn with_a_token_the_dashboard_asks_for_it_and_then_works() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_dashboard_explains_retention_stacks_the_classes_and_purges_on_request() {
-    let program = memprof_tests::process::Launch::new(memprof_tests::process::built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .args(["retention"])
-        .spawn();
+    let program = Program::explained(&["retention"]).spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let Some((_driver, client)) = open_dashboard(&program).await else { return };
 
@@ -259,12 +255,7 @@ async fn the_dashboard_explains_retention_stacks_the_classes_and_purges_on_reque
 /// with no run started; the panel is hidden until something grew.
 #[tokio::test(flavor = "current_thread")]
 async fn sampled_continuously_the_dashboard_charts_the_growing_function() {
-    let program = memprof_tests::process::Launch::new(memprof_tests::process::built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .env("MEMPROF_SAMPLING", "continuous")
-        .args(["leak"])
-        .spawn();
+    let program = Program::explained(&["leak"]).env("MEMPROF_SAMPLING", "continuous").spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let Some((_driver, client)) = open_dashboard(&program).await else { return };
     assert_eq!(

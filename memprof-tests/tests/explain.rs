@@ -5,17 +5,13 @@
 use std::time::{Duration, Instant};
 
 use memprof_tests::http;
-use memprof_tests::process::{Launch, Program, built_binary, memprof_tool};
+use memprof_tests::process::{Program, memprof_tool};
 use memprof_wire::{Explanation, VerdictKind, class};
 
 const MIB: u64 = 1 << 20;
 
 fn explained(state: &str) -> Program {
-    let program = Launch::new(built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .args([state])
-        .spawn();
+    let program = Program::explained(&[state]).spawn();
     program.wait_for_line(|line| line == "explained: ready");
     program
 }
@@ -152,12 +148,7 @@ fn thread_stacks_are_outside_the_heap_with_their_count() {
 /// it is made: what the threads hold is the heap's, not memory outside it, and the record is complete.
 #[test]
 fn the_heap_of_threads_on_arenas_made_later_is_the_heaps() {
-    let program = Launch::new(built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .env("MALLOC_CONF", "narenas:256")
-        .args(["threads-heap"])
-        .spawn();
+    let program = Program::explained(&["threads-heap"]).env("MALLOC_CONF", "narenas:256").spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let explanation = explain(&program);
     assert!(bytes(&explanation, class::HEAP_OBJECTS) >= 250 * MIB, "{explanation:#?}");
@@ -210,12 +201,7 @@ fn a_steady_leak_with_sampling_on_names_the_growing_function() {
 /// leaking function, by how much it grew and how old what it holds is.
 #[test]
 fn a_leak_sampled_continuously_is_named_with_no_run_started() {
-    let program = Launch::new(built_binary("explained"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .env("MEMPROF_SAMPLING", "continuous")
-        .args(["leak"])
-        .spawn();
+    let program = Program::explained(&["leak"]).env("MEMPROF_SAMPLING", "continuous").spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let explanation =
         memprof_tests::waiting::wait_until("the record to name the leak", Duration::from_secs(90), || {

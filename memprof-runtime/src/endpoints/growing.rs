@@ -81,10 +81,8 @@ pub(super) fn growing_series(record: &Table, named: usize) -> Result<Vec<memprof
 /// The stacks that grew steadily, with what they hold and the age [`HeldAge::older_share`] is of; `None`
 /// when none did.
 fn growers_now(record: &Table) -> Option<(Vec<Grower>, u32)> {
-    let watched = record::growers(record, u32::MAX).first().map(|grower| grower.growth.seconds)?;
-    let older_than = OLDER_THAN.min(watched / 2);
-    let growers = record::growers(record, older_than);
-    (!growers.is_empty() && watched > 0).then_some((growers, older_than))
+    let (growers, older_than) = record::growers(record, |watched| OLDER_THAN.min(watched / 2));
+    (growers.first()?.growth.seconds > 0).then_some((growers, older_than))
 }
 
 /// Each grower's allocating function ([`Analysis::allocating_frame`]) and its frames as the text download

@@ -195,7 +195,7 @@ impl ProfileStore {
 }
 
 /// Writes `bytes` to a new file at `path` that only the owner can read.
-fn write_owner_only(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_owner_only(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?.write_all(bytes)

@@ -54,11 +54,11 @@ fn keep_automatic(books: &mut Books, id: u64, owner: Owner, path: PathBuf, keep:
 /// profile of its own (each stack holding its growth), so that after an OOM kill the next process shows
 /// the growing stacks of the killed one beside its last heap. Nothing when nothing grew.
 fn keep_growth(books: &mut Books, record: &record::table::Table, beside: u64, keep: usize, max_bytes: u64) {
-    let growers = record::growers(record, u32::MAX);
+    let (growers, _) = record::growers(record, |_| u32::MAX);
     let Some(seconds) = growers.first().map(|grower| grower.growth.seconds) else { return };
     let write = |path: &std::path::Path| {
         let text = record::growers_as_dump(&growers, &|grower| grower.growth.grown)?;
-        record::write_owner_only(path, &text)
+        crate::profile_root::storage::write_owner_only(path, text.as_bytes())
     };
     let id = books.runs.next_id();
     match jemalloc::unsampled(|| books.store.automatic(id, &write)) {

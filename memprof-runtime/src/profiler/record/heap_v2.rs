@@ -77,17 +77,10 @@ fn biased(totals: &Totals, sample_period: u64) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiler::record::table::unbias;
 
     fn totals(objects: &[u64], period: f64) -> Totals {
         let mut totals = Totals::default();
-        for &bytes in objects {
-            let scale = unbias(bytes, period);
-            totals.objects += 1;
-            totals.bytes += bytes;
-            totals.unbiased_objects += scale;
-            totals.unbiased_bytes += scale * bytes as f64;
-        }
+        objects.iter().for_each(|&bytes| totals.add(bytes, period));
         totals
     }
 

@@ -36,6 +36,7 @@ use table::{Capacity, Held, Table};
 
 use crate::jemalloc;
 use crate::process::environment::RECORD_OBJECTS;
+use crate::profile_root::storage::write_owner_only;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
 /// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 1 Mi frames: 10.9 MiB reserved, its pages
@@ -132,20 +133,22 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
     let readings = record.read(since, clock_seconds(), u32::MAX);
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let text = heap_v2::write(&readings, content, 1 << jemalloc::lg_sample().map_err(io::Error::other)?, &maps);
-    write_owner_only(path, &text)
+    write_owner_only(path, text.as_bytes())
 }
 
-/// Writes `text` to a new file at `path` that only the owner can read.
-pub(crate) fn write_owner_only(path: &Path, text: &str) -> io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(text.as_bytes())
+/// `stacks` (frames, and the unbiased counts they hold) as a `heap_v2` dump with this process's mappings,
+/// unsampled (period 1): the counts are read back as they are.
+fn unsampled_dump(stacks: impl Iterator<Item = (Vec<usize>, table::Totals)>) -> io::Result<String> {
+    let stacks: Vec<table::StackReading> = stacks
+        .map(|(frames, live)| table::StackReading {
+            frames,
+            allocated: table::Totals::default(),
+            live,
+            live_older_bytes: 0.0,
+        })
+        .collect();
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok(heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))
 }
 
 /// What the stacks held over the last hour ([`growth`]).
@@ -179,16 +182,16 @@ pub(crate) struct Grower {
     pub(crate) held: Held,
 }
 
-/// The stacks that grew steadily over the last hour, the most grown first, with how old what they hold is.
-pub(crate) fn growers(record: &Table, older_than: u32) -> Vec<Grower> {
+/// The stacks that grew steadily over the last hour, the most grown first, with how old what they hold is:
+/// older than `older_than(seconds watched)` seconds, and that age.
+pub(crate) fn growers(record: &Table, older_than: impl FnOnce(u32) -> u32) -> (Vec<Grower>, u32) {
     let growing = HISTORY.lock().growing();
-    if growing.is_empty() {
-        return Vec::new();
-    }
+    let Some(watched) = growing.first().map(|growth| growth.seconds) else { return (Vec::new(), 0) };
+    let older_than = older_than(watched);
     let held = record.held(clock_seconds(), older_than);
     let indexes: Vec<u32> = growing.iter().map(|growth| growth.stack).collect();
     let frames = record.frames(&indexes);
-    growing
+    let growers = growing
         .into_iter()
         .zip(frames)
         .map(|(growth, frames)| Grower {
@@ -196,28 +199,14 @@ pub(crate) fn growers(record: &Table, older_than: u32) -> Vec<Grower> {
             frames,
             growth,
         })
-        .collect()
+        .collect();
+    (growers, older_than)
 }
 
 /// `growers` as a `heap_v2` dump with this process's mappings, each stack holding `bytes` of its grower
 /// (its growth, say), unsampled (period 1): what names them, and what an automatic dump leaves beside it.
 pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64) -> io::Result<String> {
-    let stacks: Vec<table::StackReading> = growers
-        .iter()
-        .map(|grower| table::StackReading {
-            frames: grower.frames.clone(),
-            allocated: table::Totals::default(),
-            live: table::Totals {
-                objects: 1,
-                bytes: bytes(grower) as u64,
-                unbiased_objects: 1.0,
-                unbiased_bytes: bytes(grower),
-            },
-            live_older_bytes: 0.0,
-        })
-        .collect();
-    let maps = std::fs::read_to_string("/proc/self/maps")?;
-    Ok(heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))
+    unsampled_dump(growers.iter().map(|grower| (grower.frames.clone(), table::Totals::unsampled(1.0, bytes(grower)))))
 }
 
 /// What each stack holds now (by stack index): the base a window's net growth is measured from.
@@ -238,30 +227,13 @@ pub(crate) fn write_net_growth(record: &Table, base: &[table::Totals], grown: &P
         if bytes.abs() < 1.0 {
             continue;
         }
-        let totals = table::Totals {
-            objects: objects.abs().round().max(1.0) as u64,
-            bytes: bytes.abs().round() as u64,
-            unbiased_objects: objects.abs().max(1.0),
-            unbiased_bytes: bytes.abs(),
-        };
         let side = &mut sides[usize::from(bytes < 0.0)];
         side.0.push(index as u32);
-        side.1.push(totals);
+        side.1.push(table::Totals::unsampled(objects.abs(), bytes.abs()));
     }
-    let maps = std::fs::read_to_string("/proc/self/maps")?;
-    for ((indexes, totals), path) in sides.iter().zip([grown, shrunk]) {
-        let stacks: Vec<table::StackReading> = record
-            .frames(indexes)
-            .into_iter()
-            .zip(totals)
-            .map(|(frames, live)| table::StackReading {
-                frames,
-                allocated: table::Totals::default(),
-                live: *live,
-                live_older_bytes: 0.0,
-            })
-            .collect();
-        write_owner_only(path, &heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))?;
+    for ((indexes, totals), path) in sides.into_iter().zip([grown, shrunk]) {
+        let text = unsampled_dump(record.frames(&indexes).into_iter().zip(totals))?;
+        write_owner_only(path, text.as_bytes())?;
     }
     Ok(())
 }

@@ -36,9 +36,9 @@ impl Capacity {
 
     /// The bytes a table of this capacity holds, whether used or not.
     pub(crate) fn bytes(&self) -> u64 {
-        let objects = self.objects.next_power_of_two() * size_of::<Object>();
+        let objects = shard_slots(*self) * SHARDS * size_of::<Object>();
         let stacks = self.stacks * size_of::<Stack>() + 2 * self.stacks.next_power_of_two() * size_of::<u32>();
-        (objects.max(16 * 16 * size_of::<Object>()) + stacks + self.frames * size_of::<usize>()) as u64
+        (objects + stacks + self.frames * size_of::<usize>()) as u64
     }
 }
 
@@ -61,7 +61,20 @@ pub(crate) struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, bytes: u64, sample_period: f64) {
+    /// What `objects` objects of `bytes` in all stand for, counted as they are (at least one object):
+    /// growth and differences, written unsampled (period 1).
+    pub(crate) fn unsampled(objects: f64, bytes: f64) -> Self {
+        let objects = objects.max(1.0);
+        Totals {
+            objects: objects.round() as u64,
+            bytes: bytes.round() as u64,
+            unbiased_objects: objects,
+            unbiased_bytes: bytes,
+        }
+    }
+
+    /// Adds a sampled object of `bytes`, unbiased at `sample_period`.
+    pub(super) fn add(&mut self, bytes: u64, sample_period: f64) {
         self.add_scaled(bytes, unbias(bytes, sample_period));
     }
 
@@ -107,6 +120,12 @@ pub(crate) struct Held {
 /// at once rarely wait for each other.
 const SHARDS: usize = 16;
 
+/// The slots of each shard: the capacity's objects, rounded up to a power of two, shared out (16 at least).
+const fn shard_slots(capacity: Capacity) -> usize {
+    let slots = capacity.objects.next_power_of_two() / SHARDS;
+    if slots > 16 { slots } else { 16 }
+}
+
 /// The table; see the module's documentation.
 pub(crate) struct Table {
     stacks: Padded<SpinLock<Stacks>>,
@@ -135,9 +154,9 @@ impl Table {
     /// An empty table of `capacity`, for samples taken every `sample_period` bytes on average. Its memory
     /// is reserved, not written: pages are touched as the table fills.
     pub(crate) fn new(capacity: Capacity, sample_period: u64) -> Self {
-        let shard_slots = (capacity.objects.next_power_of_two() / SHARDS).max(16);
-        let shards =
-            (0..SHARDS).map(|_| Padded(SpinLock::new(Objects { slots: zeroed_slots(shard_slots), live: 0 }))).collect();
+        let shards = (0..SHARDS)
+            .map(|_| Padded(SpinLock::new(Objects { slots: zeroed_slots(shard_slots(capacity)), live: 0 })))
+            .collect();
         let stacks = Stacks {
             slots: vec![0; 2 * capacity.stacks.next_power_of_two()].into_boxed_slice(),
             stacks: Vec::with_capacity(capacity.stacks),
@@ -174,7 +193,7 @@ impl Table {
 
     /// The most live objects it holds (7/8 of its slots).
     pub(crate) fn max_objects(&self) -> usize {
-        self.shards.iter().map(|shard| shard.with(|objects| objects.slots.len() * 7 / 8)).sum()
+        shard_slots(self.capacity) * 7 / 8 * SHARDS
     }
 
     /// The sequence number of the next sample: a window starting now holds the samples from it on.
