@@ -52,9 +52,20 @@ pub(crate) fn choose(option: Option<bool>, variable: Option<&str>, active_at_sta
         Some(true) => choice(Mode::Continuous, "the program's `continuous = true`".to_owned()),
         Some(false) => choice(Mode::OnDemand, "the program's `continuous = false`".to_owned()),
         None if active_at_start => choice(Mode::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
-        None => choice(Mode::OnDemand, "the default".to_owned()),
+        None => default_choice(),
     };
     (chosen, warning)
+}
+
+/// Why on demand is the default, as `state` says it: continuous sampling by default needs its cost within 1 %
+/// on a request handler and on a tokio server under load, and the server's is not (BENCHMARKS.md).
+pub(crate) const DEFAULT_BECAUSE: &str = "the default: continuous sampling costs a tokio server under load 1-2 % \
+     (within 1 % is the bar for a default; BENCHMARKS.md, \"Continuous sampling\"); MEMPROF_SAMPLING=continuous or \
+     `continuous = true` switch it on";
+
+/// The default choice: on demand, and why.
+pub(crate) fn default_choice() -> Choice {
+    choice(Mode::OnDemand, DEFAULT_BECAUSE.to_owned())
 }
 
 fn choice(mode: Mode, because: String) -> Choice {
@@ -69,6 +80,7 @@ mod tests {
     fn the_variable_overrides_the_program_and_prof_active_asks_for_continuous() {
         let mode = |option, variable, active| choose(option, variable, active).0.mode;
         assert_eq!(mode(None, None, false), Mode::OnDemand);
+        assert_eq!(choose(None, None, false).0.because, DEFAULT_BECAUSE, "the default says why");
         assert_eq!(mode(None, None, true), Mode::Continuous);
         assert_eq!(mode(Some(false), None, true), Mode::OnDemand, "the program's word over jemalloc's option");
         assert_eq!(mode(Some(true), Some("on-demand"), true), Mode::OnDemand);

@@ -33,8 +33,7 @@ impl Profiler {
 
     /// How sampling runs, and why; on demand before start-up chose.
     pub(crate) fn sampling(&self) -> sampling::Choice {
-        let default = || sampling::Choice { mode: sampling::Mode::OnDemand, because: "the default".to_owned() };
-        self.sampling.get().cloned().unwrap_or_else(default)
+        self.sampling.get().cloned().unwrap_or_else(sampling::default_choice)
     }
 
     /// The record of sampled objects, when sampling is continuous.
