@@ -215,12 +215,20 @@ pub mod axum {
 ///     let _memprof = memprof::start(memprof::Options::new().http("127.0.0.1:6060"));
 /// }
 /// ```
+#[cfg(feature = "enabled")]
 #[macro_export]
 macro_rules! allocator {
     ($($conf:literal)?) => {
-        $crate::__allocator_if_enabled!();
+        $crate::__private::allocator!();
         $crate::malloc_conf!($($conf)?);
     };
+}
+
+/// Compiled out (the `enabled` feature is off): nothing.
+#[cfg(not(feature = "enabled"))]
+#[macro_export]
+macro_rules! allocator {
+    ($($conf:literal)?) => {};
 }
 
 /// Exports the `malloc_conf` symbol jemalloc reads before its first allocation, for a program that
@@ -239,46 +247,22 @@ macro_rules! allocator {
 /// #[memprof::main(allocator = false)]
 /// fn main() {}
 /// ```
+#[cfg(feature = "enabled")]
 #[macro_export]
 macro_rules! malloc_conf {
     () => {
-        $crate::__malloc_conf_if_enabled!($crate::__private::MallocConf::PROFILING);
+        $crate::__private::malloc_conf!($crate::__private::MallocConf::PROFILING);
     };
     ($conf:literal) => {
-        $crate::__malloc_conf_if_enabled!($crate::__private::MallocConf::with_nul(concat!($conf, "\0").as_bytes()));
+        $crate::__private::malloc_conf!($crate::__private::MallocConf::with_nul(concat!($conf, "\0").as_bytes()));
     };
 }
 
-#[cfg(feature = "enabled")]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __allocator_if_enabled {
-    () => {
-        $crate::__private::allocator!();
-    };
-}
-
+/// Compiled out (the `enabled` feature is off): nothing.
 #[cfg(not(feature = "enabled"))]
-#[doc(hidden)]
 #[macro_export]
-macro_rules! __allocator_if_enabled {
-    () => {};
-}
-
-#[cfg(feature = "enabled")]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __malloc_conf_if_enabled {
-    ($conf:expr) => {
-        $crate::__private::malloc_conf!($conf);
-    };
-}
-
-#[cfg(not(feature = "enabled"))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __malloc_conf_if_enabled {
-    ($conf:expr) => {};
+macro_rules! malloc_conf {
+    ($($conf:literal)?) => {};
 }
 
 /// Profiles one block: a run starts before it and ends after it (also on `?` and panics), and the

@@ -12,9 +12,8 @@ const KEYS: &str =
     "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `continuous`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
-/// The most finished profiles kept.
-/// As `memprof_runtime::MAX_KEEP_RUNS` (a test checks that they agree).
-const MAX_KEEP_RUNS: u32 = 1000;
+/// The most finished profiles kept: the runtime's `MAX_KEEP_RUNS` is this (through `__max_keep_runs!`).
+pub(crate) const MAX_KEEP_RUNS: u32 = 1000;
 
 /// The checked arguments: each `None` unless given, so the runtime's defaults apply (defined once, there).
 struct Configuration {

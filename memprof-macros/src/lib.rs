@@ -4,10 +4,20 @@
 mod entry;
 
 use proc_macro::TokenStream;
+use quote::ToTokens;
 
 /// Arms jemalloc heap profiling for the program and serves its endpoints when asked to.
 /// See `memprof::main` for the arguments and the code it expands to.
 #[proc_macro_attribute]
 pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     entry::main(args.into(), item.into()).into()
+}
+
+/// The most finished profiles memprof keeps (`keep_runs`), as a `u32` literal: declared once, here, where
+/// the attribute refuses more, and read by the runtime (`memprof_runtime::MAX_KEEP_RUNS`), which a
+/// proc-macro crate cannot otherwise share a constant with. Not a public API.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __max_keep_runs(_: TokenStream) -> TokenStream {
+    proc_macro2::Literal::u32_suffixed(entry::MAX_KEEP_RUNS).into_token_stream().into()
 }

@@ -45,7 +45,7 @@ pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, star
 #[cfg(test)]
 #[allow(unsafe_code)]
 mod profiling_armed {
-    crate::__malloc_conf!(crate::MallocConf::PROFILING);
+    crate::malloc_conf!(crate::MallocConf::PROFILING);
 }
 
 /// The parsers of untrusted input, for the fuzz targets in `fuzz/`; not a public API.
@@ -185,6 +185,6 @@ pub mod __fuzzing {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::MallocConf;
-    pub use crate::{__allocator as allocator, __malloc_conf as malloc_conf};
+    pub use crate::{allocator, malloc_conf};
     pub use tikv_jemallocator::Jemalloc;
 }

@@ -52,8 +52,13 @@ impl Default for Options {
 /// Where the built-in server listens unless told otherwise.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:5050";
 
-/// The most finished profiles [`Options::keep_runs`] keeps (the attribute's `keep_runs` refuses more).
-pub const MAX_KEEP_RUNS: u32 = 1000;
+/// The most finished profiles [`Options::keep_runs`] keeps (the attribute's `keep_runs` refuses more):
+/// declared once, in the attribute's crate.
+///
+/// ```
+/// assert_eq!(memprof_runtime::MAX_KEEP_RUNS, 1000);
+/// ```
+pub const MAX_KEEP_RUNS: u32 = memprof_macros::__max_keep_runs!();
 
 impl Options {
     /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
@@ -326,8 +331,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 /// Starts the built-in server, reporting where, or why not.
 fn start_server(options: &Options, context: &'static crate::endpoints::Context) {
     let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
-    let answer = std::sync::Arc::new(move |request: &http::Request| crate::endpoints::answer(context, request));
-    match http::serve(&address, answer, crate::endpoints::is_control, crate::endpoints::forget_caches) {
+    match http::serve(&address, std::sync::Arc::new(crate::endpoints::Endpoints(context))) {
         Ok(bound) => {
             messages::info(&format!(
                 "Serving heap profiling endpoints on http://{bound}{}/",

@@ -4,7 +4,6 @@
 //! table of environment variables lists exactly the variables memprof reads.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use memprof_tests::docs::{self, Block, CHECKED_LANGUAGES, Mark};
 use memprof_tests::tools;
@@ -231,15 +230,6 @@ fn the_readmes_curl_session_runs_against_the_example() {
     }
     assert_eq!(ran, 8, "six curl commands for the example session, two for its labels");
     assert!(std::fs::read_to_string(scratch.join("heap.svg")).unwrap().contains("service::open_session"));
-}
-
-/// The attribute refuses a `keep_runs` past the maximum the runtime brings `Options::keep_runs` within: the
-/// proc-macro crate cannot depend on the runtime, so its copy of the bound is checked here.
-#[test]
-fn the_attribute_and_the_runtime_bound_keep_runs_alike() {
-    let macros = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../memprof-macros/src/entry.rs"));
-    let bound = format!("const MAX_KEEP_RUNS: u32 = {};", memprof_runtime::MAX_KEEP_RUNS);
-    assert!(macros.unwrap().contains(&bound), "memprof-macros/src/entry.rs should say {bound}");
 }
 
 /// Every relative link of README and docs/ leads to a file that exists, and its `#anchor` to a heading of

@@ -138,3 +138,19 @@ fn allocator_false_refuses_a_sampling_rate_it_could_not_export() {
     assert!(errors[1].starts_with("`dump_on_sigterm` must be `true` or `false`"), "{errors:?}");
     assert!(errors[2].starts_with("`continuous` must be `true` or `false`"), "{errors:?}");
 }
+
+#[test]
+fn keep_runs_is_bounded_by_what_the_runtime_keeps() {
+    let errors = |count: u32| {
+        errors_of(
+            quote!(keep_runs = #count),
+            quote!(
+                fn main() {}
+            ),
+        )
+    };
+    assert!(errors(MAX_KEEP_RUNS).is_empty());
+    let refused = errors(MAX_KEEP_RUNS + 1);
+    assert!(refused[0].starts_with("`keep_runs` must be a whole number from 1 to 1000"), "{refused:?}");
+    assert!(errors(0)[0].starts_with("`keep_runs` must be a whole number from 1 to 1000"));
+}

@@ -84,6 +84,23 @@ pub(crate) fn answer(context: &Context, request: &Request) -> Response {
     }
 }
 
+/// The endpoints as the built-in server serves them: every request answered for `Context`.
+pub(crate) struct Endpoints(pub(crate) &'static Context);
+
+impl crate::http::Service for Endpoints {
+    fn answer(&self, request: &Request) -> Response {
+        answer(self.0, request)
+    }
+
+    fn is_control(&self, request: &Request) -> bool {
+        is_control(request)
+    }
+
+    fn when_idle(&self) -> fn() {
+        forget_caches
+    }
+}
+
 /// Lets go of what answers keep for the next ones (analyses, renders, names of addresses) and returns the
 /// memory to the system: called when the endpoints' threads have all been idle a while, so a program whose
 /// endpoints are not in use keeps none of their work. The next request computes again what it needs.
@@ -159,8 +176,8 @@ type QueryHandler = fn(&Context, &Query) -> Result<Reply, HttpError>;
 /// A handler that reads the request too: its body, or its way to wait on the client.
 type RequestHandler = fn(&Context, &Query, &Request) -> Result<Reply, HttpError>;
 
-/// A route's handler, by what it reads from the request (the transport's [`crate::http::Handler`] is the
-/// one function the server calls for every request: [`answer`]).
+/// A route's handler, by what it reads from the request (the transport calls one function for every
+/// request, [`Endpoints`]' `answer`, which finds the route: [`answer`]).
 enum Handle {
     Query(QueryHandler),
     Request(RequestHandler),

@@ -33,15 +33,12 @@ pub(crate) use request::Request;
 pub(crate) use request::Wait;
 #[cfg(feature = "axum")]
 pub(crate) use request::{client_gone, wait_unless};
-pub(crate) use server::{Control, Handler};
+pub(crate) use server::Service;
 
-/// Binds `address` and answers each request with `handle`, those `control` names even when every place is
-/// taken, and runs `idle` whenever the server's threads have all been idle a while; returns the address
-/// really bound (useful with port 0).
-pub(crate) fn serve(address: &str, handle: Handler, control: Control, idle: fn()) -> Result<SocketAddr, String> {
+/// Binds `address` and serves `service` there; returns the address really bound (useful with port 0).
+pub(crate) fn serve(address: &str, service: std::sync::Arc<dyn Service>) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| format!("cannot listen on {address}: {error}"))?;
-    server::start(listener, handle, control, idle)
-        .map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
+    server::start(listener, service).map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
     Ok(bound)
 }

@@ -43,27 +43,34 @@ const THREAD_PATIENCE: Duration = Duration::from_millis(200);
 /// The most connections taken off the listener before the door's waiting connections get a turn.
 const ACCEPTS_PER_TURN: usize = 64;
 
-/// Answers one request.
-pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
+/// What a server serves: the answer to each request, which requests are control requests (answered even
+/// when every place is taken, at the door), and what to let go of when its threads have all been idle a
+/// while. The transport knows nothing else of it: in the program it is the endpoints (`Endpoints` in
+/// `endpoints/`), in the transport's own tests a few canned answers.
+pub(crate) trait Service: Send + Sync + 'static {
+    /// The answer to `request` (a panic in it becomes a 500).
+    fn answer(&self, request: &Request) -> Response;
 
-/// Whether a request is a control request, answered even when every place is taken (at the door).
-pub(crate) type Control = fn(&Request) -> bool;
+    /// Whether `request` is a control request.
+    fn is_control(&self, request: &Request) -> bool;
 
-/// Starts the accept loop on `listener`; each request is answered by `handle`, and those `control` names are
-/// answered at the door too; `idle` runs when the pool's threads have all been idle a while.
-pub(crate) fn start(listener: TcpListener, handle: Handler, control: Control, idle: fn()) -> io::Result<()> {
+    /// What the pool's threads run once they have all been idle a while.
+    fn when_idle(&self) -> fn();
+}
+
+/// Starts the accept loop on `listener`, answering with `service`.
+pub(crate) fn start(listener: TcpListener, service: Arc<dyn Service>) -> io::Result<()> {
     let loopback = listener.local_addr()?.ip().is_loopback();
     listener.set_nonblocking(true)?;
-    let pool = Pool::new("memprof-http-c", MAX_CONNECTIONS + SPARE, idle)?;
+    let pool = Pool::new("memprof-http-c", MAX_CONNECTIONS + SPARE, service.when_idle())?;
     let (open, bodies) = (Arc::new(Connections::default()), Arc::new(Bodies::default()));
-    let server = Server { handle, control, loopback, pool, open, bodies };
+    let server = Server { service, loopback, pool, open, bodies };
     threads::spawn("memprof-http", move || server.accept_forever(&listener))
 }
 
 /// What the accept loop serves with.
 struct Server {
-    handle: Handler,
-    control: Control,
+    service: Arc<dyn Service>,
     /// Whether the server listens on a loopback address (and so answers only loopback host names).
     loopback: bool,
     pool: Pool,
@@ -129,8 +136,8 @@ impl Server {
             return false;
         };
         let read_already = Arc::new(Mutex::new(std::mem::take(read)));
-        let (handle, loopback, served, bytes, bodies) = (
-            Arc::clone(&self.handle),
+        let (service, loopback, served, bytes, bodies) = (
+            Arc::clone(&self.service),
             self.loopback,
             Arc::clone(stream),
             Arc::clone(&read_already),
@@ -139,7 +146,7 @@ impl Server {
         let job = Box::new(move || {
             let read = std::mem::take(&mut *bytes.lock());
             let Ok(connection) = Connection::new(Arc::clone(&served), read, bodies) else { return };
-            serve_connection(&served, connection, slot, &handle, loopback);
+            serve_connection(&served, connection, slot, &*service, loopback);
         });
         match self.pool.run_within(job, patience) {
             Ok(()) => true,
@@ -159,7 +166,7 @@ impl door::Host for Server {
             return None;
         }
         let request = Request::read(head, Vec::new(), None);
-        (self.control)(&request).then(|| respond(&self.handle, self.loopback, &request))
+        self.service.is_control(&request).then(|| respond(&*self.service, self.loopback, &request))
     }
 
     fn place(&self, stream: &Arc<TcpStream>, read: &mut Vec<u8>) -> bool {
@@ -203,7 +210,7 @@ fn serve_connection(
     stream: &Arc<TcpStream>,
     mut connection: Connection,
     slot: Arc<Slot>,
-    handle: &Handler,
+    service: &dyn Service,
     loopback: bool,
 ) {
     loop {
@@ -221,7 +228,7 @@ fn serve_connection(
         let keep_open = match incoming {
             Incoming::Request(mut request) => {
                 request.waiting = Some(Arc::new(Watch { slot: Arc::clone(&slot), stream: Arc::clone(stream) }));
-                let response = respond(handle, loopback, &request);
+                let response = respond(service, loopback, &request);
                 request.drop_body();
                 connection.answer(Some(&request), response)
             }
@@ -235,11 +242,11 @@ fn serve_connection(
     }
 }
 
-/// The answer to `request`: `handle`'s, unless its host is refused.
-fn respond(handle: &Handler, loopback: bool, request: &Request) -> Response {
+/// The answer to `request`: `service`'s, unless its host is refused.
+fn respond(service: &dyn Service, loopback: bool, request: &Request) -> Response {
     match refused_host(request, loopback) {
         Some(error) => error.into_response(),
-        None => guarded(|| handle(request)),
+        None => guarded(|| service.answer(request)),
     }
 }
 

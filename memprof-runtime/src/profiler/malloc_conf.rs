@@ -67,7 +67,7 @@ const PROFILING_CONF_C: &std::ffi::CStr = c"prof:true,prof_active:false";
 /// ```
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __allocator {
+macro_rules! allocator {
     () => {
         #[global_allocator]
         static __MEMPROF_ALLOCATOR: $crate::__private::Jemalloc = $crate::__private::Jemalloc;
@@ -86,7 +86,7 @@ macro_rules! __allocator {
 /// ```
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __malloc_conf {
+macro_rules! malloc_conf {
     ($conf:expr) => {
         #[cfg_attr(
             any(target_os = "android", target_os = "dragonfly", target_vendor = "apple"),

@@ -13,10 +13,27 @@ use crate::http::head::MAX_BODY;
 use crate::http::reply::Reply;
 use crate::testing::wait_until;
 
+/// The tests' service: answers by a function; `/state` is the control request.
+struct Answers<F>(F);
+
+impl<F: Fn(&Request) -> Response + Send + Sync + 'static> Service for Answers<F> {
+    fn answer(&self, request: &Request) -> Response {
+        (self.0)(request)
+    }
+
+    fn is_control(&self, request: &Request) -> bool {
+        request.target == "/state"
+    }
+
+    fn when_idle(&self) -> fn() {
+        || {}
+    }
+}
+
 fn serve(handle: impl Fn(&Request) -> Response + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    start(listener, Arc::new(handle), |request| request.target == "/state", || {}).unwrap();
+    start(listener, Arc::new(Answers(handle))).unwrap();
     address
 }
 
