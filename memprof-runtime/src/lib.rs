@@ -12,9 +12,17 @@
 //! # Ok::<(), memprof_runtime::Error>(())
 //! ```
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
-// `unsafe` only where jemalloc is called or its symbols exported (`jemalloc`, `malloc_conf`, `unwinder`),
-// where the executable is mapped to be read (`allocator_code`, `executable`), and where the kernel is asked
-// which pages are resident (`memory::residency`).
+// `unsafe` is denied but in these files, each for its reason (a test keeps this list true):
+// - jemalloc/mod.rs: jemalloc's controls (all in jemalloc/controls.rs, each declared once with its type), its
+//   extent hooks and arena-made hook;
+// - profiler/malloc_conf.rs: the exported configuration symbol; lib.rs: the same, for the runtime's own tests;
+// - profiler/unwinder.rs: the stack walk jemalloc calls for each sample;
+// - profiler/record/mod.rs, profiler/record/table.rs, profiler/record/spin.rs: jemalloc's sample hooks, the
+//   record's preallocated slots and its spin lock, `pthread_atfork` and the coarse clock;
+// - profiler/allocator_code.rs, process/executable.rs: the executable mapped to be read;
+// - process/threads.rs: a thread's stack bounds and `madvise`;
+// - memory/residency.rs: `mincore`;
+// - http/server/door.rs, http/connection.rs: `poll` and a socket's send buffer.
 #![deny(unsafe_code)]
 // On other targets the crate is empty: the `memprof` facade says why (`compile_error!`).
 #![cfg(unix)]
@@ -46,6 +54,37 @@ pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, star
 #[allow(unsafe_code)]
 mod profiling_armed {
     crate::malloc_conf!(crate::MallocConf::PROFILING);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The files the list at the top of this file names are those where `unsafe` is allowed, all of them.
+    #[test]
+    fn the_list_of_unsafe_files_is_true() {
+        let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut allowed = Vec::new();
+        let mut folders = vec![source.clone()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(folder).unwrap().map(Result::unwrap) {
+                let path = entry.path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if std::fs::read_to_string(&path).unwrap().contains(&format!("allow({})", "unsafe_code")) {
+                    allowed.push(path.strip_prefix(&source).unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        let list = include_str!("lib.rs").split("#![deny(unsafe_code)]").next().unwrap();
+        let mut listed: Vec<String> = list
+            .split(|c: char| !(c.is_ascii_alphanumeric() || "_/.".contains(c)))
+            .filter(|word| word.ends_with(".rs") && !word.contains("controls"))
+            .map(str::to_owned)
+            .collect();
+        listed.dedup();
+        allowed.sort();
+        listed.sort();
+        assert_eq!(allowed, listed, "lib.rs's list of the files where unsafe stands");
+    }
 }
 
 /// The parsers of untrusted input, for the fuzz targets in `fuzz/`; not a public API.

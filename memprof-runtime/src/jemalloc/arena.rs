@@ -4,11 +4,9 @@
 //! Its decay times are zero: pages it frees go back to the system at once (an answer written long after its
 //! job ended, the bodies of refused requests), so memprof never stays larger for having been asked.
 
-use std::ffi::{c_uint, c_void};
 use std::sync::OnceLock;
 
-use tikv_jemalloc_ctl::raw;
-
+use super::controls::{ARENA_DIRTY_DECAY_MS, ARENA_MUZZY_DECAY_MS, THREAD_ARENA};
 use super::extents::recording_hooks;
 
 static OWN: OnceLock<Option<u32>> = OnceLock::new();
@@ -20,36 +18,19 @@ pub(crate) fn own_arena() -> Option<u32> {
 }
 
 fn create() -> Option<u32> {
-    let mut hooks = recording_hooks().ok()?;
-    let mut index: c_uint = 0;
-    let mut index_len = size_of::<c_uint>();
-    // SAFETY: `arenas.create` reads an optional `extent_hooks_t *` and answers the new arena's `unsigned`
-    // index (jemalloc(3)); both pointers and lengths match those types, and the hooks live as long as the
-    // process.
-    let code = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            c"arenas.create".as_ptr(),
-            (&raw mut index).cast::<c_void>(),
-            &mut index_len,
-            (&raw mut hooks).cast::<c_void>(),
-            size_of_val(&hooks),
-        )
-    };
-    if code != 0 {
-        return None;
-    }
-    for kind in ["dirty", "muzzy"] {
-        // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are read-write `ssize_t`s. Failing leaves the default
-        // decay: memprof's freed pages then wait for the next purge.
-        let _ = unsafe { super::write(&format!("arena.{index}.{kind}_decay_ms"), 0isize) };
+    let hooks = recording_hooks().ok()?;
+    // SAFETY: the recording hooks live as long as the process.
+    let index = unsafe { super::controls::create_arena(hooks) }?;
+    for decay in [ARENA_DIRTY_DECAY_MS, ARENA_MUZZY_DECAY_MS] {
+        // Failing leaves the default decay: memprof's freed pages then wait for the next purge.
+        let _ = decay.at(&[index as usize]).and_then(|decay| decay.write(0));
     }
     Some(index)
 }
 
 /// Makes the calling thread allocate from `arena` (`thread.arena`); answers the arena it used before.
 pub(crate) fn use_arena(arena: u32) -> Option<u32> {
-    // SAFETY: `thread.arena` is a read-write `unsigned`.
-    unsafe { raw::update(b"thread.arena\0", arena) }.ok()
+    THREAD_ARENA.update(arena).ok()
 }
 
 /// Makes the calling thread, one of memprof's own, allocate from memprof's arena from now on.
@@ -68,8 +49,7 @@ mod tests {
         let arena = own_arena().expect("jemalloc creates an arena");
         let thread = std::thread::spawn(move || {
             bind_this_thread_to_own_arena();
-            // SAFETY: `thread.arena` is a read-write `unsigned`.
-            let current = unsafe { raw::read::<c_uint>(b"thread.arena\0") }.unwrap();
+            let current = THREAD_ARENA.read().unwrap();
             let block = std::hint::black_box(vec![7u8; 1 << 20]);
             super::super::flush_this_thread_cache();
             let held = super::super::heap_reading(Some(arena)).unwrap().profiler.allocated;

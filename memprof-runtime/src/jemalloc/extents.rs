@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use tikv_jemalloc_ctl::raw;
 use tikv_jemalloc_sys::extent_hooks_t;
 
 use super::CtlError;
@@ -169,9 +168,8 @@ fn note(address: *mut c_void, size: usize, mapped: bool) {
 /// The recording hooks, made from arena 0's the first time.
 pub(crate) fn recording_hooks() -> Result<*mut extent_hooks_t, CtlError> {
     if RECORDING.get().is_none() {
-        // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; jemalloc's default hooks live as long
-        // as the process, and are only read here.
-        let pointer = unsafe { raw::read::<*mut extent_hooks_t>(b"arena.0.extent_hooks\0")? };
+        // jemalloc's default hooks, which live as long as the process and are only read here.
+        let pointer = super::controls::ARENA_EXTENT_HOOKS.read()?;
         // SAFETY: as above: the defaults, read, never written.
         let defaults = *DEFAULTS.get_or_init(|| unsafe { *pointer });
         DEFAULT_POINTER.get_or_init(|| pointer as usize);
@@ -217,9 +215,9 @@ fn install() -> bool {
     };
     let installed = arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut Vec::new());
     if let Some(spare) = (0..arenas.automatic).find(|&arena| !arenas.initialized(arena)) {
-        // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`; written to an automatic arena not yet
-        // initialized, it initializes the arena with these hooks, which live as long as the process.
-        let _ = unsafe { raw::write_mib(&arenas.at(&arenas.hooks, spare), hooks) };
+        // SAFETY: written to an automatic arena not yet initialized, it initializes the arena with these
+        // hooks, which live as long as the process.
+        let _ = unsafe { arenas.hooks_of(spare).write_pointer(hooks) };
     }
     installed > 0
 }

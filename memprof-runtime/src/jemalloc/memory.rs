@@ -2,13 +2,13 @@
 //! times, background threads): the readings `explain` splits the heap's resident pages with, and the
 //! settings `decay` changes.
 
-use super::{ALL_ARENAS, CtlError, read, write};
+use super::ALL_ARENAS;
+use super::controls::*;
 use memprof_wire::DecaySettings;
 
 /// `arenas.page`: the page size jemalloc counts `pdirty`, `pactive` and `pmuzzy` in.
 fn page_size() -> u64 {
-    // SAFETY: `arenas.page` is a read-only `size_t`.
-    unsafe { read::<usize>("arenas.page") }.map_or(4096, |page| page as u64)
+    ARENAS_PAGE.read().map_or(4096, |page| page as u64)
 }
 
 /// What one arena (or all of them) holds, in bytes.
@@ -39,32 +39,26 @@ pub(crate) struct HeapReading {
 
 /// An arena's bytes (`stats.arenas.<arena>.*`, after an `epoch` advance).
 fn arena_bytes(arena: u32, page: u64) -> Result<ArenaBytes, CtlError> {
-    let stat = |name: &str| {
-        // SAFETY: every `stats.arenas.<i>.*` read here is a `size_t` (jemalloc(3)).
-        unsafe { read::<usize>(&format!("stats.arenas.{arena}.{name}")) }.map(|value| value as u64)
-    };
+    let stat = |control: Control<usize, ReadOnly>| control.at(&[arena as usize])?.read().map(|value| value as u64);
     Ok(ArenaBytes {
-        allocated: stat("small.allocated")? + stat("large.allocated")?,
-        active: stat("pactive")? * page,
-        free: (stat("pdirty")? + stat("pmuzzy")?) * page,
+        allocated: stat(STATS_ARENAS_SMALL_ALLOCATED)? + stat(STATS_ARENAS_LARGE_ALLOCATED)?,
+        active: stat(STATS_ARENAS_PACTIVE)? * page,
+        free: (stat(STATS_ARENAS_PDIRTY)? + stat(STATS_ARENAS_PMUZZY)?) * page,
     })
 }
 
 /// One arena's counters, as [`super::heap_stats`] gives them for all (after an `epoch` advance); its
 /// metadata is left at zero.
 pub(super) fn arena_counters(arena: u32) -> Result<memprof_wire::HeapCounters, CtlError> {
-    let stat = |name: &str| {
-        // SAFETY: every `stats.arenas.<i>.*` read here is a `size_t` (jemalloc(3)).
-        unsafe { read::<usize>(&format!("stats.arenas.{arena}.{name}")) }
-    };
+    let stat = |control: Control<usize, ReadOnly>| control.at(&[arena as usize])?.read();
     let bytes = arena_bytes(arena, page_size())?;
     Ok(memprof_wire::HeapCounters {
         allocated: bytes.allocated as usize,
         active: bytes.active as usize,
         metadata: 0,
-        resident: stat("resident")?,
-        mapped: stat("mapped")?,
-        retained: stat("retained")?,
+        resident: stat(STATS_ARENAS_RESIDENT)?,
+        mapped: stat(STATS_ARENAS_MAPPED)?,
+        retained: stat(STATS_ARENAS_RETAINED)?,
     })
 }
 
@@ -72,14 +66,11 @@ pub(super) fn arena_counters(arena: u32) -> Result<memprof_wire::HeapCounters, C
 pub(crate) fn heap_reading(own_arena: Option<u32>) -> Result<HeapReading, CtlError> {
     tikv_jemalloc_ctl::epoch::advance()?;
     let page = page_size();
-    // SAFETY: `stats.metadata`, `stats.resident` and `stats.arenas.<i>.internal` are `size_t`s.
-    let (metadata, resident, internal) = unsafe {
-        (
-            read::<usize>("stats.metadata")? as u64,
-            read::<usize>("stats.resident")? as u64,
-            read::<usize>(&format!("stats.arenas.{ALL_ARENAS}.internal"))? as u64,
-        )
-    };
+    let (metadata, resident, internal) = (
+        STATS_METADATA.read()? as u64,
+        STATS_RESIDENT.read()? as u64,
+        STATS_ARENAS_INTERNAL.at(&[ALL_ARENAS as usize])?.read()? as u64,
+    );
     Ok(HeapReading {
         all: arena_bytes(ALL_ARENAS, page)?,
         metadata,
@@ -105,36 +96,32 @@ pub(crate) struct BinUse {
 /// Every small size class's use (`stats.arenas.<all>.bins.<j>`, `arenas.bin.<j>`); call after
 /// [`heap_reading`], which advanced the epoch.
 pub(crate) fn bins() -> Result<Vec<BinUse>, CtlError> {
-    // SAFETY: `arenas.nbins` and `arenas.bin.<j>.nregs` are `unsigned`; `arenas.bin.<j>.size`,
-    // `arenas.bin.<j>.slab_size`, `stats.arenas.<i>.bins.<j>.curregs` and `.curslabs` are `size_t`s.
-    unsafe {
-        let count = read::<u32>("arenas.nbins")?;
-        (0..count)
-            .map(|bin| {
-                let slabs = read::<usize>(&format!("stats.arenas.{ALL_ARENAS}.bins.{bin}.curslabs"))? as u64;
-                Ok(BinUse {
-                    size: read::<usize>(&format!("arenas.bin.{bin}.size"))? as u64,
-                    regions_used: read::<usize>(&format!("stats.arenas.{ALL_ARENAS}.bins.{bin}.curregs"))? as u64,
-                    regions: slabs * u64::from(read::<u32>(&format!("arenas.bin.{bin}.nregs"))?),
-                    slab_bytes: slabs * read::<usize>(&format!("arenas.bin.{bin}.slab_size"))? as u64,
-                })
+    let all = ALL_ARENAS as usize;
+    let (slabs, regions_used) = (STATS_ARENAS_BINS_CURSLABS.at(&[all, 0])?, STATS_ARENAS_BINS_CURREGS.at(&[all, 0])?);
+    let (size, regions, slab_size) =
+        (ARENAS_BIN_SIZE.at(&[0])?, ARENAS_BIN_NREGS.at(&[0])?, ARENAS_BIN_SLAB_SIZE.at(&[0])?);
+    (0..ARENAS_NBINS.read()? as usize)
+        .map(|bin| {
+            let slabs = slabs.at(&[all, bin]).read()? as u64;
+            Ok(BinUse {
+                size: size.at(&[bin]).read()? as u64,
+                regions_used: regions_used.at(&[all, bin]).read()? as u64,
+                regions: slabs * u64::from(regions.at(&[bin]).read()?),
+                slab_bytes: slabs * slab_size.at(&[bin]).read()? as u64,
             })
-            .collect()
-    }
+        })
+        .collect()
 }
 
 /// The decay times of arena 0 (every automatic arena has the same unless changed one by one) and whether
 /// background threads run.
 pub(crate) fn decay_settings() -> Result<DecaySettings, CtlError> {
-    // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are `ssize_t`s; `background_thread` is a `bool`.
-    unsafe {
-        Ok(DecaySettings {
-            dirty_decay_ms: read::<isize>("arena.0.dirty_decay_ms")? as i64,
-            muzzy_decay_ms: read::<isize>("arena.0.muzzy_decay_ms")? as i64,
-            background_thread: read::<bool>("background_thread")?,
-            cost: None,
-        })
-    }
+    Ok(DecaySettings {
+        dirty_decay_ms: ARENA_DIRTY_DECAY_MS.read()? as i64,
+        muzzy_decay_ms: ARENA_MUZZY_DECAY_MS.read()? as i64,
+        background_thread: BACKGROUND_THREAD.read()?,
+        cost: None,
+    })
 }
 
 /// Sets what is given: each decay time for every arena that exists (but memprof's own, which returns its
@@ -145,20 +132,21 @@ pub(crate) fn set_decay_settings(
     muzzy_ms: Option<i64>,
     background_thread: Option<bool>,
 ) -> Result<DecaySettings, CtlError> {
-    // SAFETY: `arenas.narenas` is an `unsigned`; `arenas.{dirty,muzzy}_decay_ms` and
-    // `arena.<i>.{dirty,muzzy}_decay_ms` are `ssize_t`s; `background_thread` is a `bool`.
-    unsafe {
-        for (kind, value) in [("dirty", dirty_ms), ("muzzy", muzzy_ms)] {
-            let Some(value) = value else { continue };
-            write(&format!("arenas.{kind}_decay_ms"), value as isize)?;
-            for arena in (0..read::<u32>("arenas.narenas")?).filter(|arena| Some(*arena) != super::own_arena()) {
-                // Arenas not initialized yet answer EFAULT; they take the default just set.
-                let _ = write(&format!("arena.{arena}.{kind}_decay_ms"), value as isize);
-            }
+    let kinds = [
+        (ARENAS_DIRTY_DECAY_MS, ARENA_DIRTY_DECAY_MS, dirty_ms),
+        (ARENAS_MUZZY_DECAY_MS, ARENA_MUZZY_DECAY_MS, muzzy_ms),
+    ];
+    for (for_new_arenas, per_arena, value) in kinds {
+        let Some(value) = value else { continue };
+        for_new_arenas.write(value as isize)?;
+        let per_arena = per_arena.at(&[0])?;
+        for arena in (0..ARENAS_NARENAS.read()?).filter(|arena| Some(*arena) != super::own_arena()) {
+            // Arenas not initialized yet answer EFAULT; they take the default just set.
+            let _ = per_arena.at(&[arena as usize]).write(value as isize);
         }
-        if let Some(on) = background_thread {
-            write("background_thread", on)?;
-        }
+    }
+    if let Some(on) = background_thread {
+        BACKGROUND_THREAD.write(on)?;
     }
     decay_settings()
 }
