@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use memprof_analysis::{Analysis, Binaries, Format, LabelSets, RenderOptions, labels_path};
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::output::{self, Content};
 use crate::terminal::for_terminal;
 

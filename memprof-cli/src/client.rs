@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The largest JSON answer read (`state` of a service with many profiles is a few kB).
 const MAX_ANSWER: u64 = 16 << 20;

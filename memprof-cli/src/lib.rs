@@ -11,15 +11,16 @@
 mod analyze;
 mod client;
 mod duration;
+mod failure;
 mod memory;
 mod output;
 mod remote;
 mod terminal;
 
-use std::fmt;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use failure::Failure;
 
 /// Heap profiling for Rust services built with memprof.
 #[derive(Debug, Parser)]
@@ -43,42 +44,6 @@ enum Command {
     #[command(flatten)]
     Remote(remote::Remote),
     Analyze(analyze::Analyze),
-}
-
-/// Why a command failed; each kind has its exit code.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// The service could not be reached (exit 3).
-    Unreachable(String),
-    /// The service refused the request, or a file could not be read or written (exit 1).
-    Refused(String),
-    /// The command line asks for something that cannot be done (exit 2), as clap's own errors.
-    Usage(String),
-    /// Whoever read the output went away (`| head`): nothing more to do, and no error (exit 0).
-    Closed,
-}
-
-impl Failure {
-    /// The exit code of this failure.
-    fn exit_code(&self) -> u8 {
-        match self {
-            Failure::Closed => 0,
-            Failure::Refused(_) => 1,
-            Failure::Usage(_) => 2,
-            Failure::Unreachable(_) => 3,
-        }
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Unreachable(message) | Failure::Refused(message) | Failure::Usage(message) => {
-                formatter.write_str(message)
-            }
-            Failure::Closed => formatter.write_str("the output was closed"),
-        }
-    }
 }
 
 /// Runs the `memprof` command its process was started with (`std::env::args`): parses the command line,

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::terminal::{for_terminal, stdout_is_terminal};
 
 /// What a result is made of.

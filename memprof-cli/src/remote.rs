@@ -11,8 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memprof_analysis::Format;
 use memprof_wire::{CurrentRun, DecaySettings, EarlierProcess, Explanation, Purged, RunAnswer, Started, State, paths};
 
-use crate::Failure;
 use crate::client::{Answer, Client};
+use crate::failure::Failure;
 use crate::memory::{describe_decay, describe_explanation, describe_purged};
 use crate::output::{self, Content};
 use crate::terminal::{for_terminal, one_line};

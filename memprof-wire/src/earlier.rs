@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::KeptProfile;
+use crate::runs::KeptProfile;
 
 /// An earlier process's kept profiles, as `state` lists them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EarlierProcess, HeapCounters, KeptProfile, LabelCounts};
+use crate::earlier::EarlierProcess;
+use crate::labels::LabelCounts;
+use crate::memory::HeapCounters;
+use crate::runs::{KeptProfile, RunOwner};
 
 /// `state`: Mesos's object, plus what memprof adds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,7 +28,7 @@ pub struct ProfilerState {
     /// Windows over continuous sampling opened by the program's code (`scope!`, `Run`), beside the run in
     /// progress, oldest first.
     #[serde(default)]
-    pub open_windows: Vec<crate::RunOwner>,
+    pub open_windows: Vec<RunOwner>,
     /// The newest kept profile of a run.
     pub latest_run: Option<KeptProfile>,
     /// The kept profiles of runs, newest first.

@@ -5,14 +5,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::binaries::Binaries;
+use super::model::{Analysis, Frame, Location, Sample};
+use super::plumbing;
 use super::symbolized::Symbolized;
-use super::{Analysis, Binaries, Frame, Location, Sample, plumbing};
 use crate::heap_profile::HeapProfile;
 use crate::labels::{LabelSet, LabelSets, label_id};
 
 impl Analysis {
     /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
-    /// reason is kept in [`Module::problem`](crate::analysis::Module::problem). Samples with a label frame whose set is unknown get the label
+    /// reason is kept in [`Module::problem`](super::module::Module::problem). Samples with a label frame whose set is unknown get the label
     /// `memprof_label_set=<id>` (see [`Analysis::with_labels`]).
     pub fn new(profile: &HeapProfile, binaries: &Binaries) -> Self {
         Self::with_labels(profile, binaries, &LabelSets::default())

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Analysis, Location, Sample};
+use super::model::{Analysis, Location, Sample};
 
 /// The value a split shows for samples without the key.
 pub const NO_LABEL: &str = "(none)";
@@ -68,7 +68,7 @@ impl Analysis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::Binaries;
+    use crate::analysis::binaries::Binaries;
     use crate::heap_profile::{HeapProfile, Stack};
     use crate::labels::{LabelSets, label_address};
 

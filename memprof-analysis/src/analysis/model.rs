@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{Module, user_code};
+use super::module::Module;
+use super::user_code;
 use crate::labels::LabelSet;
 
 /// One function in a stack: a real call, or a call inlined into the frame after it.
@@ -151,7 +152,7 @@ impl Analysis {
     /// ```
     pub fn allocating_frame<'a>(&'a self, sample: &'a Sample) -> Option<&'a Frame> {
         let mut frames = self.frames(sample).filter(|frame| !user_code::is_labelling(&frame.function));
-        let first_past_plumbing = self.frames(sample).find(|frame| !crate::is_allocation_plumbing(&frame.function));
+        let first_past_plumbing = self.frames(sample).find(|frame| !super::plumbing::is_plumbing(&frame.function));
         frames.find(|frame| user_code::is_the_programs(frame.file.as_deref())).or(first_past_plumbing)
     }
 

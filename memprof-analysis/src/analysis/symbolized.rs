@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Binaries, Frame, Module, symbolizer};
+use super::binaries::Binaries;
+use super::model::Frame;
+use super::module::Module;
+use super::symbolizer;
 use crate::heap_profile::Mapping;
 
 /// Addresses with their modules and frames.

@@ -20,8 +20,8 @@ use parking_lot::Mutex;
 
 use std::sync::LazyLock;
 
-use super::Frame;
 use super::debug_file;
+use super::model::Frame;
 use dwarf::{DwarfSections, Names, has_dwarf};
 use short_names::ShortNames;
 

@@ -1,6 +1,6 @@
 //! Function names of this very process's addresses, as pprof's symbol service answers them.
 
-use super::Binaries;
+use super::binaries::Binaries;
 use super::build::is_plumbing;
 use super::symbolized::Symbolized;
 

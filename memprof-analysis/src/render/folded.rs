@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use super::RenderOptions;
+use super::options::RenderOptions;
+use super::shown::shown_names;
 use crate::analysis::Analysis;
 
 /// Bytes per folded stack, outermost frame first; identical stacks merged.
@@ -10,7 +11,7 @@ fn fold(analysis: &Analysis, options: &RenderOptions) -> BTreeMap<String, f64> {
     let mut stacks = BTreeMap::new();
     for sample in &analysis.samples {
         let mut frames: Vec<String> =
-            super::shown_names(analysis, sample, options).into_iter().map(|name| name.replace(';', ",")).collect();
+            shown_names(analysis, sample, options).into_iter().map(|name| name.replace(';', ",")).collect();
         frames.reverse();
         *stacks.entry(frames.join(";")).or_insert(0.0) += sample.bytes;
     }

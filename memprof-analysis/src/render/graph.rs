@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
-use super::{RenderOptions, megabytes, percent};
+use super::options::RenderOptions;
+use super::shown::{megabytes, percent, shown_names};
 use crate::analysis::Analysis;
 
 const MAX_NODES: usize = 80;
@@ -45,7 +46,7 @@ fn graph(analysis: &Analysis, options: &RenderOptions, total: f64) -> (Vec<Node>
         .samples
         .iter()
         .map(|sample| {
-            let mut labels = super::shown_names(analysis, sample, options);
+            let mut labels = shown_names(analysis, sample, options);
             labels.reverse();
             (labels, sample.bytes)
         })

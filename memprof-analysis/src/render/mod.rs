@@ -13,11 +13,15 @@
 
 mod folded;
 mod graph;
+mod options;
 mod pprof;
+mod shown;
 mod text;
 
 use std::borrow::Cow;
 use std::fmt;
+
+pub use options::RenderOptions;
 
 use crate::analysis::Analysis;
 
@@ -36,29 +40,6 @@ pub enum Format {
     Graph,
     /// gzip-compressed pprof `profile.proto`, for `go tool pprof`, Pyroscope and Parca.
     Pprof,
-}
-
-/// Choices that change what a format shows.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct RenderOptions {
-    /// One row or node per source line (`function file:line`) instead of per function.
-    pub lines: bool,
-    /// A title for the formats that show one.
-    pub title: String,
-    /// Every frame, down to `_start`: without it, text, folded stacks, flame graphs and call graphs stop at
-    /// the frame that starts the user's code, as Rust's short backtraces do (pprof always keeps every frame,
-    /// as Go's heap profiles keep `runtime.main`; Pyroscope and Parca filter there).
-    pub full: bool,
-    /// pprof only, for a profile with allocation totals: make `alloc_space` the default sample type, as
-    /// in Go's `allocs` profile (else `inuse_space`, as in `heap`).
-    pub allocations_first: bool,
-    /// Split the readable formats by this label key: each stack under a root frame `KEY=value`
-    /// (`KEY=(none)` for samples without it). pprof carries every label as a tag instead (`-tags`).
-    pub by: Option<String>,
-    /// Keep only the samples whose label `.0` is `.1` (`(none)`: the samples without `.0`), in every format.
-    pub label: Option<(String, String)>,
-    /// pprof only: comments to carry (`go tool pprof -comments`), before the notes on the binaries.
-    pub comments: Vec<String>,
 }
 
 /// Why a profile could not be rendered.
@@ -154,34 +135,6 @@ fn filtered<'a>(analysis: &'a Analysis, options: &RenderOptions) -> Cow<'a, Anal
     }
 }
 
-/// The names a readable format shows for a sample's frames, innermost first: its shown frames
-/// ([`Analysis::shown_frames`]) by function, or by `function file:line` with `options.lines`; split by a
-/// label key ([`RenderOptions::by`]), under one more, outermost frame `KEY=value` (`KEY=(none)` for a sample
-/// without the key), so that the totals stay those of the whole.
-fn shown_names(analysis: &Analysis, sample: &crate::analysis::Sample, options: &RenderOptions) -> Vec<String> {
-    let mut names: Vec<String> =
-        analysis.shown_frames(sample, options.full).into_iter().map(|frame| frame.label(options.lines)).collect();
-    if let Some(key) = &options.by {
-        // A label value is whatever the program passed (a tenant or route from its own requests): a
-        // newline in it must not start a forged stack, nor an escape byte reach a terminal or an SVG.
-        let value = sample.labels.get(key).unwrap_or(crate::analysis::NO_LABEL);
-        names.push(crate::analysis::without_control_characters(format!("{key}={value}")));
-    }
-    names
-}
-
-/// Bytes as jeprof prints them: MB with one decimal.
-fn megabytes(bytes: f64) -> String {
-    let megabytes = bytes / 1_048_576.0;
-    // Less than what one decimal shows, either way, is 0.0 (not -0.0).
-    if megabytes.abs() < 0.05 { "0.0".to_owned() } else { format!("{megabytes:.1}") }
-}
-
-/// `part` as a percentage of `whole`, as jeprof prints it.
-fn percent(part: f64, whole: f64) -> String {
-    if whole == 0.0 { "nan%".to_owned() } else { format!("{:.1}%", part * 100.0 / whole) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +164,21 @@ mod tests {
         let by_route = collapsed(&RenderOptions { by: Some("route".to_owned()), ..RenderOptions::default() });
         assert!(by_route.starts_with(&format!("route={};", crate::analysis::NO_LABEL)), "{by_route}");
         assert!(by_route.contains("\nroute=/;"), "{by_route}");
+    }
+
+    #[test]
+    fn notes_on_the_binaries_head_the_text_and_the_flame_graph() {
+        let module = crate::fixtures::module_with_short_names();
+        let analysis = Analysis { modules: vec![module], ..labelled_analysis(&[&[0x1000]], &LabelSets::default()) };
+        let note = analysis.notes()[0].clone();
+        assert!(note.starts_with("short names in /srv/service: inlined functions are named without their path"));
+        let options = RenderOptions { full: true, ..RenderOptions::default() };
+        let render = |format: Format| String::from_utf8(format.render(&analysis, None, &options).unwrap()).unwrap();
+        let text = render(Format::Text);
+        assert!(text.contains(&format!("# {note}\n")), "{text}");
+        let svg = render(Format::FlameGraph);
+        let subtitle = svg.lines().find(|line| line.contains("id=\"subtitle\"")).unwrap_or_else(|| panic!("{svg}"));
+        assert!(subtitle.contains("short names in "), "{subtitle}");
     }
 
     #[test]

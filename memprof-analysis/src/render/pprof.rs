@@ -267,7 +267,7 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Location, Module, Sample};
+    use crate::analysis::{Location, Sample};
 
     #[test]
     fn samples_point_at_locations_with_their_functions() {
@@ -319,20 +319,7 @@ mod tests {
 
     #[test]
     fn notes_on_the_binaries_are_comments() {
-        let module = Module {
-            path: "/srv/service".into(),
-            start: 0x1000,
-            end: 0x2000,
-            file_offset: 0,
-            build_id: None,
-            has_functions: true,
-            has_lines: true,
-            is_main_program: true,
-            unnamed_addresses: 0,
-            short_inline_name: Some("to_vec<u8>".into()),
-            problem: None,
-            read_from: None,
-        };
+        let module = crate::fixtures::module_with_short_names();
         let analysis = Analysis { modules: vec![module.clone(), module.clone()], ..Analysis::default() };
         let profile = build(&analysis, true, &[]);
         let comments: Vec<&str> =

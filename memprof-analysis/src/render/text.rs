@@ -8,7 +8,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{RenderOptions, megabytes, percent};
+use super::options::RenderOptions;
+use super::shown::{megabytes, percent, shown_names};
 use crate::analysis::Analysis;
 
 /// The bytes a function allocated itself (flat) and with its callees (cumulative).
@@ -29,7 +30,7 @@ MALLOC_CONF=prof_accum:true and read what was allocated in all (/debug/pprof/all
 pub(super) fn render(analysis: &Analysis, options: &RenderOptions, base_total: Option<f64>) -> String {
     let mut rows: HashMap<String, Row> = HashMap::new();
     for sample in &analysis.samples {
-        let labels = super::shown_names(analysis, sample, options);
+        let labels = shown_names(analysis, sample, options);
         if let Some(allocating) = labels.first() {
             rows.entry(allocating.clone()).or_default().flat += sample.bytes;
         }

@@ -5,7 +5,7 @@
 //! off dumps its profile among the kept ones. A timed run or one started in code is never switched off
 //! from here (409).
 
-use super::Context;
+use super::context::Context;
 use super::to_wire::profile_urls;
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;

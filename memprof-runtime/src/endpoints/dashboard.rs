@@ -2,7 +2,7 @@
 //! that charts memory, drives runs and shows flame graphs, all through the other endpoints; and
 //! `/memory-profiler/memory`, the readings its chart draws.
 
-use super::Context;
+use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::history;
 

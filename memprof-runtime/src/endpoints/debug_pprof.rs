@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::Context;
+use super::context::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
 use memprof_analysis::{Analysis, Format, RenderOptions};

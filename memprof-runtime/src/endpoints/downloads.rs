@@ -4,7 +4,8 @@ use memprof_analysis::{Format, RenderOptions};
 
 use memprof_wire::paths::PREFIX;
 
-use super::{Context, render_cache};
+use super::context::Context;
+use super::render_cache;
 use crate::http::{HttpError, Query, Reply};
 use crate::profiler::{KeptProfile, LookupError};
 

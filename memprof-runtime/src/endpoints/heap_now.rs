@@ -5,7 +5,7 @@ use std::io::Read;
 
 use memprof_analysis::{Analysis, Binaries};
 
-use super::Context;
+use super::context::Context;
 use crate::http::HttpError;
 
 /// The heap now, symbolized: expensive work, for the holder of a permit ([`super::jobs::Permit`]).

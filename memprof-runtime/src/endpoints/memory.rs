@@ -7,7 +7,7 @@ use parking_lot::{Condvar, Mutex};
 
 use memprof_wire::{GrowingStack, Purged};
 
-use super::Context;
+use super::context::Context;
 use super::growing::holders;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply};

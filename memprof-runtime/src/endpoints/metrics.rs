@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Context;
+use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
 

@@ -184,7 +184,7 @@ fn forget(id: u64) {
 }
 
 /// Forgets every analysis and render: what the endpoints keep for the next request goes when the endpoints
-/// are idle ([`super::forget_caches`]).
+/// are idle (`forget_caches`).
 pub(crate) fn forget_all() {
     ANALYSES.retain(|_| false);
     for kept in [&RENDERED, &LABEL_RENDERED] {

@@ -1,6 +1,6 @@
 //! `start` and `stop`: the Mesos run life cycle.
 
-use super::Context;
+use super::context::Context;
 use super::to_wire::profile_urls;
 use crate::http::{HttpError, Query, Reply};
 use crate::profiler::duration;

@@ -9,7 +9,7 @@ use memprof_wire::{
 };
 use parking_lot::Mutex;
 
-use super::Context;
+use super::context::Context;
 use super::to_wire::{describe_earlier, describe_run};
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
@@ -150,7 +150,7 @@ type Printed = (Instant, Arc<Vec<u8>>);
 /// The last text and JSON reports ([`recent_statistics`]): with many arenas, megabytes.
 static RECENT: Mutex<[Option<Printed>; 2]> = Mutex::new([None, None]);
 
-/// Lets go of the last reports (the endpoints are idle: see [`super::forget_caches`]).
+/// Lets go of the last reports (the endpoints are idle: see `forget_caches`).
 pub(super) fn forget_statistics() {
     *RECENT.lock() = [None, None];
 }

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::Context;
+use super::context::Context;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply, Request};
 use crate::profile_root::untrusted::printable;
@@ -112,13 +112,13 @@ mod tests {
     fn a_lookup_while_another_names_its_addresses_is_refused_with_503() {
         let request = Request::new("POST", "/debug/pprof/symbol", b"0x1+0x2".to_vec());
         let naming = NAMING.lock();
-        let error = symbol(super::super::context(), &Query::default(), &request).err().unwrap();
+        let error = symbol(super::super::context::context(), &Query::default(), &request).err().unwrap();
         assert_eq!(
             (error.status, error.message.as_str()),
             (503, "Another symbol lookup is being answered; try again in a second")
         );
         drop(naming);
-        assert!(symbol(super::super::context(), &Query::default(), &request).is_ok());
+        assert!(symbol(super::super::context::context(), &Query::default(), &request).is_ok());
     }
 
     #[test]
@@ -129,7 +129,7 @@ mod tests {
         // Another test may hold the lookup or the job places a moment: 503 is asked again.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let reply = loop {
-            match symbol(super::super::context(), &Query::default(), &request) {
+            match symbol(super::super::context::context(), &Query::default(), &request) {
                 Err(error) if error.status == 503 && std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }

@@ -51,8 +51,8 @@ mod tests {
             bind_this_thread_to_own_arena();
             let current = THREAD_ARENA.read().unwrap();
             let block = std::hint::black_box(vec![7u8; 1 << 20]);
-            super::super::flush_this_thread_cache();
-            let held = super::super::heap_reading(Some(arena)).unwrap().profiler.allocated;
+            crate::jemalloc::controls::THREAD_TCACHE_FLUSH.call().unwrap();
+            let held = crate::jemalloc::memory::heap_reading(Some(arena)).unwrap().profiler.allocated;
             drop(block);
             (current, held)
         });

@@ -20,6 +20,9 @@ use std::marker::PhantomData;
 use tikv_jemalloc_ctl::raw;
 use tikv_jemalloc_sys::extent_hooks_t;
 
+/// `MALLCTL_ARENAS_ALL` (jemalloc.h): the arena index that names all arenas at once.
+pub(crate) const ALL_ARENAS: u32 = 4096;
+
 /// What a failed `mallctl` call says (jemalloc returns an errno value).
 pub(crate) type CtlError = tikv_jemalloc_ctl::Error;
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use tikv_jemalloc_sys::extent_hooks_t;
 
-use super::CtlError;
 use super::arenas::Arenas;
+use super::controls::CtlError;
 
 /// How many disjoint ranges the table holds: jemalloc maps in growing steps (`retain`, on by default on
 /// 64-bit Linux, keeps the address space it mapped), so a process rarely needs more than a few dozen.

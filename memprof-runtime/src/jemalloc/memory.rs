@@ -2,7 +2,7 @@
 //! times, background threads): the readings `explain` splits the heap's resident pages with, and the
 //! settings `decay` changes.
 
-use super::ALL_ARENAS;
+use super::arena::own_arena;
 use super::controls::*;
 use memprof_wire::DecaySettings;
 
@@ -47,7 +47,7 @@ fn arena_bytes(arena: u32, page: u64) -> Result<ArenaBytes, CtlError> {
     })
 }
 
-/// One arena's counters, as [`super::heap_stats`] gives them for all (after an `epoch` advance); its
+/// One arena's counters, as `heap_stats` gives them for all (after an `epoch` advance); its
 /// metadata is left at zero.
 pub(super) fn arena_counters(arena: u32) -> Result<memprof_wire::HeapCounters, CtlError> {
     let stat = |control: Control<usize, ReadOnly>| control.at(&[arena as usize])?.read();
@@ -140,7 +140,7 @@ pub(crate) fn set_decay_settings(
         let Some(value) = value else { continue };
         for_new_arenas.write(value as isize)?;
         let per_arena = per_arena.at(&[0])?;
-        for arena in (0..ARENAS_NARENAS.read()?).filter(|arena| Some(*arena) != super::own_arena()) {
+        for arena in (0..ARENAS_NARENAS.read()?).filter(|arena| Some(*arena) != own_arena()) {
             // Arenas not initialized yet answer EFAULT; they take the default just set.
             let _ = per_arena.at(&[arena as usize]).write(value as isize);
         }

@@ -36,7 +36,7 @@ pub(crate) fn install_range_hooks() -> bool {
     installed
 }
 
-pub(crate) use controls::CtlError;
+pub(crate) use controls::{ALL_ARENAS, CtlError};
 
 /// `config.prof`: jemalloc was built with `--enable-prof`.
 pub(crate) fn profiling_compiled_in() -> bool {
@@ -149,9 +149,6 @@ pub(crate) fn dump_profile(path: &Path) -> io::Result<()> {
         ))
     })
 }
-
-/// `MALLCTL_ARENAS_ALL` (jemalloc.h): the arena index that names all arenas at once.
-pub(crate) const ALL_ARENAS: u32 = 4096;
 
 /// `arena.<arena>.purge`: returns the unused dirty and muzzy pages of `arena` ([`ALL_ARENAS`] for every
 /// one) to the system now, instead of after jemalloc's decay time.

@@ -4,8 +4,9 @@ use std::task::{Context, Poll};
 
 use axum::extract::{MatchedPath, Request};
 
-use super::future::labelled_as;
-use super::{Labelled, current, table};
+use super::future::{Labelled, labelled_as};
+use super::in_force::current;
+use super::table;
 
 /// The route a request that matched none is labelled with.
 pub const UNMATCHED_ROUTE: &str = "(unmatched)";

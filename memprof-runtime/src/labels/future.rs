@@ -4,7 +4,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::{current, replace, table};
+use super::in_force::{current, replace};
+use super::table;
 
 pin_project_lite::pin_project! {
     /// A future with labels in force on every poll; see [`WithLabels::with_labels`].
@@ -87,7 +88,7 @@ mod tests {
 
     #[test]
     fn a_labelled_future_dropped_between_polls_or_panicking_in_one_leaves_the_pollers_labels() {
-        let outer = super::super::enter(&[("task", "poller-drop-test")]);
+        let outer = replace(table::intern(current(), &[("task", "poller-drop-test")]));
         let poller = current();
         let mut context = Context::from_waker(Waker::noop());
         let mut pending = Box::pin(std::future::pending::<()>().with_labels(&[("task", "dropped-drop-test")]));
@@ -104,6 +105,6 @@ mod tests {
         });
         assert!(panicking.is_err());
         assert_eq!(current(), poller);
-        drop(outer);
+        replace(outer);
     }
 }

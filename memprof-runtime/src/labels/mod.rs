@@ -28,11 +28,11 @@
 #[cfg(feature = "axum")]
 mod axum;
 mod future;
+mod in_force;
 mod table;
 #[cfg(feature = "tracing")]
 mod tracing;
 
-use std::cell::Cell;
 use std::marker::PhantomData;
 
 use memprof_analysis::LabelSets;
@@ -40,17 +40,13 @@ use memprof_analysis::LabelSets;
 #[cfg(feature = "axum")]
 pub use axum::{RouteLabelled, RouteLabels, UNMATCHED_ROUTE, route_labels};
 pub use future::{Labelled, WithLabels};
+pub(crate) use in_force::current;
+use in_force::replace;
 pub(crate) use table::snapshot as table_now;
 use table::snapshot;
 pub use table::{MAX_LABEL_SETS, counts};
 #[cfg(feature = "tracing")]
 pub use tracing::LabelLayer;
-
-thread_local! {
-    /// The id of the label set in force on this thread (0: none). Const-initialised and without a
-    /// destructor, so the backtrace hook reads it straight from thread-local storage.
-    static CURRENT: Cell<u32> = const { Cell::new(0) };
-}
 
 /// The longest label table read beside a profile: the table's bound on label sets with long values.
 const LABEL_TABLE_LIMIT: u64 = 16 << 20;
@@ -80,18 +76,6 @@ pub(crate) fn frame_names(addresses: &[u64]) -> Vec<Option<String>> {
         None => format!("memprof label set {id}"),
     };
     addresses.iter().map(|&address| memprof_analysis::label_id(address).map(name)).collect()
-}
-
-/// The label set in force on this thread, as the backtrace hook records it.
-#[inline]
-pub(crate) fn current() -> u32 {
-    CURRENT.try_with(Cell::get).unwrap_or(0)
-}
-
-/// Makes set `id` the one in force on this thread and returns the one it replaces.
-#[inline]
-fn replace(id: u32) -> u32 {
-    CURRENT.try_with(|current| current.replace(id)).unwrap_or(0)
 }
 
 /// Runs `body` with `labels` added to those in force on this thread, and restores them after, also when

@@ -82,7 +82,7 @@ static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
 
 /// The id of the set `pairs` make on top of set `parent` (0: none): `parent`'s labels with `pairs` added, a
 /// key in `pairs` replacing the same key of `parent`'s. Keys and values are borrowed as they come (string
-/// literals, or the boxed strings of [`super::Labels`]): nothing is allocated unless the set is new.
+/// literals, or the boxed strings of `Labels`): nothing is allocated unless the set is new.
 pub(crate) fn intern<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]) -> u32 {
     let hash = transition_hash(parent, pairs);
     let slot = hash as usize % RECENT_TRANSITIONS;

@@ -11,7 +11,8 @@ use tracing_core::{Subscriber, span};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use super::{replace, table};
+use super::in_force::replace;
+use super::table;
 
 /// The label set of a span, kept in its extensions.
 struct SpanLabels(u32);
@@ -116,16 +117,16 @@ mod tests {
         tracing::subscriber::with_default(subscriber, || {
             let outer = tracing::info_span!("request", tenant = "acme-tracing-test", id = 7);
             outer.in_scope(|| {
-                let set = table::snapshot().get(super::super::current()).cloned().unwrap();
+                let set = table::snapshot().get(super::super::in_force::current()).cloned().unwrap();
                 assert_eq!(set.to_string(), "span=request,tenant=acme-tracing-test");
                 tracing::info_span!("render").in_scope(|| {
-                    let set = table::snapshot().get(super::super::current()).cloned().unwrap();
+                    let set = table::snapshot().get(super::super::in_force::current()).cloned().unwrap();
                     assert_eq!(set.to_string(), "span=render,tenant=acme-tracing-test");
                 });
-                let set = table::snapshot().get(super::super::current()).cloned().unwrap();
+                let set = table::snapshot().get(super::super::in_force::current()).cloned().unwrap();
                 assert_eq!(set.get("span"), Some("request"));
             });
-            assert_eq!(super::super::current(), 0);
+            assert_eq!(super::super::in_force::current(), 0);
         });
     }
 }

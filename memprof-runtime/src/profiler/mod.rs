@@ -33,7 +33,7 @@ use parking_lot::{Condvar, Mutex};
 pub(crate) use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
 pub(crate) use error::control;
 pub use error::{DumpOf, Error};
-pub(crate) use outcomes::{FailedRun, LookupError, RunCounts, Started, Stopped};
+pub(crate) use outcomes::{LookupError, Started, Stopped};
 pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
 
@@ -191,7 +191,7 @@ impl Profiler {
         let id = books.runs.next_id();
         let deadline = length.map(|length| Instant::now() + length);
         if deadline.is_some() {
-            timer::start(self)?;
+            self.start_timer()?;
         }
         if window_start.is_none() {
             self.switch_sampling_on()?;

@@ -1,6 +1,7 @@
 //! What starting, stopping and looking up a run can answer, and the counts of runs.
 
-use super::{ActiveRun, Error, KeptProfile};
+use super::error::Error;
+use crate::profile_root::records::{ActiveRun, KeptProfile};
 
 /// A run that ended without a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +42,7 @@ pub(crate) enum Started {
     AlreadyActive(ActiveRun),
 }
 
-/// What [`super::Profiler::stop_owned_by`] did.
+/// What the profiler's `stop_owned_by` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Stopped {
     /// It stopped the run; its profile.

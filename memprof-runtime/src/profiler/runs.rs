@@ -1,15 +1,17 @@
 //! The bookkeeping of runs, with no jemalloc, thread or file in it: ids, the run in progress, the two rings
 //! of kept profiles and their eviction, and which profile a request names (the 404/409 rules).
 //!
-//! Whatever it evicts it hands back: the [`super::Profiler`] deletes the files and tells who keeps renders
+//! Whatever it evicts it hands back: the profiler deletes the files and tells who keeps renders
 //! of them.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::{ActiveRun, DumpOf, Error, FailedRun, KeptProfile, LookupError, Owner, RunCounts};
+use super::error::{DumpOf, Error};
+use super::outcomes::{FailedRun, LookupError, RunCounts};
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
+use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
 
 /// Everything about runs, kept behind the profiler's lock.
 #[derive(Debug)]
@@ -20,7 +22,7 @@ pub(crate) struct Runs {
     windows: Vec<ActiveRun>,
     /// Oldest first.
     finished: VecDeque<KeptProfile>,
-    /// Automatic dumps, oldest first, in a ring of their own (see [`crate::profiler::autodump`]).
+    /// Automatic dumps, oldest first, in a ring of their own (see [`super::autodump`]).
     automatic: VecDeque<KeptProfile>,
     /// What earlier processes that ended without cleaning up kept, newest first (see [`crate::profile_root::evidence`]).
     earlier: Vec<EarlierProcess>,

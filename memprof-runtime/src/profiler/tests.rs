@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::outcomes::RunCounts;
 use super::*;
 
 /// Sampling is one switch for the whole process: tests that turn it on take turns.

@@ -32,8 +32,8 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use super::allocator_code::AllocatorCode;
 use crate::process::environment::UNWINDER as UNWINDER_VARIABLE;
-use crate::profiler::allocator_code::AllocatorCode;
 
 mod maps;
 
@@ -73,7 +73,7 @@ static PREVIOUS_HOOK: AtomicUsize = AtomicUsize::new(0);
 static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
 
 /// The allocator's code, whose frames the walk drops from the start of each stack (see
-/// [`crate::profiler::allocator_code`]); set before the hook is installed.
+/// [`super::allocator_code`]); set before the hook is installed.
 static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock::new();
 
 /// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is

@@ -12,7 +12,7 @@ use object::{Object, ObjectSection};
 use super::reader::Reader;
 use super::short_names::{ShortNames, short_rust_name};
 use super::units::{Release, Units};
-use crate::analysis::Frame;
+use crate::analysis::model::Frame;
 
 pub(super) fn has_dwarf(binary: &object::File<'_>) -> bool {
     binary.section_by_name(".debug_info").is_some_and(|section| section.size() > 0)

@@ -53,7 +53,8 @@ fn a_full_table_says_so_instead_of_losing_order() {
 fn installed() {
     static WATCHING: OnceLock<()> = OnceLock::new();
     WATCHING.get_or_init(|| {
-        assert!(super::super::install_range_hooks());
+        assert!(super::install_range_hooks());
+        crate::jemalloc::arena::own_arena();
         std::thread::spawn(watch_new_arenas);
         while WATCHING_PROCESS.load(Ordering::Acquire) == 0 {
             std::thread::yield_now();

@@ -1,0 +1,50 @@
+//! What handlers work with (the profiler, the token, how they are served), and this process's one
+//! context, set at start-up.
+
+use std::sync::OnceLock;
+
+use crate::process::messages;
+use crate::profiler::Profiler;
+
+/// What handlers work with.
+pub(crate) struct Context {
+    /// The profiler whose runs and profiles are served.
+    pub(crate) profiler: &'static Profiler,
+    /// The token every request must present, if any.
+    pub(crate) token: Option<String>,
+    /// Whether the endpoints are served on the program's own server (`respond`, the axum routers): as
+    /// the built-in server, only when the switch variable is `true`.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) mounted: bool,
+}
+
+/// The context of this process's endpoints, set by [`crate::start`]; a router used without `start` gets
+/// the token of `MEMPROF_TOKEN` and the switch `LIBPROCESS_MEMORY_PROFILING` (never none for want of a
+/// call).
+static CONTEXT: OnceLock<Context> = OnceLock::new();
+
+/// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none. When
+/// the endpoints are on, the memory counters are read from now on, for the dashboard's chart.
+pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
+    CONTEXT.get_or_init(|| {
+        if mounted {
+            crate::profiler::counters::want_classes();
+        }
+        if mounted && let Err(error) = crate::profiler::counters::start() {
+            messages::warn(&format!(
+                "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
+            ));
+        }
+        Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()), mounted }
+    })
+}
+
+/// The context of this process's endpoints: [`crate::start`]'s, else one with `MEMPROF_TOKEN`'s token and
+/// `LIBPROCESS_MEMORY_PROFILING`'s switch.
+#[cfg(any(test, feature = "http"))]
+pub(crate) fn context() -> &'static Context {
+    use crate::process::environment;
+    CONTEXT.get().unwrap_or_else(|| {
+        set_up(std::env::var(environment::TOKEN).ok(), environment::switched_on(environment::SWITCH))
+    })
+}
