@@ -128,15 +128,11 @@ impl Program {
 
     /// The address the program listens on, once it does.
     fn wait_until_listening(&mut self) -> SocketAddr {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(address) = crate::sockets::listening_address(self.pid()) {
-                return address;
-            }
+        crate::waiting::wait_every("the program to listen", PATIENCE, Duration::from_millis(20), || {
+            let address = crate::sockets::listening_address(self.pid());
             assert!(self.is_running(), "the program ended without listening:\n{}", self.output().join("\n"));
-            assert!(Instant::now() < deadline, "the program never listened:\n{}", self.output().join("\n"));
-            thread::sleep(Duration::from_millis(20));
-        }
+            address.ok_or_else(|| format!("it printed:\n{}", self.output().join("\n")))
+        })
     }
 
     /// Everything printed so far, stdout and stderr interleaved as read.
@@ -164,19 +160,15 @@ impl Program {
     /// # Panics
     /// When it does not end within [`PATIENCE`].
     pub fn wait_for_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + PATIENCE;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Its pipes are closed (unless a child of its own holds them): the readers have the last
-                // lines once they end.
-                for reader in self.readers.drain(..) {
-                    let _ = reader.join();
-                }
-                return status;
-            }
-            thread::sleep(Duration::from_millis(50));
+        let exited = crate::waiting::wait_every("the program to exit", PATIENCE, Duration::from_millis(50), || {
+            self.child.try_wait().unwrap().ok_or_else(|| format!("it printed:\n{}", self.output().join("\n")))
+        });
+        // Its pipes are closed (unless a child of its own holds them): the readers have the last lines once
+        // they end.
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
         }
-        panic!("the program did not exit; it printed:\n{}", self.output().join("\n"));
+        exited
     }
 
     /// Sends the program a signal by name (`TERM`, `KILL`), as `kill -TERM <pid>` does.

@@ -304,15 +304,11 @@ fn what_answers_keep_goes_when_the_endpoints_are_idle() {
     let keeping = profiler_bytes();
     assert!(keeping >= before + (1 << 20), "the names are kept for the next lookup: {before} -> {keeping} bytes");
     // Each reading is a request, after which the endpoints are idle again ten seconds later: read every 12 s.
-    let deadline = std::time::Instant::now() + memprof_tests::process::PATIENCE;
-    loop {
-        std::thread::sleep(std::time::Duration::from_secs(12));
+    let (patience, every) = (memprof_tests::process::PATIENCE, std::time::Duration::from_secs(12));
+    memprof_tests::waiting::wait_every("memprof's arena back where it began, once idle", patience, every, || {
         let idle = profiler_bytes();
-        if idle <= before + (64 << 10) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "once idle, memprof holds {before} -> {keeping} -> {idle} bytes");
-    }
+        (idle <= before + (64 << 10)).then_some(()).ok_or(format!("{before} -> {keeping} -> {idle} bytes"))
+    });
 }
 
 /// memprof's cost does not grow with jemalloc's arenas (4 a CPU; it initialized every one of them at start,

@@ -180,17 +180,17 @@ fn a_steady_leak_with_sampling_on_names_the_growing_function() {
     assert_eq!(started.status, 200, "{}", started.text());
     // First the stacks holding the most, then (2 s on) those that grew since.
     for wording in ["holding the most live memory", "grew the most over the last"] {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        let explanation = loop {
-            let explanation = explain(&program);
-            let said = explanation.verdict.kind == VerdictKind::Leak && explanation.verdict.fix.contains(wording);
-            if said || Instant::now() > deadline {
-                break explanation;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        };
-        assert_eq!(explanation.verdict.kind, VerdictKind::Leak, "{explanation:#?}");
-        assert!(explanation.verdict.fix.contains(wording), "{}", explanation.verdict.fix);
+        let (patience, every) = (Duration::from_secs(90), Duration::from_millis(500));
+        let explanation =
+            memprof_tests::waiting::wait_every(&format!("a leak verdict saying {wording:?}"), patience, every, || {
+                let explanation = explain(&program);
+                let said = explanation.verdict.kind == VerdictKind::Leak && explanation.verdict.fix.contains(wording);
+                if said {
+                    Ok(explanation)
+                } else {
+                    Err(format!("{:?}: {}", explanation.verdict.kind, explanation.verdict.fix))
+                }
+            });
         let named = &explanation.verdict.stacks[0];
         assert!(named.function.ends_with("leak_slowly"), "{:#?}", explanation.verdict);
         assert!(explanation.verdict.fix.contains("leak_slowly"), "{}", explanation.verdict.fix);

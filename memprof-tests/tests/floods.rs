@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use memprof_tests::http::try_get;
 use memprof_tests::process::Program;
@@ -60,11 +60,10 @@ fn answers_nobody_reads_are_cut_off_and_the_service_serves_on() {
     let body = memprof_tests::sockets::spread_addresses(service.pid(), 1 << 14);
     let head =
         format!("POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n", body.len());
-    let deadline = Instant::now() + memprof_tests::process::PATIENCE;
+    let patience = memprof_tests::process::PATIENCE;
     // Two answered lookups whose clients read nothing (a lookup told 503, one at a time, is asked again).
     let mut unread: Vec<TcpStream> = Vec::new();
-    while unread.len() < 2 {
-        assert!(Instant::now() < deadline, "no two lookups were answered within {deadline:?}");
+    memprof_tests::waiting::wait_every("two lookups answered and left unread", patience, Duration::ZERO, || {
         let mut stream = memprof_tests::sockets::connect_reading_nothing(service.address()).unwrap();
         stream.write_all(head.as_bytes()).unwrap();
         stream.write_all(&body).unwrap();
@@ -76,7 +75,8 @@ fn answers_nobody_reads_are_cut_off_and_the_service_serves_on() {
         if &status == b"HTTP/1.1 200" {
             unread.push(stream);
         }
-    }
+        if unread.len() < 2 { Err(format!("{} answered", unread.len())) } else { Ok(()) }
+    });
     let third = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", b"0x1");
     assert_eq!(
         (third.status, third.text()),
@@ -84,15 +84,12 @@ fn answers_nobody_reads_are_cut_off_and_the_service_serves_on() {
     );
     assert_eq!(service.get("/memory-profiler/state").status, 200);
     // Cut off at the write deadline: a reading client gets its answer, the unread ones end unfinished.
-    loop {
-        assert!(Instant::now() < deadline, "the unread answers kept their places past {deadline:?}");
+    let every = Duration::from_millis(250);
+    memprof_tests::waiting::wait_every("the unread answers to be cut off", patience, every, || {
         let lookup = memprof_tests::http::request_with_body(service.address(), "POST", "/debug/pprof/symbol", b"0x1");
-        if lookup.status == 200 {
-            break;
-        }
-        assert_eq!(lookup.status, 503, "{}", lookup.text());
-        std::thread::sleep(Duration::from_millis(250));
-    }
+        assert!(matches!(lookup.status, 200 | 503), "{}", lookup.text());
+        (lookup.status == 200).then_some(()).ok_or_else(|| "a reading lookup told 503".to_owned())
+    });
     // The first answered was the first cut off (the second may still be being written, and read now).
     let mut received = Vec::new();
     // The end of what was sent: the server's close, or a reset for what it could not send.

@@ -127,15 +127,12 @@ mod tests {
         let address = memprof_analysis::label_address(id);
         let request = Request::new("POST", "/debug/pprof/symbol", format!("{address:#x}").into_bytes());
         // Another test may hold the lookup or the job places a moment: 503 is asked again.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let reply = loop {
+        let reply = crate::testing::wait_until("the lookup answered", || {
             match symbol(super::super::context::context(), &Query::default(), &request) {
-                Err(error) if error.status == 503 && std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                answered => break answered.unwrap(),
+                Err(error) if error.status == 503 => Err(error.message),
+                answered => Ok(answered.unwrap()),
             }
-        };
+        });
         let mut written = Vec::new();
         reply.into_response().write_to(&mut written, crate::http::Framing::CLOSE).unwrap();
         let written = String::from_utf8(written).unwrap();
