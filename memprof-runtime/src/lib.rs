@@ -16,7 +16,8 @@
 // - jemalloc/mod.rs: jemalloc's controls (all in jemalloc/controls.rs, each declared once with its type), its
 //   extent hooks and arena-made hook;
 // - profiler/malloc_conf.rs: the exported configuration symbol; lib.rs: the same, for the runtime's own tests;
-// - profiler/unwinder.rs: the stack walk jemalloc calls for each sample;
+// - profiler/unwinder.rs, with its modules: the stack walk jemalloc calls for each sample, the DWARF walk
+//   that completes it, the stack's mapping read without allocating;
 // - profiler/record/mod.rs, profiler/record/table.rs, profiler/record/spin.rs: jemalloc's sample hooks, the
 //   record's preallocated slots and its spin lock, `pthread_atfork` and the coarse clock;
 // - profiler/allocator_code.rs, process/executable.rs: the executable mapped to be read;

@@ -13,7 +13,7 @@
 //! Every sampled object is promoted to a page of its own by jemalloc, so a million take some 4 GiB of the
 //! machine in each process. Figures only, nothing is asserted.
 
-use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::process::Program;
 
 fn main() {
     println!(
@@ -43,13 +43,10 @@ const MIB: f64 = (1 << 20) as f64;
 /// A fresh `windows` program told `command`: the record's live objects, the samples it dropped, its
 /// reserved bytes (0 without a record), and the process's resident set once done.
 fn measure(command: &str, objects: usize, continuous: bool) -> (u64, u64, u64, u64) {
-    let program = Launch::new(built_binary("windows"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+    let program = Program::windows()
         .env("MALLOC_CONF", "lg_prof_sample:0")
         .env("MEMPROF_SAMPLING", if continuous { "continuous" } else { "on-demand" })
         .env("MEMPROF_RECORD_OBJECTS", (2 * objects).max(1 << 16).to_string())
-        .with_stdin()
         .spawn();
     program.wait_for_line(|line| line == "windows: ready");
     if !continuous {

@@ -90,6 +90,15 @@ impl Program {
             .args(arguments)
     }
 
+    /// The `windows` test program (src/bin/windows.rs, sampled continuously) serving the endpoints at any
+    /// free loopback port, its standard input the test's; it prints `windows: ready` once started.
+    pub fn windows() -> Launch {
+        Launch::new(built_binary("windows"))
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .with_stdin()
+    }
+
     /// The `scope!` example.
     pub fn scope_example() -> Launch {
         Launch::new(built_binary("scope"))

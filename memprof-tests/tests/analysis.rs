@@ -100,18 +100,23 @@ fn open_session_stack(service: &Program) -> Vec<String> {
 fn the_frame_pointer_walk_finds_the_stacks_libgcc_finds() {
     let by_frame_pointers = finely_sampled_service();
     let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    assert_eq!(walk, &serde_json::json!({ "method": "frame pointers", "why": null }));
+    assert_eq!(walk, &serde_json::json!({ "method": "frame pointers", "why": null, "completed_by_unwinder": 0 }));
     let by_libgcc = Program::service().env("MALLOC_CONF", FINE_SAMPLING).env("MEMPROF_UNWINDER", "libgcc").spawn();
     by_libgcc
         .wait_for_line(|line| line == "[memprof] INFO Samples walk the stack with libgcc: MEMPROF_UNWINDER=libgcc");
     let walk = &by_libgcc.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    assert_eq!(walk, &serde_json::json!({ "method": "libgcc", "why": "MEMPROF_UNWINDER=libgcc" }));
+    let libgcc =
+        serde_json::json!({ "method": "libgcc", "why": "MEMPROF_UNWINDER=libgcc", "completed_by_unwinder": 0 });
+    assert_eq!(walk, &libgcc);
 
     let (fast, slow) = (open_session_stack(&by_frame_pointers), open_session_stack(&by_libgcc));
     // The same frames, but for the C start-up code below `main` that glibc builds without frame pointers.
     assert!(slow.ends_with(&fast), "frame pointers: {fast:?}\nlibgcc: {slow:?}");
     let main = slow.iter().position(|frame| frame == "main").unwrap();
     assert!(fast.len() >= slow.len() - main, "frame pointers: {fast:?}\nlibgcc: {slow:?}");
+    // The example's stacks are Rust's, frame pointers all the way: no walk needed the unwinder.
+    let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    assert_eq!(walk["completed_by_unwinder"], 0, "{walk}");
 }
 
 /// `jeprof --text` of run `id`'s raw dump, as an operator runs it on a downloaded profile.

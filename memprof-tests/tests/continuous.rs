@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use memprof::analysis::HeapProfile;
 use memprof_tests::http::request_with_body;
-use memprof_tests::process::{Launch, Program, built_binary};
+use memprof_tests::process::Program;
 use memprof_tests::tools;
 
 const MIB: f64 = (1 << 20) as f64;
@@ -13,12 +13,7 @@ const MIB: f64 = (1 << 20) as f64;
 /// The windows program sampled every 16 KiB on average: 64 KiB blocks are sampled 98 % of the time, so
 /// the totals below are within a few per cent.
 fn windows() -> Program {
-    let program = Launch::new(built_binary("windows"))
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .env("MALLOC_CONF", "lg_prof_sample:14")
-        .with_stdin()
-        .spawn();
+    let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
     program.wait_for_line(|line| line == "windows: ready");
     program
 }

@@ -156,6 +156,10 @@ pub struct StackWalk {
     pub method: String,
     /// Why libgcc, when it is.
     pub why: Option<String>,
+    /// Samples whose frame chain broke in code built without frame pointers (glibc's, a C library's) and
+    /// whose stack the DWARF unwinder completed, since start-up.
+    #[serde(default)]
+    pub completed_by_unwinder: u64,
 }
 
 /// `state.jemalloc`.

@@ -74,6 +74,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
                     Unwinder::Libgcc(reason) => Some(reason.clone()),
                     Unwinder::FramePointers => None,
                 },
+                completed_by_unwinder: crate::profiler::unwinder::completed_walks(),
             },
             sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),

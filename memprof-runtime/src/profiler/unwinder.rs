@@ -29,14 +29,18 @@
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::allocator_code::AllocatorCode;
 use crate::process::environment::UNWINDER as UNWINDER_VARIABLE;
 
+mod completion;
+mod dwarf;
 mod maps;
 
+pub(crate) use completion::completed_walks;
+use dwarf::{libgcc_backtrace, unwind_backtrace};
 use maps::mapping_containing;
 
 /// jemalloc's `prof_backtrace_hook_t`: fills `frames` with up to `max` return addresses and sets `len`.
@@ -152,7 +156,8 @@ unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, 
     }
 }
 
-/// The frame-pointer walk into `frames`; `false` (nothing written) where this thread's stack is unknown.
+/// The frame-pointer walk into `frames`, completed by the DWARF unwinder where the frame chain broke (see
+/// [`completion`]); `false` (nothing written) where this thread's stack is unknown.
 ///
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
@@ -169,7 +174,7 @@ unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c
     let max = max as usize;
     let frames = frames as *mut usize;
     // While `in_leading`, every frame written is the allocator's.
-    let (mut count, mut in_leading) = (0, true);
+    let (mut count, mut in_leading, mut full) = (0, true, false);
     for address in walk {
         if in_leading && !is_allocator(address) {
             in_leading = false;
@@ -181,11 +186,16 @@ unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c
             count = 1;
         }
         if count == max {
+            full = true;
             break;
         }
         // SAFETY: `count < max`, and `frames` has room for `max` pointers.
         unsafe { *frames.add(count) = address };
         count += 1;
+    }
+    if !full && !in_leading && count > 0 {
+        // SAFETY: `count` addresses are written, `0 < count <= max`, with room for `max`.
+        count = unsafe { completion::complete(frames, count, max) };
     }
     // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
     unsafe { *len = count as c_uint };
@@ -316,59 +326,6 @@ fn agree(by_frame_pointers: &[usize], by_libgcc: &[usize]) -> Result<(), String>
         Some(expected) if expected == by_frame_pointers => Ok(()),
         _ => Err(format!("frame pointers skip frames that libgcc finds; {advice}")),
     }
-}
-
-unsafe extern "C" {
-    fn _Unwind_Backtrace(trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int, data: *mut c_void) -> c_int;
-    fn _Unwind_GetIP(context: *mut c_void) -> usize;
-}
-
-/// `_Unwind_Backtrace`'s answers to its callback: `_URC_NO_REASON` goes on, `_URC_END_OF_STACK` stops.
-const GO_ON: c_int = 0;
-const STOP: c_int = 5;
-
-/// A sample's walk by the program's `_Unwind_Backtrace`, as jemalloc's libgcc walk does it: up to `max`
-/// instruction addresses into `frames`, their count into `len`. Allocates nothing.
-///
-/// # Safety
-/// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
-#[inline(never)]
-unsafe fn unwind_backtrace(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
-    struct Filling {
-        frames: *mut *mut c_void,
-        count: c_uint,
-        max: c_uint,
-    }
-    extern "C" fn fill(context: *mut c_void, data: *mut c_void) -> c_int {
-        // SAFETY: `data` is the `Filling` passed below, alive for the whole walk; `context` is the unwinder's.
-        let filling = unsafe { &mut *(data as *mut Filling) };
-        let address = unsafe { _Unwind_GetIP(context) };
-        if address == 0 || filling.count >= filling.max {
-            return STOP;
-        }
-        // SAFETY: `count < max`, and `frames` has room for `max` pointers.
-        unsafe { *filling.frames.add(filling.count as usize) = address as *mut c_void };
-        filling.count += 1;
-        if filling.count < filling.max { GO_ON } else { STOP }
-    }
-    let mut filling = Filling { frames, count: 0, max };
-    // SAFETY: `fill` matches `_Unwind_Trace_Fn` and only uses `data` as the `Filling` it is.
-    unsafe {
-        _Unwind_Backtrace(fill, &mut filling as *mut Filling as *mut c_void);
-        *len = filling.count;
-    }
-}
-
-/// Up to `max` instruction addresses of the current stack, by libgcc's DWARF unwinder (the walk samples
-/// use, [`unwind_backtrace`]), starting with this function's own.
-#[inline(never)]
-fn libgcc_backtrace(max: usize) -> Vec<usize> {
-    let mut frames = vec![std::ptr::null_mut::<c_void>(); max + 1];
-    let mut len: c_uint = 0;
-    // SAFETY: `frames` has room for `max + 1` pointers; `len` is writable.
-    unsafe { unwind_backtrace(frames.as_mut_ptr(), &mut len, c_uint::try_from(max + 1).unwrap_or(c_uint::MAX)) };
-    // The walk's own frame first: this function's comes next.
-    frames[..len as usize].iter().skip(1).map(|frame| *frame as usize).collect()
 }
 
 #[cfg(test)]

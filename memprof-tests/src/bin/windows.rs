@@ -12,7 +12,12 @@
 //! - `threads`: 1000 threads, four at a time, each holding 64 KiB until it ends;
 //! - `hold N`: keeps N objects of 64 bytes more (`held_objects`), for the record's memory
 //!   (benches/record.rs);
-//! - `stacks N`: keeps one object from each of N distinct stacks (a binary tree of calls 17 deep).
+//! - `stacks N`: keeps one object from each of N distinct stacks (a binary tree of calls 17 deep);
+//! - `through-c`: keeps 16 MiB in 64 KiB blocks that a C function built without frame pointers allocates
+//!   (`memprof_test_c_allocate`, c/allocate.c), called from `allocated_through_c`;
+//! - `latencies rust|c N`: allocates and frees N blocks of 4 KiB one at a time, by Rust or through the C
+//!   function, and prints the median and 99th percentile of an allocation's time in ns
+//!   (`windows: latencies <p50> <p99>`; benches/stacks.rs).
 //!
 //! After each it prints `windows: done <line>`.
 
@@ -26,6 +31,7 @@ fn main() {
     let mut before = Some(kept_before_the_window(32 * MIB));
     let mut kept = Vec::new();
     let mut held = Vec::new();
+    let mut through_c = Vec::new();
     println!("windows: ready");
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
         match line.as_str() {
@@ -35,6 +41,7 @@ fn main() {
             "free-before" => drop(before.take()),
             "fork" => forks(20),
             "threads" => threads(1000),
+            "through-c" => through_c.push(allocated_through_c(16 * MIB)),
             other if other.starts_with("hold ") => {
                 let count: usize = other["hold ".len()..].parse().expect("hold N");
                 held.push(held_objects(count));
@@ -42,6 +49,11 @@ fn main() {
             other if other.starts_with("stacks ") => {
                 let count: u32 = other["stacks ".len()..].parse().expect("stacks N");
                 held.push((0..count).map(|path| branch(path, 17)).collect());
+            }
+            other if other.starts_with("latencies ") => {
+                let (how, count) = other["latencies ".len()..].split_once(' ').expect("latencies rust|c N");
+                let (p50, p99) = latencies(how == "c", count.parse().expect("latencies rust|c N"));
+                println!("windows: latencies {p50} {p99}");
             }
             other if other.starts_with("scopes ") => {
                 let count: usize = other["scopes ".len()..].parse().expect("scopes N");
@@ -53,7 +65,7 @@ fn main() {
         }
         println!("windows: done {line}");
     }
-    black_box((before, kept, held));
+    black_box((before, kept, held, through_c));
 }
 
 /// `total` bytes in 64 KiB blocks, every byte written.
@@ -116,6 +128,41 @@ fn threads(count: usize) {
         let handles: Vec<_> = (0..4).map(|_| std::thread::spawn(|| black_box(blocks(64 * 1024)).len())).collect();
         handles.into_iter().for_each(|handle| assert_eq!(handle.join().unwrap(), 1));
     }
+}
+
+#[link(name = "memprof_test_c", kind = "static")]
+unsafe extern "C" {
+    /// c/allocate.c: `size` bytes from `malloc`, every byte written; null when `malloc` fails.
+    fn memprof_test_c_allocate(size: usize) -> *mut std::ffi::c_void;
+}
+
+/// `total` bytes in 64 KiB blocks allocated by C code without frame pointers, kept (as addresses: the
+/// program never frees them).
+#[inline(never)]
+fn allocated_through_c(total: usize) -> Vec<usize> {
+    // SAFETY: the C function only allocates and writes the block it returns.
+    let blocks: Vec<usize> =
+        (0..total / (64 * 1024)).map(|_| unsafe { memprof_test_c_allocate(64 * 1024) } as usize).collect();
+    assert!(blocks.iter().all(|&block| block != 0), "malloc failed");
+    black_box(blocks)
+}
+
+/// The median and 99th percentile, in ns, of `count` allocations of 4 KiB, each freed at once, through the
+/// C function or by Rust.
+fn latencies(through_c: bool, count: usize) -> (u128, u128) {
+    let mut times: Vec<u128> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = std::time::Instant::now();
+        if through_c {
+            // SAFETY: the C function only allocates and writes the block it returns, freed here.
+            unsafe { libc::free(black_box(memprof_test_c_allocate(4096))) };
+        } else {
+            drop(black_box(vec![1u8; 4096]));
+        }
+        times.push(started.elapsed().as_nanos());
+    }
+    times.sort_unstable();
+    (times[count / 2], times[count * 99 / 100])
 }
 
 /// `count` objects of 64 bytes, kept.
