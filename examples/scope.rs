@@ -1,8 +1,11 @@
 //! `memprof::scope!` and `memprof::Run`: profile exactly one piece of code, without HTTP.
 //!
 //! ```text
-//! cargo run --release --example scope
+//! MEMPROF_SCOPES=true cargo run --release --example scope
 //! ```
+//!
+//! `scope!` blocks profile only when asked at run time (`MEMPROF_SCOPES=true`, or the endpoints' switch
+//! `LIBPROCESS_MEMORY_PROFILING=true`); without either they are plain blocks. `Run::start` always profiles.
 //!
 //! Each profile is a jemalloc `heap_v2` file; this program prints where they are and their first line.
 //! Only the two newest are kept (`keep_runs = 2`), and those are removed when `main` returns.

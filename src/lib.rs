@@ -275,6 +275,11 @@ macro_rules! malloc_conf {
 /// scope on another thread, a timed run), or profiling is unavailable, the block runs unprofiled and the
 /// reason is logged with what to do instead. Without the `enabled` feature it is just the block.
 ///
+/// It profiles only when profiling is asked for at run time: `MEMPROF_SCOPES=true`, or the endpoints'
+/// switch (`LIBPROCESS_MEMORY_PROFILING=true`, or the attribute's `env`); otherwise it is the block and
+/// one atomic load, with no profile directory made (a command-line tool run thousands of times a day pays
+/// nothing). `MEMPROF_SCOPES=false` keeps scopes off even with the endpoints on. [`Run`] always profiles.
+///
 /// ```no_run
 /// # #[memprof::main] fn main() {
 /// let index: Vec<u64> = memprof::scope!("build index", (0..1_000_000).collect());

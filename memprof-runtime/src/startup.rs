@@ -156,6 +156,9 @@ fn start_unsampled(options: Options) -> Guard {
         return Guard { owns_shutdown: false };
     }
     let wanted = environment::switched_on(&options.env);
+    if let Some(warning) = crate::profiler::run::decide_scopes(wanted) {
+        messages::warn(&warning);
+    }
     let sampling = std::env::var(environment::SAMPLING).ok();
     let active_at_start = crate::jemalloc::profiling_active_at_start();
     let (choice, sampling_warning) =

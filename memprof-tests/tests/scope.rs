@@ -8,7 +8,11 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     let scratch = Scratch::new("scope");
     let keeping = Scratch::new("scope-kept");
     let kept = keeping.join("kept.heap");
-    let mut program = Program::scope_example().env("TMPDIR", scratch.path()).env("KEEP_PROFILE", &kept).spawn();
+    let mut program = Program::scope_example()
+        .env("MEMPROF_SCOPES", "true")
+        .env("TMPDIR", scratch.path())
+        .env("KEEP_PROFILE", &kept)
+        .spawn();
     assert!(program.wait(), "{:#?}", program.output());
     let output = program.output();
 
@@ -43,6 +47,28 @@ fn scopes_and_runs_leave_profiles_and_nested_scopes_run_unprofiled() {
     let saved = memprof::analysis::HeapProfile::parse(&std::fs::read_to_string(&kept).unwrap()).unwrap();
     let functions = memprof_tests::heap::functions_in(&saved, &memprof_tests::process::built_binary("scope"));
     assert!(functions.iter().any(|name| name.contains("build_table")), "{functions:#?}");
+}
+
+/// Without `MEMPROF_SCOPES=true` or the endpoints' switch, `scope!` blocks run as plain blocks: no profile,
+/// no message (a command-line tool run thousands of times a day pays nothing for them); the run the
+/// example starts with `Run::start` still profiles, as code asked for it by name.
+#[test]
+fn scopes_profile_only_when_asked_at_run_time() {
+    let scratch = Scratch::new("scope-off");
+    for (variable, value) in [("MEMPROF_SCOPES", None), ("MEMPROF_SCOPES", Some("false"))] {
+        let mut launch =
+            Program::scope_example().env("TMPDIR", scratch.path()).env_remove("LIBPROCESS_MEMORY_PROFILING");
+        launch = match value {
+            Some(value) => launch.env(variable, value),
+            None => launch.env_remove(variable),
+        };
+        let mut program = launch.spawn();
+        assert!(program.wait(), "{:#?}", program.output());
+        let output = program.output();
+        assert!(output.contains(&"scope: no profile".to_owned()), "{value:?}: {output:#?}");
+        assert!(output.iter().any(|line| line.starts_with("run: run ")), "{value:?}: {output:#?}");
+        assert!(!output.iter().any(|line| line.contains("scope!(")), "no scope ran, none said why: {output:#?}");
+    }
 }
 
 /// A program that serves nothing and reads nothing of its memory (a command-line tool run thousands of

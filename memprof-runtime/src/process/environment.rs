@@ -40,6 +40,8 @@ pub const DUMP_KEEP: &str = "MEMPROF_DUMP_KEEP";
 pub const DUMP_MAX_BYTES: &str = "MEMPROF_DUMP_MAX_BYTES";
 /// `continuous` or `on-demand`: how sampling runs, over the program's choice.
 pub const SAMPLING: &str = "MEMPROF_SAMPLING";
+/// `true` or `false`: whether `scope!` blocks profile, over the endpoints' switch.
+pub const SCOPES: &str = "MEMPROF_SCOPES";
 /// How many live sampled objects the continuous record holds.
 pub const RECORD_OBJECTS: &str = "MEMPROF_RECORD_OBJECTS";
 /// jemalloc's own configuration, read by unprefixed builds (Linux).
@@ -80,6 +82,10 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: RECORD_OBJECTS,
         meaning: "how many live sampled objects the continuous record holds (default 65536; 32 bytes each)",
+    },
+    Variable {
+        name: SCOPES,
+        meaning: "`true` or `false`: whether `scope!` blocks profile (else they do when the endpoints' switch is on)",
     },
     Variable { name: MALLOC_CONF, meaning: "jemalloc's configuration; memprof reports what it changes" },
     Variable {

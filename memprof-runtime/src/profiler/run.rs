@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::process::environment::SCOPES as SCOPES_VARIABLE;
 use crate::process::messages;
 use crate::profiler::{Error, KeptProfile, Owner, Profiler, Started};
 
@@ -129,8 +130,46 @@ impl From<&KeptProfile> for Profile {
     }
 }
 
-/// The guard `memprof::scope!` holds around its block: a [`Run`], or nothing (with the reason reported)
-/// when a run cannot start.
+/// Whether `scope!` blocks profile: decided once, at start-up ([`decide_scopes`]) or at the first scope.
+static SCOPES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Decides whether `scope!` blocks profile: as `MEMPROF_SCOPES` says (`true` or `false`), else when
+/// profiling was asked for at run time (`endpoints_on`: the endpoints' switch); answers a warning for a
+/// value of the variable that is neither. A command-line tool run without either switch then profiles
+/// nothing, makes no profile directory and pays one atomic load a scope.
+pub(crate) fn decide_scopes(endpoints_on: bool) -> Option<String> {
+    let (on, warning) = scopes_wanted(endpoints_on);
+    let _ = SCOPES.set(on);
+    warning
+}
+
+/// Whether `scope!` blocks profile; without [`crate::start`], as `MEMPROF_SCOPES` and the endpoints' usual
+/// switch (`LIBPROCESS_MEMORY_PROFILING`) say.
+fn scopes_on() -> bool {
+    *SCOPES.get_or_init(|| {
+        scopes_wanted(std::env::var(crate::process::environment::SWITCH).is_ok_and(|value| value == "true")).0
+    })
+}
+
+/// What `MEMPROF_SCOPES` asks, given the endpoints' switch, and a warning for a value it does not take.
+fn scopes_wanted(endpoints_on: bool) -> (bool, Option<String>) {
+    match std::env::var(SCOPES_VARIABLE).as_deref() {
+        Ok("true") => (true, None),
+        Ok("false") => (false, None),
+        Ok(other) => (
+            endpoints_on,
+            Some(format!(
+                "{SCOPES_VARIABLE}={} is neither true nor false; scope! blocks profile {}",
+                crate::profile_root::untrusted::printable(other),
+                if endpoints_on { "as the endpoints' switch is on" } else { "nothing" }
+            )),
+        ),
+        Err(_) => (endpoints_on, None),
+    }
+}
+
+/// The guard `memprof::scope!` holds around its block: a [`Run`], or nothing when `scope!` blocks do not
+/// profile in this process ([`decide_scopes`]) or a run cannot start (the reason reported).
 ///
 /// ```no_run
 /// let scope = memprof_runtime::Scope::enter("load");
@@ -147,6 +186,9 @@ pub struct Scope {
 impl Scope {
     /// Starts a run named `label`, or reports why the block runs unprofiled.
     pub fn enter(label: &str) -> Scope {
+        if !scopes_on() {
+            return Scope { _run: None };
+        }
         match Run::start(label) {
             Ok(run) => Scope { _run: Some(run) },
             Err(error) => {
