@@ -39,6 +39,8 @@ compile_error!(
 /// - `dump_on_sigterm = true`: SIGTERM ends memprof as returning from `main` does (a run still active
 ///   leaves its profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then the program; for
 ///   programs with no SIGTERM handler of their own ([`Options::dump_on_sigterm`]).
+/// - `dump_on_sigint = true`: the same on SIGINT, the Ctrl-C that ends a batch program or a command-line
+///   tool ([`Options::dump_on_sigint`]).
 /// - `continuous = true`: sampling on from start-up, with every run a window over it (Go's and TiKV's way,
 ///   for the questions about the past: the weekend's leak, the heap before an OOM kill); unset, sampling is
 ///   on demand unless `MALLOC_CONF` has `prof_active:true`, and `MEMPROF_SAMPLING` overrides either

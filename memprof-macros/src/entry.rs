@@ -8,8 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str =
-    "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `continuous`, `crate`";
+const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `dump_on_sigint`, `continuous`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
 /// The most finished profiles kept: the runtime's `MAX_KEEP_RUNS` is this (through `__max_keep_runs!`).
@@ -25,6 +24,7 @@ struct Configuration {
     /// Whether to install jemalloc as the global allocator and export `malloc_conf` (default true).
     allocator: bool,
     dump_on_sigterm: Option<bool>,
+    dump_on_sigint: Option<bool>,
     continuous: Option<bool>,
     krate: syn::Path,
 }
@@ -111,6 +111,7 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         keep_runs: None,
         allocator: true,
         dump_on_sigterm: None,
+        dump_on_sigint: None,
         continuous: None,
         krate: syn::parse_quote!(::memprof),
     };
@@ -143,6 +144,9 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
             "allocator" => boolean(&key, value, ALLOCATOR_MEANING).map(|install| configuration.allocator = install),
             "dump_on_sigterm" => {
                 boolean(&key, value, DUMP_ON_SIGTERM_MEANING).map(|dump| configuration.dump_on_sigterm = Some(dump))
+            }
+            "dump_on_sigint" => {
+                boolean(&key, value, DUMP_ON_SIGINT_MEANING).map(|dump| configuration.dump_on_sigint = Some(dump))
             }
             "continuous" => {
                 boolean(&key, value, CONTINUOUS_MEANING).map(|continuous| configuration.continuous = Some(continuous))
@@ -213,6 +217,8 @@ const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4"
 const ALLOCATOR_MEANING: &str = "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
 const CONTINUOUS_MEANING: &str = "whether sampling is on from start-up, with runs as windows over it";
 const DUMP_ON_SIGTERM_MEANING: &str = "whether SIGTERM ends memprof as returning from `main` does, then the program";
+const DUMP_ON_SIGINT_MEANING: &str =
+    "whether SIGINT (Ctrl-C) ends memprof as returning from `main` does, then the program";
 
 /// The value of `key`: `true` or `false`, else an error saying what it means.
 fn boolean(key: &str, value: &Expr, meaning: &str) -> syn::Result<bool> {
@@ -261,6 +267,7 @@ fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
         .collect();
     options.extend(configuration.keep_runs.map(|count| option_call("keep_runs", quote!(#count))));
     options.extend(configuration.dump_on_sigterm.map(|dump| option_call("dump_on_sigterm", quote!(#dump))));
+    options.extend(configuration.dump_on_sigint.map(|dump| option_call("dump_on_sigint", quote!(#dump))));
     options.extend(configuration.continuous.map(|continuous| option_call("continuous", quote!(#continuous))));
     let ItemFn { attrs, vis, sig, block } = function;
     let statements = &block.stmts;

@@ -282,7 +282,7 @@ pub fn bad_requests_are_refused_clearly(service: &Program) {
         ),
         (
             "/memory-profiler/download/pprof?lines=true".to_owned(),
-            "Unknown parameter 'lines'; expected 'id', 'base', 'net', 'label'.\n".to_owned(),
+            "Unknown parameter 'lines'; expected 'id', 'base', 'net', 'view', 'label'.\n".to_owned(),
         ),
     ] {
         let response = service.get(&target);

@@ -20,9 +20,9 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
         let service = launch.spawn();
         service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
         let names = service.thread_names();
-        // The one thread of memprof's is the SIGTERM watcher the example opted in to (`dump_on_sigterm`).
+        // The one thread of memprof's is the signal watcher the example opted in to (`dump_on_sigterm`).
         let memprofs: Vec<&String> = names.iter().filter(|name| name.starts_with("memprof")).collect();
-        assert_eq!(memprofs, ["memprof-sigterm"], "{setting:?}: {names:?}");
+        assert_eq!(memprofs, ["memprof-signals"], "{setting:?}: {names:?}");
         assert!(!service.output().iter().any(|line| line.starts_with("[memprof]")), "{:?}", service.output());
     }
 }
@@ -67,7 +67,7 @@ fn an_idle_service_keeps_few_threads_and_its_pool_is_whole_while_sampling_is_on(
     wait_for_threads(&service, "memprof-http", 1);
     wait_for_threads(&service, "memprof-stats", 1);
     wait_for_threads(&service, "memprof-arenas", 1);
-    wait_for_threads(&service, "memprof-sigterm", 1);
+    wait_for_threads(&service, "memprof-signals", 1);
     let memprofs = || service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
     assert_eq!(memprofs(), 4, "an idle service: {:?}", service.thread_names());
     // Connections get threads born for them while sampling is off.

@@ -196,6 +196,43 @@ fn windows_in_a_loop_a_double_stop_forks_and_threads_leave_the_record_sound() {
     assert_near(bytes_under(&program, &now, "grown_in_the_window"), 16.0, "sampled after the forks");
 }
 
+/// What a window allocated, freed or not, is one parameter away: `view=allocated` shows the 64 MiB it
+/// churned and the 16 MiB it kept, where its profile (what is still live) shows the 16 MiB alone; in every
+/// format. An unknown view is refused.
+#[test]
+fn what_a_window_allocated_is_one_parameter_away() {
+    let program = windows();
+    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    program.tell("churn", "windows: done churn");
+    program.tell("grow", "windows: done grow");
+    assert_eq!(program.get("/memory-profiler/stop").status, 200);
+    let total = |view: &str| -> f64 {
+        let text = program.get(&format!("/memory-profiler/download/text?id={id}{view}")).text();
+        text.strip_prefix("Total: ")
+            .and_then(|rest| rest.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{text}"))
+    };
+    assert!((total("&view=allocated") - 80.0).abs() <= 80.0 * 0.06, "{}", total("&view=allocated"));
+    assert!((total("") - 16.0).abs() <= 16.0 * 0.06, "{}", total(""));
+    let folded = program.get(&format!("/memory-profiler/download/collapsed?id={id}&view=allocated")).text();
+    let under = |function: &str| -> f64 {
+        folded
+            .lines()
+            .filter(|line| line.contains(function))
+            .map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+            .sum()
+    };
+    assert_near(under("churned_in_the_window"), 64.0, "churned, all freed");
+    assert_near(under("grown_in_the_window"), 16.0, "grown, kept");
+    let pprof = program.get(&format!("/memory-profiler/download/pprof?id={id}&view=allocated"));
+    assert_eq!(pprof.status, 200, "{}", pprof.text());
+    let bogus = program.get(&format!("/memory-profiler/download/text?id={id}&view=peaks"));
+    assert_eq!(
+        (bogus.status, bogus.text()),
+        (400, "Invalid parameter 'view': 'peaks' is not live or allocated.\n".to_owned())
+    );
+}
+
 /// A window's net growth is one parameter away: `net=true` shows what every stack held at the window's end
 /// minus at its start, so memory freed during it counts against it (the window's own profile shows only
 /// what it allocated and kept). A profile without one, or `net` with `base`, is refused with the reason.
@@ -220,7 +257,8 @@ fn a_windows_net_growth_is_one_parameter_away() {
     assert!((cumulative("windows::grown_in_the_window") - 16.0).abs() < 16.0 * 0.06, "{text}");
     assert!((cumulative("windows::kept_before_the_window") + 32.0).abs() < 32.0 * 0.06, "{text}");
     let both = program.get(&format!("/memory-profiler/download/text?id={id}&net=true&base={id}"));
-    assert_eq!((both.status, both.text()), (400, "Pass either 'net' or 'base', not both.\n".to_owned()));
+    let refused = (400, "Pass one of 'net', 'view=allocated' and 'base', not two.\n".to_owned());
+    assert_eq!((both.status, both.text()), refused);
     let state = program.get_json("/memory-profiler/state");
     let kept = state["memory_profiler"]["runs"].as_array().unwrap().iter().find(|run| run["id"] == id).cloned();
     let path = std::path::PathBuf::from(kept.unwrap_or_else(|| panic!("{state}"))["path"].as_str().unwrap());

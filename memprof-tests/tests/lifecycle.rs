@@ -43,6 +43,32 @@ fn sigterm_leaves_the_active_runs_profile_and_no_directory() {
     assert!(service.output().contains(&said), "{:#?}", service.output());
 }
 
+/// Ctrl-C ends a batch program: with `dump_on_sigint`, memprof ends first (the run in progress leaves its
+/// profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then SIGINT ends the program.
+#[test]
+fn sigint_leaves_the_active_runs_profile_where_asked() {
+    let scratch = Scratch::new("sigint");
+    let final_dump = scratch.join("final.heap");
+    let mut program = Program::windows().env("MEMPROF_FINAL_DUMP", &final_dump).spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    let active = start(&program, "1mins");
+    program.tell("grow", "windows: done grow");
+    let directory = profile_directory(&program);
+
+    program.signal("INT");
+    let status = program.wait_for_exit();
+    assert_eq!(status.signal(), Some(2), "the program still ends as interrupted: {status:?}");
+    assert!(!directory.exists(), "{} was left behind", directory.display());
+    let profile = HeapProfile::parse(&std::fs::read_to_string(&final_dump).unwrap()).unwrap();
+    let functions = functions_in(&profile, &built_binary("windows"));
+    assert!(functions.iter().any(|name| name.contains("grown_in_the_window")), "{functions:#?}");
+    let said = format!(
+        "[memprof] INFO Heap profiling run {active} was active when the program ended; its profile is at {}",
+        final_dump.display()
+    );
+    assert!(program.output().contains(&said), "{:#?}", program.output());
+}
+
 #[test]
 fn directories_of_killed_processes_with_nothing_worth_keeping_are_removed_at_the_next_start_and_live_ones_kept() {
     let scratch = Scratch::new("stale");

@@ -71,6 +71,56 @@ fn scopes_profile_only_when_asked_at_run_time() {
     }
 }
 
+/// `MEMPROF_WHOLE_RUN=<dir>` keeps a batch program's whole run when it exits: sampled from start-up, what
+/// it allocated (freed or not, by stack) and what was left at its end, each a `heap_v2` dump readable
+/// offline, owner-only; the profile directory itself still goes.
+#[test]
+fn the_whole_run_is_kept_at_exit_where_asked() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new("whole-run");
+    let kept = scratch.join("kept");
+    let temporary = scratch.join("tmp");
+    std::fs::create_dir(&temporary).unwrap();
+    let mut program = Program::scope_example()
+        .env("MEMPROF_WHOLE_RUN", &kept)
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .env("TMPDIR", &temporary)
+        .env_remove("LIBPROCESS_MEMORY_PROFILING")
+        .spawn();
+    assert!(program.wait(), "{:#?}", program.output());
+    let said = format!(
+        "[memprof] INFO The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), 0 automatic dumps",
+        kept.display()
+    );
+    assert!(program.output().contains(&said), "{:#?}", program.output());
+    assert_eq!(
+        std::fs::read_dir(&temporary).unwrap().count(),
+        0,
+        "the profile directory went: {:#?}",
+        program.output()
+    );
+    let collapsed = |name: &str| {
+        let path = kept.join(name);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600, "{name}");
+        let profile = memprof::analysis::HeapProfile::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let analysis = memprof::analysis::Analysis::new(&profile, &memprof::analysis::Binaries::as_mapped());
+        let options = memprof::analysis::RenderOptions::default();
+        String::from_utf8(memprof::analysis::Format::Collapsed.render(&analysis, None, &options).unwrap()).unwrap()
+    };
+    let allocated = collapsed("whole-run.allocated.heap");
+    let under = |function: &str| -> f64 {
+        let lines = allocated.lines().filter(|line| line.contains(function));
+        lines.map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap()).sum::<f64>() / (1 << 20) as f64
+    };
+    // Two tables of 64 MiB of rows (the scope's and the inner one's) and their outer vectors (1.5 MiB each
+    // as they grew by doubling), all freed before the end; records formatted into strings that grow as they
+    // are written (allocated twice what they keep, 32 MiB).
+    assert!((under("scope::build_table") - 131.0).abs() <= 131.0 * 0.06, "{allocated}");
+    assert!(under("scope::parse_records") >= 32.0 * 0.94, "{allocated}");
+    let left = collapsed("whole-run.heap");
+    assert!(!left.contains("scope::build_table"), "freed before the end, not left: {left}");
+}
+
 /// A program that serves nothing and reads nothing of its memory (a command-line tool run thousands of
 /// times a day) leaves the profile root alone at start: its sweep waits for the program's first run.
 #[test]

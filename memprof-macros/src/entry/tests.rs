@@ -107,14 +107,17 @@ fn without_arguments_the_runtime_defaults_apply() {
 #[test]
 fn a_program_with_its_own_allocator_gets_no_allocator_and_no_malloc_conf() {
     let output = main(
-        quote!(allocator = false, dump_on_sigterm = true, continuous = true),
+        quote!(allocator = false, dump_on_sigterm = true, dump_on_sigint = true, continuous = true),
         quote!(
             fn main() {}
         ),
     )
     .to_string();
     assert!(!output.contains("allocator !") && !output.contains("malloc_conf !"), "{output}");
-    assert!(output.contains("Options :: new () . dump_on_sigterm (true) . continuous (true)) ;"), "{output}");
+    assert!(
+        output.contains("Options :: new () . dump_on_sigterm (true) . dump_on_sigint (true) . continuous (true)) ;"),
+        "{output}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `download/*?id=`: the kept profiles, raw or rendered.
 
-use memprof_analysis::{Format, RenderOptions};
+use memprof_analysis::{Analysis, Format, RenderOptions};
 
 use memprof_wire::paths::PREFIX;
 
@@ -69,7 +69,7 @@ pub(super) fn pprof(context: &Context, query: &Query) -> Result<Reply, HttpError
 }
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,
-/// `net=true` for a window's net growth,
+/// `net=true` for a window's net growth, `view=allocated` for what a window allocated (freed or not),
 /// `lines=true` for source lines instead of functions, `full=true` for the frames below the user's code too
 /// (pprof always has them), `by=KEY` to split by a label, `label=KEY:VALUE` to keep only its samples.
 fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, HttpError> {
@@ -95,12 +95,31 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
         ..RenderOptions::default()
     };
-    if query.flag("net")? {
-        if base.is_some() {
-            return Err(HttpError::bad_request("Pass either 'net' or 'base', not both"));
+    let allocated = match query.get("view") {
+        None | Some("live") => false,
+        Some("allocated") => true,
+        Some(other) => {
+            return Err(HttpError::bad_request(format!(
+                "Invalid parameter 'view': '{}' is not live or allocated",
+                crate::profile_root::untrusted::printable(other)
+            )));
         }
-        let bytes = net_growth(&profile, format, &options)?;
-        let name = format!("memprof.{}-net.{}", profile.id, format.extension());
+    };
+    let net = query.flag("net")?;
+    if net || allocated {
+        if base.is_some() || (net && allocated) {
+            return Err(HttpError::bad_request("Pass one of 'net', 'view=allocated' and 'base', not two"));
+        }
+        let _permit = super::jobs::Permit::or_busy()?;
+        let (view, kept) = if net {
+            let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(&profile.path);
+            ("net", kept_beside(&profile, &grown, "net growth")?.minus(&kept_beside(&profile, &shrunk, "net growth")?))
+        } else {
+            let path = crate::profile_root::storage::allocations_path(&profile.path);
+            ("allocated", kept_beside(&profile, &path, "record of allocations")?)
+        };
+        let bytes = format.render(&kept, None, &options).map_err(|error| HttpError::internal(error.to_string()))?;
+        let name = format!("memprof.{}-{view}.{}", profile.id, format.extension());
         return Ok(Reply::rendered(format.content_type(), bytes.into(), name, format == Format::Pprof));
     }
     let bytes = render_cache::rendered(&profile, base.as_ref(), format, &options)
@@ -112,29 +131,19 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
 }
 
-/// `net=true`: the net growth over a window of continuous sampling (what every stack held at its end minus
-/// at its start; what was freed during it shows as negative), kept beside its profile: symbolized and
-/// rendered each time it is asked for (an expensive job).
-fn net_growth(profile: &KeptProfile, format: Format, options: &RenderOptions) -> Result<Vec<u8>, HttpError> {
-    let _permit = super::jobs::Permit::or_busy()?;
-    let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(&profile.path);
-    let analysis = |path: &std::path::Path| {
-        let text = render_cache::read_profile(path).map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => HttpError::not_found(format!(
-                "Profile {} has no net growth: only the windows of continuous sampling keep one (MEMPROF_SAMPLING=continuous)",
-                profile.id
-            )),
-            _ => HttpError::internal(format!("Cannot read the net growth of profile {} ({error})", profile.id)),
-        })?;
-        memprof_analysis::Analysis::of_dump(
-            &text,
-            &memprof_analysis::Binaries::this_process(),
-            &crate::labels::table_for(&profile.path),
-        )
-        .map_err(|error| HttpError::internal(format!("The net growth of profile {} is malformed: {error}", profile.id)))
-    };
-    let net = analysis(&grown)?.minus(&analysis(&shrunk)?);
-    format.render(&net, None, options).map_err(|error| HttpError::internal(error.to_string()))
+/// A view of a window of continuous sampling kept beside its profile at `path` (`net=true`: what every
+/// stack held at its end minus at its start; `view=allocated`: what it allocated, freed or not),
+/// symbolized each time it is asked for (an expensive job: the caller holds a permit).
+fn kept_beside(profile: &KeptProfile, path: &std::path::Path, what: &str) -> Result<Analysis, HttpError> {
+    let text = render_cache::read_profile(path).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => HttpError::not_found(format!(
+            "Profile {} has no {what}: only the windows of continuous sampling keep one (MEMPROF_SAMPLING=continuous)",
+            profile.id
+        )),
+        _ => HttpError::internal(format!("Cannot read the {what} of profile {} ({error})", profile.id)),
+    })?;
+    Analysis::of_dump(&text, &memprof_analysis::Binaries::this_process(), &crate::labels::table_for(&profile.path))
+        .map_err(|error| HttpError::internal(format!("The {what} of profile {} is malformed: {error}", profile.id)))
 }
 
 /// The answer to a render or analysis that failed.

@@ -84,7 +84,7 @@ fn checked(context: &Context, request: &Request) -> Result<(), HttpError> {
 }
 
 /// The parameters of the rendered downloads.
-const RENDER_PARAMETERS: &[&str] = &["id", "base", "net", "lines", "full", "by", "label"];
+const RENDER_PARAMETERS: &[&str] = &["id", "base", "net", "view", "lines", "full", "by", "label"];
 
 /// One endpoint: its full path, the methods it takes, its parameters and its handler.
 struct Route {
@@ -178,7 +178,7 @@ const ROUTES: &[Route] = &[
     get(paths::DOWNLOAD_GRAPH, RENDER_PARAMETERS, downloads::graph),
     get(paths::DOWNLOAD_FLAMEGRAPH, RENDER_PARAMETERS, downloads::flame_graph),
     get(paths::DOWNLOAD_COLLAPSED, RENDER_PARAMETERS, downloads::collapsed),
-    get(paths::DOWNLOAD_PPROF, &["id", "base", "net", "label"], downloads::pprof),
+    get(paths::DOWNLOAD_PPROF, &["id", "base", "net", "view", "label"], downloads::pprof),
     get(paths::PPROF_HEAP, &[], downloads::newest_raw),
     get(paths::PPROF_CMDLINE, &[], symbols::command_line),
     reading(paths::PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),

@@ -40,6 +40,8 @@ pub const DUMP_KEEP: &str = "MEMPROF_DUMP_KEEP";
 pub const DUMP_MAX_BYTES: &str = "MEMPROF_DUMP_MAX_BYTES";
 /// `continuous` or `on-demand`: how sampling runs, over the program's choice.
 pub const SAMPLING: &str = "MEMPROF_SAMPLING";
+/// A directory where the whole run's profiles are kept when the program exits.
+pub const WHOLE_RUN: &str = "MEMPROF_WHOLE_RUN";
 /// `true` or `false`: whether `scope!` blocks profile, over the endpoints' switch.
 pub const SCOPES: &str = "MEMPROF_SCOPES";
 /// How many live sampled objects the continuous record holds.
@@ -82,6 +84,10 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: RECORD_OBJECTS,
         meaning: "how many live sampled objects the continuous record holds (default 65536; 32 bytes each)",
+    },
+    Variable {
+        name: WHOLE_RUN,
+        meaning: "a directory: sampling from start-up, and at exit the whole run's profiles (and automatic dumps) kept there",
     },
     Variable {
         name: SCOPES,

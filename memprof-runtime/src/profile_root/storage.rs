@@ -37,6 +37,11 @@ pub(crate) fn net_growth_paths(profile: &Path) -> (PathBuf, PathBuf) {
     (profile.with_extension("net-grown"), profile.with_extension("net-shrunk"))
 }
 
+/// Where what a window allocated (freed or not) is kept beside its profile.
+pub(crate) fn allocations_path(profile: &Path) -> PathBuf {
+    profile.with_extension("allocated")
+}
+
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
 #[derive(Debug)]
@@ -181,6 +186,7 @@ impl ProfileStore {
             let (grown, shrunk) = net_growth_paths(path);
             let _ = fs::remove_file(grown);
             let _ = fs::remove_file(shrunk);
+            let _ = fs::remove_file(allocations_path(path));
         }
     }
 

@@ -22,6 +22,7 @@ mod runs;
 pub(crate) mod sampling;
 mod timer;
 pub(crate) mod unwinder;
+mod whole_run;
 mod windows;
 
 use std::path::PathBuf;
@@ -81,7 +82,7 @@ pub(crate) struct Profiler {
     /// How sampling runs, and why, once chosen at start-up.
     sampling: OnceLock<sampling::Choice>,
     /// What each stack held when each open window started, by window id: its net growth's base.
-    window_bases: Mutex<std::collections::HashMap<u64, Vec<record::table::Totals>>>,
+    window_bases: Mutex<std::collections::HashMap<u64, record::Base>>,
 }
 
 /// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
@@ -257,7 +258,7 @@ impl Profiler {
     /// Dumps the profile of `run`, which just ended, into the store and keeps it (or records why not).
     fn keep(&self, books: &mut Books, run: ActiveRun) -> Result<KeptProfile, Error> {
         let dumped = jemalloc::unsampled(|| books.store.dump(run.id, &self.run_dump(run.window_start)));
-        self.keep_net_growth(run.id, dumped.as_ref().ok(), books.store.in_memory());
+        self.keep_window_views(run.id, dumped.as_ref().ok(), books.store.in_memory());
         if run.window_start.is_none() {
             switch_sampling_off(run.id);
         }
@@ -306,6 +307,7 @@ impl Profiler {
     /// A run still active can leave its profile behind, outside the removed directory, at the path in
     /// `MEMPROF_FINAL_DUMP`.
     pub(crate) fn shut_down(&self) {
+        self.keep_whole_run();
         let mut books = self.books.lock();
         if let Some(run) = books.runs.end() {
             self.runs_changed.notify_all();

@@ -78,20 +78,25 @@ impl Profiler {
     /// In continuous mode, remembers what each stack holds as window `id` starts: its net growth's base.
     pub(super) fn remember_base(&self, id: u64) {
         if let Some(record) = self.record() {
-            let base = jemalloc::unsampled(|| record::live_now(record));
+            let base = jemalloc::unsampled(|| record::base_now(record));
             self.window_bases.lock().insert(id, base);
         }
     }
 
     /// Beside the profile of window `id` at `path` (none when it failed), its net growth since it started
-    /// (what every stack holds at its end minus at its start), for `net=true` downloads; not for profiles
-    /// kept in memory. The window's base is let go either way.
-    pub(super) fn keep_net_growth(&self, id: u64, path: Option<&std::path::PathBuf>, in_memory: bool) {
+    /// (what every stack holds at its end minus at its start), for `net=true` downloads, and what it
+    /// allocated, freed or not, for `view=allocated`; not for profiles kept in memory. The window's base is
+    /// let go either way.
+    pub(super) fn keep_window_views(&self, id: u64, path: Option<&std::path::PathBuf>, in_memory: bool) {
         let base = self.window_bases.lock().remove(&id);
         let (Some(record), Some(base), Some(path), false) = (self.record(), base, path, in_memory) else { return };
         let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(path);
-        if let Err(error) = jemalloc::unsampled(|| record::write_net_growth(record, &base, &grown, &shrunk)) {
-            messages::warn(&format!("The net growth of window {id} was not written: {error}"));
+        let written = jemalloc::unsampled(|| {
+            record::write_net_growth(record, &base, &grown, &shrunk)?;
+            record::write_allocations(record, &base, &crate::profile_root::storage::allocations_path(path))
+        });
+        if let Err(error) = written {
+            messages::warn(&format!("The net growth and allocations of window {id} were not written: {error}"));
         }
     }
 

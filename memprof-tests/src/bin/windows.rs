@@ -1,5 +1,5 @@
-//! A program sampled continuously (`continuous = true`) that allocates in known functions when its
-//! standard input says so, for the windows and scrapes of tests/continuous.rs. At start it keeps 32 MiB
+//! A program sampled continuously (`continuous = true`; Ctrl-C ends memprof first, `dump_on_sigint`) that
+//! allocates in known functions when its standard input says so, for the windows and scrapes of tests/continuous.rs. At start it keeps 32 MiB
 //! (`kept_before_the_window`) and prints `windows: ready`; then, a line at a time:
 //!
 //! - `grow`: keeps 16 MiB more, in 64 KiB blocks (`grown_in_the_window`);
@@ -26,7 +26,7 @@ use std::io::BufRead;
 
 const MIB: usize = 1 << 20;
 
-#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", continuous = true)]
+#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", continuous = true, dump_on_sigint = true)]
 fn main() {
     let mut before = Some(kept_before_the_window(32 * MIB));
     let mut kept = Vec::new();

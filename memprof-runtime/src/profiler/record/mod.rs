@@ -209,19 +209,49 @@ pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64
     unsampled_dump(growers.iter().map(|grower| (grower.frames.clone(), table::Totals::unsampled(1.0, bytes(grower)))))
 }
 
+/// What every stack holds and has allocated as a window starts: the bases of its net growth and of its
+/// allocations.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Base {
+    live: Vec<table::Totals>,
+    allocated: Vec<table::Totals>,
+}
+
 /// What each stack holds now (by stack index): the base a window's net growth is measured from.
 pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
     record.held(clock_seconds(), u32::MAX).into_iter().map(|held| held.live).collect()
 }
 
+/// The base of a window starting now.
+pub(crate) fn base_now(record: &Table) -> Base {
+    Base { live: live_now(record), allocated: record.allocated() }
+}
+
+/// Writes what every stack allocated since `base` (a window's start), freed or not, at `path`: a `heap_v2`
+/// dump of unbiased counts (period 1).
+pub(crate) fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()> {
+    let (mut indexes, mut totals) = (Vec::new(), Vec::new());
+    for (index, now) in record.allocated().iter().enumerate() {
+        let before = base.allocated.get(index).copied().unwrap_or_default();
+        let (objects, bytes) =
+            (now.unbiased_objects - before.unbiased_objects, now.unbiased_bytes - before.unbiased_bytes);
+        if bytes >= 1.0 {
+            indexes.push(index as u32);
+            totals.push(table::Totals::unsampled(objects, bytes));
+        }
+    }
+    let text = unsampled_dump(record.frames(&indexes).into_iter().zip(totals))?;
+    write_owner_only(path, text.as_bytes())
+}
+
 /// Writes the net growth of every stack since `base` ([`live_now`] at a window's start): what grew at
 /// `grown`, what shrank at `shrunk`, each a `heap_v2` dump of unbiased counts (period 1), so that the net
 /// growth is the first minus the second (as `base=` diffs read).
-pub(crate) fn write_net_growth(record: &Table, base: &[table::Totals], grown: &Path, shrunk: &Path) -> io::Result<()> {
+pub(crate) fn write_net_growth(record: &Table, base: &Base, grown: &Path, shrunk: &Path) -> io::Result<()> {
     let now = live_now(record);
     let mut sides: [(Vec<u32>, Vec<table::Totals>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
     for (index, live) in now.iter().enumerate() {
-        let before = base.get(index).copied().unwrap_or_default();
+        let before = base.live.get(index).copied().unwrap_or_default();
         let (objects, bytes) =
             (live.unbiased_objects - before.unbiased_objects, live.unbiased_bytes - before.unbiased_bytes);
         if bytes.abs() < 1.0 {

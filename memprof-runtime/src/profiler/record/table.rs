@@ -282,6 +282,17 @@ impl Table {
         held
     }
 
+    /// What each stack allocated since start-up (by stack index), without the frames: the base of a
+    /// window's allocations.
+    pub(crate) fn allocated(&self) -> Vec<Totals> {
+        let mut allocated = Vec::with_capacity(self.stacks.with(|stacks| stacks.stacks.len()) + SLACK);
+        self.stacks.with(|stacks| {
+            let copied = stacks.stacks.len().min(allocated.capacity());
+            allocated.extend(stacks.stacks[..copied].iter().map(|stack| stack.allocated));
+        });
+        allocated
+    }
+
     /// The frames of the stacks at `indexes` (empty for an index past the stacks).
     pub(crate) fn frames(&self, indexes: &[u32]) -> Vec<Vec<usize>> {
         let mut copied = vec![Vec::with_capacity(PROF_BT_MAX); indexes.len()];

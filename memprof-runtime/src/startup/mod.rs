@@ -3,133 +3,17 @@
 //! program's own signal handler. `#[memprof::main]` calls [`start`] first thing in `main`; a program that
 //! sets up its logger first calls it itself, after the logger.
 
+mod options;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use options::{DEFAULT_ADDRESS, MAX_KEEP_RUNS, Options};
+
 use crate::process::messages;
+use crate::profiler::Profiler;
 use crate::profiler::autodump::Settings;
 use crate::profiler::sampling::{Choice, Mode};
-use crate::profiler::{DEFAULT_KEPT_RUNS, Profiler};
 use crate::{http, process::environment};
-
-/// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
-/// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
-///
-/// ```
-/// let options = memprof_runtime::Options::new()
-///     .http("0.0.0.0:6060")
-///     .env("PROFILING")
-///     .token_env("PROFILER_TOKEN")
-///     .keep_runs(8)
-///     .dump_on_sigterm(true);
-/// assert_eq!(options, memprof_runtime::Options::new().http("0.0.0.0:6060").env("PROFILING")
-///     .token_env("PROFILER_TOKEN").keep_runs(8).dump_on_sigterm(true));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    http: String,
-    env: String,
-    token_env: String,
-    keep_runs: u32,
-    dump_on_sigterm: bool,
-    built_in_server: bool,
-    continuous: Option<bool>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            http: DEFAULT_ADDRESS.to_owned(),
-            env: environment::SWITCH.to_owned(),
-            token_env: environment::TOKEN.to_owned(),
-            keep_runs: DEFAULT_KEPT_RUNS as u32,
-            dump_on_sigterm: false,
-            built_in_server: true,
-            continuous: None,
-        }
-    }
-}
-
-/// Where the built-in server listens unless told otherwise.
-pub const DEFAULT_ADDRESS: &str = "127.0.0.1:5050";
-
-/// The most finished profiles [`Options::keep_runs`] keeps (the attribute's `keep_runs` refuses more):
-/// declared once, in the attribute's crate.
-///
-/// ```
-/// assert_eq!(memprof_runtime::MAX_KEEP_RUNS, 1000);
-/// ```
-pub const MAX_KEEP_RUNS: u32 = memprof_macros::__max_keep_runs!();
-
-impl Options {
-    /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
-    /// `MEMPROF_TOKEN`, four profiles kept, SIGTERM left to the program.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The address of the built-in server (`host:port`; port 0 picks a free one, which is logged).
-    /// `MEMPROF_ADDR` overrides it at run time.
-    pub fn http(mut self, address: impl Into<String>) -> Self {
-        self.http = address.into();
-        self
-    }
-
-    /// The environment variable that switches the built-in server on when it is `true`.
-    pub fn env(mut self, variable: impl Into<String>) -> Self {
-        self.env = variable.into();
-        self
-    }
-
-    /// The environment variable holding the access token; when it is set, every request (to the built-in
-    /// server or a mounted router) must send `Authorization: Bearer <token>`.
-    pub fn token_env(mut self, variable: impl Into<String>) -> Self {
-        self.token_env = variable.into();
-        self
-    }
-
-    /// How many finished profiles stay downloadable, from 1 to [`MAX_KEEP_RUNS`] (the bounds the attribute's
-    /// `keep_runs` takes; a count outside them is brought within); the oldest is deleted past it.
-    pub fn keep_runs(mut self, count: u32) -> Self {
-        self.keep_runs = count.clamp(1, MAX_KEEP_RUNS);
-        self
-    }
-
-    /// Whether the switch starts the built-in server (the default); `false` for a program that serves the
-    /// endpoints only on its own server, through `memprof::axum`'s routers or `memprof::endpoints::respond`,
-    /// which then follow the switch alone.
-    ///
-    /// ```
-    /// let options = memprof_runtime::Options::new().built_in_server(false);
-    /// # drop(options);
-    /// ```
-    pub fn built_in_server(mut self, enabled: bool) -> Self {
-        self.built_in_server = enabled;
-        self
-    }
-
-    /// Whether sampling is continuous: on from start-up, with runs as windows over it (`true`), or on
-    /// demand: off until a run starts it, each run starting afresh (`false`). Unset, sampling is on demand
-    /// unless jemalloc started with sampling on (`MALLOC_CONF=prof_active:true`); `MEMPROF_SAMPLING`
-    /// (`continuous` or `on-demand`) overrides either. See docs/endpoints.md, "Continuous profiling".
-    ///
-    /// ```
-    /// let options = memprof_runtime::Options::new().continuous(true);
-    /// # drop(options);
-    /// ```
-    pub fn continuous(mut self, enabled: bool) -> Self {
-        self.continuous = Some(enabled);
-        self
-    }
-
-    /// On SIGTERM, end memprof as `main` returning would ([`shutdown`]: a run still active leaves its
-    /// profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then let the signal terminate
-    /// the program as it would have. For programs with no SIGTERM handler of their own; a program that
-    /// has one calls [`shutdown`] from it instead.
-    pub fn dump_on_sigterm(mut self, enabled: bool) -> Self {
-        self.dump_on_sigterm = enabled;
-        self
-    }
-}
 
 /// Whether [`start`] ran already.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -161,8 +45,13 @@ fn start_unsampled(options: Options) -> Guard {
     }
     let sampling = std::env::var(environment::SAMPLING).ok();
     let active_at_start = crate::jemalloc::profiling_active_at_start();
-    let (choice, sampling_warning) =
-        crate::profiler::sampling::choose(options.continuous, sampling.as_deref(), active_at_start);
+    let whole_run = std::env::var_os(environment::WHOLE_RUN).filter(|directory| !directory.is_empty());
+    let (choice, sampling_warning) = crate::profiler::sampling::choose(
+        options.continuous,
+        sampling.as_deref(),
+        whole_run.is_some(),
+        active_at_start,
+    );
     let continuous = choice.mode == Mode::Continuous && crate::jemalloc::profiling_enabled();
     // Sampled continuously, the heap before an OOM kill is kept without being asked for.
     let automatic_dumps = crate::profiler::autodump::Settings::from_environment().map(|settings| {
@@ -226,13 +115,23 @@ fn start_unsampled(options: Options) -> Guard {
     if wanted && options.built_in_server {
         start_server(&options, context);
     }
-    if options.dump_on_sigterm
-        && let Err(error) = crate::process::sigterm::watch(shutdown)
+    let signals: Vec<std::ffi::c_int> = [
+        (options.dump_on_sigterm, signal_hook::consts::SIGTERM),
+        (options.dump_on_sigint, signal_hook::consts::SIGINT),
+    ]
+    .into_iter()
+    .filter_map(|(asked, signal)| asked.then_some(signal))
+    .collect();
+    if !signals.is_empty()
+        && let Err(error) = crate::process::signals::watch(&signals, shutdown)
     {
-        messages::warn(&format!("SIGTERM will not leave a final profile: {error}"));
+        messages::warn(&format!("SIGTERM and SIGINT will not leave a final profile: {error}"));
     }
     if profiler.config.profiling_enabled {
         choose_sampling(profiler, choice, sampling_warning, active_at_start);
+    }
+    if let Some(directory) = whole_run {
+        profiler.open_whole_run(directory.into());
     }
     Guard { owns_shutdown: true }
 }

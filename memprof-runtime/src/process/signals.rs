@@ -1,0 +1,28 @@
+//! The opt-in end of memprof on SIGTERM and SIGINT ([`crate::Options::dump_on_sigterm`],
+//! [`crate::Options::dump_on_sigint`]), for programs that have no handler of their own: services are stopped
+//! by SIGTERM (systemd, Kubernetes, `docker stop`), batch programs by Ctrl-C, and either signal's default
+//! action ends the process without running `main`'s destructors, leaving the profile directory behind and
+//! losing a run in progress.
+//!
+//! signal-hook's handler only wakes an unsampled thread (a signal handler may not allocate or lock); that
+//! thread runs what start-up hands it (memprof's [`crate::shutdown`]) and then lets the signal take its
+//! default action, so the process still ends as killed by that signal. signal-hook chains with handlers
+//! installed through it or `tokio::signal` (both would run); a program that handles the signal itself
+//! calls [`crate::shutdown`] from its handler instead.
+
+use std::ffi::c_int;
+
+use signal_hook::iterator::Signals;
+
+/// Starts the thread that runs `end_memprof`, then ends the process, on any of `signals`.
+pub(crate) fn watch(signals: &[c_int], end_memprof: fn()) -> std::io::Result<()> {
+    let mut signals = Signals::new(signals)?;
+    crate::process::threads::spawn("memprof-signals", move || {
+        if let Some(signal) = signals.forever().next() {
+            end_memprof();
+            // Restores the default action and raises the signal again: the process ends as it would have.
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+        }
+    })?;
+    Ok(())
+}

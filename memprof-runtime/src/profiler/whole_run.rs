@@ -1,0 +1,87 @@
+//! The whole run of a batch program, kept when it exits (`MEMPROF_WHOLE_RUN=/dir`): sampling is continuous
+//! from start-up and a window ("whole run") opens then; when the program ends (`main` returns,
+//! [`crate::shutdown`], SIGTERM or SIGINT where asked) the window closes and its profiles are copied into
+//! the directory, with the automatic dumps taken during the run, before the profile directory goes:
+//!
+//! - `whole-run.heap`: what is still live at the end (a batch program's leftovers);
+//! - `whole-run.allocated.heap`: everything the run allocated, freed or not, by stack;
+//! - `automatic-<id>.heap`: each automatic dump kept (at each high water 50 % above the last, by default
+//!   with continuous sampling: the heap near its peaks).
+//!
+//! Each is a `heap_v2` dump (its label table beside it, where labels were entered), for `memprof analyze`
+//! or jeprof, against the program's binary.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::{Owner, Profiler};
+use crate::process::environment::WHOLE_RUN as WHOLE_RUN_VARIABLE;
+use crate::process::messages;
+use crate::profile_root::storage::{allocations_path, write_owner_only};
+
+/// The whole run's window and where its profiles go at exit.
+static WHOLE_RUN: OnceLock<(u64, PathBuf)> = OnceLock::new();
+
+impl Profiler {
+    /// Opens the window of the whole run, kept in `directory` at exit; reports why not when sampling is
+    /// not continuous (`MEMPROF_SAMPLING=on-demand` said otherwise, or profiling is off).
+    pub(crate) fn open_whole_run(&self, directory: PathBuf) {
+        match self.open_window(Owner::Code("whole run".to_owned())) {
+            Ok(Some(window)) => {
+                let _ = WHOLE_RUN.set((window.id, directory));
+            }
+            Ok(None) => messages::error(&format!(
+                "{WHOLE_RUN_VARIABLE} is set, but sampling is not continuous ({}): the whole run is not kept",
+                self.sampling().because
+            )),
+            Err(error) => messages::error(&format!("The whole run is not kept: {error}")),
+        }
+    }
+
+    /// At the end: closes the whole run's window and copies its profiles and the automatic dumps into the
+    /// directory asked for, owner-only; says where, or why not.
+    pub(super) fn keep_whole_run(&self) {
+        let Some((id, directory)) = WHOLE_RUN.get() else { return };
+        let window = match self.close_window(*id) {
+            Ok(window) => window,
+            // Closed already (an earlier shutdown): nothing more to keep.
+            Err(super::Error::UnknownRun(_)) => return,
+            Err(error) => return messages::error(&format!("The whole run's profile was not written: {error}")),
+        };
+        let mut copies = vec![
+            (window.path.clone(), directory.join("whole-run.heap")),
+            (allocations_path(&window.path), directory.join("whole-run.allocated.heap")),
+        ];
+        let automatic = self.overview().automatic;
+        copies.extend(
+            automatic.iter().map(|dump| (dump.path.clone(), directory.join(format!("automatic-{}.heap", dump.id)))),
+        );
+        let copied = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(directory)
+            .and_then(|()| copies.iter().try_for_each(|(from, to)| copy_with_labels(from, to)));
+        match copied {
+            Ok(()) => messages::info(&format!(
+                "The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), {} automatic dump{}",
+                directory.display(),
+                automatic.len(),
+                if automatic.len() == 1 { "" } else { "s" }
+            )),
+            Err(error) => {
+                messages::error(&format!("The whole run's profiles were not kept in {}: {error}", directory.display()))
+            }
+        }
+    }
+}
+
+/// Copies the profile at `from` to `to`, owner-only, with its label table when it has one.
+fn copy_with_labels(from: &Path, to: &Path) -> std::io::Result<()> {
+    write_owner_only(to, &std::fs::read(from)?)?;
+    match std::fs::read(memprof_analysis::labels_path(from)) {
+        Ok(labels) => write_owner_only(&memprof_analysis::labels_path(to), &labels),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}

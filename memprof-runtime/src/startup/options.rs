@@ -1,0 +1,139 @@
+//! What a program chooses of memprof: [`Options`], the attribute's arguments as builder calls.
+
+use crate::process::environment;
+use crate::profiler::DEFAULT_KEPT_RUNS;
+
+/// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
+/// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
+///
+/// ```
+/// let options = memprof_runtime::Options::new()
+///     .http("0.0.0.0:6060")
+///     .env("PROFILING")
+///     .token_env("PROFILER_TOKEN")
+///     .keep_runs(8)
+///     .dump_on_sigterm(true);
+/// assert_eq!(options, memprof_runtime::Options::new().http("0.0.0.0:6060").env("PROFILING")
+///     .token_env("PROFILER_TOKEN").keep_runs(8).dump_on_sigterm(true));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub(super) http: String,
+    pub(super) env: String,
+    pub(super) token_env: String,
+    pub(super) keep_runs: u32,
+    pub(super) dump_on_sigterm: bool,
+    pub(super) dump_on_sigint: bool,
+    pub(super) built_in_server: bool,
+    pub(super) continuous: Option<bool>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            http: DEFAULT_ADDRESS.to_owned(),
+            env: environment::SWITCH.to_owned(),
+            token_env: environment::TOKEN.to_owned(),
+            keep_runs: DEFAULT_KEPT_RUNS as u32,
+            dump_on_sigterm: false,
+            dump_on_sigint: false,
+            built_in_server: true,
+            continuous: None,
+        }
+    }
+}
+
+/// Where the built-in server listens unless told otherwise.
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:5050";
+
+/// The most finished profiles [`Options::keep_runs`] keeps (the attribute's `keep_runs` refuses more):
+/// declared once, in the attribute's crate.
+///
+/// ```
+/// assert_eq!(memprof_runtime::MAX_KEEP_RUNS, 1000);
+/// ```
+pub const MAX_KEEP_RUNS: u32 = memprof_macros::__max_keep_runs!();
+
+impl Options {
+    /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
+    /// `MEMPROF_TOKEN`, four profiles kept, SIGTERM left to the program.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The address of the built-in server (`host:port`; port 0 picks a free one, which is logged).
+    /// `MEMPROF_ADDR` overrides it at run time.
+    pub fn http(mut self, address: impl Into<String>) -> Self {
+        self.http = address.into();
+        self
+    }
+
+    /// The environment variable that switches the built-in server on when it is `true`.
+    pub fn env(mut self, variable: impl Into<String>) -> Self {
+        self.env = variable.into();
+        self
+    }
+
+    /// The environment variable holding the access token; when it is set, every request (to the built-in
+    /// server or a mounted router) must send `Authorization: Bearer <token>`.
+    pub fn token_env(mut self, variable: impl Into<String>) -> Self {
+        self.token_env = variable.into();
+        self
+    }
+
+    /// How many finished profiles stay downloadable, from 1 to [`MAX_KEEP_RUNS`] (the bounds the attribute's
+    /// `keep_runs` takes; a count outside them is brought within); the oldest is deleted past it.
+    pub fn keep_runs(mut self, count: u32) -> Self {
+        self.keep_runs = count.clamp(1, MAX_KEEP_RUNS);
+        self
+    }
+
+    /// Whether the switch starts the built-in server (the default); `false` for a program that serves the
+    /// endpoints only on its own server, through `memprof::axum`'s routers or `memprof::endpoints::respond`,
+    /// which then follow the switch alone.
+    ///
+    /// ```
+    /// let options = memprof_runtime::Options::new().built_in_server(false);
+    /// # drop(options);
+    /// ```
+    pub fn built_in_server(mut self, enabled: bool) -> Self {
+        self.built_in_server = enabled;
+        self
+    }
+
+    /// Whether sampling is continuous: on from start-up, with runs as windows over it (`true`), or on
+    /// demand: off until a run starts it, each run starting afresh (`false`). Unset, sampling is on demand
+    /// unless jemalloc started with sampling on (`MALLOC_CONF=prof_active:true`); `MEMPROF_SAMPLING`
+    /// (`continuous` or `on-demand`) overrides either. See docs/endpoints.md, "Continuous profiling".
+    ///
+    /// ```
+    /// let options = memprof_runtime::Options::new().continuous(true);
+    /// # drop(options);
+    /// ```
+    pub fn continuous(mut self, enabled: bool) -> Self {
+        self.continuous = Some(enabled);
+        self
+    }
+
+    /// On SIGTERM, end memprof as `main` returning would ([`shutdown`]: a run still active leaves its
+    /// profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then let the signal terminate
+    /// the program as it would have. For programs with no SIGTERM handler of their own; a program that
+    /// has one calls [`shutdown`] from it instead.
+    pub fn dump_on_sigterm(mut self, enabled: bool) -> Self {
+        self.dump_on_sigterm = enabled;
+        self
+    }
+
+    /// The same on SIGINT (Ctrl-C), which ends a batch program or a command-line tool: memprof ends first
+    /// (a run in progress leaves its profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed),
+    /// then the signal ends the program as it would have.
+    ///
+    /// ```
+    /// let options = memprof_runtime::Options::new().dump_on_sigint(true);
+    /// # drop(options);
+    /// ```
+    pub fn dump_on_sigint(mut self, enabled: bool) -> Self {
+        self.dump_on_sigint = enabled;
+        self
+    }
+}
