@@ -170,6 +170,23 @@ fn pprof_output_is_read_by_go_tool_pprof() {
         report.lines().find(|line| line.ends_with("service::open_session")).unwrap_or_else(|| panic!("{report}"));
     let megabytes: f64 = session.split_whitespace().next().unwrap().trim_end_matches("MB").parse().unwrap();
     assert_near(megabytes, 16.0, 0.10, "go tool pprof's open_session");
+    // Every frame as go tool pprof shows it keeps its type and trait (pprof strips `<...>` from a name it
+    // takes for undemangled C++): no `::push_str`, no `alloc::slice::::to_vec`.
+    let raw = tools::pprof(&response.body, &["-raw"]).unwrap();
+    let locations = raw.split("Locations").nth(1).unwrap_or_else(|| panic!("{raw}"));
+    let shown: Vec<&str> = locations
+        .lines()
+        .filter_map(|line| {
+            line.split_once(" M=").map_or(Some(line), |(_, rest)| rest.split_once(' ').map(|(_, name)| name))
+        })
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .collect();
+    let lost: Vec<&&str> = shown.iter().filter(|name| name.starts_with("::") || name.contains("::::")).collect();
+    assert!(lost.is_empty(), "names that lost their type or trait: {lost:#?}");
+    // std's start-up frame, under every stack of the main thread (was `::call_once`).
+    let call_once = "<&dyn core::ops::function::Fn + core::marker::Sync + core::panic::unwind_safe::RefUnwindSafe as core::ops::function::FnOnce>::call_once ";
+    assert!(raw.contains(call_once), "{raw}");
 }
 
 #[test]

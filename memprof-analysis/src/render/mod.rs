@@ -15,6 +15,7 @@ mod folded;
 mod graph;
 mod options;
 mod pprof;
+mod rust_names;
 mod shown;
 mod text;
 

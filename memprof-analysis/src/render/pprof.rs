@@ -197,9 +197,14 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
         let key = (frame.function.clone(), frame.file.clone());
         *functions.entry(key).or_insert_with(|| {
             let id = function.len() as u64 + 1;
-            let name = strings.intern(&frame.function);
+            // The whole name (binutils') as the system's, a shortening pprof leaves alone as the displayed
+            // one (see `rust_names`).
+            let shortened = super::rust_names::without_generic_arguments(&frame.function);
+            let system_name =
+                if shortened == *frame.function { strings.intern("") } else { strings.intern(&frame.function) };
+            let name = strings.intern(&shortened);
             let filename = strings.intern(frame.file.as_deref().unwrap_or_default());
-            function.push(proto::Function { id, name, system_name: name, filename });
+            function.push(proto::Function { id, name, system_name, filename });
             id
         })
     };

@@ -115,10 +115,10 @@ impl Options {
         self
     }
 
-    /// On SIGTERM, end memprof as `main` returning would ([`shutdown`]: a run still active leaves its
+    /// On SIGTERM, end memprof as `main` returning would ([`shutdown`](crate::shutdown): a run still active leaves its
     /// profile at `MEMPROF_FINAL_DUMP`, the profile directory is removed), then let the signal terminate
     /// the program as it would have. For programs with no SIGTERM handler of their own; a program that
-    /// has one calls [`shutdown`] from it instead.
+    /// has one calls [`shutdown`](crate::shutdown) from it instead.
     pub fn dump_on_sigterm(mut self, enabled: bool) -> Self {
         self.dump_on_sigterm = enabled;
         self

@@ -78,11 +78,34 @@ async fn client(address: std::net::SocketAddr, client: usize, count: usize) {
     }
 }
 
+/// What the server keeps from start-up, allocated through the standard library's generic and inlined
+/// code (`OsString::push`, a boxed iterator's `next`, a scoped thread's result, `to_string`, a boxed
+/// `FnOnce`), whose frames binutils names with their types and traits: kept to the end, so the final
+/// heap profile holds them.
+#[inline(never)]
+fn start_up_tables() -> Vec<Box<dyn std::any::Any + Send>> {
+    let mut kept: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
+    let mut path = std::ffi::OsString::new();
+    for part in 0..512 {
+        path.push(format!("/part-{part:04}"));
+    }
+    kept.push(Box::new(path));
+    let numbers: Box<dyn Iterator<Item = Vec<u64>>> = Box::new((0..64u64).map(|row| vec![row; 512]));
+    kept.push(Box::new(numbers.collect::<Vec<_>>()));
+    let joined = std::thread::scope(|scope| scope.spawn(|| vec![7u8; 64 * 1024]).join().unwrap());
+    kept.push(Box::new(joined));
+    kept.push(Box::new((0..4096u32).map(|number| number.to_string()).collect::<Vec<String>>()));
+    let build: Box<dyn FnOnce() -> Vec<u8> + Send> = Box::new(|| vec![1u8; 32 * 1024]);
+    kept.push(Box::new(build()));
+    kept
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(feature = "memprof", memprof::main(env = "TOKIO_SERVER_ENDPOINTS"))]
 async fn main() {
     let keys = std::env::var("TOKIO_SERVER_KEYS").ok().and_then(|text| text.parse().ok()).unwrap_or(2_000);
     let store: Store = Arc::default();
+    let tables = start_up_tables();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(listen(listener, Arc::clone(&store)));
@@ -95,4 +118,5 @@ async fn main() {
     println!("tokio-server: {} keys in {milliseconds:.1} ms", store.lock().unwrap().len());
     // Kept to the exit, where jemalloc writes its final heap profile.
     std::mem::forget(store);
+    std::mem::forget(tables);
 }
