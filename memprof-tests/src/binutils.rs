@@ -65,6 +65,17 @@ fn binutils_frames(addr2line: &Path, binary: &Path, addresses: &[u64]) -> BTreeM
 /// ```
 pub fn compare(dump: &str, binary: &Path) -> usize {
     let addr2line = crate::tools::find("addr2line", "binutils").expect("binutils' addr2line");
+    compare_with(&addr2line, dump, binary)
+}
+
+/// [`compare`] with the `addr2line` given (binutils' for another architecture: `aarch64-linux-gnu-addr2line`).
+///
+/// ```no_run
+/// let dump = std::fs::read_to_string("service.heap").unwrap();
+/// let addr2line = std::path::Path::new("/usr/bin/aarch64-linux-gnu-addr2line");
+/// memprof_tests::binutils::compare_with(addr2line, &dump, "target/aarch64/service".as_ref());
+/// ```
+pub fn compare_with(addr2line: &Path, dump: &str, binary: &Path) -> usize {
     let profile = HeapProfile::parse(dump).unwrap();
     let analysis = Analysis::new(&profile, &Binaries::as_mapped());
     let data = std::fs::read(binary).unwrap();
@@ -86,7 +97,7 @@ pub fn compare(dump: &str, binary: &Path) -> usize {
     }
     assert!(ours.len() >= 5, "too few addresses in {}: {}", binary.display(), ours.len());
     let addresses: Vec<u64> = ours.keys().copied().collect();
-    let theirs = binutils_frames(&addr2line, binary, &addresses);
+    let theirs = binutils_frames(addr2line, binary, &addresses);
     let mut differences = Vec::new();
     for (address, frames) in &ours {
         // memprof drops the allocator's own frames from the first location of a stack: compare the end of

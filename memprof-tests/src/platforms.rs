@@ -1,5 +1,6 @@
 //! The example service built for other targets than the machine's own: a static musl binary (as services
-//! ship in scratch containers), built for the tests that run it.
+//! ship in scratch containers) and an aarch64 one (Graviton and the like, run here under qemu-user), built
+//! for the tests that run them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -7,6 +8,12 @@ use std::sync::OnceLock;
 
 /// The musl target.
 pub const MUSL: &str = "x86_64-unknown-linux-musl";
+
+/// The aarch64 target.
+pub const AARCH64: &str = "aarch64-unknown-linux-gnu";
+
+/// Where Debian's aarch64 cross libraries are: qemu-user's `QEMU_LD_PREFIX` for the aarch64 service.
+pub const AARCH64_LIBRARIES: &str = "/usr/aarch64-linux-gnu";
 
 /// Builds the example service for [`MUSL`] once per test process (debug, in `target/musl`, where `.ci/run`
 /// builds the runtime's unit tests for musl too, so jemalloc is compiled once) and returns its path; `None`,
@@ -22,11 +29,7 @@ pub fn musl_service() -> Option<&'static Path> {
     BUILT
         .get_or_init(|| {
             let compiler = crate::tools::find("musl-gcc", "musl-tools")?;
-            let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-            let sysroot = Command::new(rustc).args(["--print", "sysroot"]).output().ok()?;
-            let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
-            if !sysroot.join("lib/rustlib").join(MUSL).is_dir() {
-                crate::tools::skipped(&format!("the Rust target {MUSL} is not installed (rustup target add {MUSL})"));
+            if !rust_target_installed(MUSL) {
                 return None;
             }
             let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -47,4 +50,69 @@ pub fn musl_service() -> Option<&'static Path> {
             Some(target.join(MUSL).join("debug").join("examples").join("service"))
         })
         .as_deref()
+}
+
+/// What the aarch64 tests need: the example service built for [`AARCH64`] (debug, in `target/aarch64`, where
+/// `.ci/run` builds it too), `qemu-aarch64` to run it and binutils' `aarch64-linux-gnu-addr2line` to check
+/// its frames; `None`, with the reason said, where one is missing.
+///
+/// ```no_run
+/// if let Some(aarch64) = memprof_tests::platforms::aarch64_service() {
+///     assert!(aarch64.service.is_file() && aarch64.qemu.is_file());
+/// }
+/// ```
+pub fn aarch64_service() -> Option<&'static Aarch64> {
+    static BUILT: OnceLock<Option<Aarch64>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let compiler = crate::tools::find("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")?;
+            let qemu = crate::tools::find("qemu-aarch64", "qemu-user")?;
+            let addr2line = crate::tools::find("aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")?;
+            if !rust_target_installed(AARCH64) {
+                return None;
+            }
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+            let target = workspace.join("target").join("aarch64");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+            let output = Command::new(cargo)
+                .current_dir(workspace)
+                .args(["build", "--locked", "-p", "memprof", "--example", "service", "--target", AARCH64])
+                .arg("--target-dir")
+                .arg(&target)
+                .env("CC_aarch64_unknown_linux_gnu", &compiler)
+                .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &compiler)
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "building the example for {AARCH64}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let service = target.join(AARCH64).join("debug").join("examples").join("service");
+            Some(Aarch64 { service, qemu, addr2line })
+        })
+        .as_ref()
+}
+
+/// The example service for aarch64 and the tools that run and check it ([`aarch64_service`]).
+#[derive(Debug)]
+pub struct Aarch64 {
+    /// The service's binary.
+    pub service: PathBuf,
+    /// `qemu-aarch64`.
+    pub qemu: PathBuf,
+    /// `aarch64-linux-gnu-addr2line`.
+    pub addr2line: PathBuf,
+}
+
+/// Whether rustup installed the standard library for `target` (else said, as a skip).
+fn rust_target_installed(target: &str) -> bool {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let Ok(sysroot) = Command::new(rustc).args(["--print", "sysroot"]).output() else { return false };
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    let installed = sysroot.join("lib/rustlib").join(target).is_dir();
+    if !installed {
+        crate::tools::skipped(&format!("the Rust target {target} is not installed (rustup target add {target})"));
+    }
+    installed
 }

@@ -1,6 +1,8 @@
-//! The example service as a static musl binary: jemalloc's musl build has no libgcc, and its own stack walk
-//! (gcc's `__builtin_frame_address`) crashed the program at the first sample it took; memprof walks those
-//! samples with the program's own `_Unwind_Backtrace` instead, and names the walk truthfully.
+//! The example service on other platforms. As a static musl binary: jemalloc's musl build has no libgcc, and
+//! its own stack walk (gcc's `__builtin_frame_address`) crashed the program at the first sample it took;
+//! memprof walks those samples with the program's own `_Unwind_Backtrace` instead, and names the walk
+//! truthfully. Built for aarch64 and run under qemu-user: it walks by frame pointers and names every frame as
+//! binutils' `aarch64-linux-gnu-addr2line` does.
 
 use memprof_tests::process::Launch;
 
@@ -27,4 +29,27 @@ fn a_static_musl_service_profiles_with_either_walk_and_names_it() {
         let text = program.get("/memory-profiler/download/text").text();
         assert!(text.contains("service::open_session"), "{unwinder:?}: {text}");
     }
+}
+
+#[test]
+fn an_aarch64_service_under_qemu_walks_and_names_its_frames_as_binutils_does() {
+    let Some(aarch64) = memprof_tests::platforms::aarch64_service() else {
+        return;
+    };
+    let program = Launch::new(&aarch64.qemu)
+        .args([&aarch64.service])
+        .env("QEMU_LD_PREFIX", memprof_tests::platforms::AARCH64_LIBRARIES)
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .spawn();
+    let state = program.get_json("/memory-profiler/state");
+    assert_eq!(state["memory_profiler"]["stack_walk"]["method"], "frame pointers", "{state}");
+    let id = memprof_tests::acceptance::start(&program, "2secs");
+    memprof_tests::acceptance::wait_until_idle(&program);
+    let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    assert!(text.contains("service::open_session") && text.contains("service::main"), "{text}");
+    let dump = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
+    let compared = memprof_tests::binutils::compare_with(&aarch64.addr2line, &dump, &aarch64.service);
+    println!("{compared} aarch64 addresses compared");
 }

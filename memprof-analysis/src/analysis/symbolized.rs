@@ -117,7 +117,8 @@ impl Symbolized {
     }
 }
 
-/// The dump's file-backed, executable mappings, sorted for lookup.
+/// The dump's file-backed, executable mappings, sorted for lookup; for a binary none of whose mappings the
+/// dump calls executable, all of its mappings (qemu-user lists a guest's code as `r--p`).
 struct MappingIndex {
     /// (start, end, index into the dump's mappings), by start.
     ranges: Vec<(u64, u64, usize)>,
@@ -128,10 +129,18 @@ struct MappingIndex {
 impl MappingIndex {
     fn new(mappings: &[Mapping]) -> Self {
         let file_backed = |mapping: &Mapping| mapping.path.as_deref().is_some_and(|path| path.starts_with('/'));
+        let with_code: std::collections::HashSet<&str> = mappings
+            .iter()
+            .filter(|mapping| mapping.executable)
+            .filter_map(|mapping| mapping.path.as_deref())
+            .collect();
+        let holds_code = |mapping: &Mapping| {
+            mapping.executable || mapping.path.as_deref().is_some_and(|path| !with_code.contains(path))
+        };
         let mut ranges: Vec<(u64, u64, usize)> = mappings
             .iter()
             .enumerate()
-            .filter(|(_, mapping)| mapping.executable && file_backed(mapping))
+            .filter(|(_, mapping)| holds_code(mapping) && file_backed(mapping))
             .map(|(index, mapping)| (mapping.start, mapping.end, index))
             .collect();
         ranges.sort_unstable();
@@ -145,5 +154,33 @@ impl MappingIndex {
         let after = self.ranges.partition_point(|&(start, _, _)| start <= address);
         let &(_, end, index) = self.ranges[..after].last()?;
         (address < end).then_some(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(start: u64, end: u64, executable: bool, path: &str) -> Mapping {
+        Mapping { start, end, file_offset: 0, executable, path: Some(path.to_owned()) }
+    }
+
+    #[test]
+    fn a_binary_with_no_executable_mapping_is_looked_up_in_all_of_its_mappings() {
+        let mappings = [
+            // qemu-user lists a guest's code without `x`.
+            mapping(0x5500_0000_00, 0x5500_d960_00, false, "/srv/service"),
+            mapping(0x5500_da60_00, 0x5500_de00_00, false, "/srv/service"),
+            // A library whose code is executable: its other mappings stay out.
+            mapping(0x7f00_0000_00, 0x7f00_1000_00, false, "/lib/libc.so.6"),
+            mapping(0x7f00_1000_00, 0x7f00_2000_00, true, "/lib/libc.so.6"),
+            Mapping { start: 0x9000, end: 0xa000, file_offset: 0, executable: true, path: Some("[vdso]".to_owned()) },
+        ];
+        let index = MappingIndex::new(&mappings);
+        assert_eq!(index.find(0x5500_0012_34), Some(0));
+        assert_eq!(index.find(0x5500_da60_10), Some(1));
+        assert_eq!(index.find(0x7f00_0000_10), None, "libc's data is not code");
+        assert_eq!(index.find(0x7f00_1000_10), Some(3));
+        assert_eq!(index.find(0x9010), None, "not a file");
     }
 }
