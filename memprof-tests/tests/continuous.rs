@@ -227,10 +227,28 @@ fn what_a_window_allocated_is_one_parameter_away() {
     let pprof = program.get(&format!("/memory-profiler/download/pprof?id={id}&view=allocated"));
     assert_eq!(pprof.status, 200, "{}", pprof.text());
     let bogus = program.get(&format!("/memory-profiler/download/text?id={id}&view=peaks"));
-    assert_eq!(
-        (bogus.status, bogus.text()),
-        (400, "Invalid parameter 'view': 'peaks' is not live or allocated.\n".to_owned())
-    );
+    let said = "Invalid parameter 'view': 'peaks' is not live, allocated or peak.\n";
+    assert_eq!((bogus.status, bogus.text()), (400, said.to_owned()));
+}
+
+/// What a window held at its highest is one parameter away: `view=peak` shows the 48 MiB it held for a while
+/// and freed, where its profile shows the 8 MiB it kept after.
+#[test]
+fn what_a_window_held_at_its_highest_is_one_parameter_away() {
+    let program = windows();
+    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    program.tell("peak", "windows: done peak");
+    assert_eq!(program.get("/memory-profiler/stop").status, 200);
+    let folded = |view: &str| program.get(&format!("/memory-profiler/download/collapsed?id={id}{view}")).text();
+    let under = |folded: &str, function: &str| -> f64 {
+        let lines = folded.lines().filter(|line| line.contains(function));
+        lines.map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap()).sum()
+    };
+    let peak = folded("&view=peak");
+    assert!(under(&peak, "held_at_the_peak") >= 48.0 * MIB * 0.94, "{peak}");
+    let live = folded("");
+    assert_eq!(under(&live, "held_at_the_peak"), 0.0, "{live}");
+    assert_near(under(&live, "kept_after_the_peak"), 8.0, "kept after the peak");
 }
 
 /// A window's net growth is one parameter away: `net=true` shows what every stack held at the window's end
@@ -257,7 +275,7 @@ fn a_windows_net_growth_is_one_parameter_away() {
     assert!((cumulative("windows::grown_in_the_window") - 16.0).abs() < 16.0 * 0.06, "{text}");
     assert!((cumulative("windows::kept_before_the_window") + 32.0).abs() < 32.0 * 0.06, "{text}");
     let both = program.get(&format!("/memory-profiler/download/text?id={id}&net=true&base={id}"));
-    let refused = (400, "Pass one of 'net', 'view=allocated' and 'base', not two.\n".to_owned());
+    let refused = (400, "Pass one of 'net', 'view' and 'base', not two.\n".to_owned());
     assert_eq!((both.status, both.text()), refused);
     let state = program.get_json("/memory-profiler/state");
     let kept = state["memory_profiler"]["runs"].as_array().unwrap().iter().find(|run| run["id"] == id).cloned();

@@ -7,6 +7,7 @@ use memprof_wire::paths::PREFIX;
 use super::context::Context;
 use super::render_cache;
 use crate::http::{HttpError, Query, Reply};
+use crate::profile_root::storage;
 use crate::profiler::{KeptProfile, LookupError};
 
 /// `download/raw`: jemalloc's heap profile file, as it dumped it.
@@ -70,6 +71,7 @@ pub(super) fn pprof(context: &Context, query: &Query) -> Result<Reply, HttpError
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,
 /// `net=true` for a window's net growth, `view=allocated` for what a window allocated (freed or not),
+/// `view=peak` for what it held at its highest,
 /// `lines=true` for source lines instead of functions, `full=true` for the frames below the user's code too
 /// (pprof always has them), `by=KEY` to split by a label, `label=KEY:VALUE` to keep only its samples.
 fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, HttpError> {
@@ -95,28 +97,32 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
         ..RenderOptions::default()
     };
-    let allocated = match query.get("view") {
-        None | Some("live") => false,
-        Some("allocated") => true,
+    let view = match query.get("view") {
+        None | Some("live") => None,
+        Some("allocated") => Some(("allocated", "record of allocations", storage::allocations_path as SidePath)),
+        Some("peak") => Some(("peak", "high-water mark", storage::peak_path as SidePath)),
         Some(other) => {
             return Err(HttpError::bad_request(format!(
-                "Invalid parameter 'view': '{}' is not live or allocated",
+                "Invalid parameter 'view': '{}' is not live, allocated or peak",
                 crate::profile_root::untrusted::printable(other)
             )));
         }
     };
     let net = query.flag("net")?;
-    if net || allocated {
-        if base.is_some() || (net && allocated) {
-            return Err(HttpError::bad_request("Pass one of 'net', 'view=allocated' and 'base', not two"));
+    if net || view.is_some() {
+        if base.is_some() || (net && view.is_some()) {
+            return Err(HttpError::bad_request("Pass one of 'net', 'view' and 'base', not two"));
         }
         let _permit = super::jobs::Permit::or_busy()?;
-        let (view, kept) = if net {
-            let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(&profile.path);
-            ("net", kept_beside(&profile, &grown, "net growth")?.minus(&kept_beside(&profile, &shrunk, "net growth")?))
-        } else {
-            let path = crate::profile_root::storage::allocations_path(&profile.path);
-            ("allocated", kept_beside(&profile, &path, "record of allocations")?)
+        let (view, kept) = match view {
+            None => {
+                let (grown, shrunk) = storage::net_growth_paths(&profile.path);
+                (
+                    "net",
+                    kept_beside(&profile, &grown, "net growth")?.minus(&kept_beside(&profile, &shrunk, "net growth")?),
+                )
+            }
+            Some((view, what, path)) => (view, kept_beside(&profile, &path(&profile.path), what)?),
         };
         let bytes = format.render(&kept, None, &options).map_err(|error| HttpError::internal(error.to_string()))?;
         let name = format!("memprof.{}-{view}.{}", profile.id, format.extension());
@@ -131,8 +137,11 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
 }
 
+/// Where a view of a window is kept beside its profile.
+type SidePath = fn(&std::path::Path) -> std::path::PathBuf;
+
 /// A view of a window of continuous sampling kept beside its profile at `path` (`net=true`: what every
-/// stack held at its end minus at its start; `view=allocated`: what it allocated, freed or not),
+/// stack held at its end minus at its start; `view=allocated`: what it allocated, freed or not; `view=peak`: what it held at its highest),
 /// symbolized each time it is asked for (an expensive job: the caller holds a permit).
 fn kept_beside(profile: &KeptProfile, path: &std::path::Path, what: &str) -> Result<Analysis, HttpError> {
     let text = render_cache::read_profile(path).map_err(|error| match error.kind() {

@@ -42,6 +42,11 @@ pub(crate) fn allocations_path(profile: &Path) -> PathBuf {
     profile.with_extension("allocated")
 }
 
+/// Where what a window held at its highest is kept beside its profile.
+pub(crate) fn peak_path(profile: &Path) -> PathBuf {
+    profile.with_extension("peak")
+}
+
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
 /// sees a partial file and a failed dump never touches an earlier profile.
 #[derive(Debug)]
@@ -187,6 +192,7 @@ impl ProfileStore {
             let _ = fs::remove_file(grown);
             let _ = fs::remove_file(shrunk);
             let _ = fs::remove_file(allocations_path(path));
+            let _ = fs::remove_file(peak_path(path));
         }
     }
 

@@ -198,7 +198,7 @@ impl Profiler {
             self.switch_sampling_on()?;
         }
         let run = books.runs.begin(id, owner, deadline, window_start);
-        self.remember_base(id);
+        self.remember_base(id, window_start);
         write_last_seen(&mut books);
         self.runs_changed.notify_all();
         Ok(Started::New(run))

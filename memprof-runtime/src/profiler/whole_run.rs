@@ -5,6 +5,7 @@
 //!
 //! - `whole-run.heap`: what is still live at the end (a batch program's leftovers);
 //! - `whole-run.allocated.heap`: everything the run allocated, freed or not, by stack;
+//! - `whole-run.peak.heap`: what it held when it held the most (within 5 % or 1 MiB of its high-water mark);
 //! - `automatic-<id>.heap`: each automatic dump kept (at each high water 50 % above the last, by default
 //!   with continuous sampling: the heap near its peaks).
 //!
@@ -18,7 +19,7 @@ use std::sync::OnceLock;
 use super::{Owner, Profiler};
 use crate::process::environment::WHOLE_RUN as WHOLE_RUN_VARIABLE;
 use crate::process::messages;
-use crate::profile_root::storage::{allocations_path, write_owner_only};
+use crate::profile_root::storage::{allocations_path, peak_path, write_owner_only};
 
 /// The whole run's window and where its profiles go at exit.
 static WHOLE_RUN: OnceLock<(u64, PathBuf)> = OnceLock::new();
@@ -52,6 +53,7 @@ impl Profiler {
         let mut copies = vec![
             (window.path.clone(), directory.join("whole-run.heap")),
             (allocations_path(&window.path), directory.join("whole-run.allocated.heap")),
+            (peak_path(&window.path), directory.join("whole-run.peak.heap")),
         ];
         let automatic = self.overview().automatic;
         copies.extend(
@@ -64,7 +66,7 @@ impl Profiler {
             .and_then(|()| copies.iter().try_for_each(|(from, to)| copy_with_labels(from, to)));
         match copied {
             Ok(()) => messages::info(&format!(
-                "The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), {} automatic dump{}",
+                "The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), whole-run.peak.heap (at its high-water mark), {} automatic dump{}",
                 directory.display(),
                 automatic.len(),
                 if automatic.len() == 1 { "" } else { "s" }

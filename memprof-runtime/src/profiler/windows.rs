@@ -70,33 +70,44 @@ impl Profiler {
         let mut books = self.books.lock();
         books.runs.check_open()?;
         let id = books.runs.next_id();
-        let window = books.runs.open_window(id, owner, record.next_sequence());
-        self.remember_base(id);
+        let since = record.next_sequence();
+        let window = books.runs.open_window(id, owner, since);
+        self.remember_base(id, Some(since));
         Ok(Some(window))
     }
 
-    /// In continuous mode, remembers what each stack holds as window `id` starts: its net growth's base.
-    pub(super) fn remember_base(&self, id: u64) {
-        if let Some(record) = self.record() {
-            let base = jemalloc::unsampled(|| record::base_now(record));
+    /// In continuous mode, remembers what each stack holds and has allocated as window `id` starts (at
+    /// sequence number `since`), the bases of its net growth and allocations, and tracks its high-water mark.
+    pub(super) fn remember_base(&self, id: u64, since: Option<u64>) {
+        if let (Some(record), Some(since)) = (self.record(), since) {
+            let base = jemalloc::unsampled(|| record::base_now(record, since));
             self.window_bases.lock().insert(id, base);
         }
     }
 
     /// Beside the profile of window `id` at `path` (none when it failed), its net growth since it started
-    /// (what every stack holds at its end minus at its start), for `net=true` downloads, and what it
-    /// allocated, freed or not, for `view=allocated`; not for profiles kept in memory. The window's base is
-    /// let go either way.
+    /// (what every stack holds at its end minus at its start), for `net=true` downloads, what it allocated,
+    /// freed or not, for `view=allocated`, and what it held at its highest, for `view=peak`; not for
+    /// profiles kept in memory. The window's base and its high-water mark's place are let go either way.
     pub(super) fn keep_window_views(&self, id: u64, path: Option<&std::path::PathBuf>, in_memory: bool) {
         let base = self.window_bases.lock().remove(&id);
-        let (Some(record), Some(base), Some(path), false) = (self.record(), base, path, in_memory) else { return };
-        let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(path);
+        let (Some(record), Some(base)) = (self.record(), base) else { return };
         let written = jemalloc::unsampled(|| {
+            let peak = crate::profile_root::storage::peak_path;
+            let (Some(path), false) = (path, in_memory) else {
+                // Only the high-water mark's place to give back.
+                if let Some(place) = base.peak {
+                    record.end_peak(place);
+                }
+                return Ok(());
+            };
+            let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(path);
             record::write_net_growth(record, &base, &grown, &shrunk)?;
-            record::write_allocations(record, &base, &crate::profile_root::storage::allocations_path(path))
+            record::write_allocations(record, &base, &crate::profile_root::storage::allocations_path(path))?;
+            base.peak.map_or(Ok(()), |place| record::write_peak(record, place, &peak(path)))
         });
         if let Err(error) = written {
-            messages::warn(&format!("The net growth and allocations of window {id} were not written: {error}"));
+            messages::warn(&format!("The net growth, allocations and peak of window {id} were not written: {error}"));
         }
     }
 

@@ -15,6 +15,7 @@
 //! - `stacks N`: keeps one object from each of N distinct stacks (a binary tree of calls 17 deep);
 //! - `through-c`: keeps 16 MiB in 64 KiB blocks that a C function built without frame pointers allocates
 //!   (`memprof_test_c_allocate`, c/allocate.c), called from `allocated_through_c`;
+//! - `peak`: holds 48 MiB (`held_at_the_peak`), frees it, then keeps 8 MiB (`kept_after_the_peak`);
 //! - `latencies rust|c N`: allocates and frees N blocks of 4 KiB one at a time, by Rust or through the C
 //!   function, and prints the median and 99th percentile of an allocation's time in ns
 //!   (`windows: latencies <p50> <p99>`; benches/stacks.rs).
@@ -42,6 +43,10 @@ fn main() {
             "fork" => forks(20),
             "threads" => threads(1000),
             "through-c" => through_c.push(allocated_through_c(16 * MIB)),
+            "peak" => {
+                drop(held_at_the_peak(48 * MIB));
+                kept.push(kept_after_the_peak(8 * MIB));
+            }
             other if other.starts_with("hold ") => {
                 let count: usize = other["hold ".len()..].parse().expect("hold N");
                 held.push(held_objects(count));
@@ -85,6 +90,16 @@ fn grown_in_the_window(total: usize) -> Vec<Vec<u8>> {
 
 #[inline(never)]
 fn grown_in_the_scope(total: usize) -> Vec<Vec<u8>> {
+    black_box(blocks(total))
+}
+
+#[inline(never)]
+fn held_at_the_peak(total: usize) -> Vec<Vec<u8>> {
+    black_box(blocks(total))
+}
+
+#[inline(never)]
+fn kept_after_the_peak(total: usize) -> Vec<Vec<u8>> {
     black_box(blocks(total))
 }
 

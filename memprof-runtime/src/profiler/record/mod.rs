@@ -215,6 +215,8 @@ pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64
 pub(crate) struct Base {
     live: Vec<table::Totals>,
     allocated: Vec<table::Totals>,
+    /// Where its high-water mark is tracked ([`Table::track_peak`]), unless every place was taken.
+    pub(crate) peak: Option<usize>,
 }
 
 /// What each stack holds now (by stack index): the base a window's net growth is measured from.
@@ -222,9 +224,25 @@ pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
     record.held(clock_seconds(), u32::MAX).into_iter().map(|held| held.live).collect()
 }
 
-/// The base of a window starting now.
-pub(crate) fn base_now(record: &Table) -> Base {
-    Base { live: live_now(record), allocated: record.allocated() }
+/// The base of a window starting now, at sequence number `since`; its high-water mark tracked from now on.
+pub(crate) fn base_now(record: &Table, since: u64) -> Base {
+    Base { live: live_now(record), allocated: record.allocated(), peak: record.track_peak(since) }
+}
+
+/// Writes what every stack held when the window tracked at `place` held the most, at `path` (a `heap_v2`
+/// dump of unbiased counts, period 1), and stops tracking it.
+pub(crate) fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
+    let held = record.end_peak(place);
+    let (indexes, totals): (Vec<u32>, Vec<table::Totals>) = held
+        .iter()
+        .enumerate()
+        .filter(|(_, held)| held.live.unbiased_bytes >= 1.0)
+        .map(|(index, held)| {
+            (index as u32, table::Totals::unsampled(held.live.unbiased_objects, held.live.unbiased_bytes))
+        })
+        .unzip();
+    let text = unsampled_dump(record.frames(&indexes).into_iter().zip(totals))?;
+    write_owner_only(path, text.as_bytes())
 }
 
 /// Writes what every stack allocated since `base` (a window's start), freed or not, at `path`: a `heap_v2`

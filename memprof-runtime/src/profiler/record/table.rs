@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::spin::SpinLock;
+use peaks::Peaks;
 use slots::{Object, Objects, Stack, Stacks, hash_frames, zeroed_slots};
 
 /// How much a table holds.
@@ -136,6 +137,8 @@ pub(crate) struct Table {
     sample_period: f64,
     /// The sequence number the next sample gets.
     next_sequence: Padded<AtomicU64>,
+    /// The high-water marks of the windows tracked.
+    peaks: Peaks,
 }
 
 /// A value on cache lines of its own (two, as adjacent-line prefetching pairs them): threads taking
@@ -170,6 +173,7 @@ impl Table {
             capacity,
             sample_period: sample_period as f64,
             next_sequence: Padded(AtomicU64::new(1)),
+            peaks: Peaks::default(),
         }
     }
 
@@ -181,6 +185,8 @@ impl Table {
     /// Takes every lock and keeps them until [`Table::unlock_after_fork`]: around `fork`, so that the child
     /// never inherits one held by a thread it does not have.
     pub(crate) fn lock_for_fork(&self) {
+        // A snapshot's taker holds its lock while it takes the shards': the snapshots' locks come first.
+        self.peaks.lock_for_fork();
         self.stacks.lock_for_fork();
         self.shards.iter().for_each(|shard| shard.lock_for_fork());
     }
@@ -189,6 +195,7 @@ impl Table {
     pub(crate) fn unlock_after_fork(&self) {
         self.shards.iter().for_each(|shard| shard.unlock_after_fork());
         self.stacks.unlock_after_fork();
+        self.peaks.unlock_after_fork();
     }
 
     /// The most live objects it holds (7/8 of its slots).
@@ -225,12 +232,29 @@ impl Table {
         let object = Object { address, stack, bytes, sequence, time };
         if !self.shard(address).with(|objects| objects.insert(object)) {
             self.dropped_objects.fetch_add(1, Ordering::Relaxed);
+            return;
         }
+        self.peaks.sampled(sequence, (scale * bytes as f64) as u64, |since, held| self.tally(since, 0, u32::MAX, held));
     }
 
     /// Forgets the sampled object at `address`, freed. Never allocates.
     pub(crate) fn freed(&self, address: usize) {
-        self.shard(address).with(|objects| objects.remove(address));
+        if let Some(object) = self.shard(address).with(|objects| objects.remove(address)) {
+            let unbiased = unbias(object.bytes, self.sample_period) * object.bytes as f64;
+            self.peaks.freed(object.sequence, unbiased as u64);
+        }
+    }
+
+    /// Starts tracking the high-water mark of the window whose first sequence number is `since` (see
+    /// [`peaks`]); its place, or `None` when [`peaks::TRACKED`] windows are tracked already. Allocates.
+    pub(crate) fn track_peak(&self, since: u64) -> Option<usize> {
+        self.peaks.track(since, self.capacity.stacks)
+    }
+
+    /// Stops tracking the window at `place`: what each stack held when the window held the most (by stack
+    /// index). Allocates.
+    pub(crate) fn end_peak(&self, place: usize) -> Vec<Held> {
+        self.peaks.end(place, |since, held| self.tally(since, 0, u32::MAX, held))
     }
 
     /// What the table could not hold, how many objects it holds, and how many stacks.
@@ -329,6 +353,7 @@ const SLACK: usize = 64;
 /// jemalloc's deepest backtrace by default (`opt.prof_bt_max`): what [`Table::frames`] reserves a stack.
 const PROF_BT_MAX: usize = 128;
 
+pub(crate) mod peaks;
 mod slots;
 #[cfg(test)]
 mod tests;

@@ -109,18 +109,20 @@ impl Objects {
         true
     }
 
-    /// Removes the object at `address`, if recorded, shifting later entries back (no tombstones).
-    pub(super) fn remove(&mut self, address: usize) {
+    /// Removes the object at `address`, if recorded, shifting later entries back (no tombstones); answers
+    /// it.
+    pub(super) fn remove(&mut self, address: usize) -> Option<Object> {
         let mask = self.slots.len() - 1;
         let mut slot = address_slot(address, mask);
         loop {
             match self.slots[slot].address {
-                0 => return,
+                0 => return None,
                 found if found == address => break,
                 _ => slot = (slot + 1) & mask,
             }
         }
         self.live -= 1;
+        let removed = self.slots[slot];
         let mut hole = slot;
         let mut next = (hole + 1) & mask;
         while self.slots[next].address != 0 {
@@ -133,5 +135,6 @@ impl Objects {
             next = (next + 1) & mask;
         }
         self.slots[hole] = Object::default();
+        Some(removed)
     }
 }
