@@ -32,22 +32,7 @@ pub fn musl_service() -> Option<&'static Path> {
             if !rust_target_installed(MUSL) {
                 return None;
             }
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-            let target = workspace.join("target").join("musl");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            let output = Command::new(cargo)
-                .current_dir(workspace)
-                .args(["build", "--locked", "-p", "memprof", "--example", "service", "--target", MUSL, "--target-dir"])
-                .arg(&target)
-                .env(format!("CC_{}", MUSL.replace('-', "_")), compiler)
-                .output()
-                .unwrap();
-            assert!(
-                output.status.success(),
-                "building the example for {MUSL}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            Some(target.join(MUSL).join("debug").join("examples").join("service"))
+            Some(example_service_for(MUSL, "musl", &[(format!("CC_{}", MUSL.replace('-', "_")), compiler)]))
         })
         .as_deref()
 }
@@ -71,24 +56,11 @@ pub fn aarch64_service() -> Option<&'static Aarch64> {
             if !rust_target_installed(AARCH64) {
                 return None;
             }
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-            let target = workspace.join("target").join("aarch64");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            let output = Command::new(cargo)
-                .current_dir(workspace)
-                .args(["build", "--locked", "-p", "memprof", "--example", "service", "--target", AARCH64])
-                .arg("--target-dir")
-                .arg(&target)
-                .env("CC_aarch64_unknown_linux_gnu", &compiler)
-                .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &compiler)
-                .output()
-                .unwrap();
-            assert!(
-                output.status.success(),
-                "building the example for {AARCH64}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let service = target.join(AARCH64).join("debug").join("examples").join("service");
+            let linker = [
+                ("CC_aarch64_unknown_linux_gnu".to_owned(), compiler.clone()),
+                ("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER".to_owned(), compiler),
+            ];
+            let service = example_service_for(AARCH64, "aarch64", &linker);
             Some(Aarch64 { service, qemu, addr2line })
         })
         .as_ref()
@@ -103,6 +75,23 @@ pub struct Aarch64 {
     pub qemu: PathBuf,
     /// `aarch64-linux-gnu-addr2line`.
     pub addr2line: PathBuf,
+}
+
+/// Builds the example service for `target` (debug, in `target/<directory>`, as `.ci/run` does), with the
+/// C compiler and linker the environment `variables` name, and answers its path.
+fn example_service_for(target: &str, directory: &str, variables: &[(String, PathBuf)]) -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target_directory = workspace.join("target").join(directory);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .current_dir(workspace)
+        .args(["build", "--locked", "-p", "memprof", "--example", "service", "--target", target, "--target-dir"])
+        .arg(&target_directory)
+        .envs(variables.iter().map(|(name, value)| (name, value)))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "building the example for {target}: {}", String::from_utf8_lossy(&output.stderr));
+    target_directory.join(target).join("debug").join("examples").join("service")
 }
 
 /// Whether rustup installed the standard library for `target` (else said, as a skip).

@@ -29,18 +29,33 @@ fn sigterm_leaves_the_active_runs_profile_and_no_directory() {
     let active = start(&service, "1mins");
     wait_for_sampled(&service, &["service::open_session"]);
 
-    service.signal("TERM");
-    let status = service.wait_for_exit();
-    assert_eq!(status.signal(), Some(15), "the program still ends as killed by SIGTERM: {status:?}");
+    let run = (active, final_dump.as_path());
+    ends_by_signal_leaving_the_run(&mut service, ("TERM", 15), &directory, run, ("service", "open_session"));
+}
+
+/// Sends `signal` (its name and number) to `program`, whose run `run.0` is active: the program ends as
+/// that signal ends it, its profile directory is gone, and the run's profile is at `run.1`, naming
+/// `allocating.1`, a function of the built binary `allocating.0`, as the log says.
+fn ends_by_signal_leaving_the_run(
+    program: &mut Program,
+    signal: (&str, i32),
+    directory: &std::path::Path,
+    run: (u64, &std::path::Path),
+    allocating: (&str, &str),
+) {
+    program.signal(signal.0);
+    let status = program.wait_for_exit();
+    assert_eq!(status.signal(), Some(signal.1), "the program still ends by the signal: {status:?}");
     assert!(!directory.exists(), "{} was left behind", directory.display());
-    let profile = HeapProfile::parse(&std::fs::read_to_string(&final_dump).unwrap()).unwrap();
-    let functions = functions_in(&profile, &built_binary("service"));
-    assert!(functions.iter().any(|name| name.contains("open_session")), "{functions:#?}");
+    let profile = HeapProfile::parse(&std::fs::read_to_string(run.1).unwrap()).unwrap();
+    let functions = functions_in(&profile, &built_binary(allocating.0));
+    assert!(functions.iter().any(|name| name.contains(allocating.1)), "{functions:#?}");
     let said = format!(
-        "[memprof] INFO Heap profiling run {active} was active when the program ended; its profile is at {}",
-        final_dump.display()
+        "[memprof] INFO Heap profiling run {} was active when the program ended; its profile is at {}",
+        run.0,
+        run.1.display()
     );
-    assert!(service.output().contains(&said), "{:#?}", service.output());
+    assert!(program.output().contains(&said), "{:#?}", program.output());
 }
 
 /// Ctrl-C ends a batch program: with `dump_on_sigint`, memprof ends first (the run in progress leaves its
@@ -55,18 +70,8 @@ fn sigint_leaves_the_active_runs_profile_where_asked() {
     program.tell("grow", "windows: done grow");
     let directory = profile_directory(&program);
 
-    program.signal("INT");
-    let status = program.wait_for_exit();
-    assert_eq!(status.signal(), Some(2), "the program still ends as interrupted: {status:?}");
-    assert!(!directory.exists(), "{} was left behind", directory.display());
-    let profile = HeapProfile::parse(&std::fs::read_to_string(&final_dump).unwrap()).unwrap();
-    let functions = functions_in(&profile, &built_binary("windows"));
-    assert!(functions.iter().any(|name| name.contains("grown_in_the_window")), "{functions:#?}");
-    let said = format!(
-        "[memprof] INFO Heap profiling run {active} was active when the program ended; its profile is at {}",
-        final_dump.display()
-    );
-    assert!(program.output().contains(&said), "{:#?}", program.output());
+    let run = (active, final_dump.as_path());
+    ends_by_signal_leaving_the_run(&mut program, ("INT", 2), &directory, run, ("windows", "grown_in_the_window"));
 }
 
 #[test]

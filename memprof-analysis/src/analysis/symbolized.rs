@@ -169,18 +169,18 @@ mod tests {
     fn a_binary_with_no_executable_mapping_is_looked_up_in_all_of_its_mappings() {
         let mappings = [
             // qemu-user lists a guest's code without `x`.
-            mapping(0x5500_0000_00, 0x5500_d960_00, false, "/srv/service"),
-            mapping(0x5500_da60_00, 0x5500_de00_00, false, "/srv/service"),
+            mapping(0x0055_0000_0000, 0x0055_00d9_6000, false, "/srv/service"),
+            mapping(0x0055_00da_6000, 0x0055_00de_0000, false, "/srv/service"),
             // A library whose code is executable: its other mappings stay out.
-            mapping(0x7f00_0000_00, 0x7f00_1000_00, false, "/lib/libc.so.6"),
-            mapping(0x7f00_1000_00, 0x7f00_2000_00, true, "/lib/libc.so.6"),
+            mapping(0x007f_0000_0000, 0x007f_0010_0000, false, "/lib/libc.so.6"),
+            mapping(0x007f_0010_0000, 0x007f_0020_0000, true, "/lib/libc.so.6"),
             Mapping { start: 0x9000, end: 0xa000, file_offset: 0, executable: true, path: Some("[vdso]".to_owned()) },
         ];
         let index = MappingIndex::new(&mappings);
-        assert_eq!(index.find(0x5500_0012_34), Some(0));
-        assert_eq!(index.find(0x5500_da60_10), Some(1));
-        assert_eq!(index.find(0x7f00_0000_10), None, "libc's data is not code");
-        assert_eq!(index.find(0x7f00_1000_10), Some(3));
+        assert_eq!(index.find(0x0055_0000_1234), Some(0));
+        assert_eq!(index.find(0x0055_00da_6010), Some(1));
+        assert_eq!(index.find(0x007f_0000_0010), None, "libc's data is not code");
+        assert_eq!(index.find(0x007f_0010_0010), Some(3));
         assert_eq!(index.find(0x9010), None, "not a file");
     }
 }
