@@ -140,16 +140,24 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
     assert_eq!(mode, 0o700, "{directory}");
     let files: Vec<_> = profiles_in(directory).iter().map(|entry| entry.metadata().unwrap()).collect();
     assert_eq!(files.len(), 1, "only the finished profile, no partial file");
-    let names: Vec<String> = std::fs::read_dir(directory)
+    let mut names: Vec<String> = std::fs::read_dir(directory)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into())
         .collect();
     // Both programs the checks run against label their allocations: the label table is kept beside; and
-    // the process's last-seen record, which the next start reads if this process is killed.
+    // the process's last-seen record, which the next start reads if this process is killed; and the run's
+    // views from the record of samples (net growth, allocations, peak).
+    names.sort();
+    let id = latest_run["id"].as_u64().unwrap();
+    let mut expected: Vec<String> = ["heap", "heap.labels", "json", "allocated", "net-grown", "net-shrunk", "peak"]
+        .iter()
+        .map(|suffix| format!("profile.{id}.{suffix}"))
+        .chain(["last-seen.json".to_owned(), "owner".to_owned()])
+        .collect();
+    expected.sort();
     assert_eq!(
-        names.len(),
-        5,
-        "the profile, its record, its label table, the last-seen record and the owner file, nothing else: {names:?}"
+        names, expected,
+        "the profile, its record, its label table, its views, the last-seen record and the owner file, nothing else"
     );
     assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
     let last_seen = std::fs::metadata(Path::new(directory).join("last-seen.json")).unwrap();

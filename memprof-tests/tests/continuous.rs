@@ -232,23 +232,30 @@ fn what_a_window_allocated_is_one_parameter_away() {
 }
 
 /// What a window held at its highest is one parameter away: `view=peak` shows the 48 MiB it held for a while
-/// and freed, where its profile shows the 8 MiB it kept after.
+/// and freed, where its profile shows the 8 MiB it kept after, and `view=allocated` both; so does a run on
+/// demand (the record of samples starts with the first run).
 #[test]
-fn what_a_window_held_at_its_highest_is_one_parameter_away() {
-    let program = windows();
-    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
-    program.tell("peak", "windows: done peak");
-    assert_eq!(program.get("/memory-profiler/stop").status, 200);
-    let folded = |view: &str| program.get(&format!("/memory-profiler/download/collapsed?id={id}{view}")).text();
-    let under = |folded: &str, function: &str| -> f64 {
-        let lines = folded.lines().filter(|line| line.contains(function));
-        lines.map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap()).sum()
-    };
-    let peak = folded("&view=peak");
-    assert!(under(&peak, "held_at_the_peak") >= 48.0 * MIB * 0.94, "{peak}");
-    let live = folded("");
-    assert_eq!(under(&live, "held_at_the_peak"), 0.0, "{live}");
-    assert_near(under(&live, "kept_after_the_peak"), 8.0, "kept after the peak");
+fn what_a_run_held_at_its_highest_is_one_parameter_away_in_either_mode() {
+    for mode in ["continuous", "on-demand"] {
+        let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING", mode).spawn();
+        program.wait_for_line(|line| line == "windows: ready");
+        let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+        program.tell("peak", "windows: done peak");
+        assert_eq!(program.get("/memory-profiler/stop").status, 200);
+        let folded = |view: &str| program.get(&format!("/memory-profiler/download/collapsed?id={id}{view}")).text();
+        let under = |folded: &str, function: &str| -> f64 {
+            let lines = folded.lines().filter(|line| line.contains(function));
+            lines.map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap()).sum()
+        };
+        let peak = folded("&view=peak");
+        assert!(under(&peak, "held_at_the_peak") >= 48.0 * MIB * 0.94, "{mode}: {peak}");
+        let live = folded("");
+        assert_eq!(under(&live, "held_at_the_peak"), 0.0, "{mode}: {live}");
+        assert_near(under(&live, "kept_after_the_peak"), 8.0, &format!("{mode}: kept after the peak"));
+        let allocated = folded("&view=allocated");
+        assert_near(under(&allocated, "held_at_the_peak"), 48.0, &format!("{mode}: allocated at the peak"));
+        assert_near(under(&allocated, "kept_after_the_peak"), 8.0, &format!("{mode}: allocated after it"));
+    }
 }
 
 /// A window's net growth is one parameter away: `net=true` shows what every stack held at the window's end
@@ -284,6 +291,7 @@ fn a_windows_net_growth_is_one_parameter_away() {
     let gone = program.get(&format!("/memory-profiler/download/flamegraph?id={id}&net=true"));
     assert_eq!(gone.status, 404, "{}", gone.text());
     assert!(
-        gone.text().starts_with(&format!("Profile {id} has no net growth: only the windows of continuous sampling"))
+        gone.text()
+            .starts_with(&format!("Profile {id} has no net growth: runs and windows keep one beside their profile"))
     );
 }

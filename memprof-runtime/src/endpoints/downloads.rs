@@ -146,7 +146,7 @@ type SidePath = fn(&std::path::Path) -> std::path::PathBuf;
 fn kept_beside(profile: &KeptProfile, path: &std::path::Path, what: &str) -> Result<Analysis, HttpError> {
     let text = render_cache::read_profile(path).map_err(|error| match error.kind() {
         std::io::ErrorKind::NotFound => HttpError::not_found(format!(
-            "Profile {} has no {what}: only the windows of continuous sampling keep one (MEMPROF_SAMPLING=continuous)",
+            "Profile {} has no {what}: runs and windows keep one beside their profile, automatic dumps and profiles kept in memory do not",
             profile.id
         )),
         _ => HttpError::internal(format!("Cannot read the {what} of profile {} ({error})", profile.id)),

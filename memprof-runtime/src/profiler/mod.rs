@@ -194,11 +194,15 @@ impl Profiler {
         if deadline.is_some() {
             self.start_timer()?;
         }
-        if window_start.is_none() {
-            self.switch_sampling_on()?;
+        // The bases of its views, before its first sample (on demand, the record starts with the first run).
+        self.remember_base(id, window_start.or_else(|| self.views_start()));
+        if window_start.is_none()
+            && let Err(error) = self.switch_sampling_on()
+        {
+            self.keep_window_views(id, None, true);
+            return Err(error);
         }
         let run = books.runs.begin(id, owner, deadline, window_start);
-        self.remember_base(id, window_start);
         write_last_seen(&mut books);
         self.runs_changed.notify_all();
         Ok(Started::New(run))

@@ -76,10 +76,32 @@ impl Profiler {
         Ok(Some(window))
     }
 
-    /// In continuous mode, remembers what each stack holds and has allocated as window `id` starts (at
-    /// sequence number `since`), the bases of its net growth and allocations, and tracks its high-water mark.
+    /// The record the views of runs and windows are written from (net growth, allocations, peak):
+    /// continuous sampling's, or the one the first run on demand started ([`Self::views_start`]).
+    fn views_record(&self) -> Option<&'static record::table::Table> {
+        self.record().or_else(record::started)
+    }
+
+    /// On demand, starts the record of samples before the first run samples (once), so that runs too keep
+    /// what they allocated and their high-water marks; answers the sequence number a run starting now
+    /// begins at (`None` where the record cannot be kept: the run has its live view alone, and says why).
+    pub(super) fn views_start(&self) -> Option<u64> {
+        if self.views_record().is_none() {
+            let capacity = record::capacity_from_environment().unwrap_or(record::DEFAULT_CAPACITY);
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if let Err(error) = jemalloc::unsampled(|| record::start(capacity))
+                && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                messages::warn(&format!("Runs keep only what is live at their end: no record of samples ({error})"));
+            }
+        }
+        self.views_record().map(|record| record.next_sequence())
+    }
+
+    /// Remembers what each stack holds and has allocated as window or run `id` starts (at sequence number
+    /// `since` of the record), the bases of its net growth and allocations, and tracks its high-water mark.
     pub(super) fn remember_base(&self, id: u64, since: Option<u64>) {
-        if let (Some(record), Some(since)) = (self.record(), since) {
+        if let (Some(record), Some(since)) = (self.views_record(), since) {
             let base = jemalloc::unsampled(|| record::base_now(record, since));
             self.window_bases.lock().insert(id, base);
         }
@@ -91,7 +113,7 @@ impl Profiler {
     /// profiles kept in memory. The window's base and its high-water mark's place are let go either way.
     pub(super) fn keep_window_views(&self, id: u64, path: Option<&std::path::PathBuf>, in_memory: bool) {
         let base = self.window_bases.lock().remove(&id);
-        let (Some(record), Some(base)) = (self.record(), base) else { return };
+        let (Some(record), Some(base)) = (self.views_record(), base) else { return };
         let written = jemalloc::unsampled(|| {
             let peak = crate::profile_root::storage::peak_path;
             let (Some(path), false) = (path, in_memory) else {

@@ -78,6 +78,11 @@ pub(crate) fn start(capacity: Capacity) -> Result<&'static Table, jemalloc::CtlE
     Ok(record)
 }
 
+/// The record, if started (by continuous sampling, or by a first run on demand for its views).
+pub(crate) fn started() -> Option<&'static Table> {
+    RECORD.get()
+}
+
 /// Seconds since the record began, from the kernel's coarse monotonic clock (no system call, no lock).
 pub(crate) fn clock_seconds() -> u32 {
     static START: OnceLock<u64> = OnceLock::new();
