@@ -29,6 +29,8 @@
 //! ratios are taken against), `MEMPROF_BENCH_WORKLOADS=json-handler` those workloads, and
 //! `MEMPROF_BENCH_SECONDS=6` runs each measurement 6 s instead of 1.5.
 
+#[path = "common/baseline.rs"]
+mod baseline;
 #[path = "common/workloads.rs"]
 mod workloads;
 
@@ -39,7 +41,7 @@ mod labelling;
 
 use labelling::{ByValue, Labelling, MadeOnce};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use workloads::Figures;
@@ -86,30 +88,30 @@ fn main() {
         continuous: true,
     };
     let configurations = [
-        Configuration { name: "system", launch: Launch::Baseline(build_baseline("")), against: None },
+        Configuration { name: "system", launch: Launch::Baseline(baseline::build("")), against: None },
         Configuration {
             name: "jemalloc",
-            launch: Launch::Baseline(build_baseline("jemalloc")),
+            launch: Launch::Baseline(baseline::build("jemalloc")),
             against: Some("system"),
         },
         Configuration {
             name: "compiled out",
-            launch: Launch::Baseline(build_baseline("memprof-compiled-out")),
+            launch: Launch::Baseline(baseline::build("memprof-compiled-out")),
             against: Some("system"),
         },
         Configuration {
             name: "jemalloc stats",
-            launch: Launch::Baseline(build_baseline("jemalloc-stats")),
+            launch: Launch::Baseline(baseline::build("jemalloc-stats")),
             against: Some("jemalloc"),
         },
         Configuration {
             name: "jemalloc prof",
-            launch: Launch::Baseline(build_baseline("jemalloc-profiling")),
+            launch: Launch::Baseline(baseline::build("jemalloc-profiling")),
             against: Some("jemalloc"),
         },
         Configuration {
             name: "jemalloc as memprof",
-            launch: Launch::Baseline(build_baseline("jemalloc-as-memprof")),
+            launch: Launch::Baseline(baseline::build("jemalloc-as-memprof")),
             against: Some("jemalloc"),
         },
         Configuration { name: "prof:false", launch: memprof("prof:false", false), against: Some("jemalloc") },
@@ -314,24 +316,6 @@ fn measure_row(configurations: &[Configuration], workload: &str, threads: usize)
         })
         .collect();
     Row { medians, ratios }
-}
-
-/// Builds the baseline program with `features` and returns its path (a copy per feature set).
-fn build_baseline(features: &str) -> PathBuf {
-    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = tests.parent().unwrap().join("target").join("bench-baseline");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command.args(["build", "--release", "--quiet", "--manifest-path"]).arg(tests.join("benches/baseline/Cargo.toml"));
-    command.arg("--target-dir").arg(&target);
-    if !features.is_empty() {
-        command.args(["--features", features]);
-    }
-    let status = command.status().expect("cargo runs");
-    assert!(status.success(), "the baseline with features '{features}' does not build");
-    let copy = target.join(format!("baseline-{}", if features.is_empty() { "system" } else { features }));
-    std::fs::copy(target.join("release").join("baseline"), &copy).unwrap();
-    copy
 }
 
 /// One measurement in a child process.

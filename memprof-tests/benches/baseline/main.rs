@@ -1,6 +1,6 @@
 //! A baseline of the overhead benchmark: `baseline <workload> <threads>` prints the figures of one
 //! measurement, with the allocator its features choose (the system's, plain jemalloc, or memprof compiled
-//! out).
+//! out); `baseline start` does nothing, for the start-up benchmark (memprof compiled in or out).
 
 #[path = "../common/workloads.rs"]
 mod workloads;
@@ -9,10 +9,17 @@ mod workloads;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[cfg_attr(feature = "memprof-compiled-out", memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS"))]
+#[cfg_attr(
+    any(feature = "memprof-compiled-out", feature = "memprof-compiled-in"),
+    memprof::main(env = "MEMPROF_BENCH_NO_ENDPOINTS")
+)]
 fn main() {
     let mut arguments = std::env::args().skip(1);
     let workload = arguments.next().expect("a workload");
+    // The start-up benchmark's program does nothing: what is timed is starting and ending.
+    if workload == "start" {
+        return;
+    }
     let threads = arguments.next().and_then(|text| text.parse().ok()).expect("a thread count");
     println!("{}", workloads::measure(&workload, threads).line());
 }
