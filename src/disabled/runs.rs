@@ -90,4 +90,14 @@ impl Profile {
     pub fn save(&self, _to: impl AsRef<Path>) -> std::io::Result<()> {
         match self.never {}
     }
+
+    /// What the run allocated (none exists compiled out).
+    pub fn allocated_path(&self) -> Option<std::path::PathBuf> {
+        match self.never {}
+    }
+
+    /// What the run held at its peak (none exists compiled out).
+    pub fn peak_path(&self) -> Option<std::path::PathBuf> {
+        match self.never {}
+    }
 }

@@ -122,6 +122,31 @@ impl Profile {
     pub fn save(&self, to: impl AsRef<Path>) -> std::io::Result<()> {
         std::fs::copy(&self.path, to.as_ref()).map(drop)
     }
+
+    /// Where what the run allocated, freed or not, by stack, is kept beside its profile (a `heap_v2` dump,
+    /// for `memprof analyze` as the profile is; the answer of `download/...?view=allocated`): a batch job's
+    /// question, where [`Profile::path`] holds only what was still live at the run's end. `None` where none
+    /// is kept (a profile kept in memory). Removed with the profile.
+    ///
+    /// ```no_run
+    /// let run = memprof_runtime::Run::start("import")?;
+    /// let rows: Vec<Vec<u8>> = (0..1024).map(|_| vec![0; 1024]).collect();
+    /// drop(rows);
+    /// let profile = run.stop()?;
+    /// if let Some(allocated) = profile.allocated_path() {
+    ///     std::fs::copy(allocated, "/var/tmp/import.allocated.heap")?;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn allocated_path(&self) -> Option<PathBuf> {
+        Some(crate::profile_root::storage::allocations_path(&self.path)).filter(|path| path.is_file())
+    }
+
+    /// Where what the run held at its high-water mark is kept beside its profile (the stacks holding memory
+    /// when its live bytes peaked, within 5 %; `view=peak`); `None` where none is kept.
+    pub fn peak_path(&self) -> Option<PathBuf> {
+        Some(crate::profile_root::storage::peak_path(&self.path)).filter(|path| path.is_file())
+    }
 }
 
 impl From<&KeptProfile> for Profile {

@@ -47,6 +47,29 @@ fn a_run_starts_once_and_its_stop_keeps_a_profile() {
     profiler.shut_down();
 }
 
+/// A run on demand keeps, beside its profile, what it allocated and what it held at its peak: 64 MiB held
+/// and freed, then 8 MiB kept.
+#[test]
+fn a_run_keeps_what_it_allocated_and_its_peak_beside_its_profile() {
+    let _turn = SAMPLING.lock();
+    let profiler = profiler();
+    let run = started(profiler, Owner::Http, None);
+    drop(std::hint::black_box(vec![vec![1u8; 1 << 20]; 64]));
+    let kept = std::hint::black_box(vec![vec![1u8; 1 << 20]; 8]);
+    let profile = super::run::Profile::from(&profiler.stop(Some(run.id)).unwrap().expect("the run's profile"));
+    let bytes = |path: Option<PathBuf>| {
+        let text = std::fs::read_to_string(path.expect("kept beside the profile")).unwrap();
+        let profile = memprof_analysis::HeapProfile::parse(&text).unwrap();
+        profile.stacks.iter().map(|stack| stack.unbiased(profile.sample_period).1).sum::<f64>() / (1 << 20) as f64
+    };
+    // Sampled every 512 KiB on average, some 140 samples: within 30 % (three standard deviations).
+    let (allocated, peak) = (bytes(profile.allocated_path()), bytes(profile.peak_path()));
+    assert!((50.0..=94.0).contains(&allocated), "{allocated} MiB allocated, 72 expected");
+    assert!((44.0..=84.0).contains(&peak), "{peak} MiB at the peak, 64 expected");
+    drop(kept);
+    profiler.shut_down();
+}
+
 #[test]
 fn a_timed_run_is_ended_by_its_timer() {
     let _turn = SAMPLING.lock();
