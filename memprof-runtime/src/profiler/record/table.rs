@@ -234,14 +234,13 @@ impl Table {
             self.dropped_objects.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        self.peaks.sampled(sequence, (scale * bytes as f64) as u64, |since, held| self.tally(since, 0, u32::MAX, held));
+        self.peaks.sampled(sequence, stack, bytes, scale);
     }
 
     /// Forgets the sampled object at `address`, freed. Never allocates.
     pub(crate) fn freed(&self, address: usize) {
         if let Some(object) = self.shard(address).with(|objects| objects.remove(address)) {
-            let unbiased = unbias(object.bytes, self.sample_period) * object.bytes as f64;
-            self.peaks.freed(object.sequence, unbiased as u64);
+            self.peaks.freed(object.sequence, object.stack, object.bytes, unbias(object.bytes, self.sample_period));
         }
     }
 
@@ -254,7 +253,7 @@ impl Table {
     /// Stops tracking the window at `place`: what each stack held when the window held the most (by stack
     /// index). Allocates.
     pub(crate) fn end_peak(&self, place: usize) -> Vec<Held> {
-        self.peaks.end(place, |since, held| self.tally(since, 0, u32::MAX, held))
+        self.peaks.end(place)
     }
 
     /// What the table could not hold, how many objects it holds, and how many stacks.
