@@ -117,6 +117,17 @@ impl<T: Copy, A: Writable> Control<T, A> {
     }
 }
 
+impl<T: Copy> Control<T, ReadWrite> {
+    /// Sets a pointer value, answering the one before, in one call.
+    ///
+    /// # Safety
+    /// As [`Control::write_pointer`].
+    pub(crate) unsafe fn update_pointer(&self, value: T) -> Result<T, CtlError> {
+        // SAFETY: the type is the table's; the pointee is the caller's promise.
+        unsafe { raw::update(self.name.to_bytes_with_nul(), value) }
+    }
+}
+
 impl Control<(), NoValue> {
     /// Calls the control with no old and no new value.
     pub(crate) fn call(&self) -> io::Result<()> {

@@ -106,11 +106,9 @@ pub(crate) fn walks_with_an_unwinder() -> bool {
 /// `experimental.hooks.prof_backtrace`: makes `hook` (a `prof_backtrace_hook_t`, as an address) the stack
 /// walk of every sample from now on; returns the previous hook's address.
 pub(crate) fn replace_backtrace_hook(hook: usize) -> Result<usize, CtlError> {
-    let previous = backtrace_hook()?;
     // SAFETY: the caller passes the address of an `extern "C"` function of the `prof_backtrace_hook_t`
     // type, alive for the whole process.
-    unsafe { HOOKS_PROF_BACKTRACE.write_pointer(hook as *const c_void) }?;
-    Ok(previous)
+    unsafe { HOOKS_PROF_BACKTRACE.update_pointer(hook as *const c_void) }.map(|previous| previous as usize)
 }
 
 /// `experimental.hooks.prof_sample` and `experimental.hooks.prof_sample_free`: makes `sampled` (a

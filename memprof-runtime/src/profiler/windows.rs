@@ -115,7 +115,6 @@ impl Profiler {
         let base = self.window_bases.lock().remove(&id);
         let (Some(record), Some(base)) = (self.views_record(), base) else { return };
         let written = jemalloc::unsampled(|| {
-            let peak = crate::profile_root::storage::peak_path;
             let (Some(path), false) = (path, in_memory) else {
                 // Only the high-water mark's place to give back.
                 if let Some(place) = base.peak {
@@ -126,7 +125,8 @@ impl Profiler {
             let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(path);
             record::write_net_growth(record, &base, &grown, &shrunk)?;
             record::write_allocations(record, &base, &crate::profile_root::storage::allocations_path(path))?;
-            base.peak.map_or(Ok(()), |place| record::write_peak(record, place, &peak(path)))
+            let peak = crate::profile_root::storage::peak_path(path);
+            base.peak.map_or(Ok(()), |place| record::write_peak(record, place, &peak))
         });
         if let Err(error) = written {
             messages::warn(&format!("The net growth, allocations and peak of window {id} were not written: {error}"));

@@ -246,8 +246,7 @@ pub(crate) fn write_peak(record: &Table, place: usize, path: &Path) -> io::Resul
             (index as u32, table::Totals::unsampled(held.live.unbiased_objects, held.live.unbiased_bytes))
         })
         .unzip();
-    let text = unsampled_dump(record.frames(&indexes).into_iter().zip(totals))?;
-    write_owner_only(path, text.as_bytes())
+    write_stacks(record, &indexes, totals, path)
 }
 
 /// Writes what every stack allocated since `base` (a window's start), freed or not, at `path`: a `heap_v2`
@@ -255,28 +254,35 @@ pub(crate) fn write_peak(record: &Table, place: usize, path: &Path) -> io::Resul
 pub(crate) fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()> {
     let (mut indexes, mut totals) = (Vec::new(), Vec::new());
     for (index, now) in record.allocated().iter().enumerate() {
-        let before = base.allocated.get(index).copied().unwrap_or_default();
-        let (objects, bytes) =
-            (now.unbiased_objects - before.unbiased_objects, now.unbiased_bytes - before.unbiased_bytes);
+        let (objects, bytes) = grown(now, base.allocated.get(index));
         if bytes >= 1.0 {
             indexes.push(index as u32);
             totals.push(table::Totals::unsampled(objects, bytes));
         }
     }
-    let text = unsampled_dump(record.frames(&indexes).into_iter().zip(totals))?;
+    write_stacks(record, &indexes, totals, path)
+}
+
+/// How much `now` is above `before` (none: zero), unbiased objects and bytes; negative where it is below.
+fn grown(now: &table::Totals, before: Option<&table::Totals>) -> (f64, f64) {
+    let before = before.copied().unwrap_or_default();
+    (now.unbiased_objects - before.unbiased_objects, now.unbiased_bytes - before.unbiased_bytes)
+}
+
+/// Writes the stacks at `indexes` with `totals` at `path`, as an unsampled `heap_v2` dump, owner-only.
+fn write_stacks(record: &Table, indexes: &[u32], totals: Vec<table::Totals>, path: &Path) -> io::Result<()> {
+    let text = unsampled_dump(record.frames(indexes).into_iter().zip(totals))?;
     write_owner_only(path, text.as_bytes())
 }
 
 /// Writes the net growth of every stack since `base` ([`live_now`] at a window's start): what grew at
 /// `grown`, what shrank at `shrunk`, each a `heap_v2` dump of unbiased counts (period 1), so that the net
 /// growth is the first minus the second (as `base=` diffs read).
-pub(crate) fn write_net_growth(record: &Table, base: &Base, grown: &Path, shrunk: &Path) -> io::Result<()> {
+pub(crate) fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, shrunk_path: &Path) -> io::Result<()> {
     let now = live_now(record);
     let mut sides: [(Vec<u32>, Vec<table::Totals>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
     for (index, live) in now.iter().enumerate() {
-        let before = base.live.get(index).copied().unwrap_or_default();
-        let (objects, bytes) =
-            (live.unbiased_objects - before.unbiased_objects, live.unbiased_bytes - before.unbiased_bytes);
+        let (objects, bytes) = grown(live, base.live.get(index));
         if bytes.abs() < 1.0 {
             continue;
         }
@@ -284,9 +290,8 @@ pub(crate) fn write_net_growth(record: &Table, base: &Base, grown: &Path, shrunk
         side.0.push(index as u32);
         side.1.push(table::Totals::unsampled(objects.abs(), bytes.abs()));
     }
-    for ((indexes, totals), path) in sides.into_iter().zip([grown, shrunk]) {
-        let text = unsampled_dump(record.frames(&indexes).into_iter().zip(totals))?;
-        write_owner_only(path, text.as_bytes())?;
+    for ((indexes, totals), path) in sides.into_iter().zip([grown_path, shrunk_path]) {
+        write_stacks(record, &indexes, totals, path)?;
     }
     Ok(())
 }
