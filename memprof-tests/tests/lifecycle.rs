@@ -134,3 +134,67 @@ fn a_dropped_guard_refuses_later_runs_and_leaves_nothing() {
     );
     assert_eq!(std::fs::read_dir(scratch.join("")).unwrap().count(), 0, "nothing is left in MEMPROF_DIR");
 }
+
+/// A child of `fork` is not memprof's: ten children returning from `main` in a row (dropping the guard)
+/// while the endpoints are kept busy all end (none waits for a lock a thread of the parent held at the
+/// fork), and the parent's profile directory is as it was, its run still downloadable; SIGTERM ends a
+/// forked child at once although memprof ends on it first in the parent (`dump_on_sigterm`, whose thread
+/// the child has not); children of `std::process::Command` end as they would without memprof.
+#[test]
+fn forked_children_leave_the_parents_memprof_alone_and_die_of_sigterm() {
+    let program = Program::windows().spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    let run = start(&program, "1mins");
+    program.tell("grow", "windows: done grow");
+    program.get_json("/memory-profiler/stop");
+    let directory = profile_directory(&program);
+    let files = || {
+        let mut names: Vec<_> =
+            std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        names.sort();
+        names
+    };
+    let before = files();
+    assert!(before.len() > 2, "{before:?}");
+
+    let busy = std::sync::atomic::AtomicBool::new(true);
+    let answered = std::thread::scope(|scope| {
+        let requests = scope.spawn(|| {
+            let mut answered = 0;
+            while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                assert_eq!(program.get("/memory-profiler/state").status, 200);
+                assert_eq!(program.get(&format!("/memory-profiler/download/text?id={run}")).status, 200);
+                answered += 2;
+            }
+            answered
+        });
+        program.tell("children 10", "windows: done children 10");
+        busy.store(false, std::sync::atomic::Ordering::Relaxed);
+        requests.join().unwrap()
+    });
+    assert!(answered > 0);
+    assert!(
+        program.output().iter().any(|line| line == "windows: children 10 ended, 0 hung"),
+        "{:#?}",
+        program.output()
+    );
+    // The parent's own automatic dumps may add files meanwhile; none of its files goes.
+    let kept = |now: Vec<std::ffi::OsString>| before.iter().all(|name| now.contains(name));
+    assert!(kept(files()), "the parent's profile directory lost files: {before:?} then {:?}", files());
+    let text = program.get(&format!("/memory-profiler/download/text?id={run}"));
+    assert_eq!(text.status, 200, "{}", text.text());
+    assert!(text.text().contains("grown_in_the_window"), "{}", text.text());
+
+    program.tell("sigterm-child", "windows: done sigterm-child");
+    let ended = program.output().into_iter().find(|line| line.starts_with("windows: child ")).unwrap();
+    let millis: u64 = ended
+        .strip_prefix("windows: child ended by signal 15 in ")
+        .and_then(|rest| rest.strip_suffix(" ms")?.parse().ok())
+        .unwrap_or_else(|| panic!("{ended}"));
+    assert!(millis < 1000, "{ended}");
+
+    program.tell("command-child", "windows: done command-child");
+    let said = "windows: command children: sleep ended by signal 15, true exited with 0";
+    assert!(program.output().iter().any(|line| line == said), "{:#?}", program.output());
+    assert!(kept(files()), "{before:?} then {:?}", files());
+}

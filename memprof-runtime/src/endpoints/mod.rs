@@ -80,6 +80,11 @@ fn checked(context: &Context, request: &Request) -> Result<(), HttpError> {
         browsers::check(&request.fields)?;
         auth::check(context.token.as_deref(), request.fields.authorization.as_deref())?;
     }
+    // A pre-fork server's child serving the mounted routes: the runs' books and the profile directory are
+    // the parent's, and their locks may have been held at the fork.
+    if let Some(owner) = crate::process::lineage::forked_from() {
+        return Err(HttpError::new(503, crate::process::lineage::refusal(owner)));
+    }
     Ok(())
 }
 

@@ -7,6 +7,9 @@
 //! finds them among the thread's recent transitions, without a lock, else under a shared lock, without
 //! allocating; only a new set is built, with the calling thread's sampling off, so the table never shows
 //! in the program's profiles.
+//!
+//! A child of `fork` may inherit the table's lock held by a thread it does not have: there the lock is
+//! waited for a bounded while, and a table found locked records the child's new sets as the overflow set.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -14,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use memprof_analysis::{LabelSet, LabelSets};
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// How many distinct label sets a process records; past it, new sets are recorded as one overflow set,
 /// `memprof_overflow=too many label sets`.
@@ -99,7 +102,8 @@ pub(crate) fn intern<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]
     let id = match recent {
         Some(id) => id,
         None => {
-            let known = TABLE.read().transitions.get(&hash).and_then(|transitions| {
+            let known = read_table().and_then(|table| {
+                let transitions = table.transitions.get(&hash)?;
                 transitions.iter().find(|transition| transition.is(hash, parent, pairs)).cloned()
             });
             let transition = known.unwrap_or_else(|| crate::jemalloc::unsampled(|| intern_new(parent, pairs, hash)));
@@ -130,7 +134,10 @@ fn transition_hash<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]) 
 /// The slow path of [`intern`]: builds the set, finds or records it, and remembers the transition (past
 /// [`MAX_TRANSITIONS`], only the calling thread does).
 fn intern_new<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)], hash: u64) -> Arc<Transition> {
-    let mut table = TABLE.write();
+    let pairs_kept = || pairs.iter().map(|(key, value)| (key.as_ref().into(), value.as_ref().into())).collect();
+    let Some(mut table) = write_table() else {
+        return Arc::new(Transition { hash, parent, pairs: pairs_kept(), id: OVERFLOW });
+    };
     let inherited: Vec<(String, String)> = match parent {
         0 => Vec::new(),
         id => table
@@ -160,13 +167,43 @@ fn intern_new<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)], hash:
         }
         OVERFLOW
     };
-    let pairs = pairs.iter().map(|(key, value)| (key.as_ref().into(), value.as_ref().into())).collect();
-    let transition = Arc::new(Transition { hash, parent, pairs, id });
+    let transition = Arc::new(Transition { hash, parent, pairs: pairs_kept(), id });
     if table.transition_count < MAX_TRANSITIONS {
         table.transition_count += 1;
         table.transitions.entry(hash).or_default().push(Arc::clone(&transition));
     }
     transition
+}
+
+/// How long a child of `fork` waits for the table's lock before taking it as held at the fork for ever.
+const FORKED_CHILD_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The child of `fork` that found the table's lock held at the fork (0: none): it no longer waits for it.
+static LOCKED_OUT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn read_table() -> Option<RwLockReadGuard<'static, Table>> {
+    locked(|| TABLE.try_read_for(FORKED_CHILD_WAIT), || TABLE.read())
+}
+
+fn write_table() -> Option<RwLockWriteGuard<'static, Table>> {
+    locked(|| TABLE.try_write_for(FORKED_CHILD_WAIT), || TABLE.write())
+}
+
+/// The table's lock: waited for in the process memprof belongs to; in a child of `fork`, at most
+/// [`FORKED_CHILD_WAIT`], once (`None` then, and for the rest of the child's life).
+fn locked<G>(within: impl FnOnce() -> Option<G>, wait: impl FnOnce() -> G) -> Option<G> {
+    if !crate::process::lineage::forked_child() {
+        return Some(wait());
+    }
+    let child = std::process::id();
+    if LOCKED_OUT.load(Ordering::Relaxed) == child {
+        return None;
+    }
+    let guard = within();
+    if guard.is_none() {
+        LOCKED_OUT.store(child, Ordering::Relaxed);
+    }
+    guard
 }
 
 /// A key as pprof tags and `?by=` take it: ASCII letters, digits and `_` (others become `_`), never empty.

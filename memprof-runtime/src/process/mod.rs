@@ -1,10 +1,12 @@
 //! The process memprof runs in: memprof's own threads and their pools ([`threads`]), the executable
 //! ([`executable`]), the environment variables memprof reads ([`environment`]), the cgroup's memory limit
-//! ([`cgroup`]), messages to the operator ([`messages`]) and the opt-in end on SIGTERM and SIGINT ([`signals`]).
+//! ([`cgroup`]), messages to the operator ([`messages`]), the opt-in end on SIGTERM and SIGINT ([`signals`]),
+//! and which process memprof belongs to, for the children of `fork` ([`lineage`]).
 
 pub(crate) mod cgroup;
 pub mod environment;
 pub(crate) mod executable;
+pub(crate) mod lineage;
 pub(crate) mod messages;
 pub(crate) mod signals;
 pub(crate) mod threads;

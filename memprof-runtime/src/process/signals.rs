@@ -9,6 +9,12 @@
 //! default action, so the process still ends as killed by that signal. signal-hook chains with handlers
 //! installed through it or `tokio::signal` (both would run); a program that handles the signal itself
 //! calls [`crate::shutdown`] from its handler instead.
+//!
+//! A child of `fork` inherits the handler but not the thread it wakes: there, a second action of the
+//! handler's (run in the signal handler itself, so it only compares process ids and restores the default
+//! action) lets the signal end the child at once, as it would without memprof. The parent's memprof is
+//! not the child's to end ([`super::lineage`]).
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 
@@ -16,6 +22,18 @@ use signal_hook::iterator::Signals;
 
 /// Starts the thread that runs `end_memprof`, then ends the process, on any of `signals`.
 pub(crate) fn watch(signals: &[c_int], end_memprof: fn()) -> std::io::Result<()> {
+    let watching = std::process::id();
+    for &signal in signals {
+        // SAFETY: the action is async-signal-safe: it allocates nothing and takes no lock; it calls getpid,
+        // then (in a forked child only) sigaction, sigprocmask and raise (signal-hook's default emulation).
+        unsafe {
+            signal_hook::low_level::register(signal, move || {
+                if libc::getpid() as u32 != watching {
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
+                }
+            })
+        }?;
+    }
     let mut signals = Signals::new(signals)?;
     crate::process::threads::spawn("memprof-signals", move || {
         if let Some(signal) = signals.forever().next() {

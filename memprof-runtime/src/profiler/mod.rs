@@ -89,6 +89,7 @@ pub(crate) struct Profiler {
 /// that must not show in a profile when sampling is on from the start).
 static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
     jemalloc::unsampled(|| {
+        crate::process::lineage::own();
         let config = ConfigReport::read();
         let unwinder = if config.profiling_enabled {
             crate::profiler::unwinder::install()

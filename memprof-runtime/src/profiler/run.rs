@@ -28,9 +28,13 @@ pub struct Run {
 
 impl Run {
     /// Starts a run named `label`. On demand, fails when profiling is unavailable or another run is
-    /// active; with continuous sampling it is a window, which may overlap any other run or window.
+    /// active; with continuous sampling it is a window, which may overlap any other run or window. Fails
+    /// in a child of `fork`: memprof profiles the process that set it up.
     pub fn start(label: impl Into<String>) -> Result<Run, Error> {
         let label = label.into();
+        if let Some(owner) = crate::process::lineage::forked_from() {
+            return Err(Error::Unavailable(crate::process::lineage::refusal(owner)));
+        }
         let profiler = Profiler::global();
         if let Some(window) = profiler.open_window(Owner::Code(label.clone()))? {
             return Ok(Run { id: window.id, label, ended: false, window: true });
@@ -53,6 +57,9 @@ impl Run {
     }
 
     fn end(&self) -> Result<Profile, Error> {
+        if let Some(owner) = crate::process::lineage::forked_from() {
+            return Err(Error::Unavailable(crate::process::lineage::refusal(owner)));
+        }
         if self.window {
             return Profiler::global().close_window(self.id).map(|window| Profile::from(&window));
         }
@@ -65,7 +72,8 @@ impl Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        if !self.ended {
+        // A run the parent started, dropped in a child of `fork` (returning through a `scope!`): the parent's.
+        if !self.ended && !crate::process::lineage::forked_child() {
             match self.end() {
                 Ok(profile) => messages::info(&format!(
                     "Heap profiling run {} (\"{}\") ended; profile at {}",
@@ -93,8 +101,11 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The profile of the run that ended last, if any is kept.
+    /// The profile of the run that ended last, if any is kept (none in a child of `fork`).
     pub fn latest() -> Option<Profile> {
+        if crate::process::lineage::forked_child() {
+            return None;
+        }
         Profiler::global().overview().latest().map(Profile::from)
     }
 
@@ -211,7 +222,7 @@ pub struct Scope {
 impl Scope {
     /// Starts a run named `label`, or reports why the block runs unprofiled.
     pub fn enter(label: &str) -> Scope {
-        if !scopes_on() {
+        if !scopes_on() || crate::process::lineage::forked_child() {
             return Scope { _run: None };
         }
         match Run::start(label) {

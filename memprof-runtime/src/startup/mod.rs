@@ -255,7 +255,8 @@ fn start_server(options: &Options, context: &'static crate::endpoints::Context) 
 /// Ends memprof as the program ends: a run still active is stopped (its profile left at the path in
 /// `MEMPROF_FINAL_DUMP`, if set) and the profile directory is removed. Call it from a program's own
 /// SIGTERM handler, before the program exits without returning from `main`; calling it again, or
-/// dropping the [`Guard`] later, does nothing more.
+/// dropping the [`Guard`] later, does nothing more. In a child of `fork` it does nothing: memprof, its runs
+/// and its profile directory are the parent's.
 ///
 /// ```no_run
 /// // In the program's own SIGTERM handling (a tokio `signal(SignalKind::terminate())` branch, say), when
@@ -264,6 +265,9 @@ fn start_server(options: &Options, context: &'static crate::endpoints::Context) 
 /// std::process::exit(0);
 /// ```
 pub fn shutdown() {
+    if crate::process::lineage::forked_child() {
+        return;
+    }
     Profiler::global().shut_down();
 }
 

@@ -1,4 +1,5 @@
-//! A program sampled continuously (`continuous = true`; Ctrl-C ends memprof first, `dump_on_sigint`) that
+//! A program sampled continuously (`continuous = true`; Ctrl-C and SIGTERM end memprof first,
+//! `dump_on_sigint` and `dump_on_sigterm`) that
 //! allocates in known functions when its standard input says so, for the windows and scrapes of tests/continuous.rs. At start it keeps 32 MiB
 //! (`kept_before_the_window`) and prints `windows: ready`; then, a line at a time:
 //!
@@ -9,6 +10,13 @@
 //! - `scopes N`: N `scope!` windows in a row, each keeping 4 KiB;
 //! - `fork`: 20 times, forks a child that allocates 16 MiB and exits, while a thread allocates without
 //!   pause (the record's lock is taken around `fork`, so no child inherits it held), and waits for each;
+//! - `children N`: N times, forks a child that returns from `main` (dropping memprof's guard, as a
+//!   daemonizing program's parent half or a worker pool's child does) and waits for it, at most 10 s
+//!   (then kills it); prints `windows: children <ended> ended, <hung> hung`;
+//! - `sigterm-child`: forks a child that sleeps, sends it SIGTERM half a second later and prints how it
+//!   ended: `windows: child ended by signal 15 in <ms> ms`, `exited with <code>`, or `still running after 5 s`;
+//! - `command-child`: spawns `sleep 30` with `std::process::Command`, sends it SIGTERM and runs `true`:
+//!   `windows: command children: sleep <how it ended>, true <how it ended>`;
 //! - `threads`: 1000 threads, four at a time, each holding 64 KiB until it ends;
 //! - `hold N`: keeps N objects of 64 bytes more (`held_objects`), for the record's memory
 //!   (benches/record.rs);
@@ -27,7 +35,7 @@ use std::io::BufRead;
 
 const MIB: usize = 1 << 20;
 
-#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", continuous = true, dump_on_sigint = true)]
+#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", continuous = true, dump_on_sigint = true, dump_on_sigterm = true)]
 fn main() {
     let mut before = Some(kept_before_the_window(32 * MIB));
     let mut kept = Vec::new();
@@ -41,6 +49,8 @@ fn main() {
             "scope" => kept.push(memprof::scope!("scoped", grown_in_the_scope(8 * MIB))),
             "free-before" => drop(before.take()),
             "fork" => forks(20),
+            "sigterm-child" => println!("windows: child {}", sigterm_child()),
+            "command-child" => println!("windows: command children: {}", command_children()),
             "threads" => threads(1000),
             "through-c" => through_c.push(allocated_through_c(16 * MIB)),
             "peak" => {
@@ -59,6 +69,13 @@ fn main() {
                 let (how, count) = other["latencies ".len()..].split_once(' ').expect("latencies rust|c N");
                 let (p50, p99) = latencies(how == "c", count.parse().expect("latencies rust|c N"));
                 println!("windows: latencies {p50} {p99}");
+            }
+            other if other.starts_with("children ") => {
+                let Some((ended, hung)) = children_returning(other["children ".len()..].parse().expect("children N"))
+                else {
+                    break; // this is a child: it returns from `main`
+                };
+                println!("windows: children {ended} ended, {hung} hung");
             }
             other if other.starts_with("scopes ") => {
                 let count: usize = other["scopes ".len()..].parse().expect("scopes N");
@@ -135,6 +152,84 @@ fn forks(count: usize) {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
+}
+
+/// Forks `count` children one at a time, each returning from `main` (`None` in a child); in the parent,
+/// how many ended by themselves and how many hung (killed after 10 s).
+fn children_returning(count: usize) -> Option<(usize, usize)> {
+    let (mut ended, mut hung) = (0, 0);
+    for _ in 0..count {
+        // SAFETY: the child returns from `main` on this thread, as a forking program's child does.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            return None;
+        }
+        match ended_within(child, std::time::Duration::from_secs(10)) {
+            Some(status) if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 => ended += 1,
+            Some(status) => panic!("a child returning from main ended with status {status}"),
+            None => hung += 1,
+        }
+    }
+    Some((ended, hung))
+}
+
+/// Forks a child that sleeps (20 s at most), sends it SIGTERM after half a second and says how it ended.
+fn sigterm_child() -> String {
+    // SAFETY: the child only sleeps, then `_exit`s.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(7) };
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = std::time::Instant::now();
+    // SAFETY: signals the child just forked.
+    assert_eq!(unsafe { libc::kill(child, libc::SIGTERM) }, 0);
+    match ended_within(child, std::time::Duration::from_secs(5)) {
+        Some(status) if libc::WIFSIGNALED(status) => {
+            format!("ended by signal {} in {} ms", libc::WTERMSIG(status), sent.elapsed().as_millis())
+        }
+        Some(status) => format!("exited with {}", libc::WEXITSTATUS(status)),
+        None => "still running after 5 s".to_owned(),
+    }
+}
+
+/// Children started by `std::process::Command` (fork then exec): `sleep 30` sent SIGTERM, and `true`.
+fn command_children() -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let mut sleep = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+    // SAFETY: signals the child just spawned.
+    assert_eq!(unsafe { libc::kill(sleep.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let slept = sleep.wait().expect("sleep");
+    let truth = std::process::Command::new("true").status().expect("true");
+    let said = |status: std::process::ExitStatus| match status.signal() {
+        Some(signal) => format!("ended by signal {signal}"),
+        None => format!("exited with {}", status.code().unwrap_or(-1)),
+    };
+    format!("sleep {}, true {}", said(slept), said(truth))
+}
+
+/// The status `child` ended with, polled every 10 ms for at most `deadline`; `None` when it still runs then
+/// (it is killed and reaped).
+fn ended_within(child: libc::pid_t, deadline: std::time::Duration) -> Option<libc::c_int> {
+    let started = std::time::Instant::now();
+    let mut status = 0;
+    loop {
+        // SAFETY: polls the child this program forked.
+        if unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == child {
+            return Some(status);
+        }
+        if started.elapsed() > deadline {
+            // SAFETY: kills and reaps the child this program forked.
+            unsafe {
+                libc::kill(child, libc::SIGKILL);
+                libc::waitpid(child, &mut status, 0);
+            }
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// `count` threads, four at a time, each holding 64 KiB until it ends.
