@@ -295,3 +295,39 @@ fn a_windows_net_growth_is_one_parameter_away() {
             .starts_with(&format!("Profile {id} has no net growth: runs and windows keep one beside their profile"))
     );
 }
+
+/// A record full of stacks stays useful: 20,000 distinct call paths, every allocation sampled, outnumber the
+/// record's 16,384 stacks (those past it are dropped, and every answer built from the record says so); the
+/// stacks that hold nothing and are idle are given back, so a leak from a stack new after that is seen whole
+/// in a window.
+#[test]
+fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
+    let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:0").spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    program.tell("paths 20000", "windows: done paths 20000");
+    let record =
+        |program: &Program| program.get_json("/memory-profiler/state")["memory_profiler"]["sampling"]["record"].clone();
+    let full = record(&program);
+    assert!(full["dropped_stacks"].as_u64().unwrap() > 0, "{full}");
+    let state = program.get_json("/memory-profiler/state");
+    let warnings = state["memory_profiler"]["warnings"].to_string();
+    assert!(
+        warnings.contains("record of samples was full") && warnings.contains("MEMPROF_RECORD_OBJECTS"),
+        "{warnings}"
+    );
+    memprof_tests::waiting::wait_until("idle stacks given back", std::time::Duration::from_secs(60), || {
+        let record = record(&program);
+        let given_back = record["stacks_given_back"].as_u64().unwrap();
+        if given_back > 0 { Ok(()) } else { Err(record.to_string()) }
+    });
+
+    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    program.tell("grow", "windows: done grow");
+    program.get_json("/memory-profiler/stop");
+    let window = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
+    assert_near(bytes_under(&program, &window, "grown_in_the_window"), 16.0, "a new stack, after the record was full");
+    let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    assert!(text.contains("memprof's record of samples was full"), "{text}");
+    let after = record(&program);
+    assert_eq!(after["dropped_stacks"], full["dropped_stacks"], "nothing dropped after the give-back: {after}");
+}

@@ -147,6 +147,10 @@ pub struct SampleRecord {
     pub dropped_objects: u64,
     /// Samples whose stack it had no room for (in no count).
     pub dropped_stacks: u64,
+    /// Stacks given back, nearly full, for new ones: they held nothing and had no sample for a while (what
+    /// they had allocated leaves `/debug/pprof/allocs` with them).
+    #[serde(default)]
+    pub stacks_given_back: u64,
 }
 
 /// `state.memory_profiler.stack_walk`.

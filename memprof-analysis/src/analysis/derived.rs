@@ -61,6 +61,7 @@ impl Analysis {
             allocated_bytes: -sample.allocated_bytes,
             labels: sample.labels.clone(),
         }));
+        difference.cautions.extend(base.cautions.iter().cloned());
         difference
     }
 }

@@ -61,6 +61,9 @@ pub struct Analysis {
     pub modules: Vec<Module>,
     /// Whether the samples carry what was allocated since start-up (jemalloc's `prof_accum:true`).
     pub has_allocations: bool,
+    /// What whoever made the profile knows it misses (samples its recorder had no room for), said first
+    /// among the [`Analysis::notes`].
+    pub cautions: Vec<String>,
 }
 
 /// One allocation stack.
@@ -102,7 +105,8 @@ impl Analysis {
     /// ```
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
-        for note in self.modules.iter().filter_map(Module::note).map(without_control_characters) {
+        let cautions = self.cautions.iter().cloned();
+        for note in cautions.chain(self.modules.iter().filter_map(Module::note)).map(without_control_characters) {
             if !notes.contains(&note) {
                 notes.push(note);
             }

@@ -170,16 +170,23 @@ mod tests {
     #[test]
     fn notes_on_the_binaries_head_the_text_and_the_flame_graph() {
         let module = crate::fixtures::module_with_short_names();
-        let analysis = Analysis { modules: vec![module], ..labelled_analysis(&[&[0x1000]], &LabelSets::default()) };
-        let note = analysis.notes()[0].clone();
+        let caution = "the recorder had no room for 3 samples".to_owned();
+        let analysis = Analysis {
+            modules: vec![module],
+            cautions: vec![caution.clone()],
+            ..labelled_analysis(&[&[0x1000]], &LabelSets::default())
+        };
+        assert_eq!(analysis.notes()[0], caution, "what the profile's maker knows it misses comes first");
+        assert!(analysis.minus(&analysis).notes().contains(&caution), "a difference keeps it");
+        let note = analysis.notes()[1].clone();
         assert!(note.starts_with("short names in /srv/service: inlined functions are named without their path"));
         let options = RenderOptions { full: true, ..RenderOptions::default() };
         let render = |format: Format| String::from_utf8(format.render(&analysis, None, &options).unwrap()).unwrap();
         let text = render(Format::Text);
-        assert!(text.contains(&format!("# {note}\n")), "{text}");
+        assert!(text.contains(&format!("# {caution}\n# {note}\n")), "{text}");
         let svg = render(Format::FlameGraph);
         let subtitle = svg.lines().find(|line| line.contains("id=\"subtitle\"")).unwrap_or_else(|| panic!("{svg}"));
-        assert!(subtitle.contains("short names in "), "{subtitle}");
+        assert!(subtitle.contains("short names in ") && subtitle.contains(&caution), "{subtitle}");
     }
 
     #[test]

@@ -298,6 +298,7 @@ mod tests {
             ],
             modules: Vec::new(),
             has_allocations: false,
+            cautions: Vec::new(),
         };
         let profile = build(&analysis, true, &[]);
         let name = |index: i64| profile.string_table[index as usize].as_str();

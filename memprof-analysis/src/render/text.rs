@@ -113,6 +113,7 @@ mod tests {
                 .collect(),
             modules: Vec::new(),
             has_allocations: false,
+            cautions: Vec::new(),
         }
     }
 

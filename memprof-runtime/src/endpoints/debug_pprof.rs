@@ -56,8 +56,9 @@ fn heap_profile(
         })
         .transpose()?;
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
-    let comments =
-        if crate::jemalloc::profiling_active().unwrap_or(false) { Vec::new() } else { vec![SAMPLING_OFF.to_owned()] };
+    let off = (!crate::jemalloc::profiling_active().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
+    let losses = context.profiler.record().and_then(crate::profiler::record::losses);
+    let comments = off.into_iter().chain(losses.map(|losses| format!("memprof: {losses}"))).collect();
     let options = RenderOptions { allocations_first, comments, ..RenderOptions::default() };
     let bytes = match seconds {
         None => {

@@ -151,7 +151,7 @@ fn kept_beside(profile: &KeptProfile, path: &std::path::Path, what: &str) -> Res
         )),
         _ => HttpError::internal(format!("Cannot read the {what} of profile {} ({error})", profile.id)),
     })?;
-    Analysis::of_dump(&text, &memprof_analysis::Binaries::this_process(), &crate::labels::table_for(&profile.path))
+    render_cache::kept_dump(&text, &profile.path)
         .map_err(|error| HttpError::internal(format!("The {what} of profile {} is malformed: {error}", profile.id)))
 }
 

@@ -49,7 +49,8 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         }
         (None, _) => Holders::default(),
     };
-    Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, &bins, decay.as_ref())))
+    let losses = context.profiler.record().and_then(crate::profiler::record::losses);
+    Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, losses, &bins, decay.as_ref())))
 }
 
 /// The first [`STACKS_NAMED`] of `stacks`.

@@ -98,6 +98,7 @@ const GROWING_NAMED: usize = 5;
 /// The continuous record's fill, and the stacks that grew steadily over its last hour.
 fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Table) -> Result<(), HttpError> {
     let (dropped, live, stacks) = record.fill();
+    let given_back = record.given_back().0;
     for (name, kind, help, value) in [
         ("memprof_record_live_objects", "gauge", "Sampled objects live now in the continuous record.", live as u64),
         ("memprof_record_stacks", "gauge", "Distinct stacks sampled since start-up, in the record.", stacks as u64),
@@ -112,6 +113,12 @@ fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Ta
             "counter",
             "Samples whose stack the record had no room for.",
             dropped.stacks,
+        ),
+        (
+            "memprof_record_stacks_given_back_total",
+            "counter",
+            "Stacks the nearly full record gave back for new ones (idle, holding nothing).",
+            given_back,
         ),
     ] {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");

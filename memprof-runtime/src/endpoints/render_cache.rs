@@ -200,6 +200,15 @@ pub(super) fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// A kept profile's dump `text` (the profile at `path`, or a view kept beside it), symbolized with its labels,
+/// with what the record of samples missed said first: windows and their views are the record's.
+pub(super) fn kept_dump(text: &str, path: &std::path::Path) -> Result<Analysis, memprof_analysis::ParseError> {
+    let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(path))?;
+    let record = crate::profiler::Profiler::global().record();
+    analysis.cautions.extend(record.and_then(crate::profiler::record::losses));
+    Ok(analysis)
+}
+
 /// The symbolized profile of `run`, analysed once and kept until the profile is evicted.
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     listen_for_evictions();
@@ -212,7 +221,7 @@ fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
                 run.path.display()
             )),
         })?;
-        Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_for(&run.path))
+        kept_dump(&text, &run.path)
             .map_err(|error| Failure::Failed(format!("The profile of run {} is malformed: {error}", run.id)))
     })
 }

@@ -78,7 +78,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             },
             sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
-            warnings: warnings(config),
+            warnings: warnings(config, profiler.record()),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
             labels: LabelCounts {
                 sets: label_counts.0,
@@ -105,6 +105,7 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
     let record = profiler.record().map(|record| {
         let (dropped, live, stacks) = record.fill();
         let capacity = record.capacity();
+        let given_back = record.given_back();
         SampleRecord {
             capacity_bytes: capacity.bytes(),
             live_objects: live as u64,
@@ -113,15 +114,21 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
             max_stacks: capacity.stacks as u64,
             dropped_objects: dropped.objects,
             dropped_stacks: dropped.stacks,
+            stacks_given_back: given_back.0,
         }
     });
     Sampling { mode: choice.mode.name().to_owned(), because: choice.because, record }
 }
 
-/// The configuration's warnings, and what the decay settings in force cost, when that is worth saying.
-fn warnings(config: &crate::profiler::malloc_conf::ConfigReport) -> Vec<String> {
+/// The configuration's warnings, what the decay settings in force cost, when that is worth saying, and what
+/// the record of samples could not hold.
+fn warnings(
+    config: &crate::profiler::malloc_conf::ConfigReport,
+    record: Option<&crate::profiler::record::table::Table>,
+) -> Vec<String> {
     let decay = jemalloc::decay_settings().ok();
-    config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost)).collect()
+    let losses = record.and_then(crate::profiler::record::losses);
+    config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost)).chain(losses).collect()
 }
 
 /// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim; `format=text` for its human-readable

@@ -116,10 +116,12 @@ pub(crate) fn explanation(
     growth: Option<Growth>,
     stacks: Holders,
     sampling: bool,
+    record_losses: Option<String>,
     bins: &[BinUse],
     decay: Option<&DecaySettings>,
 ) -> Explanation {
-    let verdict = verdict(Findings { classified: &reading.classified, growth, stacks, sampling, bins, decay });
+    let findings = Findings { classified: &reading.classified, growth, stacks, sampling, record_losses, bins, decay };
+    let verdict = verdict(findings);
     Explanation {
         rss_bytes: reading.classified.bytes.rss,
         classes: reading.classified.tree(),

@@ -102,6 +102,8 @@ pub(crate) struct Findings<'a> {
     pub(crate) stacks: Holders,
     /// Whether sampling is on.
     pub(crate) sampling: bool,
+    /// What the record of samples the stacks are named from could not hold, when it missed samples.
+    pub(crate) record_losses: Option<String>,
     /// Every small size class's use.
     pub(crate) bins: &'a [BinUse],
     /// jemalloc's purging settings.
@@ -114,7 +116,7 @@ pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
     let rss = b.rss;
     let notable = |bytes: u64, share: f64| bytes >= NOTABLE_BYTES && percent(bytes, rss) >= share * 100.0;
     if let Some(growth) = findings.growth {
-        return leak(growth, findings.stacks, findings.sampling);
+        return leak(growth, findings.stacks, findings.sampling, findings.record_losses);
     }
     let outside = b.stacks + b.other;
     let candidates = [
@@ -132,7 +134,7 @@ pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
     Verdict { kind: chosen.map_or(VerdictKind::Healthy, |candidate| candidate.0), summary, fix, stacks: Vec::new() }
 }
 
-fn leak(growth: Growth, holders: Holders, sampling: bool) -> Verdict {
+fn leak(growth: Growth, holders: Holders, sampling: bool, record_losses: Option<String>) -> Verdict {
     let stacks = holders.stacks;
     let rate = growth.bytes as f64 / f64::from(1 << 20) / growth.seconds.max(1.0);
     let summary = format!(
@@ -147,6 +149,8 @@ fn leak(growth: Growth, holders: Holders, sampling: bool) -> Verdict {
              two runs' profiles.",
             paths::START
         )
+    } else if let (true, Some(losses)) = (stacks.is_empty(), &record_losses) {
+        format!("The growing code cannot be named: {losses}.")
     } else if stacks.is_empty() {
         "Sampling is on but no sampled stack holds live memory yet: look again in a minute.".to_owned()
     } else {
@@ -155,9 +159,10 @@ fn leak(growth: Growth, holders: Holders, sampling: bool) -> Verdict {
             Some(seconds) => format!("whose live sampled memory grew the most over the last {seconds:.0} s"),
             None => "holding the most live memory sampled since sampling started".to_owned(),
         };
+        let missed = record_losses.map(|losses| format!(" These may not be all: {losses}.")).unwrap_or_default();
         format!(
             "The stacks {which}: {}. Find what keeps these allocations alive (a cache without a bound, a map \
-             never pruned, tasks never joined).",
+             never pruned, tasks never joined).{missed}",
             named.join(", ")
         )
     };

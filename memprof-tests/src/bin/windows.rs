@@ -21,6 +21,7 @@
 //! - `hold N`: keeps N objects of 64 bytes more (`held_objects`), for the record's memory
 //!   (benches/record.rs);
 //! - `stacks N`: keeps one object from each of N distinct stacks (a binary tree of calls 17 deep);
+//! - `paths N`: allocates and frees one object from each of N distinct stacks (the same tree);
 //! - `through-c`: keeps 16 MiB in 64 KiB blocks that a C function built without frame pointers allocates
 //!   (`memprof_test_c_allocate`, c/allocate.c), called from `allocated_through_c`;
 //! - `peak`: holds 48 MiB (`held_at_the_peak`), frees it, then keeps 8 MiB (`kept_after_the_peak`);
@@ -64,6 +65,10 @@ fn main() {
             other if other.starts_with("stacks ") => {
                 let count: u32 = other["stacks ".len()..].parse().expect("stacks N");
                 held.push((0..count).map(|path| branch(path, 17)).collect());
+            }
+            other if other.starts_with("paths ") => {
+                let count: u32 = other["paths ".len()..].parse().expect("paths N");
+                (0..count).for_each(|path| drop(branch(path, 17)));
             }
             other if other.starts_with("latencies ") => {
                 let (how, count) = other["latencies ".len()..].split_once(' ').expect("latencies rust|c N");

@@ -34,6 +34,7 @@ fn judge(bytes: ClassBytes, bins: &[BinUse], decay: Option<&DecaySettings>) -> V
         growth: None,
         stacks: Holders::default(),
         sampling: false,
+        record_losses: None,
         bins,
         decay,
     })
@@ -140,6 +141,7 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
         growth,
         stacks: Holders { stacks: vec![stack.clone()], grown_over: Some(12.0) },
         sampling: true,
+        record_losses: None,
         bins: &[],
         decay: None,
     });
@@ -155,6 +157,7 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
         growth,
         stacks: Holders { stacks: vec![stack], grown_over: None },
         sampling: true,
+        record_losses: None,
         bins: &[],
         decay: None,
     });
@@ -164,8 +167,20 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
         growth,
         stacks: Holders::default(),
         sampling: false,
+        record_losses: None,
         bins: &[],
         decay: None,
     });
     assert!(unnamed.fix.starts_with("Sampling is off"), "{}", unnamed.fix);
+    // A full record cannot name what grew: the verdict says so, instead of "look again in a minute".
+    let full = verdict(Findings {
+        classified: &classified,
+        growth,
+        stacks: Holders::default(),
+        sampling: true,
+        record_losses: Some("the record was full".into()),
+        bins: &[],
+        decay: None,
+    });
+    assert_eq!(full.fix, "The growing code cannot be named: the record was full.");
 }

@@ -65,6 +65,18 @@ impl History {
         self.readings.push_back(reading);
     }
 
+    /// Forgets what the readings kept of `stacks` (given back: their indexes will name other stacks).
+    pub(crate) fn forget(&mut self, stacks: &[u32]) {
+        if stacks.is_empty() {
+            return;
+        }
+        let mut sorted = stacks.to_vec();
+        sorted.sort_unstable();
+        for reading in &mut self.readings {
+            reading.stacks.retain(|(stack, _)| sorted.binary_search(stack).is_err());
+        }
+    }
+
     /// The time of the newest reading.
     pub(crate) fn newest(&self) -> Option<u32> {
         self.readings.back().map(|reading| reading.time)

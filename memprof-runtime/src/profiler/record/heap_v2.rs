@@ -30,8 +30,8 @@ pub(crate) fn write(stacks: &[StackReading], content: Content, sample_period: u6
     let mut total_live = Totals::default();
     let mut total_allocated = Totals::default();
     for (stack, allocated) in &shown {
-        sum(&mut total_live, &stack.live);
-        sum(&mut total_allocated, allocated);
+        total_live.absorb(&stack.live);
+        total_allocated.absorb(allocated);
     }
     let mut text = format!("heap_v2/{sample_period}\n");
     counts_line(&mut text, &total_live, &total_allocated, sample_period);
@@ -46,13 +46,6 @@ pub(crate) fn write(stacks: &[StackReading], content: Content, sample_period: u6
     text.push_str("\nMAPPED_LIBRARIES:\n");
     text.push_str(maps);
     text
-}
-
-fn sum(total: &mut Totals, more: &Totals) {
-    total.objects += more.objects;
-    total.bytes += more.bytes;
-    total.unbiased_objects += more.unbiased_objects;
-    total.unbiased_bytes += more.unbiased_bytes;
 }
 
 fn counts_line(text: &mut String, live: &Totals, allocated: &Totals, sample_period: u64) {

@@ -78,6 +78,25 @@ pub(crate) fn start(capacity: Capacity) -> Result<&'static Table, jemalloc::CtlE
     Ok(record)
 }
 
+/// What the record could not hold since it started, said with the fix: every answer built from it carries
+/// this (profiles' notes, pprof's comments, `explain`'s verdict, `state`'s warnings). `None` when it held
+/// every sample.
+pub(crate) fn losses(record: &Table) -> Option<String> {
+    let (dropped, live, stacks) = record.fill();
+    if dropped.objects == 0 && dropped.stacks == 0 {
+        return None;
+    }
+    let capacity = record.capacity();
+    Some(format!(
+        "memprof's record of samples was full: it had no room for {} sampled objects and {} samples' stacks          since it started (it holds {live} of {} objects and {stacks} of {} stacks), so windows, their views,          the growth it names and Go's scrapes miss them; set {RECORD_OBJECTS} above {} for a larger record",
+        dropped.objects,
+        dropped.stacks,
+        record.max_objects(),
+        capacity.stacks,
+        capacity.objects
+    ))
+}
+
 /// The record, if started (by continuous sampling, or by a first run on demand for its views).
 pub(crate) fn started() -> Option<&'static Table> {
     RECORD.get()
@@ -159,17 +178,26 @@ fn unsampled_dump(stacks: impl Iterator<Item = (Vec<usize>, table::Totals)>) -> 
 /// What the stacks held over the last hour ([`growth`]).
 static HISTORY: Mutex<History> = Mutex::new(History { readings: std::collections::VecDeque::new() });
 
+/// The record's next sequence number at the history's latest reading: stacks with no sample since are idle.
+static SEQUENCE_AT_LAST_READING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Takes a reading of what each stack holds into the history, when [`growth::PERIOD_SECONDS`] passed since
-/// the last: called by the counters' thread every second.
+/// the last, and gives back the stacks idle since the last reading when the record is nearly full
+/// ([`Table::give_back_idle`]), forgetting their history: called by the counters' thread every second.
 pub(crate) fn read_when_due(record: &Table) {
+    use std::sync::atomic::Ordering;
     let now = clock_seconds();
     if HISTORY.lock().newest().is_some_and(|newest| now < newest + growth::PERIOD_SECONDS) {
         return;
     }
+    let sequence = record.next_sequence();
     let held = record.held(now, u32::MAX);
+    let given_back = record.give_back_idle(SEQUENCE_AT_LAST_READING.swap(sequence, Ordering::Relaxed), &held);
     let reading =
         Reading::of(now, held.iter().enumerate().map(|(stack, held)| (stack as u32, held.live.unbiased_bytes)));
-    HISTORY.lock().push(reading);
+    let mut history = HISTORY.lock();
+    history.forget(&given_back);
+    history.push(reading);
 }
 
 /// What the stacks at `indexes` held at each reading of the history: (Unix milliseconds, bytes of each).
@@ -215,9 +243,10 @@ pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64
 }
 
 /// What every stack holds and has allocated as a window starts: the bases of its net growth and of its
-/// allocations.
+/// allocations, with each stack's first sample (a stack that took a given-back index since has none).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Base {
+    born: Vec<u64>,
     live: Vec<table::Totals>,
     allocated: Vec<table::Totals>,
     /// Where its high-water mark is tracked ([`Table::track_peak`]), unless every place was taken.
@@ -231,7 +260,17 @@ pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
 
 /// The base of a window starting now, at sequence number `since`; its high-water mark tracked from now on.
 pub(crate) fn base_now(record: &Table, since: u64) -> Base {
-    Base { live: live_now(record), allocated: record.allocated(), peak: record.track_peak(since) }
+    let live = live_now(record);
+    let (born, allocated) = record.allocated().into_iter().unzip();
+    Base { born, live, allocated, peak: record.track_peak(since) }
+}
+
+impl Base {
+    /// The base of the stack at `index`, first sampled at `born`: `None` where the index held another stack
+    /// (or none) as the window started.
+    fn of<'a>(&self, of: &'a [table::Totals], index: usize, born: u64) -> Option<&'a table::Totals> {
+        (self.born.get(index) == Some(&born)).then(|| of.get(index)).flatten()
+    }
 }
 
 /// Writes what every stack held when the window tracked at `place` held the most, at `path` (a `heap_v2`
@@ -253,8 +292,8 @@ pub(crate) fn write_peak(record: &Table, place: usize, path: &Path) -> io::Resul
 /// dump of unbiased counts (period 1).
 pub(crate) fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()> {
     let (mut indexes, mut totals) = (Vec::new(), Vec::new());
-    for (index, now) in record.allocated().iter().enumerate() {
-        let (objects, bytes) = grown(now, base.allocated.get(index));
+    for (index, (born, now)) in record.allocated().iter().enumerate() {
+        let (objects, bytes) = grown(now, base.of(&base.allocated, index, *born));
         if bytes >= 1.0 {
             indexes.push(index as u32);
             totals.push(table::Totals::unsampled(objects, bytes));
@@ -280,9 +319,11 @@ fn write_stacks(record: &Table, indexes: &[u32], totals: Vec<table::Totals>, pat
 /// growth is the first minus the second (as `base=` diffs read).
 pub(crate) fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, shrunk_path: &Path) -> io::Result<()> {
     let now = live_now(record);
+    let born = record.allocated();
     let mut sides: [(Vec<u32>, Vec<table::Totals>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
     for (index, live) in now.iter().enumerate() {
-        let (objects, bytes) = grown(live, base.live.get(index));
+        let born = born.get(index).map_or(0, |(born, _)| *born);
+        let (objects, bytes) = grown(live, base.of(&base.live, index, born));
         if bytes.abs() < 1.0 {
             continue;
         }

@@ -74,6 +74,14 @@ impl Totals {
         }
     }
 
+    /// Adds `more`'s counts to these.
+    pub(crate) fn absorb(&mut self, more: &Totals) {
+        self.objects += more.objects;
+        self.bytes += more.bytes;
+        self.unbiased_objects += more.unbiased_objects;
+        self.unbiased_bytes += more.unbiased_bytes;
+    }
+
     /// Adds a sampled object of `bytes`, unbiased at `sample_period`.
     pub(super) fn add(&mut self, bytes: u64, sample_period: f64) {
         self.add_scaled(bytes, unbias(bytes, sample_period));
@@ -164,6 +172,8 @@ impl Table {
             slots: vec![0; 2 * capacity.stacks.next_power_of_two()].into_boxed_slice(),
             stacks: Vec::with_capacity(capacity.stacks),
             frames: Vec::with_capacity(capacity.frames),
+            free: Vec::with_capacity(capacity.stacks),
+            given_back: (0, Totals::default()),
         };
         Table {
             stacks: Padded(SpinLock::new(stacks)),
@@ -221,8 +231,10 @@ impl Table {
         // The work that needs no lock is done before taking one: the hash, the unbiasing.
         let (hash, scale) = (hash_frames(frames), unbias(bytes, self.sample_period));
         let stack = self.stacks.with(|stacks| {
-            let stack = stacks.find_or_add(frames, hash)?;
-            stacks.stacks[stack as usize].allocated.add_scaled(bytes, scale);
+            let stack = stacks.find_or_add(frames, hash, sequence)?;
+            let entry = &mut stacks.stacks[stack as usize];
+            entry.allocated.add_scaled(bytes, scale);
+            entry.last = sequence;
             Some(stack)
         });
         let Some(stack) = stack else {
@@ -263,7 +275,57 @@ impl Table {
             stacks: self.dropped_stacks.load(Ordering::Relaxed),
         };
         let live = self.shards.iter().map(|shard| shard.with(|objects| objects.live)).sum();
-        (dropped, live, self.stacks.with(|stacks| stacks.stacks.len()))
+        (dropped, live, self.stacks.with(|stacks| stacks.count()))
+    }
+
+    /// How many stacks were given back ([`Table::give_back_idle`]), and what they had allocated.
+    pub(crate) fn given_back(&self) -> (u64, Totals) {
+        self.stacks.with(|stacks| stacks.given_back)
+    }
+
+    /// Gives back, when the stacks or their frames fill more than 7/8 of their room, the stacks that hold
+    /// nothing (`held`, a reading by stack index), had no sample from sequence number `idle_since` on, and
+    /// hold nothing of a tracked window's high-water mark: the least recently sampled first, until 3/4 of
+    /// the room is used (or none is left to give). Their indexes go to new stacks, so new stacks are still
+    /// recorded when the program's paths outnumber the room; what they allocated counts in
+    /// [`Table::given_back`]. Answers the indexes given back. Allocates before taking a lock, never under
+    /// one.
+    pub(crate) fn give_back_idle(&self, idle_since: u64, held: &[Held]) -> Vec<u32> {
+        let (count, frames) = self.stacks.with(|stacks| (stacks.count(), stacks.frames.len()));
+        let (room, frame_room) = (self.capacity.stacks, self.capacity.frames);
+        if count * 8 <= room * 7 && frames * 8 <= frame_room * 7 {
+            return Vec::new();
+        }
+        let mut idle: Vec<(u64, u32, u32)> = Vec::with_capacity(room);
+        self.stacks.with(|stacks| {
+            let candidates = stacks.stacks.iter().zip(0..).filter(|(stack, index)| {
+                stack.born != 0
+                    && stack.last < idle_since
+                    && held.get(*index as usize).is_some_and(|held| held.live.objects == 0)
+            });
+            idle.extend(candidates.take(room).map(|(stack, index)| (stack.last, index, stack.len)));
+        });
+        idle.retain(|&(_, index, _)| !self.peaks.holds(index));
+        idle.sort_unstable();
+        let (mut stacks_left, mut frames_left) = (count, frames);
+        let chosen: Vec<u32> = idle
+            .iter()
+            .take_while(|&&(_, _, len)| {
+                let more = stacks_left * 4 > room * 3 || frames_left * 4 > frame_room * 3;
+                stacks_left -= 1;
+                frames_left -= len as usize;
+                more
+            })
+            .map(|&(_, index, _)| index)
+            .collect();
+        let mut order = Vec::with_capacity(room);
+        let mut given = Vec::with_capacity(chosen.len());
+        self.stacks.with(|stacks| {
+            // A stack sampled since it was chosen is kept: it may hold an object by now.
+            given.extend(chosen.iter().copied().filter(|&index| stacks.stacks[index as usize].last < idle_since));
+            stacks.give_back(&given, &mut order);
+        });
+        given
     }
 
     /// Every stack sampled since start-up: what it allocated, and what it holds of the objects sampled from
@@ -276,11 +338,10 @@ impl Table {
         let mut stacks = Vec::with_capacity(count + SLACK);
         let mut frames = Vec::with_capacity(frame_count + SLACK * PROF_BT_MAX);
         self.stacks.with(|all| {
-            let copied = all.stacks.len().min(stacks.capacity());
-            let last_frame = all.stacks[..copied].last().map_or(0, |stack| (stack.start + stack.len) as usize);
-            if last_frame <= frames.capacity() {
-                stacks.extend_from_slice(&all.stacks[..copied]);
-                frames.extend_from_slice(&all.frames[..last_frame]);
+            // Stacks reuse the indexes of stacks given back: their frames lie anywhere in `frames`.
+            if all.stacks.len() <= stacks.capacity() && all.frames.len() <= frames.capacity() {
+                stacks.extend_from_slice(&all.stacks);
+                frames.extend_from_slice(&all.frames);
             }
         });
         let mut held = vec![Held::default(); stacks.len()];
@@ -305,13 +366,14 @@ impl Table {
         held
     }
 
-    /// What each stack allocated since start-up (by stack index), without the frames: the base of a
-    /// window's allocations.
-    pub(crate) fn allocated(&self) -> Vec<Totals> {
+    /// What each stack allocated since it was first sampled (by stack index), without the frames, and when
+    /// that was (its first sample's sequence number; 0 for an index given back): the base of a window's
+    /// allocations, and how a window tells a stack that took a given-back index from the one it knew.
+    pub(crate) fn allocated(&self) -> Vec<(u64, Totals)> {
         let mut allocated = Vec::with_capacity(self.stacks.with(|stacks| stacks.stacks.len()) + SLACK);
         self.stacks.with(|stacks| {
             let copied = stacks.stacks.len().min(allocated.capacity());
-            allocated.extend(stacks.stacks[..copied].iter().map(|stack| stack.allocated));
+            allocated.extend(stacks.stacks[..copied].iter().map(|stack| (stack.born, stack.allocated)));
         });
         allocated
     }

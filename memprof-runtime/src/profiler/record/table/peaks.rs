@@ -118,6 +118,20 @@ impl Peaks {
         }
     }
 
+    /// Whether a tracked window holds anything of `stack`, now or at its last copy: such a stack is not
+    /// given back (its index would name another stack in the window's peak).
+    pub(crate) fn holds(&self, stack: u32) -> bool {
+        let figure = 2 * stack as usize;
+        self.places.iter().any(|peak| {
+            let since = peak.since.load(Ordering::Acquire);
+            let now = peak.now.get().and_then(|now| now.get(figure)).is_some_and(|f| f.load(Ordering::Relaxed) != 0);
+            since != 0
+                && (since == SETTING_UP
+                    || now
+                    || peak.highest.with(|highest| highest.get(figure).is_some_and(|&bytes| bytes != 0)))
+        })
+    }
+
     /// Takes every copy's lock until [`Peaks::unlock_after_fork`] (see `Table::lock_for_fork`).
     pub(crate) fn lock_for_fork(&self) {
         self.places.iter().for_each(|peak| peak.highest.lock_for_fork());

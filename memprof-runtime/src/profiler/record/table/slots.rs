@@ -1,5 +1,7 @@
-//! The table's two open-addressed hash tables: stacks by their frames (appended, never removed) and live
-//! objects by address (linear probing, removal by shifting back, no tombstones). Neither allocates.
+//! The table's two open-addressed hash tables: stacks by their frames and live objects by address (linear
+//! probing, removal by shifting back, no tombstones). Neither allocates. Stacks are appended; those given
+//! back ([`Stacks::give_back`]) leave their index to the next new stack and their frames to the next
+//! compaction.
 
 use super::Totals;
 
@@ -14,13 +16,20 @@ pub(super) struct Object {
     pub(super) time: u32,
 }
 
-/// A stack: its hash, where its frames are in [`Stacks::frames`], and what it allocated since start-up.
+/// A stack: its hash, where its frames are in [`Stacks::frames`], what it allocated since it was first
+/// sampled, and the sequence numbers of its first and last samples (a stack given back and not yet reused
+/// is empty: no frames, `born` 0).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Stack {
     pub(super) hash: u64,
     pub(super) start: u32,
     pub(super) len: u32,
     pub(super) allocated: Totals,
+    /// The sequence number of its first sample: an index reused by a new stack is told from the old one by
+    /// it.
+    pub(super) born: u64,
+    /// The sequence number of its latest sample.
+    pub(super) last: u64,
 }
 
 /// Every stack sampled, with its frames and what it allocated.
@@ -29,6 +38,10 @@ pub(super) struct Stacks {
     pub(super) slots: Box<[u32]>,
     pub(super) stacks: Vec<Stack>,
     pub(super) frames: Vec<usize>,
+    /// Indexes given back, for new stacks (reserved for every stack: pushing never allocates).
+    pub(super) free: Vec<u32>,
+    /// How many stacks were given back, and what they had allocated.
+    pub(super) given_back: (u64, Totals),
 }
 
 /// The live sampled objects of one shard (by address), in an open-addressed table.
@@ -62,9 +75,9 @@ fn address_slot(address: usize, mask: usize) -> usize {
 }
 
 impl Stacks {
-    /// The index of the stack of `frames` (whose [`hash_frames`] is `hash`), added if new; `None` when there
-    /// is no room for it.
-    pub(super) fn find_or_add(&mut self, frames: &[usize], hash: u64) -> Option<u32> {
+    /// The index of the stack of `frames` (whose [`hash_frames`] is `hash`), added if new (sampled first at
+    /// `sequence`); `None` when there is no room for it.
+    pub(super) fn find_or_add(&mut self, frames: &[usize], hash: u64, sequence: u64) -> Option<u32> {
         let mask = self.slots.len() - 1;
         let mut slot = hash as usize & mask;
         loop {
@@ -80,14 +93,70 @@ impl Stacks {
             slot = (slot + 1) & mask;
         }
         let room = self.frames.capacity() - self.frames.len();
-        if self.stacks.len() == self.stacks.capacity() || room < frames.len() {
+        if (self.stacks.len() == self.stacks.capacity() && self.free.is_empty()) || room < frames.len() {
             return None;
         }
         let start = self.frames.len() as u32;
         self.frames.extend_from_slice(frames);
-        self.stacks.push(Stack { hash, start, len: frames.len() as u32, allocated: Totals::default() });
-        self.slots[slot] = self.stacks.len() as u32;
-        Some(self.stacks.len() as u32 - 1)
+        let stack = Stack {
+            hash,
+            start,
+            len: frames.len() as u32,
+            allocated: Totals::default(),
+            born: sequence,
+            last: sequence,
+        };
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.stacks[index as usize] = stack;
+                index
+            }
+            None => {
+                self.stacks.push(stack);
+                self.stacks.len() as u32 - 1
+            }
+        };
+        self.slots[slot] = index + 1;
+        Some(index)
+    }
+
+    /// How many stacks there are (those given back and not reused left out).
+    pub(super) fn count(&self) -> usize {
+        self.stacks.len() - self.free.len()
+    }
+
+    /// Gives back the stacks at `indexes` (each a stack in use): their indexes go to new stacks, their
+    /// frames are compacted away, what they allocated is added to [`Stacks::given_back`]. `order` is room
+    /// for every stack's index (allocated by the caller: nothing here allocates).
+    pub(super) fn give_back(&mut self, indexes: &[u32], order: &mut Vec<u32>) {
+        for &index in indexes {
+            let stack = std::mem::take(&mut self.stacks[index as usize]);
+            self.given_back.0 += 1;
+            self.given_back.1.absorb(&stack.allocated);
+            self.free.push(index);
+        }
+        // The frames of the stacks kept, moved down in the order they lie, then the hash table rebuilt.
+        order.clear();
+        order.extend((0..self.stacks.len() as u32).filter(|&index| self.stacks[index as usize].born != 0));
+        order.sort_unstable_by_key(|&index| self.stacks[index as usize].start);
+        let mut end = 0;
+        for &index in order.iter() {
+            let stack = &mut self.stacks[index as usize];
+            let (start, len) = (stack.start as usize, stack.len as usize);
+            self.frames.copy_within(start..start + len, end);
+            stack.start = end as u32;
+            end += len;
+        }
+        self.frames.truncate(end);
+        self.slots.iter_mut().for_each(|slot| *slot = 0);
+        let mask = self.slots.len() - 1;
+        for &index in order.iter() {
+            let mut slot = self.stacks[index as usize].hash as usize & mask;
+            while self.slots[slot] != 0 {
+                slot = (slot + 1) & mask;
+            }
+            self.slots[slot] = index + 1;
+        }
     }
 }
 

@@ -101,3 +101,43 @@ fn the_capacity_says_its_bytes() {
     assert_eq!(size_of::<Object>(), 32, "an object's entry");
     assert_eq!(bytes, (1 << 16) * 32 + (1 << 13) * size_of::<Stack>() as u64 + (1 << 14) * 4 + (1 << 18) * 8);
 }
+
+/// A nearly full table gives back the stacks that hold nothing, were idle since the mark and hold nothing of
+/// a tracked window's peak, the least recently sampled first, down to 3/4 of its room; a new stack takes a
+/// given-back index (told apart by its first sample) and the frames of the stacks kept are still theirs.
+#[test]
+fn idle_stacks_holding_nothing_are_given_back_when_nearly_full() {
+    let table = table(1024, 8, 64);
+    // Stacks 0..8, each of i + 1 frames: 0..4 sampled and freed, 4 and 5 still held, 6 in a peak, 7 late.
+    let frames = |stack: usize| (0..=stack).map(|frame| 0x100 * (stack + 1) + frame).collect::<Vec<_>>();
+    for stack in 0..7 {
+        table.sampled(0x10_0000 * (stack + 1), 64, &frames(stack), 0);
+    }
+    for stack in 0..4 {
+        table.freed(0x10_0000 * (stack + 1));
+    }
+    let place = table.track_peak(table.next_sequence()).unwrap();
+    table.sampled(0x70_0000, 64, &frames(6), 0);
+    table.freed(0x70_0000);
+    table.freed(0x10_0000 * 7);
+    let mark = table.next_sequence();
+    table.sampled(0x80_0000, 64, &frames(7), 0);
+    table.freed(0x80_0000);
+    let held = table.held(0, u32::MAX);
+    assert_eq!(table.give_back_idle(mark, &[]), Vec::<u32>::new(), "a stack no reading covers is kept");
+    let given = table.give_back_idle(mark, &held);
+    assert_eq!(given, [0, 1], "the oldest two of 0..4 bring 8 stacks to 6 (3/4)");
+    assert_eq!(table.fill().2, 6);
+    assert_eq!(table.given_back().0, 2);
+    assert!(table.give_back_idle(mark, &table.held(0, u32::MAX)).is_empty(), "at 3/4 nothing more");
+    // Every stack kept reads its own frames; the next new stack takes a given-back index.
+    let kept = table.frames(&[2, 3, 4, 5, 6, 7]);
+    assert_eq!(kept, (2..8).map(frames).collect::<Vec<_>>());
+    table.sampled(0x90_0000, 64, &[0xfeed], 0);
+    let allocated = table.allocated();
+    let (index, (born, _)) = allocated.iter().enumerate().find(|(_, (born, _))| *born > mark).unwrap();
+    assert!(index < 2 && *born > mark, "{allocated:?}");
+    assert_eq!(table.frames(&[index as u32]), [vec![0xfeed]]);
+    assert!(table.read(0, 0, 0).iter().any(|stack| stack.frames == [0xfeed] && stack.live.objects == 1));
+    table.end_peak(place);
+}
