@@ -88,11 +88,13 @@ fn the_whole_run_is_kept_at_exit_where_asked() {
         .env_remove("LIBPROCESS_MEMORY_PROFILING")
         .spawn();
     assert!(program.wait(), "{:#?}", program.output());
+    // Automatic dumps come with the counters' readings (once a second): this run may end before one or after.
     let said = format!(
-        "[memprof] INFO The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), whole-run.peak.heap (at its high-water mark), 0 automatic dumps",
+        "[memprof] INFO The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), whole-run.peak.heap (at its high-water mark), ",
         kept.display()
     );
-    assert!(program.output().contains(&said), "{:#?}", program.output());
+    let told = program.output().iter().any(|line| line.starts_with(&said) && line.contains(" automatic dump"));
+    assert!(told, "{:#?}", program.output());
     assert_eq!(
         std::fs::read_dir(&temporary).unwrap().count(),
         0,
@@ -120,13 +122,13 @@ fn the_whole_run_is_kept_at_exit_where_asked() {
     let left = collapsed("whole-run.heap");
     assert!(!left.contains("scope::build_table"), "freed before the end, not left: {left}");
     // At its highest the run held both tables (the scope's, kept by main, and the inner one), the records
-    // and the 16 MiB the panicking and failing blocks kept, within the 5 % step.
+    // and the 16 MiB the panicking and failing blocks kept: the peak's estimate, within its error.
     let peak = collapsed("whole-run.peak.heap");
     let held = |function: &str| -> f64 {
         let lines = peak.lines().filter(|line| line.contains(function));
         lines.map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap()).sum::<f64>() / (1 << 20) as f64
     };
-    assert!(held("scope::build_table") >= 128.0 * 0.9, "{peak}");
+    assert!((held("scope::build_table") - 128.0).abs() <= 128.0 * 0.1, "{peak}");
 }
 
 /// A program that serves nothing and reads nothing of its memory (a command-line tool run thousands of

@@ -154,7 +154,8 @@ impl Profile {
     }
 
     /// Where what the run held at its high-water mark is kept beside its profile (the stacks holding memory
-    /// when its live bytes peaked, within 5 %; `view=peak`); `None` where none is kept.
+    /// when its live bytes peaked, an unbiased estimate as close as one reading of the heap; `view=peak`);
+    /// `None` where none is kept.
     pub fn peak_path(&self) -> Option<PathBuf> {
         Some(crate::profile_root::storage::peak_path(&self.path)).filter(|path| path.is_file())
     }

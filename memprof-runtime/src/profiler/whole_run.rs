@@ -5,7 +5,7 @@
 //!
 //! - `whole-run.heap`: what is still live at the end (a batch program's leftovers);
 //! - `whole-run.allocated.heap`: everything the run allocated, freed or not, by stack;
-//! - `whole-run.peak.heap`: what it held when it held the most (within 5 % or 1 MiB of its high-water mark);
+//! - `whole-run.peak.heap`: what it held when it held the most (an unbiased estimate near its high-water mark, see the record's peaks);
 //! - `automatic-<id>.heap`: each automatic dump kept (at each high water 50 % above the last, by default
 //!   with continuous sampling: the heap near its peaks).
 //!
