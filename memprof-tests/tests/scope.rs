@@ -131,6 +131,45 @@ fn the_whole_run_is_kept_at_exit_where_asked() {
     assert!((held("scope::build_table") - 128.0).abs() <= 128.0 * 0.1, "{peak}");
 }
 
+/// A `MEMPROF_DIR` that does not exist is made, owner-only, at start: the whole run keeps its three
+/// profiles (before, the profiles went into memory and the views were lost, with a message saying none was
+/// kept); a `MEMPROF_WHOLE_RUN` directory that cannot be made is said at start, and the program runs on.
+#[test]
+fn a_missing_profile_root_is_made_and_a_whole_run_directory_that_cannot_be_is_said_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new("whole-run-missing-root");
+    let (root, kept) = (scratch.join("not/yet"), scratch.join("kept"));
+    let mut program = Program::scope_example()
+        .env("MEMPROF_WHOLE_RUN", &kept)
+        .env("MEMPROF_DIR", &root)
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .env_remove("LIBPROCESS_MEMORY_PROFILING")
+        .spawn();
+    assert!(program.wait(), "{:#?}", program.output());
+    let said = format!("[memprof] INFO Made the profile root {} (owner-only)", root.display());
+    assert!(program.output().contains(&said), "{:#?}", program.output());
+    assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
+    for name in ["whole-run.heap", "whole-run.allocated.heap", "whole-run.peak.heap"] {
+        assert!(kept.join(name).is_file(), "{name}: {:#?}", program.output());
+    }
+
+    let impossible = scratch.join("a-file");
+    std::fs::write(&impossible, "").unwrap();
+    let mut program = Program::scope_example()
+        .env("MEMPROF_WHOLE_RUN", impossible.join("kept"))
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .env_remove("LIBPROCESS_MEMORY_PROFILING")
+        .spawn();
+    assert!(program.wait(), "{:#?}", program.output());
+    let output = program.output();
+    let refused = format!(
+        "[memprof] ERROR MEMPROF_WHOLE_RUN={}: the directory cannot be made",
+        impossible.join("kept").display()
+    );
+    assert!(output.iter().any(|line| line.starts_with(&refused)), "{output:#?}");
+    assert!(output.iter().any(|line| line.starts_with("done: ")), "the program ran on: {output:#?}");
+}
+
 /// A program that serves nothing and reads nothing of its memory (a command-line tool run thousands of
 /// times a day) leaves the profile root alone at start: its sweep waits for the program's first run.
 #[test]

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
@@ -25,6 +25,20 @@ use crate::process::environment::DIRECTORY as DIRECTORY_VARIABLE;
 /// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
 pub(crate) fn parent_directory() -> PathBuf {
     std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
+}
+
+/// Makes `MEMPROF_DIR` (and its missing parents) owner-only when it is set and does not exist, so that
+/// profiles and their views go to disk rather than into memory; answers the directory made, or why it could
+/// not be (`None` when there was nothing to make).
+pub(crate) fn make_parent_directory() -> Option<Result<PathBuf, String>> {
+    let directory = PathBuf::from(std::env::var_os(DIRECTORY_VARIABLE)?);
+    if directory.as_os_str().is_empty() || directory.exists() {
+        return None;
+    }
+    let made = fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory);
+    Some(made.map(|()| directory.clone()).map_err(|error| {
+        format!("{DIRECTORY_VARIABLE}={} does not exist and cannot be made ({error})", directory.display())
+    }))
 }
 
 /// The record written beside a profile (who made it, with which build: see [`crate::profile_root::evidence`]).

@@ -25,9 +25,17 @@ use crate::profile_root::storage::{allocations_path, peak_path, write_owner_only
 static WHOLE_RUN: OnceLock<(u64, PathBuf)> = OnceLock::new();
 
 impl Profiler {
-    /// Opens the window of the whole run, kept in `directory` at exit; reports why not when sampling is
-    /// not continuous (`MEMPROF_SAMPLING=on-demand` said otherwise, or profiling is off).
+    /// Opens the window of the whole run, kept in `directory` at exit (made now, owner-only, so that a
+    /// directory that cannot be made is said at start, not found at exit); reports why not when the
+    /// directory cannot be made or sampling is not continuous (`MEMPROF_SAMPLING=on-demand` said otherwise,
+    /// or profiling is off).
     pub(crate) fn open_whole_run(&self, directory: PathBuf) {
+        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
+            return messages::error(&format!(
+                "{WHOLE_RUN_VARIABLE}={}: the directory cannot be made ({error}); the whole run is not kept",
+                directory.display()
+            ));
+        }
         match self.open_window(Owner::Code("whole run".to_owned())) {
             Ok(Some(window)) => {
                 let _ = WHOLE_RUN.set((window.id, directory));
@@ -59,21 +67,33 @@ impl Profiler {
         copies.extend(
             automatic.iter().map(|dump| (dump.path.clone(), directory.join(format!("automatic-{}.heap", dump.id)))),
         );
-        let copied = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(directory)
-            .and_then(|()| copies.iter().try_for_each(|(from, to)| copy_with_labels(from, to)));
-        match copied {
-            Ok(()) => messages::info(&format!(
+        // Each is kept or not on its own: one that cannot be written does not take the others with it.
+        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(directory) {
+            let directory = directory.display();
+            return messages::error(&format!("The whole run's profiles were not kept: {directory} ({error})"));
+        }
+        let failed: Vec<String> = copies
+            .iter()
+            .filter_map(|(from, to)| {
+                let error = copy_with_labels(from, to).err()?;
+                Some(format!("{} ({error})", to.file_name().unwrap_or_default().to_string_lossy()))
+            })
+            .collect();
+        if failed.is_empty() {
+            messages::info(&format!(
                 "The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), whole-run.peak.heap (at its high-water mark), {} automatic dump{}",
                 directory.display(),
                 automatic.len(),
                 if automatic.len() == 1 { "" } else { "s" }
-            )),
-            Err(error) => {
-                messages::error(&format!("The whole run's profiles were not kept in {}: {error}", directory.display()))
-            }
+            ))
+        } else {
+            messages::error(&format!(
+                "{} of the whole run's {} profiles were not kept in {}: {}",
+                failed.len(),
+                copies.len(),
+                directory.display(),
+                failed.join(", ")
+            ))
         }
     }
 }

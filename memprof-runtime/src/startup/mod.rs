@@ -70,6 +70,13 @@ fn start_unsampled(options: Options) -> Guard {
     }
     let profiler = Profiler::global();
     profiler.keep_runs(options.keep_runs as usize);
+    match crate::profile_root::storage::make_parent_directory() {
+        Some(Ok(made)) => messages::info(&format!("Made the profile root {} (owner-only)", made.display())),
+        Some(Err(why)) => messages::warn(&format!(
+            "{why}: profiles will be kept in memory, and runs will keep no views (net, allocated, peak)"
+        )),
+        None => {}
+    }
     let parent = crate::profile_root::storage::parent_directory();
     // A program that serves nothing and reads nothing of its memory (a command-line tool) leaves the sweep of
     // the profile root (a directory listing of $TMPDIR, at worst) to its first run, if it ever has one.
