@@ -22,6 +22,7 @@ mod fixtures;
 mod heap_profile;
 mod labels;
 mod render;
+mod truncated;
 
 pub use analysis::{
     Analysis, Binaries, Frame, Location, Module, NO_LABEL, Sample, forget_cached_symbols,
@@ -30,3 +31,4 @@ pub use analysis::{
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, label_address, label_id, labels_path};
 pub use render::{Format, RenderError, RenderOptions};
+pub use truncated::{MOST_COUNTED, TRUNCATED_ADDRESS_BASE, truncated_address, truncated_frames, truncated_name};

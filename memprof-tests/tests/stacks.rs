@@ -39,3 +39,26 @@ fn a_stack_through_c_code_without_frame_pointers_reaches_main() {
     let completed = walk["completed_by_unwinder"].as_u64().unwrap();
     assert!(completed as usize >= through_c.len(), "{completed} walks completed: {walk}");
 }
+
+/// A stack deeper than the walk's 128 frames is cut, and says so: its outermost frame names how many frames
+/// were left out, 5,000 calls deep, instead of the stack reading as one that starts in the recursion.
+#[test]
+fn a_stack_cut_at_the_walks_limit_says_how_much_was_left_out() {
+    let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    program.tell("deep 5000", "windows: done deep 5000");
+    assert_eq!(program.get("/memory-profiler/stop").status, 200);
+    let folded = program.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();
+    let deep: Vec<&str> = folded.lines().filter(|line| line.contains("windows::allocated_deep")).collect();
+    assert!(!deep.is_empty(), "{folded}");
+    for line in deep {
+        let root = line.split(';').next().unwrap();
+        let cut: u32 = root
+            .strip_prefix("[truncated: ")
+            .and_then(|rest| rest.strip_suffix(" more frames]")?.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        // 5,000 recursive calls and the frames below them, less the 126 or so kept.
+        assert!((4_870..=5_000).contains(&cut), "{cut}: {line}");
+    }
+}

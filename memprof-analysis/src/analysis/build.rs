@@ -11,6 +11,7 @@ use super::plumbing;
 use super::symbolized::Symbolized;
 use crate::heap_profile::HeapProfile;
 use crate::labels::{LabelSet, LabelSets, label_id};
+use crate::truncated::truncated_frames;
 
 impl Analysis {
     /// Symbolizes `profile`. Never fails: what cannot be symbolized is shown as `module+0xoffset` and the
@@ -101,7 +102,10 @@ fn analysis(profile: &HeapProfile, binaries: &Binaries, labels: &LabelSets) -> A
 fn probes(addresses: &[u64]) -> Vec<u64> {
     code_addresses(addresses)
         .iter()
-        .map(|&address| if label_id(address).is_some() { address } else { address.saturating_sub(1) })
+        .map(|&address| {
+            let synthetic = label_id(address).is_some() || truncated_frames(address).is_some();
+            if synthetic { address } else { address.saturating_sub(1) }
+        })
         .collect()
 }
 
@@ -176,5 +180,29 @@ mod tests {
             notes[0].starts_with("not symbolized: 1 address of the stacks lie in no executable mapping"),
             "{notes:?}"
         );
+    }
+
+    /// A stack cut at the walk's limit ends in its mark, named with the frames left out; the mark is no
+    /// address of code (not looked up in a call, not counted as unsymbolized), and the label frame after it
+    /// still gives the sample its labels.
+    #[test]
+    fn a_cut_stack_ends_in_a_frame_that_says_so() {
+        let mark = crate::truncated::truncated_address(4_873);
+        assert_eq!(probes(&[0x1000, mark, label_address(1)]), [0xfff, mark]);
+        let profile = HeapProfile {
+            sample_period: 1,
+            total: Default::default(),
+            total_allocated: Default::default(),
+            stacks: vec![stack(vec![0x1000, mark, label_address(1)])],
+            mappings: Vec::new(),
+        };
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", "acme")]);
+        let analysis = Analysis::with_labels(&profile, &Binaries::as_mapped(), &sets);
+        let sample = &analysis.samples[0];
+        let outermost = &analysis.locations[*sample.locations.last().unwrap()];
+        assert_eq!(&*outermost.frames[0].function, "[truncated: 4873 more frames]");
+        assert_eq!(sample.labels.to_string(), "tenant=acme");
+        assert!(analysis.notes()[0].starts_with("not symbolized: 1 address "), "{:?}", analysis.notes());
     }
 }

@@ -105,6 +105,9 @@ impl Symbolized {
     }
 
     fn unknown_function(&self, address: u64, module: Option<usize>) -> String {
+        if let Some(cut) = crate::truncated::truncated_frames(address) {
+            return crate::truncated::truncated_name(cut);
+        }
         match module.map(|module| &self.modules[module]).and_then(|module| Some((module, module.offset_of(address)?))) {
             Some((module, offset)) => {
                 let name = Path::new(&module.path)

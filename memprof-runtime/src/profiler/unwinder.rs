@@ -127,11 +127,13 @@ pub(crate) fn prepare_for_samples() {
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
-    let walked = FRAME_POINTERS.load(Ordering::Relaxed) && {
+    let walked = if FRAME_POINTERS.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_frame_pointers(frames, len, max) }
+    } else {
+        None
     };
-    if !walked {
+    if walked.is_none() {
         let previous = PREVIOUS_HOOK.load(Ordering::Acquire);
         if OWN_UNWIND.load(Ordering::Acquire) {
             // SAFETY: jemalloc's contract, passed on.
@@ -144,7 +146,27 @@ unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, 
             unsafe { *len = 0 };
         }
     }
+    // How many frames the walk left out, when it filled the buffer (0: not counted, by another's walk).
+    let cut = match walked {
+        Some(cut) => cut,
+        // SAFETY: `len` was written by the walk (jemalloc's contract).
+        None if unsafe { *len } == max => Some(0),
+        None => None,
+    };
     let label = crate::labels::current();
+    let label_room = c_uint::from(label != 0);
+    if let Some(cut) = cut
+        && max > label_room
+    {
+        // SAFETY: `len` was written by the walk, at most `max`; the mark goes over the outermost frames that
+        // it and the label need, within the `max` pointers.
+        unsafe {
+            let kept = (*len).min(max - label_room - 1);
+            let left_out = if cut == 0 { 0 } else { cut.saturating_add(*len - kept) };
+            *frames.add(kept as usize) = memprof_analysis::truncated_address(left_out) as *mut c_void;
+            *len = kept + 1;
+        }
+    }
     if label != 0 && max > 0 {
         // SAFETY: `len` was written by the walk, at most `max`; the label goes after the walk's frames, or
         // over the outermost one when they fill the buffer.
@@ -157,15 +179,14 @@ unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, 
 }
 
 /// The frame-pointer walk into `frames`, completed by the DWARF unwinder where the frame chain broke (see
-/// [`completion`]); `false` (nothing written) where this thread's stack is unknown.
+/// [`completion`]); `None` (nothing written) where this thread's stack is unknown, else how many frames
+/// were left out when the stack was deeper than `max` (counted up to [`memprof_analysis::MOST_COUNTED`]).
 ///
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 #[inline(always)]
-unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) -> bool {
-    let Some(walk) = FrameWalk::here() else {
-        return false;
-    };
+unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) -> Option<Option<u32>> {
+    let mut walk = FrameWalk::here()?;
     // The walk starts in jemalloc (the hook's caller) and goes through Rust's allocation plumbing: the
     // stack recorded starts at the allocator's caller. Those leading frames are dropped as the walk goes,
     // so they never take the place of the program's own when the stack is deeper than `max`.
@@ -175,7 +196,7 @@ unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c
     let frames = frames as *mut usize;
     // While `in_leading`, every frame written is the allocator's.
     let (mut count, mut in_leading, mut full) = (0, true, false);
-    for address in walk {
+    for address in walk.by_ref() {
         if in_leading && !is_allocator(address) {
             in_leading = false;
             count = 0;
@@ -199,7 +220,9 @@ unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c
     }
     // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
     unsafe { *len = count as c_uint };
-    true
+    // The frame that did not fit, and those beyond it.
+    let cut = || 1 + walk.take(memprof_analysis::MOST_COUNTED as usize - 1).count() as u32;
+    Some(full.then(cut))
 }
 
 /// The return addresses of the frames above the caller, newest first, found by following frame pointers

@@ -22,6 +22,7 @@
 //!   (benches/record.rs);
 //! - `stacks N`: keeps one object from each of N distinct stacks (a binary tree of calls 17 deep);
 //! - `paths N`: allocates and frees one object from each of N distinct stacks (the same tree);
+//! - `deep N`: keeps 4 MiB in 1 MiB blocks allocated N calls deep (`deep_call`, then `allocated_deep`);
 //! - `through-c`: keeps 16 MiB in 64 KiB blocks that a C function built without frame pointers allocates
 //!   (`memprof_test_c_allocate`, c/allocate.c), called from `allocated_through_c`;
 //! - `peak`: holds 48 MiB (`held_at_the_peak`), frees it, then keeps 8 MiB (`kept_after_the_peak`);
@@ -65,6 +66,9 @@ fn main() {
             other if other.starts_with("stacks ") => {
                 let count: u32 = other["stacks ".len()..].parse().expect("stacks N");
                 held.push((0..count).map(|path| branch(path, 17)).collect());
+            }
+            other if other.starts_with("deep ") => {
+                kept.push(deep_call(other["deep ".len()..].parse().expect("deep N")));
             }
             other if other.starts_with("paths ") => {
                 let count: u32 = other["paths ".len()..].parse().expect("paths N");
@@ -278,6 +282,17 @@ fn latencies(through_c: bool, count: usize) -> (u128, u128) {
     }
     times.sort_unstable();
     (times[count / 2], times[count * 99 / 100])
+}
+
+/// `depth` calls of itself, then 4 MiB in 1 MiB blocks.
+#[inline(never)]
+fn deep_call(depth: u32) -> Vec<Vec<u8>> {
+    if depth == 0 { allocated_deep() } else { black_box(deep_call(black_box(depth - 1))) }
+}
+
+#[inline(never)]
+fn allocated_deep() -> Vec<Vec<u8>> {
+    (0..4).map(|_| vec![1u8; MIB]).collect()
 }
 
 /// `count` objects of 64 bytes, kept.
