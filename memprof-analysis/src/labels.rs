@@ -27,6 +27,9 @@ use std::sync::Arc;
 
 use crate::heap_profile::ParseError;
 
+/// The value a split shows for samples without the key.
+pub const NO_LABEL: &str = "(none)";
+
 /// Where label addresses start: `LABEL\0` in ASCII, in the lower half of the address space and far above
 /// any mapping a process can have.
 pub const LABEL_ADDRESS_BASE: u64 = 0x4c41_4245_4c00_0000;

@@ -25,10 +25,10 @@ mod render;
 mod truncated;
 
 pub use analysis::{
-    Analysis, Binaries, Frame, Location, Module, NO_LABEL, Sample, forget_cached_symbols,
-    function_names_in_this_process, is_allocation_plumbing,
+    Analysis, Binaries, Frame, Location, Module, Sample, forget_cached_symbols, function_names_in_this_process,
+    is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
-pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, label_address, label_id, labels_path};
+pub use labels::{LABEL_ADDRESS_BASE, LabelSet, LabelSets, NO_LABEL, label_address, label_id, labels_path};
 pub use render::{Format, RenderError, RenderOptions};
 pub use truncated::{MOST_COUNTED, TRUNCATED_ADDRESS_BASE, truncated_address, truncated_frames, truncated_name};

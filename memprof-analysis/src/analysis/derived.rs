@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::model::{Analysis, Location, Sample};
-
-/// The value a split shows for samples without the key.
-pub const NO_LABEL: &str = "(none)";
+use crate::labels::NO_LABEL;
 
 impl Analysis {
     /// Only the samples whose label `key` is `value`; with `value` [`NO_LABEL`], those without `key`.

@@ -26,7 +26,6 @@ mod this_process;
 mod user_code;
 
 pub use binaries::Binaries;
-pub use derived::NO_LABEL;
 pub(crate) use model::without_control_characters;
 pub use model::{Analysis, Frame, Location, Sample};
 pub use module::Module;

@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(roots, [("tenant=(none)", "1024"), ("tenant=acme", "1024"), ("tenant=initech", "1024")]);
         assert_eq!(whole.lines().count(), 2, "unsplit, the two tenants' identical stacks are one:\n{whole}");
         let by_route = collapsed(&RenderOptions { by: Some("route".to_owned()), ..RenderOptions::default() });
-        assert!(by_route.starts_with(&format!("route={};", crate::analysis::NO_LABEL)), "{by_route}");
+        assert!(by_route.starts_with(&format!("route={};", crate::labels::NO_LABEL)), "{by_route}");
         assert!(by_route.contains("\nroute=/;"), "{by_route}");
     }
 

@@ -14,7 +14,7 @@ pub(super) fn shown_names(analysis: &Analysis, sample: &Sample, options: &Render
     if let Some(key) = &options.by {
         // A label value is whatever the program passed (a tenant or route from its own requests): a
         // newline in it must not start a forged stack, nor an escape byte reach a terminal or an SVG.
-        let value = sample.labels.get(key).unwrap_or(crate::analysis::NO_LABEL);
+        let value = sample.labels.get(key).unwrap_or(crate::labels::NO_LABEL);
         names.push(crate::analysis::without_control_characters(format!("{key}={value}")));
     }
     names
