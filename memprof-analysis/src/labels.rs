@@ -30,6 +30,10 @@ use crate::heap_profile::ParseError;
 /// The value a split shows for samples without the key.
 pub const NO_LABEL: &str = "(none)";
 
+/// What a label whose value spells [`NO_LABEL`] (a client's header, say) is kept as: quoted, so that it is
+/// never merged with the samples that have no such label.
+pub const NO_LABEL_SPELLED: &str = "\"(none)\"";
+
 /// Where label addresses start: `LABEL\0` in ASCII, in the lower half of the address space and far above
 /// any mapping a process can have.
 pub const LABEL_ADDRESS_BASE: u64 = 0x4c41_4245_4c00_0000;
@@ -63,17 +67,21 @@ pub fn labels_path(profile: &std::path::Path) -> std::path::PathBuf {
 pub struct LabelSet(Arc<[(Arc<str>, Arc<str>)]>);
 
 impl LabelSet {
-    /// The set of `pairs`; a later pair replaces an earlier one of the same key.
+    /// The set of `pairs`; a later pair replaces an earlier one of the same key. A value spelling
+    /// [`NO_LABEL`] is kept quoted ([`NO_LABEL_SPELLED`]), apart from no label.
     ///
     /// ```
     /// let set = memprof_analysis::LabelSet::new([("tenant", "acme"), ("route", "/"), ("tenant", "initech")]);
     /// assert_eq!(set.to_string(), "route=/,tenant=initech");
+    /// let spelled = memprof_analysis::LabelSet::new([("tenant", "(none)")]);
+    /// assert_eq!(spelled.get("tenant"), Some("\"(none)\""));
     /// ```
     pub fn new<K: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
         let mut sorted: BTreeMap<&str, Arc<str>> = BTreeMap::new();
         let pairs: Vec<(K, V)> = pairs.into_iter().collect();
         for (key, value) in &pairs {
-            sorted.insert(key.as_ref(), value.as_ref().into());
+            let value = if value.as_ref() == NO_LABEL { NO_LABEL_SPELLED } else { value.as_ref() };
+            sorted.insert(key.as_ref(), value.into());
         }
         Self(sorted.into_iter().map(|(key, value)| (Arc::from(key), value)).collect())
     }

@@ -105,4 +105,27 @@ mod tests {
         let by_label = analysis.bytes_by_label();
         assert_eq!(by_label["tenant"], BTreeMap::from([("acme".to_owned(), 2048.0), (NO_LABEL.to_owned(), 1024.0)]));
     }
+
+    /// A tenant that calls itself "(none)" (the value came from a client's header) is not the samples
+    /// without a tenant: split, filtered and tagged apart, in every format.
+    #[test]
+    fn a_value_spelling_no_label_stays_apart_from_no_label() {
+        let mut sets = LabelSets::default();
+        sets.insert(1, [("tenant", NO_LABEL)]);
+        let analysis = crate::fixtures::labelled_analysis(&[&[0x1000, label_address(1)], &[0x2000]], &sets);
+        assert_eq!(analysis.only_labelled("tenant", NO_LABEL).samples.len(), 1);
+        assert_eq!(analysis.only_labelled("tenant", crate::labels::NO_LABEL_SPELLED).samples.len(), 1);
+        let by_label = analysis.bytes_by_label();
+        let apart = [(NO_LABEL.to_owned(), 1024.0), (crate::labels::NO_LABEL_SPELLED.to_owned(), 1024.0)];
+        assert_eq!(by_label["tenant"], BTreeMap::from(apart));
+        let options = crate::RenderOptions { by: Some("tenant".to_owned()), ..crate::RenderOptions::default() };
+        let collapsed = crate::Format::Collapsed.render(&analysis, None, &options).unwrap();
+        let roots: Vec<&str> =
+            std::str::from_utf8(&collapsed).unwrap().lines().map(|line| line.split(';').next().unwrap()).collect();
+        assert_eq!(roots.len(), 2, "{roots:?}");
+        assert!(roots.contains(&"tenant=(none)") && roots.contains(&"tenant=\"(none)\""), "{roots:?}");
+        // A table read back (an earlier process's, a download's) keeps it apart too.
+        let read = LabelSets::parse(&sets.to_text()).unwrap();
+        assert_eq!(read.get(1).unwrap().get("tenant"), Some(crate::labels::NO_LABEL_SPELLED));
+    }
 }
