@@ -134,6 +134,25 @@ fn thinly_used_slabs_are_fragmentation_named_by_size_class() {
     assert!(explanation.verdict.summary.contains(": 128 B: 6 % of "), "{}", explanation.verdict.summary);
 }
 
+/// Every allocation sampled (`lg_prof_sample:0`): jemalloc gives each of 32 Ki small objects a large extent
+/// of its own while it lives, some 117 MiB resident for 4 MiB of data. That is the profiler's cost, said as
+/// such in memprof's class with the fix (sample less often), not fragmentation the program should fix.
+#[test]
+fn pages_of_sampled_small_objects_are_memprofs_cost_not_fragmentation() {
+    let program = Program::explained(&["small", "32768"])
+        .env("MALLOC_CONF", "lg_prof_sample:0")
+        .env("MEMPROF_SAMPLING", "continuous")
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let explanation = explain(&program);
+    assert_ne!(explanation.verdict.kind, VerdictKind::Fragmentation, "{explanation:#?}");
+    assert!(bytes(&explanation, class::HEAP_PROFILER) >= 64 * MIB, "{explanation:#?}");
+    assert!(bytes(&explanation, class::HEAP_UNUSED) < 16 * MIB, "{explanation:#?}");
+    let said = "memprof's own cost: pages jemalloc's profiling gives each sampled small object";
+    assert!(explanation.verdict.summary.contains(said), "{}", explanation.verdict.summary);
+    assert!(explanation.verdict.fix.contains("lg_prof_sample:19"), "{}", explanation.verdict.fix);
+}
+
 #[test]
 fn thread_stacks_are_outside_the_heap_with_their_count() {
     let program = explained("threads");

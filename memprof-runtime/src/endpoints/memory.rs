@@ -20,7 +20,9 @@ const STACKS_NAMED: usize = 5;
 /// `explain`: the resident set by class, the verdict and the figures behind them.
 pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let _permit = Permit::or_busy()?;
-    let reading = memory::read().map_err(|error| HttpError::internal(format!("Cannot read the memory ({error})")))?;
+    let promoted = crate::profiler::record::promoted_bytes();
+    let reading =
+        memory::read(promoted).map_err(|error| HttpError::internal(format!("Cannot read the memory ({error})")))?;
     // `memory::read` advanced jemalloc's epoch: the bins are of the same moment.
     let bins = jemalloc::bins().unwrap_or_default();
     let decay = jemalloc::decay_settings().ok();

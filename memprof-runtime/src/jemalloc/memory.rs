@@ -11,6 +11,12 @@ fn page_size() -> u64 {
     ARENAS_PAGE.read().map_or(4096, |page| page as u64)
 }
 
+/// The smallest large size class (`arenas.lextent.0.size`, 16 KiB with 4 KiB pages): what a sampled small
+/// object takes while it lives, as jemalloc's profiling promotes it to a large extent of its own.
+pub(crate) fn smallest_large_class() -> u64 {
+    ARENAS_LEXTENT_SIZE.read().map_or(16 << 10, |size| size as u64)
+}
+
 /// What one arena (or all of them) holds, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ArenaBytes {

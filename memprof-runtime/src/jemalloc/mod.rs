@@ -24,7 +24,9 @@ pub(crate) use memory::ArenaBytes;
 
 pub(crate) use arena::{bind_this_thread_to_own_arena, own_arena, use_arena};
 pub(crate) use extents::{range_hooks_installed, ranges, watch_new_arenas};
-pub(crate) use memory::{BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings};
+pub(crate) use memory::{
+    BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings, smallest_large_class,
+};
 
 /// Installs the hooks that record jemalloc's ranges (see [`extents`]) and creates memprof's own arena with
 /// them, before the watch of new arenas starts ([`watch_new_arenas`]): `arenas.create` holds jemalloc's

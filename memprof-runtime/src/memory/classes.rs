@@ -4,8 +4,10 @@
 //! Every resident byte of every mapping goes to exactly one leaf, so the leaves add up to the resident set:
 //! - in jemalloc's ranges (what `mincore` found resident there), split with jemalloc's counters, each part
 //!   at most what is left: profiling's records (`internal`), the program's live objects (`allocated`
-//!   without them and without memprof's arena), memprof's arena (`heap/profiler`, its active pages), the
-//!   unused space inside active pages (`active - allocated`), and the rest, freed pages jemalloc keeps
+//!   without them and without memprof's arena), memprof's arena (`heap/profiler`, its active pages, with
+//!   the pages jemalloc's profiling gives each sampled small object beyond its size: a profiler's cost,
+//!   most of the heap when every allocation is sampled), the unused space inside active pages
+//!   (`active - allocated`, less those promoted pages), and the rest, freed pages jemalloc keeps
 //!   (`heap/free`), but for the metadata below;
 //! - thread stacks: `[stack]`, and private writable anonymous mappings directly above a guard (`---p`), as
 //!   glibc lays out a thread's stack;
@@ -36,6 +38,8 @@ pub(crate) struct Classified {
     pub(crate) allocator_metadata: u64,
     /// Threads (the count of `stacks`).
     pub(crate) threads: u64,
+    /// Of `heap/profiler`, the pages given to sampled small objects beyond their size.
+    pub(crate) promoted: u64,
 }
 
 /// Takes up to `wanted` from `left`.
@@ -45,8 +49,15 @@ fn take(left: &mut u64, wanted: u64) -> u64 {
     taken
 }
 
-/// Splits `mappings` (each with the bytes `in_jemalloc` found resident in jemalloc's ranges inside it).
-pub(crate) fn classify(mappings: &[Mapping], in_jemalloc: &[u64], heap: &HeapReading, threads: u64) -> Classified {
+/// Splits `mappings` (each with the bytes `in_jemalloc` found resident in jemalloc's ranges inside it);
+/// `promoted`: what sampled small objects take beyond their size.
+pub(crate) fn classify(
+    mappings: &[Mapping],
+    in_jemalloc: &[u64],
+    heap: &HeapReading,
+    promoted: u64,
+    threads: u64,
+) -> Classified {
     let code_files: Vec<(u32, u32, u64)> = mappings
         .iter()
         .filter(|mapping| mapping.executable())
@@ -83,7 +94,10 @@ pub(crate) fn classify(mappings: &[Mapping], in_jemalloc: &[u64], heap: &HeapRea
     bytes.objects = take(&mut jemalloc, program.saturating_sub(heap.internal));
     bytes.profiler = take(&mut jemalloc, heap.profiler.active);
     let active = heap.all.active.saturating_sub(heap.profiler.active);
-    bytes.unused = take(&mut jemalloc, active.saturating_sub(program));
+    let inside_pages = active.saturating_sub(program);
+    let promoted = take(&mut jemalloc, promoted.min(inside_pages));
+    bytes.profiler += promoted;
+    bytes.unused = take(&mut jemalloc, inside_pages - promoted);
     // jemalloc's base metadata is mapped outside the hooks, except the blocks of arenas that had memprof's
     // hooks when they grew their metadata: those are in the ranges, past the freed pages jemalloc keeps.
     let metadata = heap.metadata.saturating_sub(heap.internal);
@@ -93,7 +107,7 @@ pub(crate) fn classify(mappings: &[Mapping], in_jemalloc: &[u64], heap: &HeapRea
     bytes.free = kept_free + jemalloc;
     bytes.other = anonymous;
     bytes.metadata = profiling + allocator_metadata;
-    Classified { bytes, profiling, allocator_metadata, threads }
+    Classified { bytes, profiling, allocator_metadata, threads, promoted }
 }
 
 impl Classified {
@@ -163,7 +177,7 @@ mod tests {
         let mappings = recorded();
         let mut in_jemalloc = vec![0; mappings.len()];
         in_jemalloc[4] = 256 * MIB;
-        let classified = classify(&mappings, &in_jemalloc, &heap(), 3);
+        let classified = classify(&mappings, &in_jemalloc, &heap(), 0, 3);
         let b = classified.bytes;
         assert_eq!(b.rss, 266_432 << 10);
         let leaves =
@@ -182,6 +196,29 @@ mod tests {
         assert_eq!(tree[1].count, Some(3));
     }
 
+    /// Every allocation sampled (`lg_prof_sample:0`): jemalloc gives each small object a 16 KiB page of its
+    /// own while it lives, which reads as space unused inside pages. Those pages are the profiler's cost:
+    /// memprof's class, not the program's fragmentation.
+    #[test]
+    fn pages_given_to_sampled_small_objects_are_the_profilers_not_fragmentation() {
+        let mappings = recorded();
+        let mut in_jemalloc = vec![0; mappings.len()];
+        in_jemalloc[4] = 256 * MIB;
+        // 64 MiB live in small objects, 200 MiB of pages active: 134 MiB promoted, 2 MiB truly unused.
+        let heap = HeapReading {
+            all: ArenaBytes { allocated: 64 * MIB, active: 200 * MIB, free: 0 },
+            metadata: 0,
+            internal: 0,
+            resident: 256 * MIB,
+            profiler: ArenaBytes::default(),
+        };
+        let classified = classify(&mappings, &in_jemalloc, &heap, 134 * MIB, 1);
+        let b = classified.bytes;
+        assert_eq!((b.objects, b.profiler, b.unused, classified.promoted), (64 * MIB, 134 * MIB, 2 * MIB, 134 * MIB));
+        let overstated = classify(&mappings, &in_jemalloc, &heap, 500 * MIB, 1);
+        assert_eq!((overstated.bytes.profiler, overstated.bytes.unused), (136 * MIB, 0), "never more than unused");
+    }
+
     #[test]
     fn metadata_mapped_through_the_hooks_is_metadata_not_freed_pages() {
         let mappings = recorded();
@@ -195,7 +232,7 @@ mod tests {
             resident: 300 * MIB,
             profiler: ArenaBytes::default(),
         };
-        let classified = classify(&mappings, &in_jemalloc, &heap, 1);
+        let classified = classify(&mappings, &in_jemalloc, &heap, 0, 1);
         let b = classified.bytes;
         assert_eq!((b.objects, b.unused, b.free), (250 * MIB, 4 * MIB, MIB));
         // 8 KiB of metadata outside the ranges (the recorded program's small anonymous mapping), the rest of
@@ -207,11 +244,11 @@ mod tests {
     fn anonymous_memory_outside_jemalloc_is_other_and_no_class_goes_negative() {
         let mappings = recorded();
         let nothing = HeapReading::default();
-        let classified = classify(&mappings, &[], &nothing, 1);
+        let classified = classify(&mappings, &[], &nothing, 0, 1);
         assert_eq!(classified.bytes.other, (256 * MIB) + (8 << 10));
         assert_eq!(classified.bytes.objects + classified.bytes.free, 0);
         let overstated = vec![u64::MAX; mappings.len()];
-        let classified = classify(&mappings, &overstated, &heap(), 1);
+        let classified = classify(&mappings, &overstated, &heap(), 0, 1);
         assert_eq!(classified.bytes.free, classified.bytes.rss - 254 * MIB);
     }
 }

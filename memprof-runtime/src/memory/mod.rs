@@ -7,7 +7,7 @@
 //! estimate (`stats.resident` counts pages never touched).
 //!
 //! ```ignore
-//! let reading = memory::read()?;
+//! let reading = memory::read(0)?;
 //! println!("{} of {} bytes are live objects", reading.classified.bytes.objects, reading.classified.bytes.rss);
 //! ```
 
@@ -48,15 +48,16 @@ pub(crate) struct MemoryReading {
     pub(crate) milliseconds: f64,
 }
 
-/// Reads and classifies the process's memory now.
-pub(crate) fn read() -> io::Result<MemoryReading> {
+/// Reads and classifies the process's memory now; `promoted` is what the pages of sampled small objects
+/// take beyond their size (a profiler's cost, counted as memprof's: see [`classes`]).
+pub(crate) fn read(promoted: u64) -> io::Result<MemoryReading> {
     let began = Instant::now();
     let status = smaps::status()?;
     let mappings = smaps::read()?;
     let ranges = jemalloc::ranges();
     let in_jemalloc = resident_in(&mappings, &ranges.ranges);
     let heap = jemalloc::heap_reading(jemalloc::own_arena()).map_err(|error| io::Error::other(error.to_string()))?;
-    let classified = classes::classify(&mappings, &in_jemalloc, &heap, status.threads);
+    let classified = classes::classify(&mappings, &in_jemalloc, &heap, promoted, status.threads);
     Ok(MemoryReading {
         classified,
         heap,

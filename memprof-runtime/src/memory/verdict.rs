@@ -244,6 +244,18 @@ fn fragmentation(unused: u64, rss: u64, bins: &[BinUse]) -> (String, String) {
 /// what, if anything, can be done.
 fn healthy(classified: &Classified, notable: impl Fn(u64) -> bool) -> (String, String) {
     let b = &classified.bytes;
+    // Most of memprof's class is the pages jemalloc gives sampled small objects when sampling is frequent.
+    let profiler = if classified.promoted * 2 > b.profiler {
+        (
+            "memprof's own cost: pages jemalloc's profiling gives each sampled small object (a large extent of its own while it lives)",
+            "sample less often: lg_prof_sample:19 (every 512 KiB, the default) samples few small objects, where every allocation sampled gives each a page",
+        )
+    } else {
+        (
+            "memprof's own work (analyses, renders, answers)",
+            "nothing to do: memprof lets it go ten seconds after the endpoints' last request",
+        )
+    };
     let described = [
         (
             b.objects,
@@ -255,11 +267,7 @@ fn healthy(classified: &Classified, notable: impl Fn(u64) -> bool) -> (String, S
             "jemalloc's metadata",
             "profiling's records grow with the distinct stacks sampled (a larger lg_prof_sample samples fewer), the allocator's with its arenas and extents (MALLOC_CONF=narenas:N makes fewer arenas)",
         ),
-        (
-            b.profiler,
-            "memprof's own work (analyses, renders, answers)",
-            "nothing to do: memprof lets it go ten seconds after the endpoints' last request",
-        ),
+        (b.profiler, profiler.0, profiler.1),
         (
             b.stacks,
             "thread stacks",

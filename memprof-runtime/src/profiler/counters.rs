@@ -53,10 +53,12 @@ pub(crate) fn start() -> std::io::Result<()> {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
                 let now = Instant::now();
                 let due = now >= classes_due && CLASSES_WANTED.load(Ordering::Relaxed);
-                let classes = due.then(|| memory::read().ok()).flatten().map(|reading| {
-                    classes_due = now + PERIOD.max(now.elapsed().div_f64(CLASSES_SHARE));
-                    reading.classified.bytes
-                });
+                let classes = due.then(|| memory::read(crate::profiler::record::promoted_bytes()).ok()).flatten().map(
+                    |reading| {
+                        classes_due = now + PERIOD.max(now.elapsed().div_f64(CLASSES_SHARE));
+                        reading.classified.bytes
+                    },
+                );
                 history::record(Reading { time, counters, classes });
                 if let Some(record) = crate::profiler::Profiler::global().record() {
                     crate::profiler::record::read_when_due(record);

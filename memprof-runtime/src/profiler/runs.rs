@@ -30,7 +30,7 @@ pub(crate) struct Runs {
     closed: bool,
     last_failure: Option<FailedRun>,
     last_id: u64,
-    /// How many finished runs to keep.
+    /// How many finished runs to keep, of operators' and of code's each (see [`Runs::drop_oldest`]).
     kept: usize,
     counts: RunCounts,
 }
@@ -163,9 +163,26 @@ impl Runs {
         self.drop_oldest()
     }
 
+    /// Drops the oldest finished runs beyond [`Runs::kept`], counted apart for code's (`scope!`, `Run`) and
+    /// for the others' (an operator's, over HTTP or the CLI): a loop of scopes never pushes out the profile
+    /// an operator just took; returns the profiles dropped, oldest first.
     fn drop_oldest(&mut self) -> Vec<KeptProfile> {
-        let excess = self.finished.len().saturating_sub(self.kept);
-        self.finished.drain(..excess).collect()
+        let by_code = |profile: &KeptProfile| matches!(profile.owner, Owner::Code(_));
+        let mut dropped = Vec::new();
+        for code in [false, true] {
+            let mut excess =
+                self.finished.iter().filter(|profile| by_code(profile) == code).count().saturating_sub(self.kept);
+            self.finished.retain(|profile| {
+                let drop = excess > 0 && by_code(profile) == code;
+                if drop {
+                    excess -= 1;
+                    dropped.push(profile.clone());
+                }
+                !drop
+            });
+        }
+        dropped.sort_by_key(|profile| profile.id);
+        dropped
     }
 
     /// Keeps an automatic dump, then drops the oldest beyond `keep` dumps or `max_bytes` in all, as `size`

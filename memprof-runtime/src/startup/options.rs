@@ -82,7 +82,9 @@ impl Options {
     }
 
     /// How many finished profiles stay downloadable, from 1 to [`MAX_KEEP_RUNS`] (the bounds the attribute's
-    /// `keep_runs` takes; a count outside them is brought within); the oldest is deleted past it.
+    /// `keep_runs` takes; a count outside them is brought within); the oldest is deleted past it. Code's runs
+    /// (`scope!`, [`crate::Run`]) and the operators' (over HTTP, the CLI) are counted apart, this many each:
+    /// a loop of scopes never pushes out the profile an operator just took.
     pub fn keep_runs(mut self, count: u32) -> Self {
         self.keep_runs = count.clamp(1, MAX_KEEP_RUNS);
         self

@@ -10,6 +10,7 @@
 //! - `mmap`: a 128 MiB anonymous mapping, every page written;
 //! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
 //! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever;
+//! - `small N`: N objects of 128 B kept (with every allocation sampled, each takes a page of its own);
 //! - `mappings N`: N more mappings of one page each (the explain benchmark, benches/explain.rs).
 
 use std::hint::black_box;
@@ -31,6 +32,10 @@ fn main() {
         "heap-and-mmap" => {
             kept.push(Box::new(blocks(256 * MIB)));
             kept.push(Box::new(mapped(128 * MIB)));
+        }
+        "small" => {
+            let count: usize = std::env::args().nth(2).and_then(|count| count.parse().ok()).expect("small N");
+            kept.push(Box::new((0..count).map(|_| Box::new([1u8; 128])).collect::<Vec<_>>()));
         }
         "mappings" => {
             let count = std::env::args().nth(2).and_then(|count| count.parse().ok()).expect("mappings N");

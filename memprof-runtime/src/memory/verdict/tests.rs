@@ -24,7 +24,7 @@ fn a_steady_rise_of_live_bytes_is_a_leak_and_a_spike_or_a_bounded_one_is_not() {
 }
 
 fn classified(bytes: ClassBytes) -> Classified {
-    Classified { bytes, profiling: 0, allocator_metadata: 0, threads: 67 }
+    Classified { bytes, profiling: 0, allocator_metadata: 0, threads: 67, promoted: 0 }
 }
 
 fn judge(bytes: ClassBytes, bins: &[BinUse], decay: Option<&DecaySettings>) -> Verdict {
@@ -124,6 +124,31 @@ fn a_healthy_verdict_names_every_class_holding_a_notable_share() {
     assert!(verdict.fix.starts_with("live objects (the program's own data): nothing needs doing"), "{}", verdict.fix);
     assert!(verdict.fix.contains("; code: the program's and its libraries' mapped files: nothing needs doing"));
     assert!(!verdict.summary.contains("file mappings") && !verdict.summary.contains("stacks"), "under 25 %");
+}
+
+/// Every allocation sampled: the pages jemalloc gives sampled small objects are memprof's cost, said as
+/// such with the fix (sample less often), never a fragmentation the program should fix.
+#[test]
+fn pages_of_sampled_small_objects_are_said_as_memprofs_cost() {
+    let bytes =
+        ClassBytes { rss: 200 * MIB, objects: 60 * MIB, profiler: 120 * MIB, unused: MIB, ..ClassBytes::default() };
+    let classified = Classified { promoted: 110 * MIB, ..classified(bytes) };
+    let verdict = verdict(Findings {
+        classified: &classified,
+        growth: None,
+        stacks: Holders::default(),
+        sampling: true,
+        record_losses: None,
+        bins: &[],
+        decay: None,
+    });
+    assert_eq!(verdict.kind, VerdictKind::Healthy, "{}", verdict.summary);
+    assert!(
+        verdict.summary.contains("memprof's own cost: pages jemalloc's profiling gives each sampled small object"),
+        "{}",
+        verdict.summary
+    );
+    assert!(verdict.fix.contains("sample less often: lg_prof_sample:19"), "{}", verdict.fix);
 }
 
 #[test]

@@ -97,6 +97,12 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
     ))
 }
 
+/// The pages jemalloc gives the live sampled small objects beyond their size (see [`Table::promoted`]), as
+/// far as the record knows them; 0 without a record (sampling never ran, so nothing was promoted).
+pub(crate) fn promoted_bytes() -> u64 {
+    started().map_or(0, |record| record.promoted(jemalloc::smallest_large_class()))
+}
+
 /// The record, if started (by continuous sampling, or by a first run on demand for its views).
 pub(crate) fn started() -> Option<&'static Table> {
     RECORD.get()

@@ -392,6 +392,17 @@ impl Table {
         copied
     }
 
+    /// The bytes jemalloc gives the live sampled objects smaller than `smallest_large` beyond their size:
+    /// each sampled small object is promoted to an extent of `smallest_large` bytes while it lives (a
+    /// profiler's cost, not the program's fragmentation).
+    pub(crate) fn promoted(&self, smallest_large: u64) -> u64 {
+        let promoted = |objects: &mut Objects| -> u64 {
+            let small = objects.slots.iter().filter(|object| object.address != 0 && object.bytes < smallest_large);
+            small.map(|object| smallest_large - object.bytes).sum()
+        };
+        self.shards.iter().map(|shard| shard.with(promoted)).sum()
+    }
+
     /// Adds each live object sampled from `since` on to its stack's entry of `held`, a shard at a time.
     fn tally(&self, since: u64, now: u32, older_than: u32, held: &mut [Held]) {
         for shard in &self.shards {

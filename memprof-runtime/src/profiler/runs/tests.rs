@@ -49,6 +49,31 @@ fn the_oldest_runs_beyond_the_number_kept_are_handed_back() {
     assert_eq!(runs.counts, RunCounts { started: 4, finished: 4, failed: 0 });
 }
 
+/// Code's runs (`scope!`, `Run`) and the operators' are kept in quotas of their own: four scopes after an
+/// operator's run leave it downloadable, and the oldest scope goes instead.
+#[test]
+fn scopes_never_push_out_an_operators_profile() {
+    let mut runs = Runs::new(2);
+    let kept = |runs: &mut Runs, owner: Owner| {
+        let id = runs.next_id();
+        let now = SystemTime::now();
+        let evicted =
+            runs.finished(KeptProfile { id, owner, started: now, stopped: now, path: format!("/p/{id}").into() });
+        (id, ids(&evicted))
+    };
+    let (operators, _) = kept(&mut runs, Owner::Http);
+    let scopes: Vec<(u64, Vec<u64>)> = (0..4).map(|_| kept(&mut runs, Owner::Code("many".to_owned()))).collect();
+    assert_eq!(scopes[2].1, [scopes[0].0], "the oldest scope goes, not the operator's run");
+    assert_eq!(scopes[3].1, [scopes[1].0]);
+    assert_eq!(runs.lookup(Some(operators)).map(|profile| profile.id), Ok(operators));
+    let (manual, evicted) = kept(&mut runs, Owner::Manual);
+    assert!(evicted.is_empty(), "two of the operators' now: {evicted:?}");
+    let (_, evicted) = kept(&mut runs, Owner::Http);
+    assert_eq!(evicted, [operators]);
+    assert_eq!(runs.lookup(None).map(|profile| profile.id).ok(), runs.finished.back().map(|latest| latest.id));
+    assert!(runs.lookup(Some(manual)).is_ok());
+}
+
 #[test]
 fn lookups_say_why_a_profile_cannot_be_served() {
     let mut runs = Runs::new(4);
