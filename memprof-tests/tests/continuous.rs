@@ -316,6 +316,8 @@ fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
         warnings.contains("record of samples was full") && warnings.contains("MEMPROF_RECORD_OBJECTS"),
         "{warnings}"
     );
+    let growing = program.get_json("/memory-profiler/growing");
+    assert!(growing["missed"].as_str().is_some_and(|missed| missed.contains("was full")), "{growing}");
     memprof_tests::waiting::wait_until("idle stacks given back", std::time::Duration::from_secs(60), || {
         let record = record(&program);
         let given_back = record["stacks_given_back"].as_u64().unwrap();

@@ -41,6 +41,10 @@ pub struct Growing {
     pub continuous: bool,
     /// The growing functions.
     pub series: Vec<GrowingSeries>,
+    /// What the record could not hold, when it missed samples (said with the fix): the series may miss
+    /// what grew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<String>,
 }
 
 /// A growing function over time.

@@ -53,9 +53,10 @@ const GROWING_SHOWN: usize = 5;
 /// at every reading, for the dashboard's chart (symbolizing them is an expensive job).
 pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let Some(record) = context.profiler.record() else {
-        return Ok(Reply::json(&memprof_wire::Growing { continuous: false, series: Vec::new() }));
+        return Ok(Reply::json(&memprof_wire::Growing { continuous: false, series: Vec::new(), missed: None }));
     };
     let _permit = super::jobs::Permit::or_busy()?;
     let series = super::growing::growing_series(record, GROWING_SHOWN)?;
-    Ok(Reply::json(&memprof_wire::Growing { continuous: true, series }))
+    let missed = crate::profiler::record::losses(record);
+    Ok(Reply::json(&memprof_wire::Growing { continuous: true, series, missed }))
 }
