@@ -25,8 +25,8 @@ mod render;
 mod truncated;
 
 pub use analysis::{
-    Analysis, Binaries, Frame, Location, Module, Sample, forget_cached_symbols, function_names_in_this_process,
-    is_allocation_plumbing,
+    Analysis, Binaries, Frame, Location, Measure, Module, Sample, forget_cached_symbols,
+    function_names_in_this_process, is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use labels::{

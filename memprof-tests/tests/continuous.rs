@@ -226,6 +226,13 @@ fn what_a_window_allocated_is_one_parameter_away() {
     assert_near(under("grown_in_the_window"), 16.0, "grown, kept");
     let pprof = program.get(&format!("/memory-profiler/download/pprof?id={id}&view=allocated"));
     assert_eq!(pprof.status, 200, "{}", pprof.text());
+    // Typed as what it holds: allocations, which Go's pprof reads as alloc_space (it refuses the index
+    // where a profile has none), and the readable formats say so.
+    if let Some(top) = tools::pprof_top(&pprof.body, "alloc_space") {
+        assert!(top.contains("churned_in_the_window"), "{top}");
+    }
+    let text = program.get(&format!("/memory-profiler/download/text?id={id}&view=allocated")).text();
+    assert!(text.contains("# allocated: what was allocated, freed or not"), "{text}");
     let bogus = program.get(&format!("/memory-profiler/download/text?id={id}&view=peaks"));
     let said = "Invalid parameter 'view': 'peaks' is not live, allocated or peak.\n";
     assert_eq!((bogus.status, bogus.text()), (400, said.to_owned()));

@@ -27,7 +27,7 @@ mod user_code;
 
 pub use binaries::Binaries;
 pub(crate) use model::without_control_characters;
-pub use model::{Analysis, Frame, Location, Sample};
+pub use model::{Analysis, Frame, Location, Measure, Sample};
 pub use module::Module;
 pub use plumbing::is_plumbing as is_allocation_plumbing;
 pub use this_process::{forget_cached_symbols, function_names_in_this_process};

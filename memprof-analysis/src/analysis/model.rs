@@ -64,6 +64,26 @@ pub struct Analysis {
     /// What whoever made the profile knows it misses (samples its recorder had no room for), said first
     /// among the [`Analysis::notes`].
     pub cautions: Vec<String>,
+    /// What the samples' objects and bytes count: memory in use (a heap profile), or what was allocated,
+    /// freed or not (a window's `view=allocated`): pprof types them so, and the notes say it.
+    pub measure: Measure,
+}
+
+/// What an [`Analysis`]'s samples measure.
+///
+/// ```
+/// let mut analysis = memprof_analysis::Analysis::default();
+/// assert_eq!(analysis.measure, memprof_analysis::Measure::InUse);
+/// analysis.measure = memprof_analysis::Measure::Allocated;
+/// assert!(analysis.notes()[0].starts_with("allocated: "));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Measure {
+    /// Memory in use (`inuse_objects`, `inuse_space`).
+    #[default]
+    InUse,
+    /// What was allocated, freed or not (`alloc_objects`, `alloc_space`).
+    Allocated,
 }
 
 /// One allocation stack.
@@ -105,6 +125,12 @@ impl Analysis {
     /// ```
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
+        if self.measure == Measure::Allocated {
+            notes.push(
+                "allocated: what was allocated, freed or not (alloc_objects, alloc_space), not memory in use"
+                    .to_owned(),
+            );
+        }
         let cautions = self.cautions.iter().cloned();
         for note in cautions.chain(self.modules.iter().filter_map(Module::note)).map(without_control_characters) {
             if !notes.contains(&note) {

@@ -164,10 +164,13 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
     let mut value_type =
         |kind: &str, unit: &str| proto::ValueType { r#type: strings.intern(kind), unit: strings.intern(unit) };
     let mut sample_type = Vec::new();
-    if analysis.has_allocations {
+    let allocated = analysis.measure == crate::analysis::Measure::Allocated;
+    if analysis.has_allocations || allocated {
         sample_type.extend([value_type("alloc_objects", "count"), value_type("alloc_space", "bytes")]);
     }
-    sample_type.extend([value_type("inuse_objects", "count"), value_type("inuse_space", "bytes")]);
+    if !allocated {
+        sample_type.extend([value_type("inuse_objects", "count"), value_type("inuse_space", "bytes")]);
+    }
     let period_type = Some(value_type("space", "bytes"));
     let mut mapping: Vec<proto::Mapping> = analysis
         .modules
@@ -236,7 +239,7 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
                 .iter()
                 .map(|(key, value)| proto::Label { key: strings.intern(key), str: strings.intern(value) })
                 .collect(),
-            value: if analysis.has_allocations {
+            value: if analysis.has_allocations && !allocated {
                 [sample.allocated_objects, sample.allocated_bytes, sample.objects, sample.bytes]
                     .map(|value| value.round() as i64)
                     .to_vec()
@@ -245,10 +248,14 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
             },
         })
         .collect();
-    let default_sample_type =
-        strings.intern(if analysis.has_allocations && allocations_first { "alloc_space" } else { "inuse_space" });
+    let default_sample_type = strings.intern(if allocated || (analysis.has_allocations && allocations_first) {
+        "alloc_space"
+    } else {
+        "inuse_space"
+    });
     // Asked for allocation totals that jemalloc does not keep: the in-use heap, saying why (`pprof -comments`).
-    let missing_totals = (allocations_first && !analysis.has_allocations).then(|| NO_ALLOCATION_TOTALS.to_owned());
+    let missing_totals =
+        (allocations_first && !analysis.has_allocations && !allocated).then(|| NO_ALLOCATION_TOTALS.to_owned());
     let comment = missing_totals
         .into_iter()
         .chain(comments.iter().cloned())
@@ -299,6 +306,7 @@ mod tests {
             modules: Vec::new(),
             has_allocations: false,
             cautions: Vec::new(),
+            measure: Default::default(),
         };
         let profile = build(&analysis, true, &[]);
         let name = |index: i64| profile.string_table[index as usize].as_str();
@@ -315,12 +323,21 @@ mod tests {
         let comments: Vec<&str> = profile.comment.iter().map(|&index| name(index)).collect();
         assert_eq!(comments, [NO_ALLOCATION_TOTALS], "allocations asked for, none kept");
         assert!(build(&analysis, false, &[]).comment.is_empty());
-        let with_totals = build(&Analysis { has_allocations: true, ..analysis }, true, &[]);
+        let with_totals = build(&Analysis { has_allocations: true, ..analysis.clone() }, true, &[]);
         let name = |index: i64| with_totals.string_table[index as usize].as_str();
         assert_eq!(with_totals.sample[0].value, [10, 4_000_000, 2, 1_000_000]);
         assert_eq!(name(with_totals.sample_type[1].r#type), "alloc_space");
         assert_eq!(name(with_totals.default_sample_type), "alloc_space");
         assert!(with_totals.comment.is_empty());
+        // A view of what was allocated (a window's view=allocated): typed alloc_* alone, its counts the
+        // samples', said so in a comment.
+        let allocated = build(&Analysis { measure: crate::analysis::Measure::Allocated, ..analysis }, false, &[]);
+        let name = |index: i64| allocated.string_table[index as usize].as_str();
+        let types: Vec<&str> = allocated.sample_type.iter().map(|kind| name(kind.r#type)).collect();
+        assert_eq!(types, ["alloc_objects", "alloc_space"]);
+        assert_eq!(allocated.sample[0].value, [2, 1_000_000]);
+        assert_eq!(name(allocated.default_sample_type), "alloc_space");
+        assert!(name(allocated.comment[0]).starts_with("allocated: "), "{:?}", allocated.comment);
     }
 
     #[test]

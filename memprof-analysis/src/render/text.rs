@@ -114,6 +114,7 @@ mod tests {
             modules: Vec::new(),
             has_allocations: false,
             cautions: Vec::new(),
+            measure: Default::default(),
         }
     }
 

@@ -122,7 +122,13 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
                     kept_beside(&profile, &grown, "net growth")?.minus(&kept_beside(&profile, &shrunk, "net growth")?),
                 )
             }
-            Some((view, what, path)) => (view, kept_beside(&profile, &path(&profile.path), what)?),
+            Some((view, what, path)) => {
+                let mut kept = kept_beside(&profile, &path(&profile.path), what)?;
+                if view == "allocated" {
+                    kept.measure = memprof_analysis::Measure::Allocated;
+                }
+                (view, kept)
+            }
         };
         let bytes = format.render(&kept, None, &options).map_err(|error| HttpError::internal(error.to_string()))?;
         let name = format!("memprof.{}-{view}.{}", profile.id, format.extension());
