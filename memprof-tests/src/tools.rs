@@ -112,6 +112,25 @@ pub fn promtool_check_metrics(text: &str) -> Option<Result<(), String>> {
     Some(if checked.status.success() { Ok(()) } else { Err(said) })
 }
 
+/// `promtool check rules` of a Prometheus rules file: `Ok` when it accepts it, else what it said; `None` (with
+/// the reason printed) where promtool is not installed.
+///
+/// ```no_run
+/// let rules = "groups:\n  - name: g\n    rules:\n      - record: up_sum\n        expr: sum(up)\n";
+/// if let Some(checked) = memprof_tests::tools::promtool_check_rules(rules) {
+///     assert!(checked.is_ok(), "{checked:?}");
+/// }
+/// ```
+pub fn promtool_check_rules(yaml: &str) -> Option<Result<(), String>> {
+    let promtool = find("promtool", "prometheus")?;
+    let scratch = Scratch::new("promtool-rules");
+    let file = scratch.join("rules.yml");
+    std::fs::write(&file, yaml).unwrap();
+    let checked = std::process::Command::new(promtool).args(["check", "rules"]).arg(&file).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&checked.stdout), String::from_utf8_lossy(&checked.stderr));
+    Some(if checked.status.success() { Ok(()) } else { Err(said) })
+}
+
 /// A fresh directory for one test's files, removed when dropped.
 pub struct Scratch(PathBuf);
 

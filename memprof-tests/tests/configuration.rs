@@ -125,6 +125,17 @@ fn a_bad_address_is_reported_and_the_program_runs_on() {
     assert!(service.is_running());
 }
 
+/// A value `MEMPROF_UNWINDER` does not take is said, not ignored, and the walk is memprof's choice.
+#[test]
+fn an_unknown_unwinder_is_reported_and_the_walk_is_memprofs_choice() {
+    let service = Program::service().env("MEMPROF_UNWINDER", "fast").spawn();
+    service.wait_for_line(|line| {
+        line == "[memprof] WARN MEMPROF_UNWINDER=fast is not libgcc, the one value it takes: samples walk the stack as memprof chooses"
+    });
+    let walk = &service.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    assert_eq!(walk["method"], "frame pointers", "{walk}");
+}
+
 /// `MALLOC_CONF=prof_active:true`, the way Traffic Server documents always-on sampling, asks for continuous
 /// sampling: runs are windows over it, started and stopped without a conflict.
 #[test]

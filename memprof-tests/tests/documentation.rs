@@ -277,3 +277,16 @@ fn every_link_leads_somewhere() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(links >= 20, "{links} links");
 }
+
+/// The alert rule on `memprof_growing_bytes` is one Prometheus accepts (`promtool check rules`), on the
+/// metric memprof serves.
+#[test]
+fn the_leak_alert_rule_is_one_prometheus_accepts() {
+    let blocks = docs::checked_by("the_leak_alert_rule_is_one_prometheus_accepts");
+    assert_eq!(blocks.len(), 1);
+    let rule = &blocks[0];
+    assert!(rule.text.contains("memprof_growing_bytes"), "{}", rule.place());
+    if let Some(checked) = tools::promtool_check_rules(&rule.text) {
+        assert!(checked.is_ok(), "{}: {checked:?}", rule.place());
+    }
+}

@@ -254,6 +254,69 @@ fn a_leak_sampled_continuously_is_named_with_no_run_started() {
     }
 }
 
+/// A cache that filled in a burst (128 MiB), then flat: once flat for a minute, `explain` says it grew and
+/// stopped (a step, not a leak), at the burst's own pace and naming what holds it, and the growing gauge
+/// names nothing.
+#[test]
+fn growth_that_stopped_is_a_step_and_no_longer_growing() {
+    let program = Program::explained(&["burst"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let explanation = memprof_tests::waiting::wait_every(
+        "the burst to be called a step",
+        Duration::from_secs(180),
+        Duration::from_secs(2),
+        || {
+            let explanation = explain(&program);
+            let stopped = explanation.verdict.kind == VerdictKind::Grew;
+            if stopped { Ok(explanation) } else { Err(format!("{:#?}", explanation.verdict)) }
+        },
+    );
+    let verdict = &explanation.verdict;
+    let grown: f64 = verdict
+        .summary
+        .strip_prefix("live objects grew by ")
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{verdict:#?}"));
+    // The burst's 128 MiB, and the record's pages continuous sampling touched meanwhile (memprof's, counted
+    // as live bytes for now).
+    assert!((128.0..=150.0).contains(&grown), "{verdict:#?}");
+    assert!(verdict.summary.contains("then stopped: flat for the last "), "{verdict:#?}");
+    let holds =
+        verdict.stacks.iter().any(|stack| stack.frames.iter().any(|frame| frame == "explained::burst_into_cache"));
+    assert!(holds, "{verdict:#?}");
+    let metrics = program.get("/metrics").text();
+    assert!(!metrics.contains("memprof_growing_bytes{"), "{metrics}");
+    let growing = program.get_json("/memory-profiler/growing");
+    let series = growing["series"].as_array().unwrap();
+    assert!(series.iter().all(|series| series["stopped"] == true), "{growing}");
+}
+
+/// Two functions grow two std `HashMap`s: std's vendored hashbrown allocates both tables, yet the leak is
+/// named by the program's two functions, two lines, none by `hashbrown::`.
+#[test]
+fn std_maps_grown_by_two_functions_are_two_lines_named_by_them() {
+    let program = Program::explained(&["maps"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let explanation = memprof_tests::waiting::wait_every(
+        "the leak to be named by both functions",
+        Duration::from_secs(120),
+        Duration::from_secs(2),
+        || {
+            let explanation = explain(&program);
+            let named: Vec<&str> = explanation.verdict.stacks.iter().map(|stack| stack.function.as_str()).collect();
+            let both = ["index_sessions", "cache_topics"].iter().all(|f| named.iter().any(|n| n.ends_with(f)));
+            if explanation.verdict.kind == VerdictKind::Leak && both {
+                Ok(explanation)
+            } else {
+                Err(format!("{named:?}"))
+            }
+        },
+    );
+    for stack in &explanation.verdict.stacks {
+        assert!(!stack.function.contains("hashbrown"), "{:#?}", explanation.verdict);
+    }
+}
+
 #[test]
 fn the_cli_explains_purges_and_sets_decay() {
     let program = explained("retention");

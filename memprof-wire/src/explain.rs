@@ -139,8 +139,11 @@ pub struct Verdict {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum VerdictKind {
-    /// Live objects grow steadily while the rest does not.
+    /// Live objects grow steadily while the rest does not, and still grow now.
     Leak,
+    /// Live objects grew steadily, then stopped (flat for a minute or more): a cache that filled, a
+    /// warm-up, a start-up's allocation; not a leak while they stay flat.
+    Grew,
     /// Pages in use are mostly free space (slabs held by a few live objects).
     Fragmentation,
     /// jemalloc keeps freed pages resident.

@@ -56,6 +56,9 @@ pub struct GrowingSeries {
     pub grown_bytes: f64,
     /// What it held at each reading, oldest first.
     pub points: Vec<SeriesPoint>,
+    /// Whether it grew and stopped (flat for a minute or more), rather than growing now.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// What a function held at one moment.

@@ -76,9 +76,12 @@ pub(crate) fn cut<T>(frames: &mut Vec<T>, describe: impl Fn(&T) -> (&str, Option
 }
 
 /// Where the sources of others' code are compiled from: the standard library (`/rustc/<hash>/library/`, or
-/// the sysroot's `lib/rustlib/src/rust/` where it is not remapped) and cargo's downloads
-/// (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`).
-const OTHERS_SOURCES: &[&str] = &["/rustc/", "/lib/rustlib/src/rust/", "/registry/src/", "/git/checkouts/"];
+/// the sysroot's `lib/rustlib/src/rust/` where it is not remapped), the crates std vendors (its
+/// `HashMap` is hashbrown's, built from `/rust/deps/hashbrown-<version>/`: std's code, not the program's,
+/// though no `/rustc/` is in its path) and cargo's downloads (`$CARGO_HOME/registry/src/...`,
+/// `$CARGO_HOME/git/checkouts/...`).
+const OTHERS_SOURCES: &[&str] =
+    &["/rustc/", "/lib/rustlib/src/rust/", "/rust/deps/", "/registry/src/", "/git/checkouts/"];
 
 /// Whether a frame's source file is the program's own Rust code.
 pub(crate) fn is_the_programs(file: Option<&str>) -> bool {
@@ -235,5 +238,25 @@ mod tests {
             vec![("a", None), ("b", Some(axum.as_str())), ("tokio::runtime::park::CachedParkThread::block_on", None)];
         cut(&mut unknown, |&(name, file)| (name, file));
         assert_eq!(unknown.len(), 2);
+    }
+
+    /// std's `HashMap` is hashbrown, vendored: its frames lie under `/rust/deps/`, std's and not the
+    /// program's, so the allocating function is the program's own that grew the map, and two functions
+    /// growing two maps are two stacks.
+    #[test]
+    fn the_crates_std_vendors_are_std_not_the_program() {
+        let hashbrown = "/rust/deps/hashbrown-0.16.1/src/raw/alloc.rs";
+        assert!(!is_the_programs(Some(hashbrown)));
+        assert!(is_the_programs(Some("/srv/broker/src/retained.rs")));
+        let mut frames = vec![
+            ("hashbrown::raw::alloc::inner::do_alloc", Some(hashbrown)),
+            ("hashbrown::raw::RawTable<T,A>::reserve_rehash", Some("/rust/deps/hashbrown-0.16.1/src/raw/mod.rs")),
+            ("broker::retained::Store::insert", Some("/srv/broker/src/retained.rs")),
+            ("broker::main", Some("/srv/broker/src/main.rs")),
+            ("std::sys::backtrace::__rust_begin_short_backtrace", None),
+        ];
+        cut(&mut frames, |&(name, file)| (name, file));
+        let first_of_the_programs = frames.iter().find(|(_, file)| is_the_programs(*file)).unwrap();
+        assert_eq!(first_of_the_programs.0, "broker::retained::Store::insert");
     }
 }

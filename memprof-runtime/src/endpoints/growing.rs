@@ -13,10 +13,24 @@ use crate::memory::Holders;
 use crate::profiler::record::table::Table;
 use crate::profiler::record::{self, Grower};
 
-/// The `named` stacks that grew the most over the record's last hour ([`record::growers`]), by the
-/// program's function that allocated, with how old what they hold is: `None` when none grew.
-pub(super) fn grown_in_the_record(record: &Table, named: usize) -> Result<Option<Holders>, HttpError> {
-    let Some((growers, older_than)) = growers_now(record) else { return Ok(None) };
+/// Which of the record's growing stacks an answer names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Growing {
+    /// Those that still grow now (a leak's; what `/metrics` gauges).
+    Now,
+    /// Those that grew and stopped (a step's).
+    Stopped,
+}
+
+/// The `named` stacks that grew the most over the record's last hour ([`record::growers`]) and grow now or
+/// stopped, as `which` says, by the program's function that allocated, with how old what they hold is:
+/// `None` when none did.
+pub(super) fn grown_in_the_record(record: &Table, named: usize, which: Growing) -> Result<Option<Holders>, HttpError> {
+    let Some((mut growers, older_than)) = growers_now(record) else { return Ok(None) };
+    growers.retain(|grower| grower.growth.flat_seconds.is_none() == (which == Growing::Now));
+    if growers.is_empty() {
+        return Ok(None);
+    }
     let watched = growers[0].growth.seconds;
     let mut by_function: HashMap<String, (GrowingStack, f64, f64)> = HashMap::new();
     for (grower, (function, frames)) in growers.iter().zip(functions_of(&growers)?) {
@@ -65,6 +79,7 @@ pub(super) fn growing_series(record: &Table, named: usize) -> Result<Vec<memprof
     Ok(by_function
         .into_iter()
         .map(|(function, grown_bytes, positions)| memprof_wire::GrowingSeries {
+            stopped: positions.iter().all(|&position| growers[position].growth.flat_seconds.is_some()),
             function,
             grown_bytes,
             points: readings

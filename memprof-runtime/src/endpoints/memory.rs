@@ -24,15 +24,25 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let reading =
         memory::read(promoted).map_err(|error| HttpError::internal(format!("Cannot read the memory ({error})")))?;
     // `memory::read` advanced jemalloc's epoch: the bins are of the same moment.
-    let bins = jemalloc::bins().unwrap_or_default();
+    // A failed read is said, never answered as if there were nothing: no size class to name, or no verdict.
+    let (bins, bins_unread) = match jemalloc::bins() {
+        Ok(bins) => (bins, None),
+        Err(error) => (Vec::new(), Some(error.to_string())),
+    };
     let decay = jemalloc::decay_settings().ok();
     let growth = memory::growth(&memory::live_readings(&history::ring().since(0)));
-    let sampling = jemalloc::profiling_active().unwrap_or(false);
+    let sampling = jemalloc::profiling_active().map_err(|error| {
+        HttpError::internal(format!("Cannot tell whether sampling is on (prof.active: {error}); explain cannot judge"))
+    })?;
     // The heap is snapshotted only for a leak, and only while sampling is on. Sampled continuously, the
     // record's last hour names what grew; else the first such answer names the stacks holding the most, the
     // next ones (2 s on) what grew since it (the history keeps the record).
     let grown_in_the_record = match (growth, context.profiler.record()) {
-        (Some(_), Some(record)) if sampling => super::growing::grown_in_the_record(record, STACKS_NAMED)?,
+        (Some(growth), Some(record)) if sampling => {
+            use super::growing::Growing;
+            let which = if growth.flat_seconds.is_none() { Growing::Now } else { Growing::Stopped };
+            super::growing::grown_in_the_record(record, STACKS_NAMED, which)?
+        }
         _ => None,
     };
     let stacks = match (growth, grown_in_the_record) {
@@ -52,7 +62,14 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         (None, _) => Holders::default(),
     };
     let losses = context.profiler.record().and_then(crate::profiler::record::losses);
-    Ok(Reply::json(&memory::explanation(&reading, growth, stacks, sampling, losses, &bins, decay.as_ref())))
+    let mut explanation = memory::explanation(&reading, growth, stacks, sampling, losses, &bins, decay.as_ref());
+    if let Some(error) = bins_unread
+        && explanation.verdict.kind == memprof_wire::VerdictKind::Fragmentation
+    {
+        crate::process::messages::warn(&format!("explain could not read jemalloc's size classes: {error}"));
+        explanation.verdict.summary.push_str(&format!(" (its size classes could not be read: {error})"));
+    }
+    Ok(Reply::json(&explanation))
 }
 
 /// The first [`STACKS_NAMED`] of `stacks`.

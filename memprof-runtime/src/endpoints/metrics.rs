@@ -123,11 +123,12 @@ fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Ta
     ] {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
     }
-    let Some(growing) = super::growing::grown_in_the_record(record, GROWING_NAMED)? else { return Ok(()) };
+    let now = super::growing::Growing::Now;
+    let Some(growing) = super::growing::grown_in_the_record(record, GROWING_NAMED, now)? else { return Ok(()) };
     let name = "memprof_growing_bytes";
     let _ = write!(
         text,
-        "# HELP {name} How much the stacks that grew steadily over the last hour grew, by the program's function that allocated them (see /memory-profiler/explain).\n# TYPE {name} gauge\n"
+        "# HELP {name} How much the stacks that grew steadily over the last hour and still grow now grew, by the program's function that allocated them (see /memory-profiler/explain); a function whose stacks stop growing leaves the gauge within about a minute.\n# TYPE {name} gauge\n"
     );
     for stack in &growing.stacks {
         let _ = writeln!(text, "{name}{{function=\"{}\"}} {}", label_value(&stack.function), stack.bytes.round());

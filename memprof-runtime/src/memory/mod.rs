@@ -14,6 +14,7 @@
 mod classes;
 pub(crate) mod history;
 mod residency;
+pub(crate) mod rise;
 mod smaps;
 mod verdict;
 

@@ -6,7 +6,9 @@
 //!    and [`LEAK_MIN_READINGS`] readings), live bytes rose by at least [`LEAK_MIN_BYTES`] and
 //!    [`LEAK_MIN_SHARE`] of where they began, steadily (at least 70 % of steps rising or flat, and the lowest
 //!    reading of the window's second half above a quarter of the rise), while jemalloc's other resident
-//!    bytes grew by less than half as much;
+//!    bytes grew by less than half as much, and they still rise now ([`super::rise`]: the last minute, or
+//!    the last quarter of the window), at the pace of the rising stretch; **grew** where they rose so and
+//!    have been flat since (a step: a cache that filled, a warm-up, a start-up's allocation);
 //! 2. of **retention** (`heap/free`), **fragmentation** (`heap/unused`) and **outside_heap** (`stacks` +
 //!    `other`), the largest that reaches [`NOTABLE_BYTES`] and [`NOTABLE_SHARE`] of the resident set
 //!    (outside_heap: half of it);
@@ -49,8 +51,10 @@ pub(crate) struct LiveReading {
 pub(crate) struct Growth {
     /// Bytes.
     pub(crate) bytes: u64,
-    /// Over how many seconds.
+    /// Over how many seconds they rose (the rising stretch, not the whole window).
     pub(crate) seconds: f64,
+    /// `None` while they still rise; else how long they have been flat, in seconds.
+    pub(crate) flat_seconds: Option<f64>,
 }
 
 /// The leak rule over `history` (oldest first).
@@ -71,7 +75,13 @@ pub(crate) fn growth(history: &[LiveReading]) -> Option<Growth> {
     let second_half_low = window[window.len() / 2..].iter().map(|reading| reading.allocated).min()?;
     let steady = steps * 10 >= (window.len() - 1) * 7 && second_half_low >= first.allocated + rise / 4;
     let rest_rise = last.rest.saturating_sub(first.rest);
-    (steady && rest_rise < rise / 2).then(|| Growth { bytes: rise, seconds: span as f64 / 1000.0 })
+    if !steady || rest_rise >= rise / 2 {
+        return None;
+    }
+    let points: Vec<(f64, f64)> =
+        window.iter().map(|reading| (reading.time as f64 / 1000.0, reading.allocated as f64)).collect();
+    let shape = super::rise::shape(&points)?;
+    Some(Growth { bytes: rise, seconds: shape.seconds, flat_seconds: shape.flat_seconds })
 }
 
 /// `12.3 MiB`.
@@ -116,6 +126,9 @@ pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
     let rss = b.rss;
     let notable = |bytes: u64, share: f64| bytes >= NOTABLE_BYTES && percent(bytes, rss) >= share * 100.0;
     if let Some(growth) = findings.growth {
+        if let Some(flat) = growth.flat_seconds {
+            return grew(growth, flat, findings.stacks);
+        }
         return leak(growth, findings.stacks, findings.sampling, findings.record_losses);
     }
     let outside = b.stacks + b.other;
@@ -138,7 +151,8 @@ fn leak(growth: Growth, holders: Holders, sampling: bool, record_losses: Option<
     let stacks = holders.stacks;
     let rate = growth.bytes as f64 / f64::from(1 << 20) / growth.seconds.max(1.0);
     let summary = format!(
-        "live objects grew by {} in {:.0} s ({rate:.2} MiB/s), steadily, while the rest of the heap did not",
+        "live objects grew by {} in {:.0} s ({rate:.2} MiB/s), steadily and still now, while the rest of the \
+         heap did not",
         mib(growth.bytes),
         growth.seconds
     );
@@ -169,10 +183,39 @@ fn leak(growth: Growth, holders: Holders, sampling: bool, record_losses: Option<
     Verdict { kind: VerdictKind::Leak, summary, fix, stacks }
 }
 
+/// Growth that stopped: named for what it is, with the stacks that hold it, and no leak's fix.
+fn grew(growth: Growth, flat: f64, holders: Holders) -> Verdict {
+    let summary = format!(
+        "live objects grew by {} over {} ({:.2} MiB/s), then stopped: flat for the last {}; a step (a cache \
+         that filled, a warm-up, a start-up's allocation), not a leak",
+        mib(growth.bytes),
+        duration(growth.seconds),
+        growth.bytes as f64 / f64::from(1 << 20) / growth.seconds.max(1.0),
+        duration(flat)
+    );
+    let named: Vec<String> = holders.stacks.iter().take(3).map(named_stack).collect();
+    let held =
+        if named.is_empty() { String::new() } else { format!(" The stacks that hold it: {}.", named.join(", ")) };
+    let fix = format!(
+        "Nothing leaks while it stays flat; if the step is more than the program should hold, bound what \
+         filled (a cache's capacity, a buffer's size).{held}"
+    );
+    Verdict { kind: VerdictKind::Grew, summary, fix, stacks: holders.stacks }
+}
+
 /// A stack as a leak verdict names it: its function and growth, and how old what it holds is, when known
 /// ("92 % of its 30.0 MiB is older than 10 min").
 fn named_stack(stack: &GrowingStack) -> String {
     match &stack.age {
+        // Grown by more than it holds: some of what it grew was freed since; said, not left to puzzle over.
+        Some(age) if age.held_bytes > 0.0 && age.held_bytes < stack.bytes * 0.95 => format!(
+            "{} (grew by {}, of which {} is still held; {:.0} % of that is older than {})",
+            stack.function,
+            mib(stack.bytes as u64),
+            mib(age.held_bytes as u64),
+            age.older_share * 100.0,
+            duration(age.older_than_seconds)
+        ),
         Some(age) if age.held_bytes > 0.0 => format!(
             "{} ({}; {:.0} % of the {} it holds is older than {})",
             stack.function,

@@ -243,9 +243,10 @@ impl Runs {
         self.earlier.iter().flat_map(|process| &process.profiles).find(|earlier| earlier.profile.id == id)
     }
 
-    /// The kept profile `id`, or without an id the newest: this process's, or before it has one, the newest
-    /// an earlier process left (the heap before a kill, which `state` lists); why not, when it cannot be
-    /// served.
+    /// The kept profile `id`, or without an id the latest run or window that ended (what an operator who just
+    /// stopped one means, though automatic dumps were taken since: those are reached by their ids), else the
+    /// newest automatic dump, else the newest profile an earlier process left (the heap before a kill,
+    /// which `state` lists); why not, when it cannot be served.
     pub(crate) fn lookup(&self, id: Option<u64>) -> Result<KeptProfile, LookupError> {
         let current = self.current.as_ref().map(|run| run.id);
         let Some(id) = id else {
@@ -254,7 +255,8 @@ impl Runs {
             }
             let earlier =
                 self.earlier.first().and_then(|process| process.profiles.first()).map(|earlier| &earlier.profile);
-            return self.newest().or(earlier).cloned().ok_or(LookupError::NoneYet);
+            let latest = self.finished.back().or(self.automatic.back());
+            return latest.or(earlier).cloned().ok_or(LookupError::NoneYet);
         };
         if let Some(profile) = self.find(id) {
             return Ok(profile.clone());

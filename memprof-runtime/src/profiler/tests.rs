@@ -128,6 +128,8 @@ fn profiles_pushed_out_are_deleted() {
         (0..3).map(|index| profiler.automatic_dump(format!("test {index}"), 2, u64::MAX).unwrap()).collect();
     assert!(!dumps[0].path.exists() && is_heap_profile(&dumps[1]) && is_heap_profile(&dumps[2]));
     assert_eq!(profiler.newest(), Ok(dumps[2].clone()));
+    // Without an id, a download is the run that ended last, not the automatic dumps taken since.
+    assert_eq!(profiler.profile(None), Ok(second));
     profiler.shut_down();
 }
 

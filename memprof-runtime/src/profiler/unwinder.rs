@@ -83,6 +83,14 @@ static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock:
 /// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is
 /// enabled. Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
 pub(crate) fn install() -> Unwinder {
+    if let Ok(value) = std::env::var(UNWINDER_VARIABLE)
+        && value != "libgcc"
+    {
+        crate::process::messages::warn(&format!(
+            "{UNWINDER_VARIABLE}={} is not libgcc, the one value it takes: samples walk the stack as memprof chooses",
+            crate::profile_root::untrusted::printable(&value)
+        ));
+    }
     let unwinder = if std::env::var(UNWINDER_VARIABLE).is_ok_and(|value| value == "libgcc") {
         Unwinder::Libgcc(format!("{UNWINDER_VARIABLE}=libgcc"))
     } else {

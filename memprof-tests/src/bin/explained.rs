@@ -10,6 +10,10 @@
 //! - `mmap`: a 128 MiB anonymous mapping, every page written;
 //! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
 //! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever;
+//! - `burst`: after 3 s, 128 MiB in 64 KiB blocks kept by `burst_into_cache` (a cache that filled), then
+//!   nothing more;
+//! - `maps`: two std `HashMap`s with their values inline grown for ever, by `index_sessions` (3 MiB a
+//!   second) and `cache_topics` (1 MiB a second): std's vendored hashbrown allocates their tables;
 //! - `small N`: N objects of 128 B kept (with every allocation sampled, each takes a page of its own);
 //! - `mappings N`: N more mappings of one page each (the explain benchmark, benches/explain.rs).
 
@@ -32,6 +36,19 @@ fn main() {
         "heap-and-mmap" => {
             kept.push(Box::new(blocks(256 * MIB)));
             kept.push(Box::new(mapped(128 * MIB)));
+        }
+        "maps" => {
+            println!("explained: ready");
+            let (mut sessions, mut topics) = (std::collections::HashMap::new(), std::collections::HashMap::new());
+            for tick in 0u64.. {
+                index_sessions(&mut sessions, tick);
+                cache_topics(&mut topics, tick);
+                std::thread::sleep(Duration::from_millis(125));
+            }
+        }
+        "burst" => {
+            std::thread::sleep(Duration::from_secs(3));
+            kept.push(Box::new(burst_into_cache(128 * MIB)));
         }
         "small" => {
             let count: usize = std::env::args().nth(2).and_then(|count| count.parse().ok()).expect("small N");
@@ -150,6 +167,27 @@ fn map(len: usize, protection: libc::c_int) -> Mapped {
         std::slice::from_raw_parts_mut(address.cast::<u8>(), len)
     };
     Mapped(bytes)
+}
+
+/// 384 KiB more a call: 3 MiB a second at 8 calls a second.
+#[inline(never)]
+fn index_sessions(sessions: &mut std::collections::HashMap<u64, [u8; 4096]>, tick: u64) {
+    for entry in 0..96 {
+        sessions.insert(tick * 96 + entry, [1u8; 4096]);
+    }
+}
+
+/// 128 KiB more a call: 1 MiB a second.
+#[inline(never)]
+fn cache_topics(topics: &mut std::collections::HashMap<u64, [u8; 1024]>, tick: u64) {
+    for entry in 0..128 {
+        topics.insert(tick * 128 + entry, [1u8; 1024]);
+    }
+}
+
+#[inline(never)]
+fn burst_into_cache(total: usize) -> Vec<Vec<u8>> {
+    black_box(blocks(total))
 }
 
 /// Keeps 256 KiB more, every byte written.

@@ -13,7 +13,7 @@ fn readings(allocated: impl Fn(u64) -> u64, rest: impl Fn(u64) -> u64) -> Vec<Li
 #[test]
 fn a_steady_rise_of_live_bytes_is_a_leak_and_a_spike_or_a_bounded_one_is_not() {
     let steady = readings(|second| 100 * MIB + second * 2 * MIB, |_| 8 * MIB);
-    assert_eq!(growth(&steady), Some(Growth { bytes: 38 * MIB, seconds: 19.0 }));
+    assert_eq!(growth(&steady), Some(Growth { bytes: 38 * MIB, seconds: 19.0, flat_seconds: None }));
     let spike = readings(|second| if second == 19 { 200 * MIB } else { 100 * MIB }, |_| 8 * MIB);
     assert_eq!(growth(&spike), None);
     let small = readings(|second| 100 * MIB + second * MIB / 2, |_| 8 * MIB);
@@ -21,6 +21,35 @@ fn a_steady_rise_of_live_bytes_is_a_leak_and_a_spike_or_a_bounded_one_is_not() {
     let with_the_rest = readings(|second| 100 * MIB + second * 2 * MIB, |second| second * 2 * MIB);
     assert_eq!(growth(&with_the_rest), None, "everything grew: load, not a leak");
     assert_eq!(growth(&steady[..4]), None, "too short a history");
+}
+
+/// A burst of 128 MiB into a bounded cache, then 3 minutes flat: the leak rule's rise, but stopped; the
+/// verdict names it as a step at the burst's own pace, not a leak averaged over the window.
+#[test]
+fn growth_that_stopped_is_a_step_not_a_leak() {
+    let burst: Vec<LiveReading> = (0..=60)
+        .map(|step| {
+            let second = step * 5;
+            let grown = (second.clamp(80, 120) - 80) * 16 * MIB / 5;
+            LiveReading { time: 1_000_000 + second * 1000, allocated: 100 * MIB + grown, rest: 8 * MIB }
+        })
+        .collect();
+    let found = growth(&burst).unwrap();
+    assert_eq!((found.bytes, found.flat_seconds), (128 * MIB, Some(180.0)), "{found:?}");
+    assert!((found.seconds - 40.0).abs() <= 5.0, "the burst's stretch: {found:?}");
+    let classified = classified(ClassBytes { rss: 300 * MIB, objects: 228 * MIB, ..ClassBytes::default() });
+    let verdict = verdict(Findings {
+        classified: &classified,
+        growth: Some(found),
+        stacks: Holders::default(),
+        sampling: true,
+        record_losses: None,
+        bins: &[],
+        decay: None,
+    });
+    assert_eq!(verdict.kind, VerdictKind::Grew, "{}", verdict.summary);
+    assert!(verdict.summary.contains("then stopped: flat for the last 3 min"), "{}", verdict.summary);
+    assert!(verdict.summary.contains("(3.20 MiB/s)"), "{}", verdict.summary);
 }
 
 fn classified(bytes: ClassBytes) -> Classified {
@@ -154,7 +183,7 @@ fn pages_of_sampled_small_objects_are_said_as_memprofs_cost() {
 #[test]
 fn a_leak_names_its_stacks_or_says_how_to_find_them() {
     let classified = classified(ClassBytes { rss: 200 * MIB, objects: 180 * MIB, ..ClassBytes::default() });
-    let growth = Some(Growth { bytes: 40 * MIB, seconds: 20.0 });
+    let growth = Some(Growth { bytes: 40 * MIB, seconds: 20.0, flat_seconds: None });
     let stack = GrowingStack {
         function: "explained::leak".into(),
         frames: vec!["explained::leak".into()],
@@ -174,7 +203,8 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
     assert!(named.fix.starts_with("The stacks whose live sampled memory grew the most over the last 12 s: "));
     assert_eq!(
         named.summary,
-        "live objects grew by 40.0 MiB in 20 s (2.00 MiB/s), steadily, while the rest of the heap did not"
+        "live objects grew by 40.0 MiB in 20 s (2.00 MiB/s), steadily and still now, while the rest of the heap \
+         did not"
     );
     assert!(named.fix.contains("explained::leak (38.0 MiB)"), "{}", named.fix);
     let holding = verdict(Findings {
@@ -208,4 +238,17 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
         decay: None,
     });
     assert_eq!(full.fix, "The growing code cannot be named: the record was full.");
+}
+
+/// A stack that grew by more than it holds now (some of it freed since) says so, rather than "0 % of the
+/// 29.0 MiB it holds" under a growth of 32.6 MiB.
+#[test]
+fn a_stack_that_grew_by_more_than_it_holds_says_so() {
+    let age = memprof_wire::HeldAge { held_bytes: 29.0 * MIB as f64, older_share: 0.0, older_than_seconds: 60.0 };
+    let stack =
+        GrowingStack { function: "broker::store".into(), frames: Vec::new(), bytes: 32.6 * MIB as f64, age: Some(age) };
+    assert_eq!(
+        named_stack(&stack),
+        "broker::store (grew by 32.6 MiB, of which 29.0 MiB is still held; 0 % of that is older than 60 s)"
+    );
 }

@@ -48,6 +48,9 @@ pub(crate) struct Growth {
     pub(crate) grown: f64,
     /// Over how many seconds.
     pub(crate) seconds: u32,
+    /// `None` while it still grows now ([`crate::memory::rise`]); else how long it has been flat, in seconds:
+    /// it grew and stopped (a cache that filled), named as such and no longer counted as growing.
+    pub(crate) flat_seconds: Option<f64>,
 }
 
 /// The readings, oldest first.
@@ -99,8 +102,9 @@ impl History {
     /// The stacks that grew steadily over the readings kept (at least three): by at least 1 MiB and a tenth
     /// of what they hold now, rising to a new high in at least two steps and a quarter of them, whatever
     /// they fell by between (a cache that inserts in bursts and evicts some leaks as surely as one that
-    /// never evicts; one that churns sets few new highs), the most grown first. A stack missing from a
-    /// reading held less than its 64 largest: counted as 0 there.
+    /// never evicts; one that churns sets few new highs), the most grown first; each says whether it still
+    /// grows now or grew and stopped ([`Growth::flat_seconds`]). A stack missing from a reading held less
+    /// than its 64 largest: counted as 0 there.
     pub(crate) fn growing(&self) -> Vec<Growth> {
         let Some(newest) = self.readings.back() else { return Vec::new() };
         if self.readings.len() < 3 {
@@ -117,11 +121,17 @@ impl History {
                 let highs = new_highs(&bytes);
                 let grown = f64::from(now) - bytes[0];
                 let steady = highs >= 2 && highs * 4 >= bytes.len() - 1;
-                (steady && grown >= LEAST_GROWTH && grown >= f64::from(now) / 10.0).then(|| Growth {
+                if !steady || grown < LEAST_GROWTH || grown < f64::from(now) / 10.0 {
+                    return None;
+                }
+                let times = self.readings.iter().map(|reading| f64::from(reading.time));
+                let points: Vec<(f64, f64)> = times.zip(bytes.iter().copied()).collect();
+                Some(Growth {
                     stack,
                     bytes_now: f64::from(now),
                     grown,
                     seconds: newest.time.saturating_sub(self.readings[0].time),
+                    flat_seconds: crate::memory::rise::shape(&points)?.flat_seconds,
                 })
             })
             .collect();
@@ -169,7 +179,8 @@ mod tests {
             &[(1, 10.0 * MIB), (2, 50.0 * MIB), (3, 20.0 * MIB)],
         ]);
         let growing = history.growing();
-        assert_eq!(growing, [Growth { stack: 1, bytes_now: 10.0 * MIB, grown: 8.0 * MIB, seconds: 20 }]);
+        let growth = Growth { stack: 1, bytes_now: 10.0 * MIB, grown: 8.0 * MIB, seconds: 20, flat_seconds: None };
+        assert_eq!(growing, [growth]);
         let series = history.of(&[1, 9]);
         assert_eq!(series.len(), 5);
         assert_eq!(series[4], (20, vec![(10.0 * MIB) as f32, 0.0]), "a stack no reading kept holds 0");
@@ -192,6 +203,21 @@ mod tests {
         let named: Vec<u32> = growing.iter().map(|growth| growth.stack).collect();
         assert_eq!(named, [2, 1], "{growing:?}");
         assert_eq!(growing[1].grown, 24.0 * MIB, "from 8 MiB to 32, after an eviction");
+        assert!(growing.iter().all(|growth| growth.flat_seconds.is_none()), "both grow now: {growing:?}");
+    }
+
+    /// A stack that grew for a minute and has been flat for two is named as grown and stopped, not as
+    /// growing: the gauge of what grows drops to zero once a stack goes flat.
+    #[test]
+    fn a_stack_that_stopped_growing_is_named_as_stopped() {
+        let readings: Vec<Vec<(u32, f64)>> =
+            (0..37u32).map(|step| vec![(1, f64::from(step.min(12)) * 4.0 * MIB), (2, f64::from(step) * MIB)]).collect();
+        let series: Vec<&[(u32, f64)]> = readings.iter().map(Vec::as_slice).collect();
+        let growing = history(&series).growing();
+        let stopped = growing.iter().find(|growth| growth.stack == 1).unwrap();
+        assert_eq!(stopped.flat_seconds, Some(120.0), "{growing:?}");
+        let going_on = growing.iter().find(|growth| growth.stack == 2).unwrap();
+        assert_eq!(going_on.flat_seconds, None, "{growing:?}");
     }
 
     #[test]
