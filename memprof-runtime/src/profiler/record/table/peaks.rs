@@ -10,8 +10,10 @@
 //! figures are copied: those figures never chose their moment, so what they read there is unbiased, and
 //! the two copies added make one estimate of the whole heap near its high, as noisy as one reading (the
 //! halves cancel where both highs are one moment, on a plateau). A half's new high [`STEP`] above its last
-//! copy (or 512 KiB, whichever is more) takes a copy, by the thread whose sample made it: one figure pair
-//! per stack (256 KiB for the default 16 Ki stacks, whatever the objects). Nothing here allocates in the
+//! copy (2 %, or 256 KiB, whichever is more: a copy may lag its half's high by that much, so the peak reads
+//! at most some 2 % low) takes a copy, by the thread whose sample made it: one figure pair per stack
+//! (256 KiB for the default 16 Ki stacks, whatever the objects; some 350 copies a half as a window grows
+//! from 1 MiB to 1 GiB). Nothing here allocates in the
 //! hooks: a place's memory is made the first time it is used, and kept for the process's life (a hook may
 //! still be adding to a place as its window ends).
 
@@ -24,10 +26,10 @@ use super::{Held, Totals};
 /// How many windows may be tracked at once; a window opened while all places are taken has no peak.
 pub(crate) const TRACKED: usize = 4;
 
-/// A copy is taken when a half holds this share more than at its last one (1/20: 5 %)...
-const STEP: u64 = 20;
+/// A copy is taken when a half holds this share more than at its last one (1/50: 2 %)...
+const STEP: u64 = 50;
 /// ... or at least this many bytes more.
-const SMALLEST_STEP: u64 = 1 << 19;
+const SMALLEST_STEP: u64 = 1 << 18;
 
 /// A window's place while it is being set up: no hook counts into it.
 const SETTING_UP: u64 = u64::MAX;
