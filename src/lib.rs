@@ -96,8 +96,9 @@ pub use memprof_runtime::{DumpOf, Error, Guard, Options, Profile, Run, shutdown,
 pub mod analysis {
     #[doc(inline)]
     pub use memprof_runtime::analysis::{
-        Analysis, Binaries, Counts, Format, Frame, HeapProfile, LabelSet, LabelSets, Location, Mapping, Module,
-        NO_LABEL, ParseError, RenderError, RenderOptions, Sample, Stack, label_id, labels_path,
+        Analysis, Binaries, Counts, Format, Frame, HeapProfile, LabelSet, LabelSets, Location, Mapping, Measure,
+        Module, NO_LABEL, NO_LABEL_SPELLED, ParseError, RenderError, RenderOptions, Sample, Stack, label_id,
+        labels_path,
     };
 }
 

@@ -108,3 +108,50 @@ fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The public methods of `impl <name>` blocks in `source` (not their trait impls), by name.
+fn methods_of(source: &str, name: &str) -> std::collections::BTreeSet<String> {
+    let mut methods = std::collections::BTreeSet::new();
+    let mut rest = source;
+    while let Some(start) = rest.find(&format!("\nimpl {name} {{")) {
+        rest = &rest[start + 1..];
+        let mut depth = 0;
+        let mut end = rest.len();
+        for (index, character) in rest.char_indices() {
+            match character {
+                '{' => depth += 1,
+                '}' if depth == 1 => {
+                    end = index;
+                    break;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        for line in rest[..end].lines().map(str::trim) {
+            if let Some(signature) = line.strip_prefix("pub fn ") {
+                methods.insert(signature.split(['(', '<']).next().unwrap().to_owned());
+            }
+        }
+        rest = &rest[end..];
+    }
+    methods
+}
+
+/// A program that calls a method of `Options`, `Run` or `Profile` builds with memprof compiled out too:
+/// every public method of the compiled-in types has its stand-in (`Options::dump_on_sigint` had none).
+#[test]
+fn the_compiled_out_stand_ins_have_every_method_of_the_compiled_in_types() {
+    let read = |path: &str| std::fs::read_to_string(workspace().join(path)).unwrap();
+    let pairs = [
+        ("Options", "memprof-runtime/src/startup/options.rs", "src/disabled/mod.rs"),
+        ("Run", "memprof-runtime/src/profiler/run.rs", "src/disabled/runs.rs"),
+        ("Profile", "memprof-runtime/src/profiler/run.rs", "src/disabled/runs.rs"),
+    ];
+    for (name, compiled_in, compiled_out) in pairs {
+        let (methods, stand_ins) = (methods_of(&read(compiled_in), name), methods_of(&read(compiled_out), name));
+        assert!(methods.len() >= 3, "{name}: {methods:?} read from {compiled_in}");
+        let missing: Vec<&String> = methods.difference(&stand_ins).collect();
+        assert!(missing.is_empty(), "{name} compiled out lacks {missing:?} ({compiled_out})");
+    }
+}

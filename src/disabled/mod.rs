@@ -48,6 +48,11 @@ impl Options {
         self
     }
 
+    /// Whether SIGINT (Ctrl-C) ends memprof first; ignored.
+    pub fn dump_on_sigint(self, _enabled: bool) -> Self {
+        self
+    }
+
     /// Whether sampling is continuous; ignored.
     pub fn continuous(self, _enabled: bool) -> Self {
         self
