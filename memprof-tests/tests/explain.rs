@@ -317,6 +317,45 @@ fn std_maps_grown_by_two_functions_are_two_lines_named_by_them() {
     }
 }
 
+/// Built without debug info, a program's own code cannot be told from its dependencies': `explain` and
+/// `/growing` say the function named may be a dependency's, with the fix (`debug = "limited"`).
+#[test]
+fn without_debug_info_the_function_named_is_said_to_maybe_be_a_dependencys() {
+    let Some(objcopy) = memprof_tests::tools::find("objcopy", "binutils") else { return };
+    let scratch = memprof_tests::tools::Scratch::new("no-debug-info");
+    let stripped = scratch.join("explained");
+    let original = memprof_tests::process::built_binary("explained");
+    memprof_tests::tools::run(
+        &objcopy,
+        &["--strip-debug", original.to_str().unwrap(), stripped.to_str().unwrap()],
+        &[],
+    );
+    let program = memprof_tests::process::Launch::new(&stripped)
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_SAMPLING", "continuous")
+        .args(["leak"])
+        .spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let said = "Without debug info in the program, memprof cannot tell its code from its dependencies'";
+    memprof_tests::waiting::wait_every(
+        "the leak named, and said unsure",
+        Duration::from_secs(120),
+        Duration::from_secs(2),
+        || {
+            let verdict = explain(&program).verdict;
+            let named = verdict.kind == VerdictKind::Leak && !verdict.stacks.is_empty();
+            if named && verdict.fix.contains(said) { Ok(()) } else { Err(format!("{verdict:#?}")) }
+        },
+    );
+    let growing = program.get_json("/memory-profiler/growing");
+    let series = growing["series"].as_array().unwrap();
+    assert!(
+        series.is_empty() || growing["unsure"].as_str().is_some_and(|unsure| unsure.starts_with(said)),
+        "{growing}"
+    );
+}
+
 #[test]
 fn the_cli_explains_purges_and_sets_decay() {
     let program = explained("retention");

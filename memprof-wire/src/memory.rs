@@ -45,6 +45,10 @@ pub struct Growing {
     /// what grew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed: Option<String>,
+    /// Why the functions named may be dependencies' (the program has no debug info to tell its own code
+    /// by), with the fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsure: Option<String>,
 }
 
 /// A growing function over time.

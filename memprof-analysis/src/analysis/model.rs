@@ -186,6 +186,17 @@ impl Analysis {
         frames.find(|frame| user_code::is_the_programs(frame.file.as_deref())).or(first_past_plumbing)
     }
 
+    /// Whether the program's own code can be told from its dependencies': its binary has debug info with
+    /// source paths (or none of the stacks lie in it). Without it, [`Analysis::allocating_frame`] is the first
+    /// frame past the allocator's, which may be a dependency's.
+    ///
+    /// ```
+    /// assert!(memprof_analysis::Analysis::default().knows_the_programs_code());
+    /// ```
+    pub fn knows_the_programs_code(&self) -> bool {
+        self.modules.iter().filter(|module| module.is_main_program).all(|module| module.has_lines)
+    }
+
     /// The frames of a sample as the readable formats show them: [`Analysis::frames`] without the
     /// start-up and scheduling frames below the user's code (`std::rt::lang_start`, a thread's start,
     /// tokio's workers down to the task's poll), unless `full`.

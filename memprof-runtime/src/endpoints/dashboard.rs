@@ -53,10 +53,12 @@ const GROWING_SHOWN: usize = 5;
 /// at every reading, for the dashboard's chart (symbolizing them is an expensive job).
 pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let Some(record) = context.profiler.record() else {
-        return Ok(Reply::json(&memprof_wire::Growing { continuous: false, series: Vec::new(), missed: None }));
+        let nothing = memprof_wire::Growing { continuous: false, series: Vec::new(), missed: None, unsure: None };
+        return Ok(Reply::json(&nothing));
     };
     let _permit = super::jobs::Permit::or_busy()?;
-    let series = super::growing::growing_series(record, GROWING_SHOWN)?;
+    let (series, unsure) = super::growing::growing_series(record, GROWING_SHOWN)?;
     let missed = crate::profiler::record::losses(record);
-    Ok(Reply::json(&memprof_wire::Growing { continuous: true, series, missed }))
+    let unsure = unsure.then(|| crate::memory::UNSURE.to_owned());
+    Ok(Reply::json(&memprof_wire::Growing { continuous: true, series, missed, unsure }))
 }

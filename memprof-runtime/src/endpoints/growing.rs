@@ -33,7 +33,8 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize, which: Growing) 
     }
     let watched = growers[0].growth.seconds;
     let mut by_function: HashMap<String, (GrowingStack, f64, f64)> = HashMap::new();
-    for (grower, (function, frames)) in growers.iter().zip(functions_of(&growers)?) {
+    let Named { functions, unsure } = functions_of(&growers)?;
+    for (grower, (function, frames)) in growers.iter().zip(functions) {
         let (stack, held, older) = by_function
             .entry(function.clone())
             .or_insert_with(|| (GrowingStack { function, frames, bytes: 0.0, age: None }, 0.0, 0.0));
@@ -54,14 +55,18 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize, which: Growing) 
         .collect();
     stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
     stacks.truncate(named);
-    Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)) }))
+    Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)), unsure }))
 }
 
 /// The functions that grew the most over the record's last hour, each with what it held at every
-/// reading (Unix milliseconds, bytes), for the dashboard's chart; empty when none grew.
-pub(super) fn growing_series(record: &Table, named: usize) -> Result<Vec<memprof_wire::GrowingSeries>, HttpError> {
-    let Some((growers, _)) = growers_now(record) else { return Ok(Vec::new()) };
-    let functions = functions_of(&growers)?;
+/// reading (Unix milliseconds, bytes), for the dashboard's chart (empty when none grew), and whether they
+/// may be dependencies' functions.
+pub(super) fn growing_series(
+    record: &Table,
+    named: usize,
+) -> Result<(Vec<memprof_wire::GrowingSeries>, bool), HttpError> {
+    let Some((growers, _)) = growers_now(record) else { return Ok((Vec::new(), false)) };
+    let Named { functions, unsure } = functions_of(&growers)?;
     let indexes: Vec<u32> = growers.iter().map(|grower| grower.growth.stack).collect();
     let readings = record::history_of(&indexes);
     let mut by_function: Vec<(String, f64, Vec<usize>)> = Vec::new();
@@ -76,7 +81,7 @@ pub(super) fn growing_series(record: &Table, named: usize) -> Result<Vec<memprof
     }
     by_function.sort_by(|a, b| b.1.total_cmp(&a.1));
     by_function.truncate(named);
-    Ok(by_function
+    let series = by_function
         .into_iter()
         .map(|(function, grown_bytes, positions)| memprof_wire::GrowingSeries {
             stopped: positions.iter().all(|&position| growers[position].growth.flat_seconds.is_some()),
@@ -90,7 +95,8 @@ pub(super) fn growing_series(record: &Table, named: usize) -> Result<Vec<memprof
                 })
                 .collect(),
         })
-        .collect())
+        .collect();
+    Ok((series, unsure))
 }
 
 /// The stacks that grew steadily, with what they hold and the age [`HeldAge::older_share`] is of; `None`
@@ -101,8 +107,9 @@ fn growers_now(record: &Table) -> Option<(Vec<Grower>, u32)> {
 }
 
 /// Each grower's allocating function ([`Analysis::allocating_frame`]) and its frames as the text download
-/// shows them, in order: one symbolization of all their frames, one sample each.
-fn functions_of(growers: &[Grower]) -> Result<Vec<(String, Vec<String>)>, HttpError> {
+/// shows them, in order: one symbolization of all their frames, one sample each; and whether those
+/// functions may be dependencies' ([`Analysis::knows_the_programs_code`]).
+fn functions_of(growers: &[Grower]) -> Result<Named, HttpError> {
     let text = record::growers_as_dump(growers, &|grower| grower.growth.grown)
         .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
     let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
@@ -114,7 +121,7 @@ fn functions_of(growers: &[Grower]) -> Result<Vec<(String, Vec<String>)>, HttpEr
             analysis.samples.len()
         )));
     }
-    Ok(analysis
+    let functions = analysis
         .samples
         .iter()
         .map(|sample| {
@@ -124,7 +131,15 @@ fn functions_of(growers: &[Grower]) -> Result<Vec<(String, Vec<String>)>, HttpEr
                 analysis.shown_frames(sample, false).iter().take(12).map(|frame| frame.function.to_string()).collect();
             (function, frames)
         })
-        .collect())
+        .collect();
+    Ok(Named { functions, unsure: !analysis.knows_the_programs_code() })
+}
+
+/// The growers' allocating functions, each with its frames, in order, and whether those may be
+/// dependencies' functions (the program has no debug info to tell its own code by).
+struct Named {
+    functions: Vec<(String, Vec<String>)>,
+    unsure: bool,
 }
 
 /// The age [`HeldAge::older_share`] is of: ten minutes, or half the time the record watched when shorter.

@@ -52,12 +52,13 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         }
         (Some(_), Some(grown)) => grown,
         (Some(_), None) => {
-            let holders = holders(&super::heap_now::symbolized(context)?);
+            let heap = super::heap_now::symbolized(context)?;
+            let (holders, unsure) = (holders(&heap), !heap.knows_the_programs_code());
             let grown = history::stacks_grown(&holders).map(|(mut stacks, seconds)| {
                 stacks.truncate(STACKS_NAMED);
-                Holders { stacks, grown_over: Some(seconds) }
+                Holders { stacks, grown_over: Some(seconds), unsure }
             });
-            grown.unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None })
+            grown.unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None, unsure })
         }
         (None, _) => Holders::default(),
     };

@@ -24,7 +24,7 @@ use std::time::Instant;
 use memprof_wire::{DecaySettings, Evidence, Explanation, Reading};
 
 pub(crate) use classes::Classified;
-pub(crate) use verdict::{Findings, Growth, Holders, LiveReading, decay_cost, growth, mib, verdict};
+pub(crate) use verdict::{Findings, Growth, Holders, LiveReading, UNSURE, decay_cost, growth, mib, verdict};
 
 use crate::jemalloc::{self, BinUse, HeapReading};
 use residency::Residency;

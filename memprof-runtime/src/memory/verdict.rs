@@ -100,7 +100,15 @@ pub(crate) struct Holders {
     pub(crate) stacks: Vec<GrowingStack>,
     /// Over how many seconds they grew, when compared with an earlier snapshot; `None`: what they hold.
     pub(crate) grown_over: Option<f64>,
+    /// Whether the functions named may be dependencies' (the program has no debug info to tell its own
+    /// code by).
+    pub(crate) unsure: bool,
 }
+
+/// What a verdict naming functions adds when the program has no debug info to tell its own code by.
+pub(crate) const UNSURE: &str = "Without debug info in the program, memprof cannot tell its code from its \
+     dependencies': a function named may be a dependency's that the program called; build it with \
+     debug = \"limited\" (it costs binary size only) to have the program's own function named";
 
 /// What the verdict is built from.
 pub(crate) struct Findings<'a> {
@@ -148,7 +156,7 @@ pub(crate) fn verdict(findings: Findings<'_>) -> Verdict {
 }
 
 fn leak(growth: Growth, holders: Holders, sampling: bool, record_losses: Option<String>) -> Verdict {
-    let stacks = holders.stacks;
+    let stacks = holders.stacks.clone();
     let rate = growth.bytes as f64 / f64::from(1 << 20) / growth.seconds.max(1.0);
     let summary = format!(
         "live objects grew by {} in {:.0} s ({rate:.2} MiB/s), steadily and still now, while the rest of the \
@@ -174,6 +182,7 @@ fn leak(growth: Growth, holders: Holders, sampling: bool, record_losses: Option<
             None => "holding the most live memory sampled since sampling started".to_owned(),
         };
         let missed = record_losses.map(|losses| format!(" These may not be all: {losses}.")).unwrap_or_default();
+        let missed = if holders.unsure { format!("{missed} {UNSURE}.") } else { missed };
         format!(
             "The stacks {which}: {}. Find what keeps these allocations alive (a cache without a bound, a map \
              never pruned, tasks never joined).{missed}",
@@ -196,6 +205,7 @@ fn grew(growth: Growth, flat: f64, holders: Holders) -> Verdict {
     let named: Vec<String> = holders.stacks.iter().take(3).map(named_stack).collect();
     let held =
         if named.is_empty() { String::new() } else { format!(" The stacks that hold it: {}.", named.join(", ")) };
+    let held = if holders.unsure && !named.is_empty() { format!("{held} {UNSURE}.") } else { held };
     let fix = format!(
         "Nothing leaks while it stays flat; if the step is more than the program should hold, bound what \
          filled (a cache's capacity, a buffer's size).{held}"

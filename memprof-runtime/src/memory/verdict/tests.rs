@@ -193,7 +193,7 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
     let named = verdict(Findings {
         classified: &classified,
         growth,
-        stacks: Holders { stacks: vec![stack.clone()], grown_over: Some(12.0) },
+        stacks: Holders { stacks: vec![stack.clone()], grown_over: Some(12.0), unsure: false },
         sampling: true,
         record_losses: None,
         bins: &[],
@@ -210,13 +210,25 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
     let holding = verdict(Findings {
         classified: &classified,
         growth,
-        stacks: Holders { stacks: vec![stack], grown_over: None },
+        stacks: Holders { stacks: vec![stack.clone()], grown_over: None, unsure: false },
         sampling: true,
         record_losses: None,
         bins: &[],
         decay: None,
     });
     assert!(holding.fix.starts_with("The stacks holding the most live memory sampled since sampling started: "));
+    assert!(!holding.fix.contains("debug info"), "{}", holding.fix);
+    // Without debug info in the program, the function named may be a dependency's: said, with the fix.
+    let unsure = verdict(Findings {
+        classified: &classified,
+        growth,
+        stacks: Holders { stacks: vec![stack], grown_over: None, unsure: true },
+        sampling: true,
+        record_losses: None,
+        bins: &[],
+        decay: None,
+    });
+    assert!(unsure.fix.ends_with("to have the program's own function named."), "{}", unsure.fix);
     let unnamed = verdict(Findings {
         classified: &classified,
         growth,
