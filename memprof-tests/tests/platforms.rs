@@ -45,8 +45,11 @@ fn an_aarch64_service_under_qemu_walks_and_names_its_frames_as_binutils_does() {
         .spawn();
     let state = program.get_json("/memory-profiler/state");
     assert_eq!(state["memory_profiler"]["stack_walk"]["method"], "frame pointers", "{state}");
-    let id = memprof_tests::acceptance::start(&program, "2secs");
-    memprof_tests::acceptance::wait_until_idle(&program);
+    // Until the emulated service's own allocations are sampled, not for a fixed time: under qemu and a
+    // loaded host, a 2-second run could end before the service allocated anything (CI saw it once).
+    let id = memprof_tests::acceptance::start(&program, "1mins");
+    memprof_tests::acceptance::wait_for_sampled(&program, &["service::open_session"]);
+    assert_eq!(program.get("/memory-profiler/stop").status, 200);
     let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("service::open_session") && text.contains("service::main"), "{text}");
     let dump = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
