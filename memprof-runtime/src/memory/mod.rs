@@ -13,6 +13,7 @@
 
 mod classes;
 pub(crate) mod history;
+mod leak_rule;
 mod residency;
 pub(crate) mod rise;
 mod smaps;
@@ -24,7 +25,8 @@ use std::time::Instant;
 use memprof_wire::{DecaySettings, Evidence, Explanation, Reading};
 
 pub(crate) use classes::Classified;
-pub(crate) use verdict::{Findings, Growth, Holders, LiveReading, UNSURE, decay_cost, growth, mib, verdict};
+pub(crate) use leak_rule::{Growth, LiveReading, growth};
+pub(crate) use verdict::{Findings, Holders, UNSURE, decay_cost, mib, verdict};
 
 use crate::jemalloc::{self, BinUse, HeapReading};
 use residency::Residency;

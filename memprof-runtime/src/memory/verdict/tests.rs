@@ -1,5 +1,6 @@
 //! Each rule of the verdict on made-up readings.
 use super::*;
+use crate::memory::leak_rule::{LiveReading, growth};
 use memprof_wire::ClassBytes;
 
 const MIB: u64 = 1 << 20;
