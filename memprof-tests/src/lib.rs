@@ -5,6 +5,7 @@ pub mod acceptance;
 pub mod adopters;
 pub mod binutils;
 pub mod docs;
+pub mod explained;
 pub mod heap;
 pub mod http;
 pub mod platforms;

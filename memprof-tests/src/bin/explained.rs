@@ -1,5 +1,6 @@
-//! A program put into one known memory state, named by its argument, then idle (tests/explain.rs): each
-//! state is one cause `explain` must tell apart. It prints `explained: ready` once the state is reached.
+//! A program put into one known memory state, named by its argument, then idle (tests/explain.rs and
+//! tests/growth.rs): each state is one cause `explain` must tell apart. It prints `explained: ready` once
+//! the state is reached.
 //!
 //! - `idle`: nothing beyond start-up;
 //! - `retention`: 256 MiB allocated in 64 KiB blocks, every byte written, then all freed;
