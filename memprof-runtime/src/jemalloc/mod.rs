@@ -22,7 +22,7 @@ use controls::*;
 #[cfg(test)]
 pub(crate) use memory::ArenaBytes;
 
-pub(crate) use arena::{bind_this_thread_to_own_arena, own_arena, use_arena};
+pub(crate) use arena::{bind_this_thread_to_own_arena, in_own_arena, own_arena, use_arena};
 pub(crate) use extents::{range_hooks_installed, ranges, watch_new_arenas};
 pub(crate) use memory::{
     BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings, smallest_large_class,
@@ -212,19 +212,25 @@ pub(crate) fn config_sources() -> ConfigSources {
     }
 }
 
-/// Bytes allocated since the program started, in all arenas: for every small bin and large size class,
-/// `nrequests` times the class's size. Thread caches merge their counts now and then, so it lags a little.
+/// Bytes the program allocated since it started, in every arena but memprof's own: for every small bin and
+/// large size class, `nrequests` times the class's size. Thread caches merge their counts now and then, so
+/// it lags a little.
 pub(crate) fn bytes_allocated_since_start() -> Result<u64, CtlError> {
     tikv_jemalloc_ctl::epoch::advance()?;
-    let all = ALL_ARENAS as usize;
+    let all = bytes_allocated_in(ALL_ARENAS)?;
+    Ok(all.saturating_sub(own_arena().map(bytes_allocated_in).transpose()?.unwrap_or(0)))
+}
+
+/// Bytes allocated since start-up in `arena` ([`ALL_ARENAS`] for all), after an `epoch` advance.
+fn bytes_allocated_in(arena: u32) -> Result<u64, CtlError> {
     let classes = |count: Control<c_uint, ReadOnly>,
                    size: Control<usize, ReadOnly>,
                    requests: Control<u64, ReadOnly>|
      -> Result<u64, CtlError> {
-        let (size, requests) = (size.at(&[0])?, requests.at(&[all, 0])?);
+        let (size, requests) = (size.at(&[0])?, requests.at(&[arena as usize, 0])?);
         let mut total = 0u64;
         for index in 0..count.read()? as usize {
-            let bytes = requests.at(&[all, index]).read()?.saturating_mul(size.at(&[index]).read()? as u64);
+            let bytes = requests.at(&[arena as usize, index]).read()?.saturating_mul(size.at(&[index]).read()? as u64);
             total = total.saturating_add(bytes);
         }
         Ok(total)

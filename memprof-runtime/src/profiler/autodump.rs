@@ -147,9 +147,14 @@ pub(crate) fn settings_in_force() -> Option<&'static Settings> {
 
 /// Arms automatic dumps with `settings` (the first settings stay): from the next reading of the counters
 /// on, a dump is taken whenever one is due. The counters' thread must run ([`crate::profiler::counters::start`]).
+///
+/// The program's live bytes now are the first high-water mark: the first high-water dump is one step above
+/// them, never a dump of a heap at its start (memprof's own memory is never counted, see
+/// [`jemalloc::heap_stats`]).
 pub(crate) fn arm(settings: Settings) {
     if IN_FORCE.set(settings.clone()).is_ok() {
-        *WATCHER.lock() = Some(Watcher::new(settings));
+        let allocated_now = jemalloc::heap_stats().map_or(0, |counters| counters.allocated as u64);
+        *WATCHER.lock() = Some(Watcher::new(settings, allocated_now));
     }
 }
 
@@ -170,7 +175,7 @@ struct Watcher {
     settings: Settings,
     /// `bytes_allocated_since_start` at the last allocation-interval dump.
     allocated_at_last_dump: Option<u64>,
-    /// `stats.allocated` at the last high-water dump.
+    /// The program's live bytes at the last high-water dump (at first, when dumps were armed).
     high_water: u64,
     /// Whether the resident set was above the threshold at the last reading.
     above_resident_threshold: bool,
@@ -179,12 +184,12 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn new(settings: Settings) -> Self {
+    fn new(settings: Settings, high_water: u64) -> Self {
         let allocated_at_last_dump = jemalloc::bytes_allocated_since_start().ok();
         Self {
             settings,
             allocated_at_last_dump,
-            high_water: 0,
+            high_water,
             above_resident_threshold: false,
             memory_limit: memory_limit(),
         }
@@ -280,9 +285,10 @@ mod tests {
     #[test]
     fn a_high_water_dump_is_due_at_each_new_mark_a_step_above_the_last() {
         let settings = settings(&[("MEMPROF_DUMP_HIGH_WATER", "10%")]).unwrap().unwrap();
-        let mut watcher = Watcher::new(settings);
+        let mut watcher = Watcher::new(settings, 80 << 20);
         let mut due =
             |mebibytes: usize| watcher.due(&HeapCounters { allocated: mebibytes << 20, ..HeapCounters::default() });
+        assert_eq!(due(80), None, "the program's live bytes when armed are the first mark, not a dump");
         assert_eq!(due(100).as_deref(), Some("new high-water mark, 100 MiB allocated"));
         assert_eq!(due(109), None, "less than 10% above the last mark");
         assert_eq!(due(50), None);

@@ -70,7 +70,8 @@ pub(crate) fn start(capacity: Capacity) -> Result<&'static Table, jemalloc::CtlE
         return Ok(record);
     }
     let sample_period = 1u64 << jemalloc::lg_sample()?;
-    let record = RECORD.get_or_init(|| jemalloc::unsampled(|| Table::new(capacity, sample_period)));
+    let record =
+        RECORD.get_or_init(|| jemalloc::unsampled(|| jemalloc::in_own_arena(|| Table::new(capacity, sample_period))));
     // SAFETY: the three handlers are `extern "C"` functions that only take and release the table's lock.
     unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
     clock_seconds();
