@@ -186,6 +186,12 @@ fn a_steady_leak_with_sampling_on_names_the_growing_function() {
         assert!(named.function.ends_with("leak_slowly"), "{:#?}", explanation.verdict);
         assert!(explanation.verdict.fix.contains("leak_slowly"), "{}", explanation.verdict.fix);
     }
+    // One history of what grew, on demand too: the dashboard's Growing panel names what `explain` named (it
+    // was a second history, by function over 2-300 s, and the panel showed nothing on demand).
+    let growing: memprof_wire::Growing = serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
+    let first = growing.series.first().map(|series| (series.function.as_str(), series.stopped));
+    assert_eq!(first, Some(("explained::leak_slowly", false)), "{growing:#?}");
+    assert!(!growing.continuous);
 }
 
 #[test]

@@ -49,10 +49,12 @@ pub(super) fn memory(_: &Context, query: &Query) -> Result<Reply, HttpError> {
 /// How many growing functions the dashboard's chart shows.
 const GROWING_SHOWN: usize = 5;
 
-/// `growing`: the functions that grew steadily over the continuous record's last hour, with what each held
-/// at every reading, for the dashboard's chart (symbolizing them is an expensive job).
+/// `growing`: the functions that grew steadily over the record's one history (sampled continuously, its
+/// last hour; on demand, the run's time), with what each held at every reading, for the dashboard's chart
+/// (symbolizing them is an expensive job).
 pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> {
-    let Some(record) = context.profiler.record() else {
+    let continuous = context.profiler.record().is_some();
+    let Some(record) = context.profiler.views_record() else {
         let nothing = memprof_wire::Growing { continuous: false, series: Vec::new(), missed: None, unsure: None };
         return Ok(Reply::json(&nothing));
     };
@@ -60,5 +62,5 @@ pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let (series, unsure) = super::growing::growing_series(record, GROWING_SHOWN)?;
     let missed = crate::profiler::record::losses(record);
     let unsure = unsure.then(|| crate::memory::UNSURE.to_owned());
-    Ok(Reply::json(&memprof_wire::Growing { continuous: true, series, missed, unsure }))
+    Ok(Reply::json(&memprof_wire::Growing { continuous, series, missed, unsure }))
 }

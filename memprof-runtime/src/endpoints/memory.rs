@@ -34,10 +34,10 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let sampling = jemalloc::profiling_active().map_err(|error| {
         HttpError::internal(format!("Cannot tell whether sampling is on (prof.active: {error}); explain cannot judge"))
     })?;
-    // The heap is snapshotted only for a leak, and only while sampling is on. Sampled continuously, the
-    // record's last hour names what grew; else the first such answer names the stacks holding the most, the
-    // next ones (2 s on) what grew since it (the history keeps the record).
-    let grown_in_the_record = match (growth, context.profiler.record()) {
+    // The stacks are named only for a leak or a step, and only while sampling is on: by the record's one
+    // history of what grew (sampled continuously, its last hour; on demand, the run's time), else, before it
+    // can tell, by the stacks holding the most now.
+    let grown_in_the_record = match (growth, context.profiler.views_record()) {
         (Some(growth), Some(record)) if sampling => {
             use super::growing::Growing;
             let which = if growth.flat_seconds.is_none() { Growing::Now } else { Growing::Stopped };
@@ -46,21 +46,12 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         _ => None,
     };
     let stacks = match (growth, grown_in_the_record) {
-        _ if !sampling => {
-            history::forget_stacks();
-            Holders::default()
-        }
-        (Some(_), Some(grown)) => grown,
-        (Some(_), None) => {
+        (Some(_), Some(grown)) if sampling => grown,
+        (Some(_), None) if sampling => {
             let heap = super::heap_now::symbolized(context)?;
-            let (holders, unsure) = (holders(&heap), !heap.knows_the_programs_code());
-            let grown = history::stacks_grown(&holders).map(|(mut stacks, seconds)| {
-                stacks.truncate(STACKS_NAMED);
-                Holders { stacks, grown_over: Some(seconds), unsure }
-            });
-            grown.unwrap_or_else(|| Holders { stacks: top(holders), grown_over: None, unsure })
+            Holders { stacks: top(holders(&heap)), grown_over: None, unsure: !heap.knows_the_programs_code() }
         }
-        (None, _) => Holders::default(),
+        _ => Holders::default(),
     };
     let losses = context.profiler.record().and_then(crate::profiler::record::losses);
     let mut explanation = memory::explanation(&reading, growth, stacks, sampling, losses, &bins, decay.as_ref());

@@ -1,14 +1,13 @@
 //! The process's memory over time: the last minutes of jemalloc's memory counters, for the dashboard's
 //! chart and the leak rule (the readings of [`crate::profiler::counters`], once a second, in a ring of fixed size,
-//! served as JSON by `/memory-profiler/memory`), and the live sampled bytes by allocating function at an
-//! earlier moment, which a leak's growth by function is measured against ([`stacks_grown`]).
+//! served as JSON by `/memory-profiler/memory`). What each stack held over time is the record's history
+//! ([`crate::profiler::record::growth`]), the one that names what grew.
 
-use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::collections::VecDeque;
 
 use parking_lot::Mutex;
 
-use memprof_wire::{GrowingStack, Reading};
+use memprof_wire::Reading;
 
 /// How many readings are kept: ten minutes.
 pub(crate) const CAPACITY: usize = 600;
@@ -55,47 +54,6 @@ pub(crate) fn reserve() {
 /// Keeps a reading.
 pub(crate) fn record(reading: Reading) {
     RING.lock().push(reading);
-}
-
-/// How many functions' live sampled bytes the record of stacks keeps (the most first).
-const STACKS_KEPT: usize = 1024;
-
-/// The youngest record of stacks growth is measured against.
-const STACKS_YOUNGEST: Duration = Duration::from_secs(2);
-
-/// The oldest record of stacks kept: an older one is replaced by the stacks now.
-const STACKS_OLDEST: Duration = Duration::from_secs(300);
-
-/// The live sampled bytes by allocating function at an earlier moment, and when.
-static STACKS: Mutex<Option<(Instant, HashMap<String, f64>)>> = Mutex::new(None);
-
-/// How `holders` (the live sampled bytes by allocating function now, the most first) grew since the record,
-/// when it is at least 2 s old: the stacks that grew, the most first, and over how many seconds. Keeps
-/// `holders` as the record when there is none yet or it is older than five minutes.
-pub(crate) fn stacks_grown(holders: &[GrowingStack]) -> Option<(Vec<GrowingStack>, f64)> {
-    let mut record = STACKS.lock();
-    let grown = record.as_ref().filter(|(taken, _)| taken.elapsed() >= STACKS_YOUNGEST).map(|(taken, before)| {
-        let mut stacks: Vec<GrowingStack> = holders
-            .iter()
-            .map(|stack| GrowingStack {
-                bytes: stack.bytes - before.get(&stack.function).copied().unwrap_or(0.0),
-                ..stack.clone()
-            })
-            .filter(|stack| stack.bytes > 0.0)
-            .collect();
-        stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-        (stacks, taken.elapsed().as_secs_f64())
-    });
-    if record.as_ref().is_none_or(|(taken, _)| taken.elapsed() >= STACKS_OLDEST) {
-        let kept = holders.iter().take(STACKS_KEPT).map(|stack| (stack.function.clone(), stack.bytes));
-        *record = Some((Instant::now(), kept.collect()));
-    }
-    grown.filter(|(stacks, _)| !stacks.is_empty())
-}
-
-/// Forgets the record of stacks (sampling is off: the next record starts afresh).
-pub(crate) fn forget_stacks() {
-    *STACKS.lock() = None;
 }
 
 #[cfg(test)]

@@ -60,7 +60,10 @@ pub(crate) fn start() -> std::io::Result<()> {
                     },
                 );
                 history::record(Reading { time, counters, classes });
-                if let Some(record) = crate::profiler::Profiler::global().record() {
+                // The one history of what grew (continuous, or during a run on demand) is read while sampled.
+                if let Some(record) = crate::profiler::Profiler::global().views_record()
+                    && jemalloc::profiling_active().unwrap_or(false)
+                {
                     crate::profiler::record::read_when_due(record);
                 }
                 autodump::check(&counters);

@@ -220,7 +220,10 @@ impl Profiler {
         let lg_sample =
             jemalloc::lg_sample().map_err(|error| control("Cannot read the sampling rate", "prof.lg_sample", error))?;
         jemalloc::reset_samples(lg_sample)
-            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))
+            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))?;
+        // What the record's stacks held before sampling was off: growth is measured from this run's start.
+        record::forget_history();
+        Ok(())
     }
 
     /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
@@ -393,6 +396,8 @@ fn switch_sampling_off(id: u64) {
     if let Err(error) = jemalloc::set_profiling_active(false) {
         messages::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
     }
+    // Nothing grows while nothing is sampled: the growth watched during the run ends with it.
+    record::forget_history();
 }
 
 #[cfg(test)]

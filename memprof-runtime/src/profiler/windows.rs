@@ -78,7 +78,7 @@ impl Profiler {
 
     /// The record the views of runs and windows are written from (net growth, allocations, peak):
     /// continuous sampling's, or the one the first run on demand started ([`Self::views_start`]).
-    fn views_record(&self) -> Option<&'static record::table::Table> {
+    pub(crate) fn views_record(&self) -> Option<&'static record::table::Table> {
         self.record().or_else(record::started)
     }
 

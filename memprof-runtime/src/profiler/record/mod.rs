@@ -207,6 +207,12 @@ pub(crate) fn read_when_due(record: &Table) {
     history.push(reading);
 }
 
+/// Forgets the history (on demand, sampling switched on or off: what the stacks held across a time nothing
+/// was sampled is no growth).
+pub(crate) fn forget_history() {
+    HISTORY.lock().readings.clear();
+}
+
 /// What the stacks at `indexes` held at each reading of the history: (Unix milliseconds, bytes of each).
 pub(crate) fn history_of(indexes: &[u32]) -> Vec<(u64, Vec<f32>)> {
     let (now, unix_now) = (clock_seconds(), crate::profile_root::untrusted::unix_seconds(std::time::SystemTime::now()));
