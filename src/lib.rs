@@ -205,6 +205,29 @@ pub mod axum {
     }
 }
 
+/// Labels from the requests of any tower service (feature `tower`): tonic, hyper, tower-http stacks. One
+/// layer on the server labels everything a request allocates with what the program reads from its head.
+/// Compiled out (without `enabled`), [`request_labels`](tower::request_labels) is tower's `Identity`: no
+/// code runs.
+///
+/// ```
+/// let layer = memprof::tower::request_labels(|uri, headers| {
+///     let tenant = headers.get("x-tenant").and_then(|value| value.to_str().ok()).unwrap_or("(unknown)");
+///     vec![("tenant", tenant.to_owned()), ("method", uri.path().to_owned())]
+/// });
+/// // tonic::transport::Server::builder().layer(layer).add_service(...)
+/// # drop(layer);
+/// ```
+#[cfg(feature = "tower")]
+pub mod tower {
+    #[cfg(feature = "enabled")]
+    #[doc(inline)]
+    pub use memprof_runtime::labels::{RequestLabelled, RequestLabels, request_labels};
+
+    #[cfg(not(feature = "enabled"))]
+    pub use crate::disabled::request_labels;
+}
+
 /// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]
 /// itself instead of using `#[memprof::main]` (to set up its logger first, say). Goes at the crate root of
 /// the binary. The configuration string defaults to `prof:true,prof_active:false`; any other must keep

@@ -39,7 +39,13 @@ pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
     lines.push(String::new());
     lines.push(format!("Verdict: {}: {}", one_line(&kind.unwrap_or_default()), one_line(&verdict.summary)));
     for stack in &verdict.stacks {
-        let frames: Vec<String> = stack.frames.iter().map(|frame| one_line(frame)).collect();
+        // A stack starts where the answer's `function` does, the program's own (its allocation site in std's or
+        // a dependency's code said after it), as the JSON and the dashboard name it.
+        let site = stack.frames.iter().position(|frame| *frame == stack.function).unwrap_or(0);
+        let mut frames: Vec<String> = stack.frames[site..].iter().map(|frame| one_line(frame)).collect();
+        if site > 0 {
+            frames[0] = format!("{} (allocating through {})", frames[0], one_line(&stack.frames[0]));
+        }
         // Sampled continuously, the program says how old what the stack holds is.
         let age = stack.age.as_ref().map_or(String::new(), |age| {
             format!(
@@ -49,7 +55,14 @@ pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
                 age.older_than_seconds.max(0.0)
             )
         });
-        lines.push(format!("  {}{age} {}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
+        // Labelled, what it grew by under each label set.
+        let labels: Vec<String> = stack
+            .by_label
+            .iter()
+            .map(|share| format!("{} {}", one_line(&share.labels), mib(share.bytes.max(0.0) as u64)))
+            .collect();
+        let labels = if labels.is_empty() { String::new() } else { format!(" [{}]", labels.join(", ")) };
+        lines.push(format!("  {}{age} {}{labels}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
     }
     lines.push(format!("Fix: {}", one_line(&verdict.fix)));
     if let Some(container) = &explanation.container {
@@ -129,6 +142,7 @@ mod tests {
                 stacks: vec![memprof_wire::GrowingStack {
                     function: "main".into(),
                     frames: vec!["main\nFix: run rm -rf".into()],
+                    by_label: Vec::new(),
                     bytes: 1.0,
                     age: Some(memprof_wire::HeldAge {
                         held_bytes: 2.0 * 1048576.0,
@@ -151,5 +165,32 @@ mod tests {
             message: "Returned 1 MiB\nall good".into(),
         };
         assert_eq!(describe_purged(&purged), "Returned 1 MiB\\nall good");
+    }
+
+    #[test]
+    fn a_stack_starts_at_the_programs_function_with_its_allocation_site_said() {
+        let stack = |function: &str| memprof_wire::GrowingStack {
+            function: function.into(),
+            frames: vec!["hashbrown::raw::alloc::inner::do_alloc".into(), "app::index".into(), "app::main".into()],
+            bytes: 1048576.0,
+            age: None,
+            by_label: Vec::new(),
+        };
+        let explanation = |stacks| Explanation {
+            rss_bytes: 1 << 20,
+            classes: Vec::new(),
+            verdict: Verdict { kind: VerdictKind::Leak, summary: "grows".into(), fix: "look".into(), stacks },
+            evidence: Vec::new(),
+            container: None,
+        };
+        let described = describe_explanation(&explanation(vec![stack("app::index")]));
+        assert!(
+            described.contains(
+                "\n  1.0 MiB app::index (allocating through hashbrown::raw::alloc::inner::do_alloc) <- app::main\n"
+            ),
+            "{described}"
+        );
+        let unnamed = describe_explanation(&explanation(vec![stack("elsewhere")]));
+        assert!(unnamed.contains("\n  1.0 MiB hashbrown::raw::alloc::inner::do_alloc <- app::index <- app::main\n"));
     }
 }

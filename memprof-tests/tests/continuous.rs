@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use memprof::analysis::HeapProfile;
 use memprof_tests::http::request_with_body;
-use memprof_tests::process::Program;
+use memprof_tests::process::{PATIENCE, Program};
 use memprof_tests::tools;
 
 const MIB: f64 = (1 << 20) as f64;
@@ -340,4 +340,42 @@ fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
     assert!(text.contains("memprof's record of samples was full"), "{text}");
     let after = record(&program);
     assert_eq!(after["dropped_stacks"], full["dropped_stacks"], "nothing dropped after the give-back: {after}");
+}
+
+/// Sampled continuously with an automatic dump every MiB allocated, a run is stopped while dumps go on: a
+/// download with no id is that run's (every view of it too, as the README's sequence has it), and the
+/// dumps taken since are reached by their ids. On the main of the day this was filed, it was the newest
+/// automatic dump, which has no record of allocations (404).
+#[test]
+fn a_download_with_no_id_is_the_run_just_stopped_while_dumps_go_on() {
+    let program =
+        Program::explained(&["leak"]).env("MEMPROF_SAMPLING", "continuous").env("MEMPROF_DUMP_EVERY", "1MiB").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let dump_after = |id: u64| {
+        memprof_tests::waiting::wait_until(&format!("an automatic dump after {id}"), PATIENCE, || {
+            let state: memprof_wire::State =
+                serde_json::from_value(program.get_json("/memory-profiler/state")).unwrap();
+            let newest = state.memory_profiler.automatic_dumps.dumps.first().map_or(0, |dump| dump.id);
+            if newest > id { Ok(newest) } else { Err(format!("the newest dump is {newest}")) }
+        })
+    };
+    let started: memprof_wire::Started =
+        serde_json::from_value(program.get_json("/memory-profiler/start?duration=5mins")).unwrap();
+    dump_after(started.id);
+    assert_eq!(program.get("/memory-profiler/stop").status, 200);
+    let dump = dump_after(started.id);
+    let run = format!("memprof.{}", started.id);
+    for (download, named) in [
+        ("text", format!("{run}.txt")),
+        ("text?view=allocated", format!("{run}-allocated.txt")),
+        ("collapsed?view=peak", format!("{run}-peak.folded")),
+        ("pprof", format!("{run}.pb.gz")),
+    ] {
+        let answer = program.get(&format!("/memory-profiler/download/{download}"));
+        assert_eq!(answer.status, 200, "{download}: {}", answer.text());
+        let disposition = answer.header("content-disposition").unwrap_or_default();
+        assert!(disposition.contains(&named), "{download}: {disposition}, not {named}");
+    }
+    let answer = program.get(&format!("/memory-profiler/download/text?id={dump}"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
 }

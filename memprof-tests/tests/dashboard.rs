@@ -267,6 +267,9 @@ async fn sampled_continuously_the_dashboard_charts_the_growing_function() {
         "const said = document.getElementById('status').textContent; return said.startsWith('Sampling') && said;";
     let said = wait_for(&client, "the status", status).await;
     assert_eq!(said, "Sampling continuously (runs are windows over it)");
+    // Sampling is never switched on or off: the dashboard offers neither (it offered "Switch sampling on").
+    let switches = "return ['activate', 'deactivate'].map(id => document.getElementById(id).hidden);";
+    assert_eq!(client.execute(switches, vec![]).await.unwrap(), serde_json::json!([true, true]));
     let line = "return document.querySelector('#growing-chart polyline[data-series=\"explained::leak_slowly\"]');";
     wait_for(&client, "the growing function's line", line).await;
     let legend = client.find(Locator::Id("growing-legend")).await.unwrap().text().await.unwrap();

@@ -9,6 +9,8 @@ use memprof_tests::explained::explain;
 use memprof_tests::process::Program;
 use memprof_wire::VerdictKind;
 
+const MIB: u64 = 1 << 20;
+
 /// Sampled continuously, with no run started and no earlier `explain`, the record's last readings name the
 /// leaking function, by how much it grew and how old what it holds is.
 #[test]
@@ -70,9 +72,9 @@ fn growth_that_stopped_is_a_step_and_no_longer_growing() {
         .strip_prefix("live objects grew by ")
         .and_then(|rest| rest.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("{verdict:#?}"));
-    // The burst's 128 MiB, and the record's pages continuous sampling touched meanwhile (memprof's, counted
-    // as live bytes for now).
-    assert!((128.0..=150.0).contains(&grown), "{verdict:#?}");
+    // The burst's 128 MiB, and nothing of memprof's (the record's pages were counted, 140.9 MiB, before they
+    // were memprof's arena's).
+    assert!((126.0..=132.0).contains(&grown), "{verdict:#?}");
     assert!(verdict.summary.contains("then stopped: flat for the last "), "{verdict:#?}");
     let holds =
         verdict.stacks.iter().any(|stack| stack.frames.iter().any(|frame| frame == "explained::burst_into_cache"));
@@ -147,4 +149,87 @@ fn without_debug_info_the_function_named_is_said_to_maybe_be_a_dependencys() {
         series.is_empty() || growing["unsure"].as_str().is_some_and(|unsure| unsure.starts_with(said)),
         "{growing}"
     );
+}
+
+/// The memory history's readings of `program` once the newest is `seconds` after now.
+fn readings_for(program: &Program, seconds: u64) -> Vec<memprof_wire::Reading> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let until = now.as_millis() as u64 + seconds * 1000;
+    memprof_tests::waiting::wait_every(
+        &format!("{seconds} s of readings"),
+        Duration::from_secs(seconds + 60),
+        Duration::from_secs(1),
+        || {
+            let memory: memprof_wire::Memory =
+                serde_json::from_value(program.get_json("/memory-profiler/memory")).unwrap();
+            let newest = memory.readings.last().map_or(0, |reading| reading.time);
+            if newest >= until { Ok(memory.readings) } else { Err(format!("the newest reading is at {newest}")) }
+        },
+    )
+}
+
+/// Sampled continuously, an idle program's memory does not move at its start: the record of samples
+/// (10.9 MiB reserved) is memprof's, in its arena, so the program's live bytes stay flat and no automatic
+/// dump is taken. On the main of the day this was filed, the history jumped by the record's size in the
+/// first second and a high-water dump was taken at once.
+#[test]
+fn a_continuous_start_is_no_growth_and_no_dump() {
+    let program = Program::explained(&["idle"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let readings = readings_for(&program, 5);
+    let allocated: Vec<u64> = readings.iter().map(|reading| reading.counters.allocated as u64).collect();
+    let (least, most) = (allocated.iter().min().unwrap(), allocated.iter().max().unwrap());
+    assert!(most - least < MIB, "the program's live bytes moved: {allocated:?}");
+    let state: memprof_wire::State = serde_json::from_value(program.get_json("/memory-profiler/state")).unwrap();
+    let dumps = &state.memory_profiler.automatic_dumps;
+    assert!(dumps.settings.is_some(), "continuous sampling arms automatic dumps");
+    assert!(dumps.dumps.is_empty(), "{:#?}", dumps.dumps);
+    let explanation = explain(&program);
+    let memprofs = explanation.evidence.iter().find(|reading| reading.name == "memprof's arena: allocated").unwrap();
+    assert!(memprofs.value >= 10.0 * MIB as f64, "the record is in memprof's arena: {memprofs:?}");
+    assert_eq!(explanation.verdict.kind, VerdictKind::Healthy, "{:#?}", explanation.verdict);
+}
+
+/// A start-up that fills its tables (32 MiB over 2 s), then idle: a minute on, no leak is cried and nothing
+/// is growing. On the main of the day this was filed, `explain` said "leak ... steadily" for five minutes.
+#[test]
+fn a_start_up_preallocation_then_idle_is_no_leak() {
+    let program = Program::explained(&["preallocate"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    readings_for(&program, 60);
+    let verdict = explain(&program).verdict;
+    assert!(matches!(verdict.kind, VerdictKind::Healthy | VerdictKind::Grew), "{verdict:#?}");
+    let growing: memprof_wire::Growing = serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
+    assert!(growing.series.iter().all(|series| series.stopped), "{growing:#?}");
+    let metrics = program.get("/metrics").text();
+    assert!(!metrics.contains("memprof_growing_bytes{"), "{metrics}");
+}
+
+/// A leak under labels (three quarters of it `tenant=acme`): `explain` names the function and splits what
+/// it grew by label, as stored, in its JSON and its text. On the main of the day this was filed, it named
+/// the function alone.
+#[test]
+fn a_labelled_leak_is_named_with_its_split_by_label() {
+    let program = Program::explained(&["tenants-leak"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let explanation = memprof_tests::waiting::wait_every(
+        "the leak named with its labels",
+        Duration::from_secs(120),
+        Duration::from_secs(2),
+        || {
+            let explanation = explain(&program);
+            let verdict = &explanation.verdict;
+            let named = verdict.kind == VerdictKind::Leak
+                && verdict.stacks.first().is_some_and(|stack| stack.function.ends_with("leak_for_tenant"));
+            if named { Ok(explanation) } else { Err(format!("{verdict:#?}")) }
+        },
+    );
+    let stack = &explanation.verdict.stacks[0];
+    let total: f64 = stack.by_label.iter().map(|share| share.bytes).sum();
+    let share_of = |labels: &str| {
+        stack.by_label.iter().find(|share| share.labels == labels).map_or(0.0, |share| share.bytes / total)
+    };
+    assert!((0.65..=0.85).contains(&share_of("tenant=acme")), "{stack:#?}");
+    assert!((0.15..=0.35).contains(&share_of("tenant=initech")), "{stack:#?}");
+    assert!(explanation.verdict.fix.contains(" under tenant=acme "), "{}", explanation.verdict.fix);
 }

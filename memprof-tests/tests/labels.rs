@@ -303,3 +303,83 @@ fn a_stack_that_fills_the_buffer_keeps_its_allocating_function_and_its_label() {
         assert!(split.lines().any(|line| line.ends_with(row)), "{row}:\n{split}");
     }
 }
+
+/// Under a filter on the whole subscriber at `warn` (what `RUST_LOG=warn` through an `EnvFilter` does), the
+/// span memprof's layer reads is disabled: nothing is labelled, and after a minute of sampling `state` says
+/// why and what to do. With the filter given to the log's layer alone, as docs/labels.md says, the span
+/// labels again, and nothing is said. On the main of the day this was filed, every byte showed as
+/// `tenant=(none)` without a word.
+#[test]
+fn a_global_filter_silencing_the_label_layer_is_said_and_a_per_layer_filter_labels() {
+    let launch = |mode: &str| {
+        let program =
+            labelled(mode).env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING", "continuous").spawn();
+        program.wait_for_line(|line| line == "tracing ready");
+        program
+    };
+    memprof_tests::docs::assert_blocks_are_in(
+        "a_global_filter_silencing_the_label_layer_is_said_and_a_per_layer_filter_labels",
+        "memprof-tests/src/bin/labelled.rs",
+    );
+    let (filtered, per_layer) = (launch("tracing-filtered"), launch("tracing-per-layer"));
+    let warnings = |program: &Program| {
+        let state: memprof_wire::State = serde_json::from_value(program.get_json("/memory-profiler/state")).unwrap();
+        state.memory_profiler.warnings
+    };
+    let said = "The tracing LabelLayer has labelled nothing in the ";
+    let warning = memprof_tests::waiting::wait_every(
+        "the silent label layer to be said",
+        std::time::Duration::from_secs(150),
+        std::time::Duration::from_secs(1),
+        || {
+            let warnings = warnings(&filtered);
+            warnings.iter().find(|warning| warning.starts_with(said)).cloned().ok_or_else(|| format!("{warnings:?}"))
+        },
+    );
+    assert!(warning.contains("carrying its fields (tenant)") && warning.contains(".with_filter("), "{warning}");
+    let not_said = warnings(&per_layer);
+    assert!(not_said.iter().all(|warning| !warning.starts_with(said)), "{not_said:?}");
+    let id = acceptance::start(&per_layer, "1mins");
+    wait_for_sampled(&per_layer, &["labelled::traced_allocation"]);
+    per_layer.get_json("/memory-profiler/stop");
+    let collapsed = per_layer.get(&format!("/memory-profiler/download/collapsed?id={id}&by=tenant")).text();
+    let traced: Vec<&str> = collapsed.lines().filter(|line| line.contains("labelled::traced_allocation ")).collect();
+    assert!(!traced.is_empty() && traced.iter().all(|stack| stack.starts_with("tenant=acme;")), "{collapsed}");
+}
+
+/// A real tonic gRPC server (src/bin/tenants_grpc.rs) whose calls memprof's tower layer labels by the
+/// caller's `x-tenant` metadata, as docs/labels.md gives it: what the calls keep splits 3:1 by tenant, as
+/// stored. (`route_labels()` was axum's alone; a tonic service had no way but a layer of its own.)
+#[test]
+fn a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer() {
+    memprof_tests::docs::assert_blocks_are_in(
+        "a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer",
+        "memprof-tests/src/bin/tenants_grpc.rs",
+    );
+    let service = Launch::new(built_binary("tenants_grpc"))
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .spawn();
+    service.wait_for_line(|line| line.starts_with("grpc ready"));
+    let id = acceptance::start(&service, "2secs");
+    memprof_tests::waiting::wait_until("the timed run to end", memprof_tests::process::PATIENCE, || {
+        let state: memprof_wire::State = serde_json::from_value(service.get_json("/memory-profiler/state")).unwrap();
+        match state.memory_profiler.current_run {
+            memprof_wire::CurrentRun::Idle { .. } => Ok(()),
+            running => Err(format!("{running:?}")),
+        }
+    });
+    let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}&by=tenant")).text();
+    let bytes_of = |tenant: &str| -> f64 {
+        let root = format!("tenant={tenant};");
+        collapsed
+            .lines()
+            .filter(|line| line.starts_with(&root) && line.contains("tenants_grpc::open_session "))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    let (acme, initech) = (bytes_of("acme"), bytes_of("initech"));
+    assert!(acme > 0.0 && initech > 0.0, "{collapsed}");
+    let share = acme / (acme + initech);
+    assert!((0.68..=0.82).contains(&share), "acme's share {share:.3}:\n{collapsed}");
+}

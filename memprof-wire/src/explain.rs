@@ -167,6 +167,19 @@ pub struct GrowingStack {
     /// was allocated).
     #[serde(default)]
     pub age: Option<HeldAge>,
+    /// Its bytes split by the labels in force where they were allocated, the most first, when the program
+    /// labels its allocations (`(none)` for those allocated with no label); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_label: Vec<LabelledBytes>,
+}
+
+/// Of a growing stack's bytes, those allocated under one label set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelledBytes {
+    /// The label set, `key=value` pairs joined by `,` (`tenant=acme`), or `(none)`.
+    pub labels: String,
+    /// Estimated bytes.
+    pub bytes: f64,
 }
 
 /// How old what a growing stack holds is.

@@ -20,8 +20,8 @@ mod state;
 
 pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, ProfileRecord};
 pub use explain::{
-    ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, HeldAge, MemoryClass, Purged, Verdict,
-    VerdictKind, class,
+    ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, HeldAge, LabelledBytes, MemoryClass,
+    Purged, Verdict, VerdictKind, class,
 };
 pub use labels::{LabelBytes, LabelCounts, label_filter, label_key};
 pub use memory::{Growing, GrowingSeries, HeapCounters, Memory, Reading, SeriesPoint};

@@ -4,10 +4,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::explain::ClassBytes;
 
-/// jemalloc's process-wide counters, in bytes (`stats.*`).
+/// jemalloc's process-wide counters, in bytes (`stats.*`), less memprof's own arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HeapCounters {
-    /// Bytes in live allocations.
+    /// Bytes in the program's live allocations (`stats.allocated` less jemalloc's internal allocations, its
+    /// threads' caches and the profiler's records, which `metadata` counts).
     pub allocated: usize,
     /// Bytes in active pages.
     pub active: usize,

@@ -145,6 +145,21 @@ pub fn metrics_router() -> axum::Router {
     axum::Router::new()
 }
 
+/// Compiled out: tower's `Identity` layer, which adds nothing; `labels` is never called.
+///
+/// ```
+/// let layer = memprof::tower::request_labels(|_, _| vec![("tenant", "acme".to_owned())]);
+/// # drop(layer);
+/// ```
+#[cfg(feature = "tower")]
+pub fn request_labels<F>(labels: F) -> tower_layer::Identity
+where
+    F: Fn(&http::Uri, &http::HeaderMap) -> Vec<(&'static str, String)> + Clone,
+{
+    drop(labels);
+    tower_layer::Identity::new()
+}
+
 /// Compiled out: tower's `Identity` layer, which adds nothing.
 ///
 /// ```

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use memprof_analysis::{Analysis, Binaries};
-use memprof_wire::{GrowingStack, HeldAge};
+use memprof_analysis::{Analysis, Binaries, LabelSet};
+use memprof_wire::{GrowingStack, HeldAge, LabelledBytes};
 
 use crate::http::HttpError;
 use crate::memory::Holders;
@@ -34,17 +34,19 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize, which: Growing) 
     let watched = growers[0].growth.seconds;
     let mut by_function: HashMap<String, (GrowingStack, f64, f64)> = HashMap::new();
     let Named { functions, unsure } = functions_of(&growers)?;
-    for (grower, (function, frames)) in growers.iter().zip(functions) {
-        let (stack, held, older) = by_function
-            .entry(function.clone())
-            .or_insert_with(|| (GrowingStack { function, frames, bytes: 0.0, age: None }, 0.0, 0.0));
+    for (grower, (function, frames, labels)) in growers.iter().zip(functions) {
+        let (stack, held, older) = by_function.entry(function.clone()).or_insert_with(|| {
+            (GrowingStack { function, frames, bytes: 0.0, age: None, by_label: Vec::new() }, 0.0, 0.0)
+        });
         stack.bytes += grower.growth.grown;
+        add_by_label(&mut stack.by_label, &labels, grower.growth.grown);
         *held += grower.held.live.unbiased_bytes;
         *older += grower.held.older_bytes;
     }
     let mut stacks: Vec<GrowingStack> = by_function
         .into_values()
         .map(|(mut stack, held_bytes, older_bytes)| {
+            finish_by_label(&mut stack.by_label);
             stack.age = Some(HeldAge {
                 held_bytes,
                 older_share: if held_bytes > 0.0 { (older_bytes / held_bytes).min(1.0) } else { 0.0 },
@@ -70,7 +72,7 @@ pub(super) fn growing_series(
     let indexes: Vec<u32> = growers.iter().map(|grower| grower.growth.stack).collect();
     let readings = record::history_of(&indexes);
     let mut by_function: Vec<(String, f64, Vec<usize>)> = Vec::new();
-    for (position, (grower, (function, _))) in growers.iter().zip(functions).enumerate() {
+    for (position, (grower, (function, ..))) in growers.iter().zip(functions).enumerate() {
         match by_function.iter_mut().find(|(name, ..)| *name == function) {
             Some((_, grown, positions)) => {
                 *grown += grower.growth.grown;
@@ -129,16 +131,16 @@ fn functions_of(growers: &[Grower]) -> Result<Named, HttpError> {
                 analysis.allocating_frame(sample).map_or_else(|| "?".to_owned(), |frame| frame.function.to_string());
             let frames =
                 analysis.shown_frames(sample, false).iter().take(12).map(|frame| frame.function.to_string()).collect();
-            (function, frames)
+            (function, frames, sample.labels.clone())
         })
         .collect();
     Ok(Named { functions, unsure: !analysis.knows_the_programs_code() })
 }
 
-/// The growers' allocating functions, each with its frames, in order, and whether those may be
-/// dependencies' functions (the program has no debug info to tell its own code by).
+/// The growers' allocating functions, each with its frames and the labels its samples carry, in order, and
+/// whether those may be dependencies' functions (the program has no debug info to tell its own code by).
 struct Named {
-    functions: Vec<(String, Vec<String>)>,
+    functions: Vec<(String, Vec<String>, LabelSet)>,
     unsure: bool,
 }
 
@@ -159,10 +161,51 @@ pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
             frames: frames.iter().take(12).map(|frame| frame.function.to_string()).collect(),
             bytes: 0.0,
             age: None,
+            by_label: Vec::new(),
         });
         holder.bytes += sample.bytes;
+        add_by_label(&mut holder.by_label, &sample.labels, sample.bytes);
     }
     let mut holders: Vec<GrowingStack> = by_function.into_values().collect();
+    holders.iter_mut().for_each(|holder| finish_by_label(&mut holder.by_label));
     holders.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
     holders
+}
+
+/// Counts `bytes` under `labels` (the empty set as [`memprof_analysis::NO_LABEL`]).
+fn add_by_label(split: &mut Vec<LabelledBytes>, labels: &LabelSet, bytes: f64) {
+    let labels = if labels.is_empty() { memprof_analysis::NO_LABEL.to_owned() } else { labels.to_string() };
+    match split.iter_mut().find(|share| share.labels == labels) {
+        Some(share) => share.bytes += bytes,
+        None => split.push(LabelledBytes { labels, bytes }),
+    }
+}
+
+/// The split as answered: the most first, and none at all when nothing was labelled (a program that does
+/// not label gets no split of one line).
+fn finish_by_label(split: &mut Vec<LabelledBytes>) {
+    if split.iter().all(|share| share.labels == memprof_analysis::NO_LABEL) {
+        split.clear();
+    }
+    split.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_split_by_label_only_when_something_is_labelled() {
+        let mut split = Vec::new();
+        add_by_label(&mut split, &LabelSet::default(), 4.0);
+        finish_by_label(&mut split);
+        assert!(split.is_empty(), "{split:?}");
+        let acme = LabelSet::new([("tenant", "acme")]);
+        for (labels, bytes) in [(&acme, 1.0), (&LabelSet::default(), 1.0), (&acme, 2.0)] {
+            add_by_label(&mut split, labels, bytes);
+        }
+        finish_by_label(&mut split);
+        let said: Vec<(&str, f64)> = split.iter().map(|share| (share.labels.as_str(), share.bytes)).collect();
+        assert_eq!(said, [("tenant=acme", 3.0), ("(none)", 1.0)]);
+    }
 }

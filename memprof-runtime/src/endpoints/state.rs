@@ -78,7 +78,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             },
             sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
-            warnings: warnings(config, profiler.record()),
+            warnings: warnings(config, profiler.record(), active),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
             labels: LabelCounts {
                 sets: label_counts.0,
@@ -120,15 +120,19 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
     Sampling { mode: choice.mode.name().to_owned(), because: choice.because, record }
 }
 
-/// The configuration's warnings, what the decay settings in force cost, when that is worth saying, and what
-/// the record of samples could not hold.
+/// The configuration's warnings, what the decay settings in force cost, when that is worth saying, what
+/// the record of samples could not hold, and why labels from `tracing` are silent while allocations are
+/// `sampled`.
 fn warnings(
     config: &crate::profiler::malloc_conf::ConfigReport,
     record: Option<&crate::profiler::record::table::Table>,
+    sampled: bool,
 ) -> Vec<String> {
     let decay = jemalloc::decay_settings().ok();
     let losses = record.and_then(crate::profiler::record::losses);
-    config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost)).chain(losses).collect()
+    let labels = crate::labels::silence(sampled);
+    let said = config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost));
+    said.chain(losses).chain(labels).collect()
 }
 
 /// `statistics`: jemalloc's `malloc_stats_print` in JSON, verbatim; `format=text` for its human-readable

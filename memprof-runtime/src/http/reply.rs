@@ -9,9 +9,17 @@ pub(crate) struct Reply {
     status: u16,
     content_type: &'static str,
     body: Body,
-    attachment: Option<String>,
+    /// The file the body is (`Content-Disposition`): its name, and whether to save it rather than show it.
+    file: Option<(String, Disposition)>,
     headers: &'static [(&'static str, &'static str)],
     held: Held,
+}
+
+/// Whether a browser shows a named body or saves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disposition {
+    Inline,
+    Attachment,
 }
 
 /// What an answer holds until it is written (or dropped unwritten): a bound on work that the answer's
@@ -35,7 +43,7 @@ impl Reply {
 
     /// 200 with bytes of the given type.
     pub(crate) fn bytes(content_type: &'static str, bytes: Vec<u8>) -> Self {
-        Self { status: 200, content_type, body: Body::Bytes(bytes), attachment: None, headers: &[], held: None }
+        Self { status: 200, content_type, body: Body::Bytes(bytes), file: None, headers: &[], held: None }
     }
 
     /// 200 with bytes of the given type, in pieces sent one after the other.
@@ -49,7 +57,7 @@ impl Reply {
             status: 200,
             content_type: "application/octet-stream",
             body: Body::File(file),
-            attachment: Some(filename),
+            file: Some((filename, Disposition::Attachment)),
             headers: &[],
             held: None,
         }
@@ -57,12 +65,14 @@ impl Reply {
 
     /// 200 with bytes shared with a cache, sent without copying them.
     pub(crate) fn shared(content_type: &'static str, bytes: Arc<Vec<u8>>) -> Self {
-        Self { status: 200, content_type, body: Body::Shared(bytes), attachment: None, headers: &[], held: None }
+        Self { status: 200, content_type, body: Body::Shared(bytes), file: None, headers: &[], held: None }
     }
 
-    /// 200 with a rendered profile; shown in the browser unless `download` asks to save it as `filename`.
+    /// 200 with rendered bytes named `filename`: saved when `download` (pprof), else shown, its name still
+    /// saying which profile it is.
     pub(crate) fn rendered(content_type: &'static str, bytes: Arc<Vec<u8>>, filename: String, download: bool) -> Self {
-        Self { attachment: download.then_some(filename), ..Self::shared(content_type, bytes) }
+        let disposition = if download { Disposition::Attachment } else { Disposition::Inline };
+        Self { file: Some((filename, disposition)), ..Self::shared(content_type, bytes) }
     }
 
     /// The same reply, holding `held` until it is written or dropped (a job's place, for an answer as
@@ -80,8 +90,9 @@ impl Reply {
     pub(crate) fn into_response(self) -> Response {
         let mut headers = vec![("Cache-Control", "no-store".to_owned())];
         headers.extend(self.headers.iter().map(|&(name, value)| (name, value.to_owned())));
-        if let Some(filename) = self.attachment {
-            headers.push(("Content-Disposition", format!("attachment; filename=\"{filename}\"")));
+        if let Some((filename, disposition)) = self.file {
+            let disposition = if disposition == Disposition::Attachment { "attachment" } else { "inline" };
+            headers.push(("Content-Disposition", format!("{disposition}; filename=\"{filename}\"")));
         }
         Response { status: self.status, content_type: self.content_type, headers, body: self.body, _held: self.held }
     }

@@ -53,6 +53,12 @@ fn arena_bytes(arena: u32, page: u64) -> Result<ArenaBytes, CtlError> {
     })
 }
 
+/// jemalloc's internal allocations in `arena` ([`ALL_ARENAS`] for all; after an `epoch` advance): its
+/// threads' caches and the profiler's records, counted in the arena's allocated bytes and in its metadata.
+pub(super) fn internal(arena: u32) -> Result<usize, CtlError> {
+    STATS_ARENAS_INTERNAL.at(&[arena as usize])?.read()
+}
+
 /// One arena's counters, as `heap_stats` gives them for all (after an `epoch` advance); its
 /// metadata is left at zero.
 pub(super) fn arena_counters(arena: u32) -> Result<memprof_wire::HeapCounters, CtlError> {

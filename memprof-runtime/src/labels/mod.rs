@@ -30,6 +30,8 @@ mod axum;
 mod future;
 mod in_force;
 mod table;
+#[cfg(feature = "tower")]
+mod tower;
 #[cfg(feature = "tracing")]
 mod tracing;
 
@@ -45,8 +47,22 @@ use in_force::replace;
 pub(crate) use table::snapshot as table_now;
 use table::snapshot;
 pub use table::{MAX_LABEL_SETS, counts};
+#[cfg(feature = "tower")]
+pub use tower::{RequestLabelled, RequestLabels, request_labels};
 #[cfg(feature = "tracing")]
 pub use tracing::LabelLayer;
+
+/// Why labels from `tracing` are silent, when its layer labelled nothing for a minute while allocations
+/// are `sampled` (its spans filtered out by a filter on the whole subscriber): a warning for `state`.
+pub(crate) fn silence(sampled: bool) -> Option<String> {
+    #[cfg(feature = "tracing")]
+    return tracing::silence(sampled);
+    #[cfg(not(feature = "tracing"))]
+    {
+        let _ = sampled;
+        None
+    }
+}
 
 /// The longest label table read beside a profile: the table's bound on label sets with long values.
 const LABEL_TABLE_LIMIT: u64 = 16 << 20;

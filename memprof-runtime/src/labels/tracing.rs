@@ -4,6 +4,9 @@
 
 use std::cell::RefCell;
 use std::fmt::Debug;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Id};
@@ -16,6 +19,15 @@ use super::table;
 
 /// The label set of a span, kept in its extensions.
 struct SpanLabels(u32);
+
+/// When the first label layer was added to a subscriber, and the fields it chose.
+static ADDED: OnceLock<(Instant, String)> = OnceLock::new();
+
+/// Spans the label layers labelled with one of their chosen fields (any span, for a layer that chose none).
+static LABELLED_SPANS: AtomicU64 = AtomicU64::new(0);
+
+/// How long a layer may label nothing while allocations are sampled before `state` says why.
+pub(crate) const SILENT_FOR: Duration = Duration::from_secs(60);
 
 thread_local! {
     /// The label sets the spans entered on this thread replaced, innermost last.
@@ -76,11 +88,18 @@ impl Visit for Fields<'_> {
 }
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for LabelLayer {
+    fn on_layer(&mut self, _subscriber: &mut S) {
+        let _ = ADDED.set((Instant::now(), self.fields.join(", ")));
+    }
+
     fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
         let Some(span) = context.span(id) else { return };
         let parent = span.parent().and_then(|parent| parent.extensions().get::<SpanLabels>().map(|labels| labels.0));
         let mut fields = Fields { wanted: &self.fields, found: Vec::new() };
         attributes.record(&mut fields);
+        if self.fields.is_empty() || !fields.found.is_empty() {
+            LABELLED_SPANS.fetch_add(1, Ordering::Relaxed);
+        }
         let mut pairs: Vec<(&str, &str)> = vec![("span", attributes.metadata().name())];
         pairs.extend(fields.found.iter().map(|(key, value)| (*key, value.as_str())));
         let labels = table::intern(parent.unwrap_or(0), &pairs);
@@ -106,10 +125,40 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for La
     }
 }
 
+/// Why the label layer labels nothing, when it was added to a subscriber at least [`SILENT_FOR`] ago and
+/// has labelled no span since, while allocations are `sampled`.
+pub(crate) fn silence(sampled: bool) -> Option<String> {
+    let (added, fields) = ADDED.get()?;
+    judge_silence(added.elapsed(), LABELLED_SPANS.load(Ordering::Relaxed), fields, sampled)
+}
+
+/// [`silence`] over its readings: how long ago the layer was added, the spans it labelled, its fields.
+fn judge_silence(added: Duration, labelled: u64, fields: &str, sampled: bool) -> Option<String> {
+    if !sampled || labelled > 0 || added < SILENT_FOR {
+        return None;
+    }
+    let carried = if fields.is_empty() { String::new() } else { format!(" carrying its fields ({fields})") };
+    Some(format!(
+        "The tracing LabelLayer has labelled nothing in the {} s since it was added: no span{carried} reached it, so every allocation is labelled (none). A filter on the whole subscriber (RUST_LOG=warn through an EnvFilter, a LevelFilter added with .with(filter)) disables the spans it reads: give the filter to the other layers alone (fmt::layer().with_filter(filter)), see docs/labels.md",
+        added.as_secs()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn a_layer_that_labelled_nothing_for_a_minute_of_sampling_is_said_with_the_fix() {
+        let minute = SILENT_FOR;
+        assert_eq!(judge_silence(minute, 0, "tenant", false), None, "nothing sampled, nothing lost");
+        assert_eq!(judge_silence(minute, 3, "tenant", true), None);
+        assert_eq!(judge_silence(minute / 2, 0, "tenant", true), None, "too soon to tell");
+        let said = judge_silence(minute, 0, "tenant", true).unwrap();
+        assert!(said.contains("no span carrying its fields (tenant) reached it") && said.contains(".with_filter("));
+        assert!(judge_silence(minute, 0, "", true).unwrap().contains("no span reached it"));
+    }
 
     #[test]
     fn an_entered_span_labels_with_its_name_and_fields_and_its_exit_restores() {

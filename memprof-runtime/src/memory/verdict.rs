@@ -153,6 +153,26 @@ fn grew(growth: Growth, flat: f64, holders: Holders) -> Verdict {
 /// A stack as a leak verdict names it: its function and growth, and how old what it holds is, when known
 /// ("92 % of its 30.0 MiB is older than 10 min").
 fn named_stack(stack: &GrowingStack) -> String {
+    format!("{}{}", named_stack_alone(stack), under_labels(stack))
+}
+
+/// Where the program labels its allocations, the label sets a stack's bytes were allocated under, the
+/// most first (three at most): " under tenant=acme 75 %, tenant=initech 25 %".
+fn under_labels(stack: &GrowingStack) -> String {
+    let total: f64 = stack.by_label.iter().map(|share| share.bytes.max(0.0)).sum();
+    if total <= 0.0 {
+        return String::new();
+    }
+    let shares: Vec<String> = stack
+        .by_label
+        .iter()
+        .take(3)
+        .map(|share| format!("{} {:.0} %", share.labels, share.bytes.max(0.0) / total * 100.0))
+        .collect();
+    format!(" under {}", shares.join(", "))
+}
+
+fn named_stack_alone(stack: &GrowingStack) -> String {
     match &stack.age {
         // Grown by more than it holds: some of what it grew was freed since; said, not left to puzzle over.
         Some(age) if age.held_bytes > 0.0 && age.held_bytes < stack.bytes * 0.95 => format!(

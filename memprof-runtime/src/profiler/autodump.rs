@@ -4,7 +4,7 @@
 //! | variable | dumps |
 //! |---|---|
 //! | `MEMPROF_DUMP_EVERY=1GiB` | each time this many bytes were allocated since the last one (like `lg_prof_interval`) |
-//! | `MEMPROF_DUMP_HIGH_WATER=10%` | at each new high-water mark of `stats.allocated`, 10% above the last one dumped |
+//! | `MEMPROF_DUMP_HIGH_WATER=10%` | at each new high-water mark of the program's live bytes, 10% (and at least 1 MiB) above the last one dumped (at first, above the live bytes when dumps were armed) |
 //! | `MEMPROF_DUMP_AT_RESIDENT=90%` | when the resident set crosses 90% of the cgroup's memory limit (else the machine's memory), once per crossing: the heap before an OOM kill |
 //! | `MEMPROF_DUMP_KEEP=8`, `MEMPROF_DUMP_MAX_BYTES=256MiB` | the ring's bounds: the oldest dumps go first (the newest always stays) |
 //!
@@ -28,6 +28,9 @@ use crate::{jemalloc, process::environment};
 const DEFAULT_KEPT_DUMPS: usize = 8;
 /// How many bytes of automatic dumps are kept unless `MEMPROF_DUMP_MAX_BYTES` says otherwise.
 const DEFAULT_KEPT_DUMP_BYTES: u64 = 256 << 20;
+/// The least a new high-water mark rises above the last one dumped, whatever the step: a heap of a few
+/// hundred KiB at start-up crosses 50 % of itself at each allocation of a thread's buffer.
+const HIGH_WATER_LEAST_RISE: u64 = 1 << 20;
 
 /// What triggers a dump, and how many are kept.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,7 +210,8 @@ impl Watcher {
         }
         if let Some(step) = self.settings.high_water_step {
             let allocated = counters.allocated as u64;
-            if allocated as f64 > self.high_water as f64 * (1.0 + step) {
+            let mark = (self.high_water as f64 * (1.0 + step)).max((self.high_water + HIGH_WATER_LEAST_RISE) as f64);
+            if allocated as f64 > mark {
                 self.high_water = allocated;
                 reasons.push(format!("new high-water mark, {} MiB allocated", allocated >> 20));
             }
@@ -293,6 +297,11 @@ mod tests {
         assert_eq!(due(109), None, "less than 10% above the last mark");
         assert_eq!(due(50), None);
         assert_eq!(due(111).as_deref(), Some("new high-water mark, 111 MiB allocated"));
+        let mut small = Watcher::new(watcher.settings.clone(), 200 << 10);
+        let mut due =
+            |kibibytes: usize| small.due(&HeapCounters { allocated: kibibytes << 10, ..HeapCounters::default() });
+        assert_eq!(due(900), None, "less than 1 MiB above the last mark");
+        assert_eq!(due(1300).as_deref(), Some("new high-water mark, 1 MiB allocated"));
     }
 
     #[test]

@@ -68,79 +68,83 @@ fn start_unsampled(options: Options) -> Guard {
     {
         messages::warn(&format!("explain will not tell jemalloc's memory apart: cannot start a thread ({error})"));
     }
-    let profiler = Profiler::global();
-    profiler.keep_runs(options.keep_runs as usize);
-    match crate::profile_root::storage::make_parent_directory() {
-        Some(Ok(made)) => messages::info(&format!("Made the profile root {} (owner-only)", made.display())),
-        Some(Err(why)) => messages::warn(&format!(
-            "{why}: profiles will be kept in memory, and runs will keep no views (net, allocated, peak)"
-        )),
-        None => {}
-    }
-    let parent = crate::profile_root::storage::parent_directory();
-    // A program that serves nothing and reads nothing of its memory (a command-line tool) leaves the sweep of
-    // the profile root (a directory listing of $TMPDIR, at worst) to its first run, if it ever has one.
-    if wanted || matches!(automatic_dumps, Ok(Some(_))) {
-        keep_what_earlier_processes_left(profiler, &parent);
-    } else {
-        profiler.before_the_first_run(Box::new(move || keep_what_earlier_processes_left(profiler, &parent)));
-    }
-    // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
-    let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
-    for warning in &profiler.config.warnings {
-        if impossible { messages::error(warning) } else { messages::warn(warning) }
-    }
-    for note in profiler.config.notes() {
-        messages::info(&note);
-    }
-    if let crate::profiler::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
-        && profiler.config.profiling_enabled
-    {
-        messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
-    }
-    match automatic_dumps {
-        Ok(Some((settings, by_default))) if profiler.config.profiling_enabled => {
-            match crate::profiler::counters::start() {
-                Ok(()) => {
-                    crate::profiler::autodump::arm(settings);
-                    messages::info(if by_default {
-                        "Automatic heap dumps are on, as continuous sampling has them: at each high water 50 % above the last, and at 90 % of the memory limit (MEMPROF_DUMP_* to choose)"
-                    } else {
-                        "Automatic heap dumps are on (MEMPROF_DUMP_*)"
-                    })
-                }
-                Err(error) => messages::error(&format!(
-                    "Automatic heap dumps are off: cannot start the thread that reads the memory counters ({error})"
-                )),
-            }
+    // What memprof makes from here on and keeps (its profiler, the continuous record, the allocator's code,
+    // the endpoints' context) is memprof's: made in its arena, never the program's live bytes.
+    crate::jemalloc::in_own_arena(move || {
+        let profiler = Profiler::global();
+        profiler.keep_runs(options.keep_runs as usize);
+        match crate::profile_root::storage::make_parent_directory() {
+            Some(Ok(made)) => messages::info(&format!("Made the profile root {} (owner-only)", made.display())),
+            Some(Err(why)) => messages::warn(&format!(
+                "{why}: profiles will be kept in memory, and runs will keep no views (net, allocated, peak)"
+            )),
+            None => {}
         }
-        Ok(Some(_)) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
-        Ok(None) => {}
-        Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
-    }
-    let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
-    if wanted && options.built_in_server {
-        start_server(&options, context);
-    }
-    let signals: Vec<std::ffi::c_int> = [
-        (options.dump_on_sigterm, signal_hook::consts::SIGTERM),
-        (options.dump_on_sigint, signal_hook::consts::SIGINT),
-    ]
-    .into_iter()
-    .filter_map(|(asked, signal)| asked.then_some(signal))
-    .collect();
-    if !signals.is_empty()
-        && let Err(error) = crate::process::signals::watch(&signals, shutdown)
-    {
-        messages::warn(&format!("SIGTERM and SIGINT will not leave a final profile: {error}"));
-    }
-    if profiler.config.profiling_enabled {
-        choose_sampling(profiler, choice, sampling_warning, active_at_start);
-    }
-    if let Some(directory) = whole_run {
-        profiler.open_whole_run(directory.into());
-    }
-    Guard { owns_shutdown: true }
+        let parent = crate::profile_root::storage::parent_directory();
+        // A program that serves nothing and reads nothing of its memory (a command-line tool) leaves the sweep of
+        // the profile root (a directory listing of $TMPDIR, at worst) to its first run, if it ever has one.
+        if wanted || matches!(automatic_dumps, Ok(Some(_))) {
+            keep_what_earlier_processes_left(profiler, &parent);
+        } else {
+            profiler.before_the_first_run(Box::new(move || keep_what_earlier_processes_left(profiler, &parent)));
+        }
+        // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
+        let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
+        for warning in &profiler.config.warnings {
+            if impossible { messages::error(warning) } else { messages::warn(warning) }
+        }
+        for note in profiler.config.notes() {
+            messages::info(&note);
+        }
+        if let crate::profiler::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
+            && profiler.config.profiling_enabled
+        {
+            messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
+        }
+        match automatic_dumps {
+            Ok(Some((settings, by_default))) if profiler.config.profiling_enabled => {
+                match crate::profiler::counters::start() {
+                    Ok(()) => {
+                        crate::profiler::autodump::arm(settings);
+                        messages::info(if by_default {
+                            "Automatic heap dumps are on, as continuous sampling has them: at each high water 50 % above the last, and at 90 % of the memory limit (MEMPROF_DUMP_* to choose)"
+                        } else {
+                            "Automatic heap dumps are on (MEMPROF_DUMP_*)"
+                        })
+                    }
+                    Err(error) => messages::error(&format!(
+                        "Automatic heap dumps are off: cannot start the thread that reads the memory counters ({error})"
+                    )),
+                }
+            }
+            Ok(Some(_)) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
+            Ok(None) => {}
+            Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
+        }
+        let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
+        if wanted && options.built_in_server {
+            start_server(&options, context);
+        }
+        let signals: Vec<std::ffi::c_int> = [
+            (options.dump_on_sigterm, signal_hook::consts::SIGTERM),
+            (options.dump_on_sigint, signal_hook::consts::SIGINT),
+        ]
+        .into_iter()
+        .filter_map(|(asked, signal)| asked.then_some(signal))
+        .collect();
+        if !signals.is_empty()
+            && let Err(error) = crate::process::signals::watch(&signals, shutdown)
+        {
+            messages::warn(&format!("SIGTERM and SIGINT will not leave a final profile: {error}"));
+        }
+        if profiler.config.profiling_enabled {
+            choose_sampling(profiler, choice, sampling_warning, active_at_start);
+        }
+        if let Some(directory) = whole_run {
+            profiler.open_whole_run(directory.into());
+        }
+        Guard { owns_shutdown: true }
+    })
 }
 
 /// Says how sampling runs (see [`crate::profiler::sampling`]) and makes it continuous if so chosen: last,

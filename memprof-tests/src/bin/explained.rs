@@ -11,6 +11,10 @@
 //! - `mmap`: a 128 MiB anonymous mapping, every page written;
 //! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
 //! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever;
+//! - `tenants-leak`: 2 MiB more every second, kept by `leak_for_tenant`, three quarters of it under the label
+//!   `tenant=acme`, the rest under `tenant=initech`;
+//! - `preallocate`: at start-up, 32 MiB of tables allocated over 2 s by `preallocate_tables` (a router's
+//!   or a pool's start-up), then nothing more;
 //! - `burst`: after 3 s, 128 MiB in 64 KiB blocks kept by `burst_into_cache` (a cache that filled), then
 //!   nothing more;
 //! - `maps`: two std `HashMap`s with their values inline grown for ever, by `index_sessions` (3 MiB a
@@ -47,6 +51,7 @@ fn main() {
                 std::thread::sleep(Duration::from_millis(125));
             }
         }
+        "preallocate" => kept.push(Box::new(preallocate_tables(32, Duration::from_secs(2)))),
         "burst" => {
             std::thread::sleep(Duration::from_secs(3));
             kept.push(Box::new(burst_into_cache(128 * MIB)));
@@ -58,6 +63,16 @@ fn main() {
         "mappings" => {
             let count = std::env::args().nth(2).and_then(|count| count.parse().ok()).expect("mappings N");
             kept.push(Box::new(many_mappings(count)));
+        }
+        "tenants-leak" => {
+            println!("explained: ready");
+            let mut leaked = Vec::new();
+            loop {
+                for tenant in ["acme", "acme", "acme", "initech"] {
+                    memprof::labels::with(&[("tenant", tenant)], || leak_for_tenant(&mut leaked));
+                }
+                std::thread::sleep(Duration::from_millis(125));
+            }
         }
         "leak" => {
             println!("explained: ready");
@@ -186,9 +201,26 @@ fn cache_topics(topics: &mut std::collections::HashMap<u64, [u8; 1024]>, tick: u
     }
 }
 
+/// `mebibytes` tables of 1 MiB, every byte written, over `over`.
+#[inline(never)]
+fn preallocate_tables(mebibytes: u32, over: Duration) -> Vec<Vec<u8>> {
+    (0..mebibytes)
+        .map(|_| {
+            std::thread::sleep(over / mebibytes);
+            vec![1u8; MIB]
+        })
+        .collect()
+}
+
 #[inline(never)]
 fn burst_into_cache(total: usize) -> Vec<Vec<u8>> {
     black_box(blocks(total))
+}
+
+/// Keeps 64 KiB more, every byte written.
+#[inline(never)]
+fn leak_for_tenant(leaked: &mut Vec<Vec<u8>>) {
+    leaked.push(vec![1u8; 64 * 1024]);
 }
 
 /// Keeps 256 KiB more, every byte written.

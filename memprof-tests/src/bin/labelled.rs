@@ -7,6 +7,10 @@
 //! - `labelled tracing`: with memprof's `tracing` layer labelling by span name and `tenant`, a task
 //!   instrumented with the span `job` (`tenant = "acme"`) keeps the newest 64 buffers of 64 KiB from
 //!   `traced_allocation`; prints `tracing ready`.
+//! - `labelled tracing-filtered`: the same under a filter on the whole subscriber at `warn` (as
+//!   `RUST_LOG=warn` does), which disables the span: nothing is labelled.
+//! - `labelled tracing-per-layer`: the same with the filter given to the log's layer alone, as
+//!   docs/labels.md says: the span labels again.
 //! - `labelled overflow`: enters 1,100 distinct label sets (`request=0`..`request=1099`, past the bound of
 //!   1,024), each around a 1 KiB buffer it keeps, prints `entered 1100 label sets`, then waits to be killed.
 
@@ -15,14 +19,40 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use memprof::labels::{self, WithLabels};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 #[memprof::main(http = "127.0.0.1:0")]
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("tokio") => tokio_tasks(),
         Some("overflow") => overflow(),
-        Some("tracing") => traced(),
-        other => panic!("expected the mode 'tokio', 'tracing' or 'overflow', not {other:?}"),
+        Some("tracing") => {
+            tracing_subscriber::registry().with(memprof::labels::LabelLayer::with_fields(["tenant"])).init();
+            traced();
+        }
+        Some("tracing-filtered") => {
+            let filter = tracing_subscriber::filter::LevelFilter::WARN;
+            tracing_subscriber::registry()
+                .with(filter)
+                .with(tracing_subscriber::fmt::layer())
+                .with(memprof::labels::LabelLayer::with_fields(["tenant"]))
+                .init();
+            traced();
+        }
+        Some("tracing-per-layer") => {
+            let filter = tracing_subscriber::filter::LevelFilter::WARN;
+            // As docs/labels.md gives it:
+            tracing_subscriber::registry()
+                .with(tracing_subscriber::fmt::layer().with_filter(filter))
+                .with(memprof::labels::LabelLayer::with_fields(["tenant"]))
+                .init();
+            traced();
+        }
+        other => panic!(
+            "expected the mode 'tokio', 'tracing', 'tracing-filtered', 'tracing-per-layer' or 'overflow', not {other:?}"
+        ),
     }
 }
 
@@ -54,11 +84,9 @@ fn tokio_tasks() {
     });
 }
 
+/// A task instrumented with the span `job` (`tenant = "acme"`), under the subscriber set up.
 fn traced() {
     use tracing::Instrument;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    tracing_subscriber::registry().with(memprof::labels::LabelLayer::with_fields(["tenant"])).init();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
     runtime.block_on(async {
         let job = tokio::spawn(

@@ -190,6 +190,7 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
         frames: vec!["explained::leak".into()],
         bytes: 38.0 * MIB as f64,
         age: None,
+        by_label: Vec::new(),
     };
     let named = verdict(Findings {
         classified: &classified,
@@ -258,10 +259,29 @@ fn a_leak_names_its_stacks_or_says_how_to_find_them() {
 #[test]
 fn a_stack_that_grew_by_more_than_it_holds_says_so() {
     let age = memprof_wire::HeldAge { held_bytes: 29.0 * MIB as f64, older_share: 0.0, older_than_seconds: 60.0 };
-    let stack =
-        GrowingStack { function: "broker::store".into(), frames: Vec::new(), bytes: 32.6 * MIB as f64, age: Some(age) };
+    let stack = GrowingStack {
+        function: "broker::store".into(),
+        frames: Vec::new(),
+        bytes: 32.6 * MIB as f64,
+        age: Some(age),
+        by_label: Vec::new(),
+    };
     assert_eq!(
         named_stack(&stack),
         "broker::store (grew by 32.6 MiB, of which 29.0 MiB is still held; 0 % of that is older than 60 s)"
     );
+}
+
+/// Where the program labels its allocations, a named stack says under which labels it grew.
+#[test]
+fn a_labelled_stack_is_named_with_its_split() {
+    let share = |labels: &str, mib: f64| memprof_wire::LabelledBytes { labels: labels.into(), bytes: mib * MIB as f64 };
+    let stack = GrowingStack {
+        function: "broker::store".into(),
+        frames: Vec::new(),
+        bytes: 32.0 * MIB as f64,
+        age: None,
+        by_label: vec![share("tenant=acme", 24.0), share("tenant=initech", 8.0)],
+    };
+    assert_eq!(named_stack(&stack), "broker::store (32.0 MiB) under tenant=acme 75 %, tenant=initech 25 %");
 }
