@@ -84,16 +84,19 @@ pub fn blocks() -> Vec<Block> {
         .collect()
 }
 
-/// Asserts that each block checked by `test` is code the program `source` (a path in the workspace) runs:
-/// every line of the block but comments stands, as written, among the source's lines.
+/// Asserts that each of `blocks` is code the program `source` (a path in the workspace) runs: every line
+/// of a block but comments stands, as written, among the source's lines.
 ///
 /// ```no_run
-/// memprof_tests::docs::assert_blocks_are_in("a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer", "memprof-tests/src/bin/tenants_grpc.rs");
+/// use memprof_tests::docs;
+///
+/// let blocks = docs::checked_by("a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer");
+/// docs::assert_blocks_are_in(&blocks, "memprof-tests/src/bin/tenants_grpc.rs");
 /// ```
-pub fn assert_blocks_are_in(test: &str, source: &str) {
+pub fn assert_blocks_are_in(blocks: &[Block], source: &str) {
     let text = std::fs::read_to_string(workspace().join(source)).unwrap();
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for block in checked_by(test) {
+    for block in blocks {
         for line in block.text.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with("//")) {
             assert!(lines.contains(&line), "{}: {line:?} is not a line of {source}", block.place());
         }

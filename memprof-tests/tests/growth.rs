@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use memprof_tests::explained::explain;
-use memprof_tests::process::Program;
+use memprof_tests::process::{Program, memprof_tool};
 use memprof_wire::VerdictKind;
 
 const MIB: u64 = 1 << 20;
@@ -110,6 +110,14 @@ fn std_maps_grown_by_two_functions_are_two_lines_named_by_them() {
     for stack in &explanation.verdict.stacks {
         assert!(!stack.function.contains("hashbrown"), "{:#?}", explanation.verdict);
     }
+    // The CLI's stacks start where the JSON's do: at the program's function, std's map said after it.
+    let (code, out, err) = memprof_tool(&program, &["explain"]);
+    assert_eq!(code, 0, "{err}");
+    for line in out.lines().filter(|line| line.contains(" <- ")) {
+        let frames = line.replace("(allocating through hashbrown::", "");
+        assert!(!frames.contains("hashbrown::"), "{out}");
+    }
+    assert!(out.contains(" explained::index_sessions (allocating through "), "{out}");
 }
 
 /// Built without debug info, a program's own code cannot be told from its dependencies': `explain` and
@@ -232,4 +240,28 @@ fn a_labelled_leak_is_named_with_its_split_by_label() {
     assert!((0.65..=0.85).contains(&share_of("tenant=acme")), "{stack:#?}");
     assert!((0.15..=0.35).contains(&share_of("tenant=initech")), "{stack:#?}");
     assert!(explanation.verdict.fix.contains(" under tenant=acme "), "{}", explanation.verdict.fix);
+    // The CLI prints the split beside the stack.
+    let (code, out, err) = memprof_tool(&program, &["explain"]);
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().find(|line| line.contains("leak_for_tenant")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains(" [tenant=acme ") && line.contains(", tenant=initech "), "{out}");
+}
+
+/// A leak that goes on at 8 MiB a second is a leak within 30 s of the program's start, named by the
+/// program's function, alike in `explain`, `/growing` and `memprof_growing_bytes`.
+#[test]
+fn a_fast_leak_is_named_within_30_seconds_alike_everywhere() {
+    let program = Program::explained(&["leak", "8"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let patience = Duration::from_secs(30);
+    memprof_tests::waiting::wait_every("the leak named", patience, Duration::from_secs(1), || {
+        let verdict = explain(&program).verdict;
+        let named = verdict.stacks.first().is_some_and(|stack| stack.function == "explained::leak_slowly");
+        if verdict.kind == VerdictKind::Leak && named { Ok(()) } else { Err(format!("{verdict:#?}")) }
+    });
+    let growing: memprof_wire::Growing = serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
+    let first = growing.series.first().map(|series| (series.function.as_str(), series.stopped));
+    assert_eq!(first, Some(("explained::leak_slowly", false)), "{growing:#?}");
+    let metrics = program.get("/metrics").text();
+    assert!(metrics.contains("\nmemprof_growing_bytes{function=\"explained::leak_slowly\"} "), "{metrics}");
 }

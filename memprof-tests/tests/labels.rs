@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use memprof_analysis::{Analysis, Binaries, HeapProfile, LabelSets, NO_LABEL, label_id, labels_path};
 use memprof_tests::acceptance::{self, wait_for_sampled};
+use memprof_tests::docs;
 use memprof_tests::http::request_with_body;
 use memprof_tests::process::{Launch, Program, built_binary, memprof_tool};
 use memprof_tests::tools::{self, Scratch};
@@ -317,10 +318,9 @@ fn a_global_filter_silencing_the_label_layer_is_said_and_a_per_layer_filter_labe
         program.wait_for_line(|line| line == "tracing ready");
         program
     };
-    memprof_tests::docs::assert_blocks_are_in(
-        "a_global_filter_silencing_the_label_layer_is_said_and_a_per_layer_filter_labels",
-        "memprof-tests/src/bin/labelled.rs",
-    );
+    let documented =
+        docs::checked_by("a_global_filter_silencing_the_label_layer_is_said_and_a_per_layer_filter_labels");
+    docs::assert_blocks_are_in(&documented, "memprof-tests/src/bin/labelled.rs");
     let (filtered, per_layer) = (launch("tracing-filtered"), launch("tracing-per-layer"));
     let warnings = |program: &Program| {
         let state: memprof_wire::State = serde_json::from_value(program.get_json("/memory-profiler/state")).unwrap();
@@ -352,10 +352,8 @@ fn a_global_filter_silencing_the_label_layer_is_said_and_a_per_layer_filter_labe
 /// stored. (`route_labels()` was axum's alone; a tonic service had no way but a layer of its own.)
 #[test]
 fn a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer() {
-    memprof_tests::docs::assert_blocks_are_in(
-        "a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer",
-        "memprof-tests/src/bin/tenants_grpc.rs",
-    );
+    let documented = docs::checked_by("a_tonic_servers_calls_are_labelled_per_tenant_by_the_tower_layer");
+    docs::assert_blocks_are_in(&documented, "memprof-tests/src/bin/tenants_grpc.rs");
     let service = Launch::new(built_binary("tenants_grpc"))
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
         .env("MALLOC_CONF", "lg_prof_sample:14")

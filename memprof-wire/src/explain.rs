@@ -159,7 +159,8 @@ pub enum VerdictKind {
 pub struct GrowingStack {
     /// The allocating function of the program's own code (the first frame past the allocator's).
     pub function: String,
-    /// Its frames, allocation site first, as the text download shows them.
+    /// Its frames, allocation site first, as the text download shows them: through `function` and a few
+    /// past it, 12 at least.
     pub frames: Vec<String>,
     /// Estimated live bytes allocated there since the run started.
     pub bytes: f64,

@@ -27,9 +27,6 @@ static CONTEXT: OnceLock<Context> = OnceLock::new();
 /// the endpoints are on, the memory counters are read from now on, for the dashboard's chart.
 pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
     CONTEXT.get_or_init(|| {
-        if mounted {
-            crate::profiler::counters::want_classes();
-        }
         if mounted && let Err(error) = crate::profiler::counters::start() {
             messages::warn(&format!(
                 "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"

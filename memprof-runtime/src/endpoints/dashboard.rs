@@ -31,6 +31,8 @@ const PAGE_HEADERS: &[(&str, &str)] = &[
 /// `/memory-profiler/memory?since=T`: jemalloc's counters read once a second over the last ten minutes,
 /// oldest first; with `since`, only the readings after time `T` (Unix milliseconds, as each reading's `time`).
 pub(super) fn memory(_: &Context, query: &Query) -> Result<Reply, HttpError> {
+    // The chart shows the resident set by class: read it with the counters while the chart is watched.
+    crate::profiler::counters::want_classes();
     let since = match query.get("since") {
         None => 0,
         Some(text) => text.parse().map_err(|_| {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use memprof_analysis::{Analysis, Binaries, LabelSet};
+use memprof_analysis::{Analysis, Binaries, LabelSet, Sample};
 use memprof_wire::{GrowingStack, HeldAge, LabelledBytes};
 
 use crate::http::HttpError;
@@ -129,8 +129,7 @@ fn functions_of(growers: &[Grower]) -> Result<Named, HttpError> {
         .map(|sample| {
             let function =
                 analysis.allocating_frame(sample).map_or_else(|| "?".to_owned(), |frame| frame.function.to_string());
-            let frames =
-                analysis.shown_frames(sample, false).iter().take(12).map(|frame| frame.function.to_string()).collect();
+            let frames = frames_through(&analysis, sample, &function);
             (function, frames, sample.labels.clone())
         })
         .collect();
@@ -152,13 +151,12 @@ const OLDER_THAN: u32 = 600;
 pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
     let mut by_function: HashMap<&str, GrowingStack> = HashMap::new();
     for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
-        let frames = analysis.shown_frames(sample, false);
         let Some(site) = analysis.allocating_frame(sample) else {
             continue;
         };
         let holder = by_function.entry(&site.function).or_insert_with(|| GrowingStack {
             function: site.function.to_string(),
-            frames: frames.iter().take(12).map(|frame| frame.function.to_string()).collect(),
+            frames: frames_through(analysis, sample, &site.function),
             bytes: 0.0,
             age: None,
             by_label: Vec::new(),
@@ -170,6 +168,15 @@ pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
     holders.iter_mut().for_each(|holder| finish_by_label(&mut holder.by_label));
     holders.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
     holders
+}
+
+/// A stack's frames as the text download shows them, allocation site first, through the program's
+/// allocating `function` and a few past it (12 at least): std's map code alone takes a dozen frames, and
+/// the CLI starts a stack where the function is.
+fn frames_through(analysis: &Analysis, sample: &Sample, function: &str) -> Vec<String> {
+    let frames = analysis.shown_frames(sample, false);
+    let through = frames.iter().position(|frame| &*frame.function == function).map_or(0, |at| at + 7);
+    frames.iter().take(through.max(12)).map(|frame| frame.function.to_string()).collect()
 }
 
 /// Counts `bytes` under `labels` (the empty set as [`memprof_analysis::NO_LABEL`]).

@@ -10,7 +10,15 @@ use crate::jemalloc;
 /// `/metrics`.
 pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let mut text = String::new();
-    if let Some(classes) = crate::memory::history::ring().latest_classes() {
+    // Scraped, the resident set by class is read with the counters from now on; the first scrape (or the
+    // first after ten minutes unwatched) reads it itself.
+    crate::profiler::counters::want_classes();
+    let recent = crate::memory::history::ring().latest_classes_since(crate::profiler::counters::CLASSES_WATCHED);
+    let classes = recent.or_else(|| {
+        let promoted = crate::profiler::record::promoted_bytes();
+        crate::memory::read(promoted).ok().map(|reading| reading.classified.bytes)
+    });
+    if let Some(classes) = classes {
         let name = "memprof_memory_bytes";
         let _ = write!(
             text,
@@ -86,7 +94,8 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "Times labels were entered past the bound on label sets (recorded as memprof_overflow).",
         overflowed as f64,
     );
-    if let Some(record) = profiler.record() {
+    // The record of samples: continuous sampling's, or on demand the one the first run started.
+    if let Some(record) = profiler.views_record() {
         record_metrics(&mut text, record)?;
     }
     Ok(Reply::bytes("text/plain; version=0.0.4; charset=utf-8", text.into_bytes()))
@@ -95,12 +104,13 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
 /// How many growing stacks `/metrics` names.
 const GROWING_NAMED: usize = 5;
 
-/// The continuous record's fill, and the stacks that grew steadily over its last hour.
+/// The record's fill, and the stacks that grew steadily over its one history (sampled continuously, its
+/// last hour; on demand, the run's time).
 fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Table) -> Result<(), HttpError> {
     let (dropped, live, stacks) = record.fill();
     let given_back = record.given_back().0;
     for (name, kind, help, value) in [
-        ("memprof_record_live_objects", "gauge", "Sampled objects live now in the continuous record.", live as u64),
+        ("memprof_record_live_objects", "gauge", "Sampled objects live now in the record of samples.", live as u64),
         ("memprof_record_stacks", "gauge", "Distinct stacks sampled since start-up, in the record.", stacks as u64),
         (
             "memprof_record_dropped_objects_total",
@@ -128,7 +138,7 @@ fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Ta
     let name = "memprof_growing_bytes";
     let _ = write!(
         text,
-        "# HELP {name} How much the stacks that grew steadily over the last hour and still grow now grew, by the program's function that allocated them (see /memory-profiler/explain); a function whose stacks stop growing leaves the gauge within about a minute.\n# TYPE {name} gauge\n"
+        "# HELP {name} How much the stacks that grew steadily over the record's history (the last hour, or on demand the run's time) and still grow now grew, by the program's function that allocated them (see /memory-profiler/explain); a function whose stacks stop growing leaves the gauge within about a minute.\n# TYPE {name} gauge\n"
     );
     for stack in &growing.stacks {
         let _ = writeln!(text, "{name}{{function=\"{}\"}} {}", label_value(&stack.function), stack.bytes.round());

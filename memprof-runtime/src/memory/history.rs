@@ -27,9 +27,11 @@ impl Ring {
         self.readings.push_back(reading);
     }
 
-    /// The newest resident set by class, when one was read.
-    pub(crate) fn latest_classes(&self) -> Option<memprof_wire::ClassBytes> {
-        self.readings.iter().rev().find_map(|reading| reading.classes)
+    /// The newest resident set by class, when one was read within `age` of now.
+    pub(crate) fn latest_classes_since(&self, age: std::time::Duration) -> Option<memprof_wire::ClassBytes> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| now.as_millis());
+        let oldest = now.saturating_sub(age.as_millis()) as u64;
+        self.readings.iter().rev().take_while(|reading| reading.time >= oldest).find_map(|reading| reading.classes)
     }
 
     /// The readings taken after `time` (all of them with 0), oldest first.

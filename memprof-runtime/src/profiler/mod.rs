@@ -101,8 +101,7 @@ static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
 });
 
 impl Profiler {
-    /// The profiler of this process; the first call reads jemalloc's configuration and installs the stack
-    /// walk.
+    /// The profiler of this process; the first call reads jemalloc's configuration and installs the walk.
     pub(crate) fn global() -> &'static Profiler {
         &PROFILER
     }
@@ -220,10 +219,7 @@ impl Profiler {
         let lg_sample =
             jemalloc::lg_sample().map_err(|error| control("Cannot read the sampling rate", "prof.lg_sample", error))?;
         jemalloc::reset_samples(lg_sample)
-            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))?;
-        // What the record's stacks held before sampling was off: growth is measured from this run's start.
-        record::forget_history();
-        Ok(())
+            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))
     }
 
     /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
@@ -396,7 +392,7 @@ fn switch_sampling_off(id: u64) {
     if let Err(error) = jemalloc::set_profiling_active(false) {
         messages::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
     }
-    // Nothing grows while nothing is sampled: the growth watched during the run ends with it.
+    // The growth watched during the run ends with it: the history is read only while sampled.
     record::forget_history();
 }
 

@@ -10,7 +10,7 @@
 //!   thread takes an arena made for it after memprof started);
 //! - `mmap`: a 128 MiB anonymous mapping, every page written;
 //! - `heap-and-mmap`: 256 MiB live in 64 KiB blocks and the 128 MiB mapping;
-//! - `leak`: 2 MiB more every second, kept by `leak_slowly`, for ever;
+//! - `leak [N]`: N MiB (2 unless said) more every second, kept by `leak_slowly`, for ever;
 //! - `tenants-leak`: 2 MiB more every second, kept by `leak_for_tenant`, three quarters of it under the label
 //!   `tenant=acme`, the rest under `tenant=initech`;
 //! - `preallocate`: at start-up, 32 MiB of tables allocated over 2 s by `preallocate_tables` (a router's
@@ -75,10 +75,14 @@ fn main() {
             }
         }
         "leak" => {
+            let mebibytes: usize = std::env::args().nth(2).map_or(2, |rate| rate.parse().expect("leak N"));
             println!("explained: ready");
             let mut leaked = Vec::new();
             loop {
-                leak_slowly(&mut leaked);
+                // 256 KiB a call, 8 ticks a second.
+                for _ in 0..mebibytes / 2 {
+                    leak_slowly(&mut leaked);
+                }
                 std::thread::sleep(Duration::from_millis(125));
             }
         }

@@ -207,8 +207,8 @@ pub(crate) fn read_when_due(record: &Table) {
     history.push(reading);
 }
 
-/// Forgets the history (on demand, sampling switched on or off: what the stacks held across a time nothing
-/// was sampled is no growth).
+/// Forgets the history (on demand, sampling switched off: what the stacks held across a time nothing was
+/// sampled is no growth, and the next run's is watched from its start).
 pub(crate) fn forget_history() {
     HISTORY.lock().readings.clear();
 }
