@@ -318,7 +318,9 @@ fn what_answers_keep_goes_when_the_endpoints_are_idle() {
     let (patience, every) = (memprof_tests::process::PATIENCE, std::time::Duration::from_secs(12));
     memprof_tests::waiting::wait_every("memprof's arena back where it began, once idle", patience, every, || {
         let idle = profiler_bytes();
-        (idle <= before + (64 << 10)).then_some(()).ok_or(format!("{before} -> {keeping} -> {idle} bytes"))
+        // Within 256 KiB: what memprof's threads' caches hold counts as allocated too, more or less as they last
+        // ran (a whole .ci/run read 71 KiB above, the names kept were over 1 MiB).
+        (idle <= before + (256 << 10)).then_some(()).ok_or(format!("{before} -> {keeping} -> {idle} bytes"))
     });
 }
 
