@@ -218,7 +218,12 @@ fn a_start_up_preallocation_then_idle_is_no_leak() {
 /// the function alone.
 #[test]
 fn a_labelled_leak_is_named_with_its_split_by_label() {
-    let program = Program::explained(&["tenants-leak"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    // Sampled every 16 KiB on average: each 64 KiB allocation nearly always is, so the split is the stored one
+    // (at the default 512 KiB a few dozen samples read 60/40).
+    let program = Program::explained(&["tenants-leak"])
+        .env("MEMPROF_SAMPLING", "continuous")
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let explanation = memprof_tests::waiting::wait_every(
         "the leak named with its labels",
@@ -248,7 +253,8 @@ fn a_labelled_leak_is_named_with_its_split_by_label() {
 }
 
 /// A leak that goes on at 8 MiB a second is a leak within 30 s of the program's start, named by the
-/// program's function, alike in `explain`, `/growing` and `memprof_growing_bytes`.
+/// program's function; `/growing` and `memprof_growing_bytes` name it alike once the record's history can
+/// tell (three readings, 5 s apart: until then `explain` names the stacks holding the most).
 #[test]
 fn a_fast_leak_is_named_within_30_seconds_alike_everywhere() {
     let program = Program::explained(&["leak", "8"]).env("MEMPROF_SAMPLING", "continuous").spawn();
@@ -259,9 +265,16 @@ fn a_fast_leak_is_named_within_30_seconds_alike_everywhere() {
         let named = verdict.stacks.first().is_some_and(|stack| stack.function == "explained::leak_slowly");
         if verdict.kind == VerdictKind::Leak && named { Ok(()) } else { Err(format!("{verdict:#?}")) }
     });
-    let growing: memprof_wire::Growing = serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
-    let first = growing.series.first().map(|series| (series.function.as_str(), series.stopped));
-    assert_eq!(first, Some(("explained::leak_slowly", false)), "{growing:#?}");
-    let metrics = program.get("/metrics").text();
-    assert!(metrics.contains("\nmemprof_growing_bytes{function=\"explained::leak_slowly\"} "), "{metrics}");
+    memprof_tests::waiting::wait_until("the leak named alike", memprof_tests::process::PATIENCE, || {
+        let verdict = explain(&program).verdict;
+        let growing: memprof_wire::Growing =
+            serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
+        let metrics = program.get("/metrics").text();
+        let alike = verdict.fix.contains("grew the most over the last")
+            && verdict.stacks.first().is_some_and(|stack| stack.function == "explained::leak_slowly")
+            && growing.series.first().map(|series| (series.function.as_str(), series.stopped))
+                == Some(("explained::leak_slowly", false))
+            && metrics.contains("\nmemprof_growing_bytes{function=\"explained::leak_slowly\"} ");
+        if alike { Ok(()) } else { Err(format!("{verdict:#?}\n{growing:#?}")) }
+    });
 }
