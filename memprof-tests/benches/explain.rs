@@ -9,7 +9,8 @@
 //! For each size: the answer's wall time (median, lowest and highest of 15), the reading's own time as the
 //! answer reports it (evidence "reading took (ms)", median), the peak extra RSS while answering (peak RSS
 //! reset through `/proc/<pid>/clear_refs` before each request), and the `memprof-stats` thread's CPU time
-//! over 20 s from `/proc/<pid>/task/<tid>/stat`.
+//! over 20 s from `/proc/<pid>/task/<tid>/stat`, the dashboard's chart watching (it reads the resident set
+//! by class only while watched).
 //!
 //! Then what jemalloc's background threads change (the measurement behind keeping them off by default):
 //! the `retention` state (256 MiB written in 64 KiB blocks, then freed) with `background_thread` off and on,
@@ -18,7 +19,10 @@
 //! Then what jemalloc's arenas cost with memprof (4 a CPU: 256 on a 64-core host): the example service with
 //! `narenas:8`, `256` and `1024`, three fresh processes each, its RSS once the endpoints answer, the CPU of
 //! memprof's threads over 20 s idle, and whether `explain`'s record of jemalloc's ranges is complete.
-//! Figures are printed, never asserted.
+//!
+//! Last, what sampling continuously costs an idle program (src/bin/explained.rs `idle`, the endpoints on):
+//! memprof's threads' CPU over 60 s, with nobody watching and with the dashboard's chart watching.
+//! `MEMPROF_BENCH_ONLY=idle` runs this table alone. Figures are printed, never asserted.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +31,9 @@ use memprof_tests::process::Program;
 const ANSWERS: usize = 15;
 
 fn main() {
+    if std::env::var("MEMPROF_BENCH_ONLY").is_ok_and(|only| only == "idle") {
+        return idle_continuous_table();
+    }
     println!(
         "{:>9} {:>12} {:>18} {:>11} {:>13} {:>14}",
         "mappings", "answer ms", "(lowest-highest)", "reading ms", "peak +RSS KiB", "sampler % core"
@@ -49,22 +56,51 @@ fn main() {
             arenas(narenas);
         }
     }
+    println!();
+    idle_continuous_table();
+}
+
+/// memprof's threads' CPU in an idle program sampling continuously, three processes each way.
+fn idle_continuous_table() {
+    println!("{:>22} {:>20}", "continuous, idle", "memprof's threads");
+    for watched in [false, true] {
+        for _ in 0..3 {
+            idle_continuous(watched);
+        }
+    }
+}
+
+/// memprof's threads' CPU over 60 s in an idle program sampling continuously, the dashboard's chart
+/// `watched` or not.
+fn idle_continuous(watched: bool) {
+    let program = Program::explained(&["idle"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    if watched {
+        program.get_json("/memory-profiler/memory");
+    }
+    let share = memprofs_share(&program, Duration::from_secs(60));
+    let who = if watched { "dashboard watching" } else { "nobody watching" };
+    println!("{who:>22} {:>13.3} % core", share * 100.0);
+}
+
+/// The CPU time of every memprof thread of `program` over `window`, as a share of one core.
+fn memprofs_share(program: &Program, window: Duration) -> f64 {
+    let tasks: Vec<std::path::PathBuf> = std::fs::read_dir(format!("/proc/{}/task", program.pid()))
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|name| name.starts_with("memprof")))
+        .collect();
+    std::thread::scope(|scope| {
+        let measured: Vec<_> = tasks.iter().map(|task| scope.spawn(|| cpu_share(task, window))).collect();
+        measured.into_iter().map(|share| share.join().unwrap()).sum::<f64>()
+    })
 }
 
 /// The example service with `narenas` arenas: RSS at start, memprof's threads' CPU idle, explain's record.
 fn arenas(narenas: u32) {
     let program = Program::service().env("MALLOC_CONF", format!("narenas:{narenas}")).spawn();
     let rss = status_number(&program, "VmRSS");
-    let tasks: Vec<std::path::PathBuf> = std::fs::read_dir(format!("/proc/{}/task", program.pid()))
-        .unwrap()
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|name| name.starts_with("memprof")))
-        .collect();
-    let shares = std::thread::scope(|scope| {
-        let measured: Vec<_> =
-            tasks.iter().map(|task| scope.spawn(|| cpu_share(task, Duration::from_secs(20)))).collect();
-        measured.into_iter().map(|share| share.join().unwrap()).sum::<f64>()
-    });
+    let shares = memprofs_share(&program, Duration::from_secs(20));
     let explanation = program.get_json("/memory-profiler/explain");
     let complete = explanation["evidence"]
         .as_array()
@@ -120,6 +156,8 @@ fn measure(count: usize) {
             .unwrap();
         readings.push(Duration::from_secs_f64(took / 1000.0));
     }
+    // The dashboard's chart watching: the resident set by class is read with the counters.
+    program.get_json("/memory-profiler/memory");
     let share = sampler_share(&program, Duration::from_secs(20));
     answers.sort();
     readings.sort();
