@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::fmt::Debug;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tracing_core::field::{Field, Visit};
@@ -23,8 +23,9 @@ struct SpanLabels(u32);
 /// When the first label layer was added to a subscriber, and the fields it chose.
 static ADDED: OnceLock<(Instant, String)> = OnceLock::new();
 
-/// Spans the label layers labelled with one of their chosen fields (any span, for a layer that chose none).
-static LABELLED_SPANS: AtomicU64 = AtomicU64::new(0);
+/// Whether a label layer labelled a span with one of its chosen fields (any span, for a layer that chose
+/// none): set once, then only read, so that spans made on many threads never share a written cache line.
+static LABELLED_A_SPAN: AtomicBool = AtomicBool::new(false);
 
 /// How long a layer may label nothing while allocations are sampled before `state` says why.
 pub(crate) const SILENT_FOR: Duration = Duration::from_secs(60);
@@ -97,8 +98,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for La
         let parent = span.parent().and_then(|parent| parent.extensions().get::<SpanLabels>().map(|labels| labels.0));
         let mut fields = Fields { wanted: &self.fields, found: Vec::new() };
         attributes.record(&mut fields);
-        if self.fields.is_empty() || !fields.found.is_empty() {
-            LABELLED_SPANS.fetch_add(1, Ordering::Relaxed);
+        if (self.fields.is_empty() || !fields.found.is_empty()) && !LABELLED_A_SPAN.load(Ordering::Relaxed) {
+            LABELLED_A_SPAN.store(true, Ordering::Relaxed);
         }
         let mut pairs: Vec<(&str, &str)> = vec![("span", attributes.metadata().name())];
         pairs.extend(fields.found.iter().map(|(key, value)| (*key, value.as_str())));
@@ -129,12 +130,12 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for La
 /// has labelled no span since, while allocations are `sampled`.
 pub(crate) fn silence(sampled: bool) -> Option<String> {
     let (added, fields) = ADDED.get()?;
-    judge_silence(added.elapsed(), LABELLED_SPANS.load(Ordering::Relaxed), fields, sampled)
+    judge_silence(added.elapsed(), LABELLED_A_SPAN.load(Ordering::Relaxed), fields, sampled)
 }
 
-/// [`silence`] over its readings: how long ago the layer was added, the spans it labelled, its fields.
-fn judge_silence(added: Duration, labelled: u64, fields: &str, sampled: bool) -> Option<String> {
-    if !sampled || labelled > 0 || added < SILENT_FOR {
+/// [`silence`] over its readings: how long ago the layer was added, whether it labelled a span, its fields.
+fn judge_silence(added: Duration, labelled: bool, fields: &str, sampled: bool) -> Option<String> {
+    if !sampled || labelled || added < SILENT_FOR {
         return None;
     }
     let carried = if fields.is_empty() { String::new() } else { format!(" carrying its fields ({fields})") };
@@ -152,12 +153,12 @@ mod tests {
     #[test]
     fn a_layer_that_labelled_nothing_for_a_minute_of_sampling_is_said_with_the_fix() {
         let minute = SILENT_FOR;
-        assert_eq!(judge_silence(minute, 0, "tenant", false), None, "nothing sampled, nothing lost");
-        assert_eq!(judge_silence(minute, 3, "tenant", true), None);
-        assert_eq!(judge_silence(minute / 2, 0, "tenant", true), None, "too soon to tell");
-        let said = judge_silence(minute, 0, "tenant", true).unwrap();
+        assert_eq!(judge_silence(minute, false, "tenant", false), None, "nothing sampled, nothing lost");
+        assert_eq!(judge_silence(minute, true, "tenant", true), None);
+        assert_eq!(judge_silence(minute / 2, false, "tenant", true), None, "too soon to tell");
+        let said = judge_silence(minute, false, "tenant", true).unwrap();
         assert!(said.contains("no span carrying its fields (tenant) reached it") && said.contains(".with_filter("));
-        assert!(judge_silence(minute, 0, "", true).unwrap().contains("no span reached it"));
+        assert!(judge_silence(minute, false, "", true).unwrap().contains("no span reached it"));
     }
 
     #[test]
