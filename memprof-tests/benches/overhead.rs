@@ -36,6 +36,8 @@ mod workloads;
 
 #[path = "overhead/callgrind.rs"]
 mod callgrind;
+#[path = "common/callgrind.rs"]
+mod callgrind_common;
 #[path = "overhead/labelling.rs"]
 mod labelling;
 

@@ -11,9 +11,25 @@
 //!    stacks (every frame) that start at the thread's start.
 //! 2. The walk: the `windows` program allocating and freeing 4 KiB blocks 200,000 times, every allocation
 //!    sampled (`lg_prof_sample:0`, a run on), by Rust (frame pointers all the way) or through the C
-//!    function (the chain breaks: the DWARF unwinder completes it), walked by frame pointers or by libgcc
-//!    (`MEMPROF_UNWINDER=libgcc`); without a run for the allocation alone. Median and 99th percentile of
+//!    function (the chain breaks: the DWARF unwinder completes it), walked by frame pointers, by the unwind
+//!    tables (`MEMPROF_UNWINDER=unwind-tables`) or by libgcc (`MEMPROF_UNWINDER=libgcc`); without a run for the allocation alone. Median and 99th percentile of
 //!    an allocation's time, the median of five fresh processes each (lowest-highest). Figures only.
+//! 3. `MEMPROF_BENCH_CALLGRIND=1` prints instead the instructions a sample's walk costs (memprof's hook,
+//!    which jemalloc calls for each sample: the walk and its label frame), counted by callgrind inside the
+//!    hook alone, by frame pointers, by the unwind tables and by libgcc: the `windows` program allocating
+//!    64 bytes 20 and 40 calls deep, every allocation sampled, 2,000 and 6,000 times, differenced so that
+//!    the first walks (rules not yet cached) and start-up cancel out; the two depths give the cost of a
+//!    frame, and of a 40-frame stack (a tokio handler's) counted from the allocator's caller.
+//!    Deterministic, one process each. `MEMPROF_BENCH_WINDOWS` names another build of the program, such
+//!    as one without frame pointers (Rust's default; its default walk is then the unwind tables'):
+//!
+//! ```text
+//! MEMPROF_BENCH_CALLGRIND=1 cargo bench -p memprof-tests --bench stacks
+//! CARGO_TARGET_DIR=target/no-frame-pointers RUSTFLAGS="-C force-frame-pointers=no" \
+//!   cargo build --release -p memprof-tests --bin windows
+//! MEMPROF_BENCH_CALLGRIND=1 MEMPROF_BENCH_WINDOWS=target/no-frame-pointers/release/windows \
+//!   cargo bench -p memprof-tests --bench stacks
+//! ```
 
 use memprof_tests::process::Program;
 
@@ -21,7 +37,32 @@ use memprof_tests::process::Program;
 /// the others).
 const THREAD_STARTS: [&str; 2] = ["__libc_start_call_main", "start_thread"];
 
+#[path = "common/callgrind.rs"]
+mod callgrind;
+
+/// The walks compared: their names and `MEMPROF_UNWINDER`.
+const WALKS: [(&str, &str); 3] = [("default", ""), ("unwind tables", "unwind-tables"), ("libgcc", "libgcc")];
+
 fn main() {
+    if std::env::var_os("MEMPROF_BENCH_CALLGRIND").is_some() {
+        let binary = std::env::var_os("MEMPROF_BENCH_WINDOWS")
+            .map_or_else(|| memprof_tests::process::built_binary("windows"), std::path::PathBuf::from);
+        println!("Instructions in memprof's hook per sampled allocation, under callgrind: {}", binary.display());
+        println!("{:>15}  {:>9} {:>9} {:>9} {:>15}", "walk", "20 deep", "40 deep", "a frame", "40-frame stack");
+        for (name, unwinder) in WALKS {
+            let sample = |depth| {
+                let count = |count| hook_instructions(&binary, unwinder, count, depth);
+                (count(6_000) - count(2_000)) as f64 / 4_000.0
+            };
+            let (shallow, deep) = (sample(20), sample(40));
+            let frame = (deep - shallow) / 20.0;
+            // 40 deep, a sample's stack is 48 frames from the allocator's caller: the 40 calls, `walked`
+            // itself, and the program's main and std's start-up (7, to glibc's `__libc_start_call_main`).
+            let stack = deep - 8.0 * frame;
+            println!("{name:>15}  {shallow:>9.0} {deep:>9.0} {frame:>9.0} {stack:>15.0}");
+        }
+        return;
+    }
     println!("Share of sampled bytes whose stack reaches main or the thread's start");
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
     let id = service.get_json("/memory-profiler/start?duration=3secs")["id"].as_u64().unwrap();
@@ -35,9 +76,12 @@ fn main() {
     print_share("16 MiB through C", &windows, id);
 
     println!("\nAn allocation of 4 KiB, every one sampled: median / 99th percentile in ns (lowest-highest of 5)");
-    for (what, unwinder, sampled) in
-        [("not sampled", None, false), ("frame pointers", None, true), ("libgcc", Some("libgcc"), true)]
-    {
+    for (what, unwinder, sampled) in [
+        ("not sampled", None, false),
+        ("frame pointers", None, true),
+        ("unwind tables", Some("unwind-tables"), true),
+        ("libgcc", Some("libgcc"), true),
+    ] {
         for path in ["rust", "c"] {
             let rounds: Vec<(u128, u128)> = (0..5).map(|_| latencies(path, unwinder, sampled)).collect();
             println!("{what:>15} {path:>5}: {}", spread(&rounds));
@@ -94,4 +138,17 @@ fn spread(rounds: &[(u128, u128)]) -> String {
         median(rounds.iter().map(|round| round.0).collect()),
         median(rounds.iter().map(|round| round.1).collect())
     )
+}
+
+/// The instructions callgrind counts inside memprof's hook while a fresh `windows` program (`binary`) walks
+/// `count` sampled allocations of 64 bytes `depth` calls deep, sampled continuously (the program's
+/// default) with every allocation sampled.
+fn hook_instructions(binary: &std::path::Path, unwinder: &str, count: usize, depth: u32) -> u64 {
+    let mut run = std::process::Command::new(binary);
+    run.env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0");
+    run.env("MALLOC_CONF", "lg_prof_sample:0").env("MEMPROF_UNWINDER", unwinder);
+    let input = format!("walks {count} {depth}\n");
+    let (total, output) = callgrind::instructions(&run, &["--toggle-collect=*labelling_hook*"], &input);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    total
 }

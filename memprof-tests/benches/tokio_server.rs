@@ -18,6 +18,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "common/callgrind.rs"]
+mod callgrind;
+
 /// A configuration: its name, `MEMPROF_SAMPLING` and `MALLOC_CONF`.
 const CONFIGURATIONS: [(&str, &str, &str); 4] = [
     ("inactive", "on-demand", ""),
@@ -105,23 +108,7 @@ fn keys_per_second(server: &Path, configuration: &(&str, &str, &str)) -> f64 {
 
 /// The instructions callgrind counts in a whole run with `keys` keys a client.
 fn counted(server: &Path, configuration: &(&str, &str, &str), keys: u64) -> u64 {
-    let file = std::env::temp_dir().join(format!("memprof-tokio-callgrind-{}", std::process::id()));
-    let run = command(server, configuration, keys);
-    let mut valgrind = Command::new("valgrind");
-    valgrind.args(["--tool=callgrind", "--quiet"]).arg(format!("--callgrind-out-file={}", file.display()));
-    valgrind.arg(run.get_program());
-    for (name, value) in run.get_envs() {
-        if let Some(value) = value {
-            valgrind.env(name, value);
-        }
-    }
-    let output = valgrind.output().expect("valgrind runs (Debian's valgrind)");
+    let (total, output) = callgrind::instructions(&command(server, configuration, keys), &[], "");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let profile = std::fs::read_to_string(&file).expect("callgrind wrote its profile");
-    let _ = std::fs::remove_file(&file);
-    profile
-        .lines()
-        .find_map(|line| line.strip_prefix("summary: ").or_else(|| line.strip_prefix("totals: ")))
-        .and_then(|count| count.split_whitespace().next()?.parse().ok())
-        .expect("callgrind's total")
+    total
 }

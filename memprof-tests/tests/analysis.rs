@@ -97,7 +97,7 @@ fn open_session_stack(service: &Program) -> Vec<String> {
 }
 
 #[test]
-fn the_frame_pointer_walk_finds_the_stacks_libgcc_finds() {
+fn the_frame_pointer_and_unwind_table_walks_find_the_stacks_libgcc_finds() {
     let by_frame_pointers = finely_sampled_service();
     let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
     assert_eq!(walk, &serde_json::json!({ "method": "frame pointers", "why": null, "completed_by_unwinder": 0 }));
@@ -109,11 +109,23 @@ fn the_frame_pointer_walk_finds_the_stacks_libgcc_finds() {
         serde_json::json!({ "method": "libgcc", "why": "MEMPROF_UNWINDER=libgcc", "completed_by_unwinder": 0 });
     assert_eq!(walk, &libgcc);
 
+    // The walk programs built without frame pointers get: the unwind tables, each return address's rule cached.
+    let by_tables =
+        Program::service().env("MALLOC_CONF", FINE_SAMPLING).env("MEMPROF_UNWINDER", "unwind-tables").spawn();
+    by_tables.wait_for_line(|line| {
+        line == "[memprof] INFO Samples walk the stack with unwind tables: MEMPROF_UNWINDER=unwind-tables"
+    });
+    let walk = &by_tables.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    let tables = serde_json::json!({ "method": "unwind tables", "why": "MEMPROF_UNWINDER=unwind-tables", "completed_by_unwinder": 0 });
+    assert_eq!(walk, &tables);
+
     let (fast, slow) = (open_session_stack(&by_frame_pointers), open_session_stack(&by_libgcc));
     // The same frames, but for the C start-up code below `main` that glibc builds without frame pointers.
     assert!(slow.ends_with(&fast), "frame pointers: {fast:?}\nlibgcc: {slow:?}");
     let main = slow.iter().position(|frame| frame == "main").unwrap();
     assert!(fast.len() >= slow.len() - main, "frame pointers: {fast:?}\nlibgcc: {slow:?}");
+    // The tables find every frame libgcc finds, the C start-up code included.
+    assert_eq!(open_session_stack(&by_tables), slow, "unwind tables against libgcc");
     // The example's stacks are Rust's, frame pointers all the way: no walk needed the unwinder.
     let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
     assert_eq!(walk["completed_by_unwinder"], 0, "{walk}");

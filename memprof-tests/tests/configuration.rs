@@ -130,7 +130,7 @@ fn a_bad_address_is_reported_and_the_program_runs_on() {
 fn an_unknown_unwinder_is_reported_and_the_walk_is_memprofs_choice() {
     let service = Program::service().env("MEMPROF_UNWINDER", "fast").spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] WARN MEMPROF_UNWINDER=fast is not libgcc, the one value it takes: samples walk the stack as memprof chooses"
+        line == "[memprof] WARN MEMPROF_UNWINDER=fast is neither unwind-tables nor libgcc, the values it takes: samples walk the stack as memprof chooses"
     });
     let walk = &service.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
     assert_eq!(walk["method"], "frame pointers", "{walk}");

@@ -11,7 +11,12 @@ fn a_static_musl_service_profiles_with_either_walk_and_names_it() {
     let Some(service) = memprof_tests::platforms::musl_service() else {
         return;
     };
-    for (unwinder, walk) in [(None, "frame pointers"), (Some("libgcc"), "the program's _Unwind_Backtrace")] {
+    let walks = [
+        (None, "frame pointers"),
+        (Some("unwind-tables"), "unwind tables"),
+        (Some("libgcc"), "the program's _Unwind_Backtrace"),
+    ];
+    for (unwinder, walk) in walks {
         let mut launch =
             Launch::new(service).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0");
         if let Some(unwinder) = unwinder {
@@ -36,23 +41,26 @@ fn an_aarch64_service_under_qemu_walks_and_names_its_frames_as_binutils_does() {
     let Some(aarch64) = memprof_tests::platforms::aarch64_service() else {
         return;
     };
-    let program = Launch::new(&aarch64.qemu)
-        .args([&aarch64.service])
-        .env("QEMU_LD_PREFIX", memprof_tests::platforms::AARCH64_LIBRARIES)
-        .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
-        .env("MALLOC_CONF", "lg_prof_sample:14")
-        .spawn();
-    let state = program.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["stack_walk"]["method"], "frame pointers", "{state}");
-    // Until the emulated service's own allocations are sampled, not for a fixed time: under qemu and a
-    // loaded host, a 2-second run could end before the service allocated anything (CI saw it once).
-    let id = memprof_tests::acceptance::start(&program, "1mins");
-    memprof_tests::acceptance::wait_for_sampled(&program, &["service::open_session"]);
-    assert_eq!(program.get("/memory-profiler/stop").status, 200);
-    let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
-    assert!(text.contains("service::open_session") && text.contains("service::main"), "{text}");
-    let dump = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
-    let compared = memprof_tests::binutils::compare_with(&aarch64.addr2line, &dump, &aarch64.service);
-    println!("{compared} aarch64 addresses compared");
+    for (unwinder, walk) in [("", "frame pointers"), ("unwind-tables", "unwind tables")] {
+        let program = Launch::new(&aarch64.qemu)
+            .args([&aarch64.service])
+            .env("QEMU_LD_PREFIX", memprof_tests::platforms::AARCH64_LIBRARIES)
+            .env("LIBPROCESS_MEMORY_PROFILING", "true")
+            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MALLOC_CONF", "lg_prof_sample:14")
+            .env("MEMPROF_UNWINDER", unwinder)
+            .spawn();
+        let state = program.get_json("/memory-profiler/state");
+        assert_eq!(state["memory_profiler"]["stack_walk"]["method"], walk, "{state}");
+        // Until the emulated service's own allocations are sampled, not for a fixed time: under qemu and a
+        // loaded host, a 2-second run could end before the service allocated anything (CI saw it once).
+        let id = memprof_tests::acceptance::start(&program, "1mins");
+        memprof_tests::acceptance::wait_for_sampled(&program, &["service::open_session"]);
+        assert_eq!(program.get("/memory-profiler/stop").status, 200);
+        let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
+        assert!(text.contains("service::open_session") && text.contains("service::main"), "{walk}: {text}");
+        let dump = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
+        let compared = memprof_tests::binutils::compare_with(&aarch64.addr2line, &dump, &aarch64.service);
+        println!("{walk}: {compared} aarch64 addresses compared");
+    }
 }

@@ -13,7 +13,6 @@ use super::context::Context;
 use super::to_wire::{describe_earlier, describe_run};
 use crate::http::{HttpError, Query, Reply};
 use crate::jemalloc;
-use crate::profiler::unwinder::Unwinder;
 
 /// `state`: Mesos's object, plus the kept runs, the sampling rate, warnings and heap counters.
 pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
@@ -70,10 +69,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             lg_prof_sample: lg_sample,
             stack_walk: StackWalk {
                 method: profiler.unwinder.name().to_owned(),
-                why: match &profiler.unwinder {
-                    Unwinder::Libgcc(reason) => Some(reason.clone()),
-                    Unwinder::FramePointers => None,
-                },
+                why: profiler.unwinder.why().map(str::to_owned),
                 completed_by_unwinder: crate::profiler::unwinder::completed_walks(),
             },
             sampling: sampling(profiler),

@@ -59,7 +59,10 @@ pub const ALL: &[Variable] = &[
     Variable { name: FINAL_DUMP, meaning: "where a run still active when the program ends leaves its profile" },
     Variable { name: DIRECTORY, meaning: "where profile directories are made (else TMPDIR, else /tmp)" },
     Variable { name: "TMPDIR", meaning: "where profile directories are made without MEMPROF_DIR" },
-    Variable { name: UNWINDER, meaning: "`libgcc`: samples walk the stack with libgcc, not frame pointers" },
+    Variable {
+        name: UNWINDER,
+        meaning: "`unwind-tables` or `libgcc`: how samples walk the stack, whatever frame pointers allow",
+    },
     Variable { name: DUMP_EVERY, meaning: "an automatic dump each time this many bytes were allocated" },
     Variable {
         name: DUMP_HIGH_WATER,

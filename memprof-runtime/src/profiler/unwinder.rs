@@ -6,9 +6,12 @@
 //! them), each frame holds the address of its caller's frame and the walk is a few loads per frame.
 //!
 //! [`install`] checks at start-up that this process's stacks can be walked that way: the same stack walked
-//! both ways must give the same return addresses. Only then does it hand jemalloc the frame-pointer walk
-//! (`experimental.hooks.prof_backtrace`); otherwise libgcc's stays and [`Unwinder::Libgcc`] says why.
-//! `MEMPROF_UNWINDER=libgcc` keeps libgcc's whatever the check says.
+//! both ways must give the same return addresses. Only then does it walk by frame pointers; otherwise
+//! samples are walked by the unwind tables every object has, with the rule of each return address cached
+//! ([`tables`]: a few loads a frame once warm, against libgcc's 75,000 instructions a tokio stack), and
+//! [`Unwinder::UnwindTables`] says why. libgcc's walk stays where the tables cannot be indexed, and takes
+//! the samples the cached walk cannot (code in a library loaded after start-up). `MEMPROF_UNWINDER` chooses
+//! whatever the check says: `unwind-tables`, or `libgcc` (jemalloc's own walk, wrapped).
 //!
 //! Either way memprof's hook is installed, so that each sample also records the labels in force on its
 //! thread (see [`crate::labels`]): one synthetic outermost frame, written after the walk, in place of the
@@ -38,6 +41,11 @@ use crate::process::environment::UNWINDER as UNWINDER_VARIABLE;
 mod completion;
 mod dwarf;
 mod maps;
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod tables;
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[path = "unwinder/no_tables.rs"]
+mod tables;
 
 pub(crate) use completion::completed_walks;
 use dwarf::{libgcc_backtrace, unwind_backtrace};
@@ -51,6 +59,8 @@ type BacktraceHook = unsafe extern "C" fn(frames: *mut *mut c_void, len: *mut c_
 pub(crate) enum Unwinder {
     /// Frame pointers, installed as jemalloc's backtrace hook.
     FramePointers,
+    /// The unwind tables, each return address's rule cached (see [`tables`]), for the reason given.
+    UnwindTables(String),
     /// jemalloc's default, libgcc's DWARF unwinder, for the reason given.
     Libgcc(String),
 }
@@ -60,8 +70,17 @@ impl Unwinder {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Unwinder::FramePointers => "frame pointers",
+            Unwinder::UnwindTables(_) => "unwind tables",
             Unwinder::Libgcc(_) if OWN_UNWIND.load(Ordering::Relaxed) => "the program's _Unwind_Backtrace",
             Unwinder::Libgcc(_) => "libgcc",
+        }
+    }
+
+    /// Why samples are not walked by frame pointers.
+    pub(crate) fn why(&self) -> Option<&str> {
+        match self {
+            Unwinder::FramePointers => None,
+            Unwinder::UnwindTables(reason) | Unwinder::Libgcc(reason) => Some(reason),
         }
     }
 }
@@ -73,8 +92,11 @@ static OWN_UNWIND: AtomicBool = AtomicBool::new(false);
 /// jemalloc's previous hook (libgcc's walk), for the samples the frame-pointer walk cannot take.
 static PREVIOUS_HOOK: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether samples are walked by frame pointers (else by [`PREVIOUS_HOOK`]).
+/// Whether samples are walked by frame pointers.
 static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
+
+/// Whether samples are walked by the unwind tables (when not by frame pointers; else by [`PREVIOUS_HOOK`]).
+static UNWIND_TABLES: AtomicBool = AtomicBool::new(false);
 
 /// The allocator's code, whose frames the walk drops from the start of each stack (see
 /// [`super::allocator_code`]); set before the hook is installed.
@@ -83,22 +105,35 @@ static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock:
 /// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is
 /// enabled. Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
 pub(crate) fn install() -> Unwinder {
-    if let Ok(value) = std::env::var(UNWINDER_VARIABLE)
-        && value != "libgcc"
-    {
-        crate::process::messages::warn(&format!(
-            "{UNWINDER_VARIABLE}={} is not libgcc, the one value it takes: samples walk the stack as memprof chooses",
-            crate::profile_root::untrusted::printable(&value)
-        ));
-    }
-    let unwinder = if std::env::var(UNWINDER_VARIABLE).is_ok_and(|value| value == "libgcc") {
-        Unwinder::Libgcc(format!("{UNWINDER_VARIABLE}=libgcc"))
-    } else {
-        match frame_pointers_agree_with_libgcc() {
-            Ok(()) => Unwinder::FramePointers,
-            Err(reason) => Unwinder::Libgcc(reason),
+    let chosen = std::env::var(UNWINDER_VARIABLE).ok().filter(|value| !value.is_empty());
+    let mut unwinder = match chosen.as_deref() {
+        Some(value @ ("libgcc" | "unwind-tables")) => {
+            let reason = format!("{UNWINDER_VARIABLE}={value}");
+            if value == "libgcc" { Unwinder::Libgcc(reason) } else { Unwinder::UnwindTables(reason) }
+        }
+        _ => {
+            if let Some(value) = chosen {
+                crate::process::messages::warn(&format!(
+                    "{UNWINDER_VARIABLE}={} is neither unwind-tables nor libgcc, the values it takes: samples walk the stack as memprof chooses",
+                    crate::profile_root::untrusted::printable(&value)
+                ));
+            }
+            match frame_pointers_agree_with_libgcc() {
+                Ok(()) => Unwinder::FramePointers,
+                Err(reason) => Unwinder::UnwindTables(reason),
+            }
         }
     };
+    // Every sample needs the tables then: indexed now (some microseconds: only their headers are read).
+    if let Unwinder::UnwindTables(reason) = &unwinder {
+        unwinder = match tables::prepare() {
+            Ok(()) => {
+                UNWIND_TABLES.store(true, Ordering::Release);
+                unwinder
+            }
+            Err(error) => Unwinder::Libgcc(format!("{reason}, and {error}")),
+        };
+    }
     // The previous hook is published before memprof's is installed: a sample taken in between finds it.
     let previous = match crate::jemalloc::backtrace_hook() {
         Ok(previous) => previous,
@@ -106,13 +141,13 @@ pub(crate) fn install() -> Unwinder {
     };
     PREVIOUS_HOOK.store(previous, Ordering::Release);
     OWN_UNWIND.store(!crate::jemalloc::walks_with_an_unwinder(), Ordering::Release);
-    if unwinder == Unwinder::FramePointers {
+    if !matches!(unwinder, Unwinder::Libgcc(_)) {
         // Reading the symbol table takes milliseconds on a large executable: a program that never samples
         // (a command-line tool run thousands of times a day) does not pay it.
         if crate::jemalloc::profiling_active().unwrap_or(true) {
             prepare_for_samples();
         }
-        FRAME_POINTERS.store(true, Ordering::Release);
+        FRAME_POINTERS.store(unwinder == Unwinder::FramePointers, Ordering::Release);
     }
     match crate::jemalloc::replace_backtrace_hook(labelling_hook as BacktraceHook as usize) {
         Ok(_) => unwinder,
@@ -127,6 +162,8 @@ pub(crate) fn install() -> Unwinder {
 /// Until then the walk keeps those frames (the analysis leaves them out of its own answers anyway).
 pub(crate) fn prepare_for_samples() {
     ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
+    // The frame-pointer walk completes broken chains by the tables where it can (else by libgcc's).
+    let _ = tables::prepare();
 }
 
 /// The hook jemalloc calls for each sample (with its re-entrancy guard up: allocating here is allowed, but
@@ -138,6 +175,9 @@ unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, 
     let walked = if FRAME_POINTERS.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_frame_pointers(frames, len, max) }
+    } else if UNWIND_TABLES.load(Ordering::Relaxed) {
+        // SAFETY: jemalloc's contract, passed on.
+        unsafe { walk_unwind_tables(frames, len, max) }
     } else {
         None
     };
@@ -194,43 +234,88 @@ unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, 
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 #[inline(always)]
 unsafe fn walk_frame_pointers(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) -> Option<Option<u32>> {
-    let mut walk = FrameWalk::here()?;
-    // The walk starts in jemalloc (the hook's caller) and goes through Rust's allocation plumbing: the
-    // stack recorded starts at the allocator's caller. Those leading frames are dropped as the walk goes,
-    // so they never take the place of the program's own when the stack is deeper than `max`.
-    let code = ALLOCATOR_CODE.get();
-    let is_allocator = |address: usize| code.is_some_and(|code| code.returns_into(address));
-    let max = max as usize;
-    let frames = frames as *mut usize;
-    // While `in_leading`, every frame written is the allocator's.
-    let (mut count, mut in_leading, mut full) = (0, true, false);
-    for address in walk.by_ref() {
-        if in_leading && !is_allocator(address) {
-            in_leading = false;
-            count = 0;
-        } else if in_leading && count == max && max > 0 {
-            // Only the allocator's frames so far: keep the newest one, in case no other comes.
-            // SAFETY: `count - 1 < max` pointers were written.
-            unsafe { *frames = *frames.add(count - 1) };
-            count = 1;
-        }
-        if count == max {
-            full = true;
+    let walk = FrameWalk::here()?;
+    // SAFETY: jemalloc's contract, passed on.
+    let mut filling = unsafe { Filling::new(frames, max) };
+    for address in walk {
+        if !filling.push(address) {
             break;
         }
-        // SAFETY: `count < max`, and `frames` has room for `max` pointers.
-        unsafe { *frames.add(count) = address };
-        count += 1;
     }
-    if !full && !in_leading && count > 0 {
+    if filling.cut.is_none() && !filling.in_leading && filling.count > 0 {
         // SAFETY: `count` addresses are written, `0 < count <= max`, with room for `max`.
-        count = unsafe { completion::complete(frames, count, max) };
+        filling.count = unsafe { completion::complete(filling.frames, filling.count, filling.max) };
     }
     // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
-    unsafe { *len = count as c_uint };
-    // The frame that did not fit, and those beyond it.
-    let cut = || 1 + walk.take(memprof_analysis::MOST_COUNTED as usize - 1).count() as u32;
-    Some(full.then(cut))
+    unsafe { *len = filling.count as c_uint };
+    Some(filling.cut)
+}
+
+/// The walk by the unwind tables into `frames`; `None` (the sample left to libgcc's walk) where it cannot
+/// be made, else how many frames were left out, as [`walk_frame_pointers`] answers.
+///
+/// # Safety
+/// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
+#[inline(always)]
+unsafe fn walk_unwind_tables(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) -> Option<Option<u32>> {
+    // SAFETY: jemalloc's contract, passed on.
+    let mut filling = unsafe { Filling::new(frames, max) };
+    tables::walk(|address| filling.push(address)).ok()?;
+    // SAFETY: `len` is writable; `count <= max` fits in a `c_uint`.
+    unsafe { *len = filling.count as c_uint };
+    Some(filling.cut)
+}
+
+/// A walk's return addresses written into jemalloc's buffer as they come. The walk starts in jemalloc (the
+/// hook's caller) and goes through Rust's allocation plumbing: the stack recorded starts at the allocator's
+/// caller. Those leading frames are dropped as the walk goes, so they never take the place of the
+/// program's own when the stack is deeper than the buffer.
+struct Filling {
+    frames: *mut usize,
+    max: usize,
+    count: usize,
+    /// While true, every frame written is the allocator's.
+    in_leading: bool,
+    /// When the buffer is full: the frames that did not fit (counted up to
+    /// [`memprof_analysis::MOST_COUNTED`]).
+    cut: Option<u32>,
+    code: Option<&'static AllocatorCode>,
+}
+
+impl Filling {
+    /// # Safety
+    /// `frames` must have room for `max` pointers, for as long as the filling is used.
+    #[inline(always)]
+    unsafe fn new(frames: *mut *mut c_void, max: c_uint) -> Self {
+        let code = ALLOCATOR_CODE.get();
+        Self { frames: frames as *mut usize, max: max as usize, count: 0, in_leading: true, cut: None, code }
+    }
+
+    /// Takes the walk's next return address; answers whether the walk should go on.
+    #[inline(always)]
+    fn push(&mut self, address: usize) -> bool {
+        if let Some(cut) = &mut self.cut {
+            *cut += 1;
+            return *cut < memprof_analysis::MOST_COUNTED;
+        }
+        if self.in_leading && !self.code.is_some_and(|code| code.returns_into(address)) {
+            self.in_leading = false;
+            self.count = 0;
+        } else if self.in_leading && self.count == self.max && self.max > 0 {
+            // Only the allocator's frames so far: keep the newest one, in case no other comes.
+            // SAFETY: `count - 1 < max` pointers were written.
+            unsafe { *self.frames = *self.frames.add(self.count - 1) };
+            self.count = 1;
+        }
+        if self.count == self.max {
+            self.cut = Some(1);
+            return 1 < memprof_analysis::MOST_COUNTED;
+        }
+        // SAFETY: `count < max`, and `frames` has room for `max` pointers.
+        unsafe { *self.frames.add(self.count) = address };
+        self.count += 1;
+        true
+    }
 }
 
 /// The return addresses of the frames above the caller, newest first, found by following frame pointers
@@ -351,7 +436,7 @@ fn frame_pointers_agree_with_libgcc() -> Result<(), String> {
 /// ([`libgcc_backtrace`]), which starts with that callee's and the function's own addresses: then comes
 /// the return address into the function's caller, where the frame-pointer walk begins.
 fn agree(by_frame_pointers: &[usize], by_libgcc: &[usize]) -> Result<(), String> {
-    let advice = "build with RUSTFLAGS=\"-C force-frame-pointers=yes\" for samples 10-50 times cheaper";
+    let advice = "build with RUSTFLAGS=\"-C force-frame-pointers=yes\" for the cheapest samples";
     match by_libgcc.get(2..2 + by_frame_pointers.len()) {
         _ if by_frame_pointers.len() < 3 => Err(format!("frame pointers lead nowhere from memprof's frames; {advice}")),
         Some(expected) if expected == by_frame_pointers => Ok(()),

@@ -96,7 +96,7 @@ fn start_unsampled(options: Options) -> Guard {
         for note in profiler.config.notes() {
             messages::info(&note);
         }
-        if let crate::profiler::unwinder::Unwinder::Libgcc(reason) = &profiler.unwinder
+        if let Some(reason) = profiler.unwinder.why()
             && profiler.config.profiling_enabled
         {
             messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));

@@ -1,7 +1,5 @@
 //! The overhead benchmark's instruction counts under valgrind's callgrind (`MEMPROF_BENCH_CALLGRIND=1`).
 
-use std::process::Command;
-
 use super::{Configuration, Launch, child_command, parse_figures};
 
 /// Instructions per operation under callgrind, one thread, for each configuration run in this benchmark's
@@ -42,32 +40,12 @@ pub(super) fn instruction_counts(configurations: &[Configuration]) {
 /// The instructions callgrind counted in a child running `workload` on one thread for `seconds` of its
 /// own time, and the operations it ran.
 fn counted(configuration: &Configuration, workload: &str, seconds: &str) -> (u64, u64) {
-    let scratch = std::env::temp_dir().join(format!("memprof-callgrind-{}", std::process::id()));
-    let command = child_command(configuration, workload, 1);
-    let program = command.get_program().to_owned();
-    let arguments: Vec<std::ffi::OsString> = command.get_args().map(ToOwned::to_owned).collect();
-    let environment: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> =
-        command.get_envs().map(|(name, value)| (name.to_owned(), value.map(ToOwned::to_owned))).collect();
-    let mut valgrind = Command::new("valgrind");
-    valgrind.args(["--tool=callgrind", "--quiet"]).arg(format!("--callgrind-out-file={}", scratch.display()));
-    valgrind.arg(program).args(arguments).env("MEMPROF_BENCH_SECONDS", seconds);
-    for (name, value) in environment {
-        match value {
-            Some(value) => valgrind.env(name, value),
-            None => valgrind.env_remove(name),
-        };
-    }
-    let output = valgrind.output().expect("valgrind runs (Debian's valgrind)");
+    let mut command = child_command(configuration, workload, 1);
+    command.env("MEMPROF_BENCH_SECONDS", seconds);
+    let (total, output) = super::callgrind_common::instructions(&command, &[], "");
     let text = String::from_utf8_lossy(&output.stdout);
     let figures = text.lines().last().and_then(parse_figures).unwrap_or_else(|| {
         panic!("{} under callgrind failed: {text} {}", configuration.name, String::from_utf8_lossy(&output.stderr))
     });
-    let profile = std::fs::read_to_string(&scratch).expect("callgrind wrote its profile");
-    let _ = std::fs::remove_file(&scratch);
-    let total = profile
-        .lines()
-        .find_map(|line| line.strip_prefix("summary: ").or_else(|| line.strip_prefix("totals: ")))
-        .and_then(|count| count.split_whitespace().next()?.parse().ok())
-        .expect("callgrind's total");
     (total, figures.operations)
 }

@@ -26,6 +26,8 @@
 //! - `through-c`: keeps 16 MiB in 64 KiB blocks that a C function built without frame pointers allocates
 //!   (`memprof_test_c_allocate`, c/allocate.c), called from `allocated_through_c`;
 //! - `peak`: holds 48 MiB (`held_at_the_peak`), frees it, then keeps 8 MiB (`kept_after_the_peak`);
+//! - `walks N D`: allocates and frees N blocks of 64 bytes one at a time, D calls deep (`walked`): a
+//!   sampled allocation's walk at a chosen depth (benches/stacks.rs counts its instructions);
 //! - `latencies rust|c N`: allocates and frees N blocks of 4 KiB one at a time, by Rust or through the C
 //!   function, and prints the median and 99th percentile of an allocation's time in ns
 //!   (`windows: latencies <p50> <p99>`; benches/stacks.rs).
@@ -66,6 +68,10 @@ fn main() {
             other if other.starts_with("stacks ") => {
                 let count: u32 = other["stacks ".len()..].parse().expect("stacks N");
                 held.push((0..count).map(|path| branch(path, 17)).collect());
+            }
+            other if other.starts_with("walks ") => {
+                let (count, depth) = other["walks ".len()..].split_once(' ').expect("walks N D");
+                walked(depth.parse().expect("walks N D"), count.parse().expect("walks N D"));
             }
             other if other.starts_with("deep ") => {
                 kept.push(deep_call(other["deep ".len()..].parse().expect("deep N")));
@@ -288,6 +294,17 @@ fn latencies(through_c: bool, count: usize) -> (u128, u128) {
 #[inline(never)]
 fn deep_call(depth: u32) -> Vec<Vec<u8>> {
     if depth == 0 { allocated_deep() } else { black_box(deep_call(black_box(depth - 1))) }
+}
+
+/// `depth` calls of itself, then `count` blocks of 64 bytes allocated and freed one at a time.
+#[inline(never)]
+fn walked(depth: u32, count: usize) {
+    if depth == 0 {
+        (0..count).for_each(|_| drop(black_box(vec![1u8; 64])));
+    } else {
+        walked(black_box(depth - 1), count);
+        black_box(());
+    }
 }
 
 #[inline(never)]

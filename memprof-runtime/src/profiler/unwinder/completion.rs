@@ -9,7 +9,8 @@
 //! more than the thread's outermost frames beyond that address (`__libc_start_main` and `_start`, or
 //! `clone3`), stacks end there, and the address is remembered so that later walks ending there cost
 //! nothing more; otherwise the frames it finds beyond complete the stack, as they do for each later walk
-//! that ends there. Only samples allocated under such code pay the DWARF walk (some 5 µs).
+//! that ends there. Only samples allocated under such code pay the DWARF walk: by the unwind tables, cached
+//! (see [`super::tables`]), or by libgcc's unwinder (some 5 µs) where they cannot.
 //!
 //! A function without a frame record that leaves the register alone is skipped instead (the walk goes on
 //! from its caller's caller's record): that no check here can see.
@@ -54,10 +55,8 @@ pub(super) unsafe fn complete(frames: *mut usize, count: usize, max: usize) -> u
         return count;
     }
     let mut found = [0usize; DWARF_DEPTH];
-    let mut depth: c_uint = 0;
-    // SAFETY: `found` has room for `DWARF_DEPTH` addresses; `depth` is writable.
-    unsafe { unwind_backtrace(found.as_mut_ptr().cast(), &mut depth, DWARF_DEPTH as c_uint) };
-    let beyond = beyond_the_walk(walked, &found[..depth as usize]);
+    let depth = walk_whole(&mut found);
+    let beyond = beyond_the_walk(walked, &found[..depth]);
     if beyond.len() <= OUTERMOST_FRAMES {
         remember_end(last);
         return count;
@@ -70,6 +69,24 @@ pub(super) unsafe fn complete(frames: *mut usize, count: usize, max: usize) -> u
     unsafe { std::ptr::copy_nonoverlapping(beyond.as_ptr(), frames.add(count), added) };
     COMPLETED.fetch_add(1, Ordering::Relaxed);
     count + added
+}
+
+/// The whole stack into `found`, by the unwind tables where they can walk it (see [`super::tables`]),
+/// else by libgcc's unwinder; answers how many addresses were written.
+fn walk_whole(found: &mut [usize; DWARF_DEPTH]) -> usize {
+    let mut depth = 0;
+    let by_tables = super::tables::walk(|address| {
+        found[depth] = address;
+        depth += 1;
+        depth < DWARF_DEPTH
+    });
+    if by_tables.is_ok() {
+        return depth;
+    }
+    let mut depth: c_uint = 0;
+    // SAFETY: `found` has room for `DWARF_DEPTH` addresses; `depth` is writable.
+    unsafe { unwind_backtrace(found.as_mut_ptr().cast(), &mut depth, DWARF_DEPTH as c_uint) };
+    depth as usize
 }
 
 /// What the DWARF walk `found` holds beyond the frame-pointer walk `walked`: the frames after the one where
