@@ -72,10 +72,56 @@ const MALLOC: &str = if cfg!(any(target_os = "android", target_os = "dragonfly",
 };
 
 /// Whether a symbol (mangled as the table has it) is the allocator's or Rust's allocation plumbing. Only
-/// names that can be are demangled: the table has tens of thousands.
+/// names that can be are demangled (the table has tens of thousands), and only as far as the plumbing's
+/// names reach ([`DEMANGLED_PREFIX`]): std's symbols are mangled in Rust's v0 scheme, whose generic
+/// arguments made demangling whole names most of start-up's cost.
 fn is_allocator_code(name: &str) -> bool {
-    let may_be = name.contains("alloc") || name.contains("rjem") || name.contains("collect") || name.starts_with("je_");
-    may_be && memprof_analysis::is_allocation_plumbing(&format!("{:#}", rustc_demangle::demangle(name)))
+    may_be_allocator_code(name) && memprof_analysis::is_allocation_plumbing(DemangledPrefix::of(name).as_str())
+}
+
+/// Whether a mangled name can be the allocator's code (the others are never demangled).
+fn may_be_allocator_code(name: &str) -> bool {
+    name.contains("alloc") || name.contains("rjem") || name.contains("collect") || name.starts_with("je_")
+}
+
+/// How much of a demangled name is kept: every plumbing name and prefix fits, with the self type of a
+/// trait method (`<alloc::vec::Vec<T> as core::clone::Clone>::clone`) and most trait paths after it.
+const DEMANGLED_PREFIX: usize = 192;
+
+/// The first [`DEMANGLED_PREFIX`] bytes of a demangled name, on the stack: the demangler stops writing
+/// when it is full.
+struct DemangledPrefix {
+    bytes: [u8; DEMANGLED_PREFIX],
+    len: usize,
+}
+
+impl DemangledPrefix {
+    fn of(name: &str) -> Self {
+        use std::fmt::Write;
+        let mut prefix = Self { bytes: [0; DEMANGLED_PREFIX], len: 0 };
+        // Full: the demangler is told to stop, and what was written is kept.
+        let _ = write!(prefix, "{:#}", rustc_demangle::demangle(name));
+        prefix
+    }
+
+    fn as_str(&self) -> &str {
+        // Cut at a character boundary by `write_str`.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Write for DemangledPrefix {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        let room = DEMANGLED_PREFIX - self.len;
+        let fits = if text.len() <= room {
+            text.len()
+        } else {
+            (0..=room).rev().find(|&at| text.is_char_boundary(at)).unwrap_or(0)
+        };
+        self.bytes[self.len..self.len + fits].copy_from_slice(&text.as_bytes()[..fits]);
+        self.len += fits;
+        if fits < text.len() { Err(std::fmt::Error) } else { Ok(()) }
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +134,33 @@ mod tests {
         assert!(code.contains(0x100) && code.contains(0x17f) && code.contains(0x20f));
         assert!(!code.contains(0xff) && !code.contains(0x180) && !code.contains(0x210));
         assert!(code.returns_into(0x180) && !code.returns_into(0x100));
+    }
+
+    #[test]
+    fn names_are_demangled_only_as_far_as_the_plumbing_reaches() {
+        let legacy = "_ZN5alloc7raw_vec11finish_grow17h0123456789abcdefE";
+        assert_eq!(DemangledPrefix::of(legacy).as_str(), "alloc::raw_vec::finish_grow");
+        let long = format!("_ZN5alloc3vec300{}E", "x".repeat(300));
+        let cut = DemangledPrefix::of(&long);
+        assert_eq!(cut.as_str().len(), DEMANGLED_PREFIX);
+        assert!(cut.as_str().starts_with("alloc::vec::xxx"), "{}", cut.as_str());
+        assert!(is_allocator_code(legacy) && is_allocator_code(&long));
+        assert!(!is_allocator_code("_ZN7service12open_session17h0123456789abcdefE"));
+    }
+
+    #[test]
+    fn this_programs_symbols_are_judged_alike_by_their_demangled_prefix_and_whole_name() {
+        let file = File::open("/proc/self/exe").unwrap();
+        // SAFETY: only read, in this test.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let binary = object::File::parse(&*map).unwrap();
+        let names: Vec<&str> = binary.symbols().filter_map(|symbol| symbol.name().ok()).collect();
+        assert!(names.len() > 1000, "{} symbols", names.len());
+        for name in names {
+            let whole = memprof_analysis::is_allocation_plumbing(&format!("{:#}", rustc_demangle::demangle(name)));
+            assert_eq!(is_allocator_code(name), may_be_allocator_code(name) && whole, "{name}");
+        }
     }
 
     #[test]

@@ -82,6 +82,9 @@ pub(crate) fn start() -> std::io::Result<()> {
                 if let Some(record) = crate::profiler::Profiler::global().views_record()
                     && jemalloc::profiling_active().unwrap_or(false)
                 {
+                    // What the walks need, when sampling is on from start-up: read here (once), off the
+                    // program's start.
+                    crate::profiler::unwinder::prepare_for_samples();
                     crate::profiler::record::read_when_due(record);
                 }
                 autodump::check(&counters);

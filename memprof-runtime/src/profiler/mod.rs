@@ -166,7 +166,6 @@ impl Profiler {
     }
 
     fn switch_sampling_on(&self) -> Result<(), Error> {
-        crate::profiler::unwinder::prepare_for_samples();
         // memprof's pools get all their threads first: none may be born while sampling is on.
         crate::process::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
             .map(|_| ())
@@ -196,6 +195,11 @@ impl Profiler {
         }
         // The bases of its views, before its first sample (on demand, the record starts with the first run).
         self.remember_base(id, window_start.or_else(|| self.views_start()));
+        // On demand, the run's request waits for what the walks need (sampling continuously from start-up,
+        // memprof's statistics thread reads it, off the program's start).
+        if window_start.is_none() {
+            crate::profiler::unwinder::prepare_for_samples();
+        }
         if window_start.is_none()
             && let Err(error) = self.switch_sampling_on()
         {

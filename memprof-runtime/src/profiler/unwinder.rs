@@ -141,14 +141,10 @@ pub(crate) fn install() -> Unwinder {
     };
     PREVIOUS_HOOK.store(previous, Ordering::Release);
     OWN_UNWIND.store(!crate::jemalloc::walks_with_an_unwinder(), Ordering::Release);
-    if !matches!(unwinder, Unwinder::Libgcc(_)) {
-        // Reading the symbol table takes milliseconds on a large executable: a program that never samples
-        // (a command-line tool run thousands of times a day) does not pay it.
-        if crate::jemalloc::profiling_active().unwrap_or(true) {
-            prepare_for_samples();
-        }
-        FRAME_POINTERS.store(unwinder == Unwinder::FramePointers, Ordering::Release);
-    }
+    // Reading the symbol table for the allocator's code takes milliseconds on a large executable: it is
+    // read off the program's start (see `prepare_for_samples`), and a program that never samples (a
+    // command-line tool run thousands of times a day) never pays it.
+    FRAME_POINTERS.store(unwinder == Unwinder::FramePointers, Ordering::Release);
     match crate::jemalloc::replace_backtrace_hook(labelling_hook as BacktraceHook as usize) {
         Ok(_) => unwinder,
         Err(error) => {
@@ -157,9 +153,10 @@ pub(crate) fn install() -> Unwinder {
     }
 }
 
-/// Reads where the allocator's code lies (once), so that the frame-pointer walk leaves its frames out of
-/// every stack: called before memprof switches sampling on, and at start-up when sampling is on already.
-/// Until then the walk keeps those frames (the analysis leaves them out of its own answers anyway).
+/// Reads where the allocator's code lies (once), so that the walks leave its frames out of every stack:
+/// called before a run switches sampling on, and by memprof's statistics thread while sampling is
+/// continuous (within a second of start-up). Until then the walks keep those frames (the analysis leaves
+/// them out of its own answers anyway). Later calls cost an atomic load.
 pub(crate) fn prepare_for_samples() {
     ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
     // The frame-pointer walk completes broken chains by the tables where it can (else by libgcc's).
