@@ -18,9 +18,14 @@ fn both_walks() -> (Vec<usize>, Vec<usize>) {
     (by_tables, by_libgcc)
 }
 
+/// The same frames to the thread's start. Where the outermost caller's code has no unwind tables (musl's
+/// start-up code, `_start_c`), libgcc leaves its frame out and the tables' walk keeps it: one more.
 fn assert_walks_agree((by_tables, by_libgcc): (Vec<usize>, Vec<usize>)) {
     assert!(by_tables.len() >= 4, "{by_tables:x?}");
-    assert_eq!(by_libgcc[2..], by_tables[..], "libgcc's walk, then the tables' walk, to the thread's start");
+    let common = by_tables.len().min(by_libgcc.len() - 2);
+    assert_eq!(by_libgcc[2..2 + common], by_tables[..common], "libgcc's walk, then the tables' walk");
+    let extra = by_tables.len() - common;
+    assert!(by_libgcc.len() - 2 == common && extra <= 1, "libgcc's {by_libgcc:x?}, the tables' {by_tables:x?}");
 }
 
 #[inline(never)]
