@@ -3,6 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+/// Sampling is one switch for the whole process: tests that turn it on take turns.
+pub(crate) static SAMPLING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// How long a unit test waits for a condition: a bound against hangs, not a measurement.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 

@@ -54,23 +54,25 @@ fn wait_for_threads(service: &Program, name: &str, count: usize) {
     });
 }
 
-/// The server's pool: 32 connections and 4 spare (memprof-runtime's `http/server.rs`).
-const POOL_THREADS: usize = 36;
+/// The threads memprof starts with: the accept loop, the one reading the memory counters, the one hooking
+/// jemalloc's new arenas, and the example's `dump_on_sigterm` waiter (names may lag); no connection thread
+/// before a connection.
+fn wait_for_memprofs_at_start(service: &Program) {
+    for name in ["memprof-http", "memprof-stats", "memprof-arenas", "memprof-signals"] {
+        wait_for_threads(service, name, 1);
+    }
+    let memprofs = service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
+    assert_eq!(memprofs, 4, "an idle service: {:?}", service.thread_names());
+}
 
-#[test]
-fn an_idle_service_keeps_few_threads_and_its_pool_is_whole_while_sampling_is_on() {
+/// How many of memprof's connection threads `service` runs.
+fn connection_threads(service: &Program) -> usize {
+    service.thread_names().iter().filter(|name| *name == "memprof-http-c").count()
+}
+
+/// Three connections at once, each answered.
+fn three_connections(service: &Program) {
     use std::io::{Read, Write};
-    let service = Program::service().spawn();
-    // The threads started with memprof, whose names may lag: the accept loop, the one reading the memory
-    // counters, the one hooking jemalloc's new arenas, and the example's `dump_on_sigterm` waiter; no
-    // connection thread before a connection.
-    wait_for_threads(&service, "memprof-http", 1);
-    wait_for_threads(&service, "memprof-stats", 1);
-    wait_for_threads(&service, "memprof-arenas", 1);
-    wait_for_threads(&service, "memprof-signals", 1);
-    let memprofs = || service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
-    assert_eq!(memprofs(), 4, "an idle service: {:?}", service.thread_names());
-    // Connections get threads born for them while sampling is off.
     let connections: Vec<TcpStream> = (0..3)
         .map(|_| {
             let mut stream = TcpStream::connect(service.address()).unwrap();
@@ -82,19 +84,48 @@ fn an_idle_service_keeps_few_threads_and_its_pool_is_whole_while_sampling_is_on(
         })
         .collect();
     drop(connections);
-    // A run gives the pool all its threads before sampling is on: none is born while it could be sampled.
+}
+
+#[test]
+fn an_idle_service_keeps_few_threads_and_a_run_starts_none_for_its_pool() {
+    let service = Program::service().spawn();
+    wait_for_memprofs_at_start(&service);
+    // Connections get threads born for them, at most one each.
+    three_connections(&service);
+    let born = connection_threads(&service);
+    assert!((1..=4).contains(&born), "{:?}", service.thread_names());
+    // A run starts no connection thread (they were all started here before sampling could come on).
     let started = service.get_json("/memory-profiler/start?duration=1mins");
     assert!(started["id"].is_u64(), "{started}");
-    wait_for_threads(&service, "memprof-http-c", POOL_THREADS);
     assert_eq!(service.get("/memory-profiler/stop").status, 200);
-    // They stay, bounded by the pool's size: a thread's end would make jemalloc return the program's freed
-    // pages (tests/explain.rs), and a timed run's timer is one thread for every run.
+    // They stay: a thread's end would make jemalloc return the program's freed pages (tests/explain.rs),
+    // and a timed run's timer is one thread for every run.
     for _ in 0..2 {
         assert_eq!(service.get("/memory-profiler/start?duration=1secs").status, 200);
         assert_eq!(service.get("/memory-profiler/stop").status, 200);
     }
     wait_for_threads(&service, "memprof-timer", 1);
-    wait_for_threads(&service, "memprof-http-c", POOL_THREADS);
+    assert!(connection_threads(&service) <= born + 1, "{:?}", service.thread_names());
+}
+
+/// Sampling continuously, a service runs the threads it runs on demand: a connection's thread is born when
+/// the connection comes, sampling paused for the birth (`state` counts the pauses), and the allocations of
+/// its birth unsampled.
+#[test]
+fn sampling_continuously_a_service_starts_threads_as_on_demand_pausing_sampling_for_each_birth() {
+    let service = Program::service().env("MEMPROF_SAMPLING", "continuous").spawn();
+    wait_for_memprofs_at_start(&service);
+    three_connections(&service);
+    let born = connection_threads(&service);
+    assert!((1..=4).contains(&born), "{:?}", service.thread_names());
+    let sampling = &service.get_json("/memory-profiler/state")["memory_profiler"]["sampling"];
+    assert_eq!(sampling["mode"], "continuous", "{sampling}");
+    let pauses = sampling["paused_for_threads"].as_u64().unwrap();
+    assert!(pauses >= born as u64, "{born} threads born, {pauses} pauses: {sampling}");
+    assert!(sampling["paused_for_threads_us"].as_u64().unwrap() > 0, "{sampling}");
+    // Sampling is on again: the service's own allocations are sampled.
+    assert!(sampling["record"].is_object(), "{sampling}");
+    memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
 }
 
 #[test]

@@ -128,6 +128,14 @@ pub struct Sampling {
     pub because: String,
     /// The record of sampled objects, in continuous mode.
     pub record: Option<SampleRecord>,
+    /// How many times sampling was paused for one of memprof's threads to be born (a thread allocates
+    /// before it can switch its own sampling off; threads are born when first needed, at most the pools'
+    /// sizes in a process's life): no allocation was sampled meanwhile.
+    #[serde(default)]
+    pub paused_for_threads: u64,
+    /// Those pauses' time in all, in microseconds.
+    #[serde(default)]
+    pub paused_for_threads_us: u64,
 }
 
 /// `state.memory_profiler.sampling.record`: the bounded record continuous sampling keeps.

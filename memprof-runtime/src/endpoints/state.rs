@@ -113,7 +113,14 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
             stacks_given_back: given_back.0,
         }
     });
-    Sampling { mode: choice.mode.name().to_owned(), because: choice.because, record }
+    let (paused, paused_for) = crate::process::threads::sampling_paused();
+    Sampling {
+        mode: choice.mode.name().to_owned(),
+        because: choice.because,
+        record,
+        paused_for_threads: paused,
+        paused_for_threads_us: paused_for.as_micros() as u64,
+    }
 }
 
 /// The configuration's warnings, what the decay settings in force cost, when that is worth saying, what

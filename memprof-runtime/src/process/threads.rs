@@ -10,15 +10,19 @@
 //!
 //! A new thread allocates before its closure runs (std's spawn hooks register a thread-local destructor,
 //! which callocs in glibc), and jemalloc samples a new thread as `prof.thread_active_init` says (true, so
-//! the program's threads are profiled). So a thread memprof starts must be born while sampling is off, and
-//! switch its own sampling off before sampling can come on: [`spawn`] waits until the new thread has done
-//! so. A [`Pool`]'s threads are born only while sampling is off: switching it on first gives every pool
-//! all its threads ([`with_sampling_switched_on`]), which then stay until sampling is off again. After each job a pool thread hands its cached memory back to the arenas
+//! the program's threads are profiled). So a thread memprof starts is born while sampling is off, and
+//! switches its own sampling off before sampling can come on: [`spawn`] waits until the new thread has
+//! done so. Where sampling is on (continuously, or during a run), it is paused for the birth: switched off,
+//! the thread born, switched on again, no switch of a run's meanwhile ([`BIRTHS`]); `state` counts the
+//! pauses and their time ([`sampling_paused`]). A thread is born only when needed: a [`Pool`] grows by a
+//! thread when a job finds none idle, up to its size, so a program sampled continuously runs the threads
+//! one sampled on demand runs. After each job a pool thread hands its cached memory back to the arenas
 //! (`thread.tcache.flush`), so nothing it allocated stays with it.
 
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -30,11 +34,43 @@ use crate::jemalloc;
 const BORN_WITHIN: Duration = Duration::from_secs(2);
 
 /// Starts a thread named `name` that runs `work` with sampling off; returns once the thread has switched
-/// its sampling off (or after two seconds, on a machine too loaded to schedule it).
-///
-/// Call it when no run is active (at start-up, or before a run switches sampling on): the thread's own
-/// start-up then happens unsampled.
+/// its sampling off (or after two seconds, on a machine too loaded to schedule it). Sampling, if on, is
+/// paused meanwhile (see the module's note).
 pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    born_unsampled(|| start_thread(name, work))
+}
+
+/// How many times sampling was paused for a memprof thread's birth, and for how long in all (ns).
+static PAUSES: AtomicU64 = AtomicU64::new(0);
+static PAUSED_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times sampling was paused for memprof's threads to be born, and for how long in all: no
+/// allocation was sampled meanwhile (`state` says so).
+pub(crate) fn sampling_paused() -> (u64, Duration) {
+    (PAUSES.load(Ordering::Relaxed), Duration::from_nanos(PAUSED_NANOS.load(Ordering::Relaxed)))
+}
+
+/// Runs `birth` (which starts a thread and waits until it has switched its sampling off) with sampling
+/// off: paused if on, and switched on again after, no run switching it meanwhile.
+fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
+    let _no_switch = BIRTHS.write();
+    let paused = jemalloc::profiling_active().unwrap_or(false) && jemalloc::set_profiling_active(false).is_ok();
+    let started = Instant::now();
+    let born = birth();
+    if paused {
+        if let Err(error) = jemalloc::set_profiling_active(true) {
+            crate::process::messages::error(&format!(
+                "Sampling could not be switched on again after a memprof thread's birth (prof.active: {error})"
+            ));
+        }
+        PAUSES.fetch_add(1, Ordering::Relaxed);
+        PAUSED_NANOS.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+    born
+}
+
+/// Starts the thread (see [`spawn`]); the caller holds [`BIRTHS`] exclusively, with sampling off.
+fn start_thread(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
     let born = Arc::new((Mutex::new(false), Condvar::new()));
     let told = Arc::clone(&born);
     thread::Builder::new().name(name.to_owned()).spawn(move || {
@@ -43,6 +79,8 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Res
         *told.0.lock() = true;
         told.1.notify_all();
         drop(told);
+        // Its work begins once the birth is over: sampling on again, if it was paused for it.
+        drop(BIRTHS.read());
         work();
     })?;
     let mut unsampled = born.0.lock();
@@ -58,28 +96,19 @@ pub(crate) type Job = Box<dyn FnOnce() + Send>;
 /// How long a pool's threads all wait for a job before the pool counts as idle and runs its `when_idle`.
 const IDLE_LIFETIME: Duration = Duration::from_secs(10);
 
-/// Held shared while a pool thread is born, and exclusively while sampling is switched on: a thread is
-/// never born while sampling is on (its first allocations, std's, come before it can switch its own
-/// sampling off), so switching sampling on first fills every pool.
+/// Held while a thread is born (sampling paused if it was on), and while a run switches sampling on or
+/// off: a birth never sees sampling switched under it, so it switches on again only what it paused.
 static BIRTHS: RwLock<()> = RwLock::new(());
 
-/// Every pool, for [`with_sampling_switched_on`] to fill.
-static POOLS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-
-/// Runs `switch_on` (which switches sampling on) once every pool has all its threads, no thread being born
-/// meanwhile: while sampling is on, pools neither grow nor shrink.
-pub(crate) fn with_sampling_switched_on<T>(switch_on: impl FnOnce() -> T) -> T {
+/// Runs `switch` (which switches sampling on or off) with no thread being born meanwhile.
+pub(crate) fn with_sampling_switched<T>(switch: impl FnOnce() -> T) -> T {
     let _no_births = BIRTHS.write();
-    let pools: Vec<Arc<Shared>> = POOLS.lock().iter().filter_map(Weak::upgrade).collect();
-    for pool in pools {
-        Shared::fill(&pool);
-    }
-    switch_on()
+    switch()
 }
 
 /// Up to `size` unsampled threads, reused: a job goes to an idle thread at once, else to a thread born for
-/// it (only while sampling is off: see [`with_sampling_switched_on`]), or is handed back when every thread
-/// is busy (the caller refuses the work; nothing queues). Threads never end (see the module's note); once
+/// it (sampling paused meanwhile if on: see the module's note), or is handed back when every thread is
+/// busy (the caller refuses the work; nothing queues). Threads never end (see the module's note); once
 /// every thread has waited [`IDLE_LIFETIME`] for a job, the pool runs its `when_idle`, so an idle program
 /// keeps none of the pool's work.
 ///
@@ -120,9 +149,8 @@ struct Worker {
 }
 
 impl Pool {
-    /// A pool of up to `size` threads named `name`; while sampling is on (`prof_active:true` from the
-    /// start), all are started now. Once the pool is idle, one of its threads runs `when_idle` (to let go
-    /// of what the pool's work kept for the next jobs).
+    /// A pool of up to `size` threads named `name`, none started yet. Once the pool is idle, one of its
+    /// threads runs `when_idle` (to let go of what the pool's work kept for the next jobs).
     pub(crate) fn new(name: &str, size: usize, when_idle: fn()) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             name: name.to_owned(),
@@ -131,11 +159,6 @@ impl Pool {
             state: Mutex::new(State { idle: Vec::with_capacity(size), live: 0, long_idle: 0, idle_done: false }),
             freed: Condvar::new(),
         });
-        POOLS.lock().push(Arc::downgrade(&shared));
-        if jemalloc::profiling_active().unwrap_or(false) {
-            let _no_births = BIRTHS.write();
-            Shared::fill(&shared);
-        }
         Ok(Self { shared })
     }
 
@@ -163,16 +186,11 @@ impl Pool {
             if state.live < self.shared.size && !birth_tried {
                 birth_tried = true;
                 drop(state);
-                // Born only while sampling is off; a run switching it on waits for this birth, and a birth
-                // waits for a run switching it on (which fills the pool meanwhile: its threads are then idle).
-                let _births = BIRTHS.read();
-                if !jemalloc::profiling_active().unwrap_or(true) {
-                    match Shared::bear(&self.shared, job.take()) {
-                        Ok(()) => return Ok(()),
-                        Err(back) => job = back,
-                    }
+                match born_unsampled(|| Shared::bear(&self.shared, job.take())) {
+                    Ok(()) => return Ok(()),
+                    Err(back) => job = back,
                 }
-                // A run that switched sampling on meanwhile has filled the pool: look for an idle thread.
+                // Full meanwhile (another job's birth), or no thread could be made: look for an idle one.
                 continue;
             }
             if Instant::now() >= deadline
@@ -197,14 +215,9 @@ impl Pool {
 }
 
 impl Shared {
-    /// Starts every thread the pool does not have yet, idle. The caller holds [`BIRTHS`] exclusively.
-    fn fill(shared: &Arc<Shared>) {
-        while Shared::bear(shared, None).is_ok() {}
-    }
-
     /// Starts one more thread (running `job` first; without one, the thread is idle from now, before it
     /// even runs) unless the pool is full or the thread cannot be made; else hands `job` back. The caller
-    /// holds [`BIRTHS`].
+    /// holds [`BIRTHS`] exclusively, with sampling off ([`born_unsampled`]).
     fn bear(shared: &Arc<Shared>, job: Option<Job>) -> Result<(), Option<Job>> {
         let idle = job.is_none();
         let worker = Arc::new(Worker { job: Mutex::new(job), wake: Condvar::new() });
@@ -221,7 +234,7 @@ impl Shared {
             }
         }
         let (pool, mine) = (Arc::clone(shared), Arc::clone(&worker));
-        if spawn(&shared.name, move || pool.work(&mine)).is_err() {
+        if start_thread(&shared.name, move || pool.work(&mine)).is_err() {
             let mut state = shared.state.lock();
             state.live -= 1;
             state.idle.retain(|waiting| !Arc::ptr_eq(waiting, &worker));
@@ -334,10 +347,7 @@ mod tests {
     #[test]
     fn jobs_run_on_idle_threads_and_come_back_when_all_are_busy() {
         let pool = Pool::new("memprof-test", 2, || {}).unwrap();
-        // Other tests may switch sampling on meanwhile, when no thread may be born: give it its threads now.
-        with_sampling_switched_on(|| ());
-        wait_idle(&pool, 2);
-        assert_eq!(pool.live(), 2);
+        assert_eq!(pool.live(), 0, "born when needed");
         let (release, released) = mpsc::channel::<()>();
         let released = Arc::new(Mutex::new(released));
         let (done, finished) = mpsc::channel();
@@ -349,6 +359,7 @@ mod tests {
             });
             assert!(pool.try_run(job).is_ok());
         }
+        assert_eq!(pool.live(), 2, "a thread born for each job");
         assert!(pool.try_run(Box::new(|| {})).is_err(), "both threads are busy");
         release.send(()).unwrap();
         release.send(()).unwrap();
@@ -362,6 +373,19 @@ mod tests {
         let (done, finished) = mpsc::channel();
         assert!(pool.try_run(Box::new(move || done.send(7).unwrap())).is_ok());
         assert_eq!(finished.recv().unwrap(), 7);
+    }
+
+    #[test]
+    fn a_thread_born_while_sampling_is_on_pauses_it_and_switches_it_on_again() {
+        let _serial = crate::testing::SAMPLING.lock();
+        let was = jemalloc::set_profiling_active(true).unwrap();
+        let (pauses, _) = sampling_paused();
+        let (report, reported) = mpsc::channel();
+        spawn("memprof-test", move || report.send(jemalloc::this_thread_sampled()).unwrap()).unwrap();
+        assert_eq!(reported.recv().unwrap(), Ok(false));
+        assert_eq!(jemalloc::profiling_active(), Ok(true), "on again");
+        assert_eq!(sampling_paused().0, pauses + 1);
+        jemalloc::set_profiling_active(was).unwrap();
     }
 
     #[test]

@@ -166,8 +166,8 @@ impl Profiler {
     }
 
     fn switch_sampling_on(&self) -> Result<(), Error> {
-        // memprof's pools get all their threads first: none may be born while sampling is on.
-        crate::process::threads::with_sampling_switched_on(|| jemalloc::set_profiling_active(true))
+        // No memprof thread is being born meanwhile (its birth pauses sampling, and would switch it back).
+        crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true))
             .map(|_| ())
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))
     }
@@ -393,7 +393,7 @@ fn evicted(id: u64) {
 
 /// Switches sampling off at the end of run `id`; a failure is logged (the run is over either way).
 fn switch_sampling_off(id: u64) {
-    if let Err(error) = jemalloc::set_profiling_active(false) {
+    if let Err(error) = crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(false)) {
         messages::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
     }
     // The growth watched during the run ends with it: the history is read only while sampled.

@@ -3,13 +3,10 @@
 
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use super::outcomes::RunCounts;
 use super::*;
 
-/// Sampling is one switch for the whole process: tests that turn it on take turns.
-static SAMPLING: Mutex<()> = Mutex::new(());
+use crate::testing::SAMPLING;
 
 fn profiler() -> &'static Profiler {
     let profiler = Profiler::new(ConfigReport::read(), Unwinder::FramePointers);
