@@ -22,7 +22,7 @@
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,9 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Res
     born_unsampled(|| start_thread(name, work))
 }
 
+/// Whether sampling is paused for a birth now (set and cleared while [`BIRTHS`] is held exclusively).
+static PAUSED_NOW: AtomicBool = AtomicBool::new(false);
+
 /// How many times sampling was paused for a memprof thread's birth, and for how long in all (ns).
 static PAUSES: AtomicU64 = AtomicU64::new(0);
 static PAUSED_NANOS: AtomicU64 = AtomicU64::new(0);
@@ -55,6 +58,7 @@ pub(crate) fn sampling_paused() -> (u64, Duration) {
 fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
     let _no_switch = BIRTHS.write();
     let paused = jemalloc::profiling_active().unwrap_or(false) && jemalloc::set_profiling_active(false).is_ok();
+    PAUSED_NOW.store(paused, Ordering::Release);
     let started = Instant::now();
     let born = birth();
     if paused {
@@ -65,6 +69,7 @@ fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
         }
         PAUSES.fetch_add(1, Ordering::Relaxed);
         PAUSED_NANOS.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        PAUSED_NOW.store(false, Ordering::Release);
     }
     born
 }
@@ -79,8 +84,6 @@ fn start_thread(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<
         *told.0.lock() = true;
         told.1.notify_all();
         drop(told);
-        // Its work begins once the birth is over: sampling on again, if it was paused for it.
-        drop(BIRTHS.read());
         work();
     })?;
     let mut unsampled = born.0.lock();
@@ -234,7 +237,16 @@ impl Shared {
             }
         }
         let (pool, mine) = (Arc::clone(shared), Arc::clone(&worker));
-        if start_thread(&shared.name, move || pool.work(&mine)).is_err() {
+        let work = move || {
+            // Born while sampling was paused: its first job (a request reading `state`, say) waits until
+            // sampling is on again. Other threads' work does not wait: the arenas' watcher must start at
+            // once, before any other thread is born.
+            if PAUSED_NOW.load(Ordering::Acquire) {
+                drop(BIRTHS.read());
+            }
+            pool.work(&mine)
+        };
+        if start_thread(&shared.name, work).is_err() {
             let mut state = shared.state.lock();
             state.live -= 1;
             state.idle.retain(|waiting| !Arc::ptr_eq(waiting, &worker));
