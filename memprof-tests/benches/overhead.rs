@@ -36,6 +36,8 @@ mod workloads;
 
 #[path = "overhead/callgrind.rs"]
 mod callgrind;
+// Per-thread counts are the tokio server benchmark's.
+#[allow(dead_code)]
 #[path = "common/callgrind.rs"]
 mod callgrind_common;
 #[path = "overhead/labelling.rs"]

@@ -37,6 +37,8 @@ use memprof_tests::process::Program;
 /// the others).
 const THREAD_STARTS: [&str; 2] = ["__libc_start_call_main", "start_thread"];
 
+// Per-thread counts are the tokio server benchmark's.
+#[allow(dead_code)]
 #[path = "common/callgrind.rs"]
 mod callgrind;
 

@@ -12,12 +12,19 @@
 //! Five rounds (`MEMPROF_BENCH_ROUNDS`) each run every configuration once, in turn; each ratio is taken
 //! within a round, and the median and spread of the rounds' ratios are printed. With
 //! `MEMPROF_BENCH_CALLGRIND=1` it prints instead instructions per key under callgrind: two runs of 2,000
-//! and 6,000 keys a client, differenced, so start-up cancels out. The first run builds the server with
+//! and 6,000 keys a client, differenced, so start-up cancels out; the server's threads (its runtime's
+//! workers and clients, and its main thread) apart from memprof's (whose work by the second runs some 50
+//! times more often per key under valgrind's slowdown). The first run builds the server with
 //! jemalloc (~2.5 min); later runs are quick. Figures only, nothing is asserted.
+//!
+//! `MEMPROF_BENCH_FRAME_POINTERS=no` builds the server as Rust builds by default, without frame pointers
+//! (this workspace keeps them): its samples are then walked by the unwind tables.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+// Only the per-thread counts are used here.
+#[allow(dead_code)]
 #[path = "common/callgrind.rs"]
 mod callgrind;
 
@@ -35,16 +42,27 @@ const KEYS: u64 = 50_000;
 fn main() {
     let server = build();
     if std::env::var_os("MEMPROF_BENCH_CALLGRIND").is_some() {
-        println!("\nInstructions per key under callgrind (ratio to inactive)");
-        let counts: Vec<f64> = CONFIGURATIONS
+        println!("\nInstructions per key under callgrind (ratio to inactive): the server's threads, memprof's, all");
+        let counts: Vec<[f64; 3]> = CONFIGURATIONS
             .iter()
             .map(|configuration| {
                 let (short, long) = (counted(&server, configuration, 2_000), counted(&server, configuration, 6_000));
-                (long - short) as f64 / (4.0 * 4_000.0)
+                let per_key =
+                    |of: fn(&callgrind::ByThread) -> u64| (of(&long) as f64 - of(&short) as f64) / (4.0 * 4_000.0);
+                [
+                    per_key(|count| count.program),
+                    per_key(|count| count.memprof),
+                    per_key(|count| count.program + count.memprof),
+                ]
             })
             .collect();
         for (index, (name, ..)) in CONFIGURATIONS.iter().enumerate() {
-            println!("{name:<10} {:>10.0} ({:.3})", counts[index], counts[index] / counts[0]);
+            let [program, memprof, all] = counts[index];
+            println!(
+                "{name:<10} {program:>10.0} ({:.3}) {memprof:>8.0} {all:>10.0} ({:.3})",
+                program / counts[0][0],
+                all / counts[0][2]
+            );
         }
         return;
     }
@@ -71,14 +89,20 @@ fn main() {
 /// Builds the server with memprof, in release, into `target/bench-tokio-server`.
 fn build() -> PathBuf {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = tests.parent().unwrap().join("target").join("bench-tokio-server");
+    let without_frame_pointers = std::env::var("MEMPROF_BENCH_FRAME_POINTERS").is_ok_and(|value| value == "no");
+    let name = if without_frame_pointers { "bench-tokio-server-no-frame-pointers" } else { "bench-tokio-server" };
+    let target = tests.parent().unwrap().join("target").join(name);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    build
         .args(["build", "--release", "--quiet", "--locked", "--features", "memprof", "--target-dir"])
         .arg(&target)
-        .current_dir(tests.join("programs").join("tokio-server"))
-        .status()
-        .expect("cargo runs");
+        .current_dir(tests.join("programs").join("tokio-server"));
+    if without_frame_pointers {
+        // RUSTFLAGS replaces the workspace's rustflags (.cargo/config.toml's frame pointers).
+        build.env("RUSTFLAGS", "-C force-frame-pointers=no");
+    }
+    let status = build.status().expect("cargo runs");
     assert!(status.success(), "the tokio server does not build");
     target.join("release").join("tokio-server")
 }
@@ -106,9 +130,10 @@ fn keys_per_second(server: &Path, configuration: &(&str, &str, &str)) -> f64 {
     (4 * KEYS) as f64 / (milliseconds / 1000.0)
 }
 
-/// The instructions callgrind counts in a whole run with `keys` keys a client.
-fn counted(server: &Path, configuration: &(&str, &str, &str), keys: u64) -> u64 {
-    let (total, output) = callgrind::instructions(&command(server, configuration, keys), &[], "");
+/// The instructions callgrind counts in a whole run with `keys` keys a client, the server's threads apart
+/// from memprof's.
+fn counted(server: &Path, configuration: &(&str, &str, &str), keys: u64) -> callgrind::ByThread {
+    let (counted, output) = callgrind::instructions_by_thread(&command(server, configuration, keys), &[], "");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    total
+    counted
 }
