@@ -166,7 +166,6 @@ impl Profiler {
     }
 
     fn switch_sampling_on(&self) -> Result<(), Error> {
-        // No memprof thread is being born meanwhile (its birth pauses sampling, and would switch it back).
         crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true))
             .map(|_| ())
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))
@@ -187,6 +186,8 @@ impl Profiler {
         let window_start = self.record().map(|record| record.next_sequence());
         if window_start.is_none() {
             self.start_sampling_afresh()?;
+            // On demand the run's request waits for what the walks need (continuous: off the start).
+            crate::profiler::unwinder::prepare_for_samples();
         }
         let id = books.runs.next_id();
         let deadline = length.map(|length| Instant::now() + length);
@@ -195,11 +196,6 @@ impl Profiler {
         }
         // The bases of its views, before its first sample (on demand, the record starts with the first run).
         self.remember_base(id, window_start.or_else(|| self.views_start()));
-        // On demand, the run's request waits for what the walks need (sampling continuously from start-up,
-        // memprof's statistics thread reads it, off the program's start).
-        if window_start.is_none() {
-            crate::profiler::unwinder::prepare_for_samples();
-        }
         if window_start.is_none()
             && let Err(error) = self.switch_sampling_on()
         {
