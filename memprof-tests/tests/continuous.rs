@@ -3,8 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use memprof::analysis::HeapProfile;
-use memprof_tests::http::request_with_body;
+use memprof_tests::heap::bytes_under;
 use memprof_tests::process::{PATIENCE, Program};
 use memprof_tests::tools;
 
@@ -16,31 +15,6 @@ fn windows() -> Program {
     let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
     program.wait_for_line(|line| line == "windows: ready");
     program
-}
-
-/// The bytes (unbiased) of a `heap_v2` dump's stacks that pass through a function whose name contains
-/// `function`, the program's own `/debug/pprof/symbol` naming the frames.
-fn bytes_under(program: &Program, dump: &str, function: &str) -> f64 {
-    let profile = HeapProfile::parse(dump).unwrap_or_else(|error| panic!("{error}:\n{dump}"));
-    let addresses: Vec<String> =
-        profile.stacks.iter().flat_map(|stack| &stack.addresses).map(|address| format!("{address:#x}")).collect();
-    let names = request_with_body(program.address(), "POST", "/debug/pprof/symbol", addresses.join("+").as_bytes());
-    let named: HashMap<u64, String> = names
-        .text()
-        .lines()
-        .filter_map(|line| {
-            let (address, name) = line.split_once(' ')?;
-            Some((u64::from_str_radix(address.trim_start_matches("0x"), 16).ok()?, name.to_owned()))
-        })
-        .collect();
-    profile
-        .stacks
-        .iter()
-        .filter(|stack| {
-            stack.addresses.iter().any(|address| named.get(address).is_some_and(|name| name.contains(function)))
-        })
-        .map(|stack| stack.unbiased(profile.sample_period).1)
-        .sum()
 }
 
 fn assert_near(bytes: f64, expected_mib: f64, what: &str) {
