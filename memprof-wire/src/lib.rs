@@ -28,7 +28,7 @@ pub use memory::{Growing, GrowingSeries, HeapCounters, Memory, Reading, SeriesPo
 pub use runs::{KeptProfile, ProfileUrls, RunAnswer, RunOwner, Started, Switches};
 pub use state::{
     AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, ProfilerState,
-    SampleRecord, Sampling, StackWalk, State,
+    SampleRecord, Sampling, SamplingBudget, StackWalk, State,
 };
 
 /// Whether a host (`host`, `host:port`, `[v6]:port`: a `Host` field or a URL's authority) names this

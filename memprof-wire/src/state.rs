@@ -136,6 +136,26 @@ pub struct Sampling {
     /// Those pauses' time in all, in microseconds.
     #[serde(default)]
     pub paused_for_threads_us: u64,
+    /// Continuous sampling's budget of work, and how much sampling is thinned to keep within it; `None` on
+    /// demand, or with the budget off (`MEMPROF_SAMPLING_BUDGET=off`).
+    #[serde(default)]
+    pub budget: Option<SamplingBudget>,
+}
+
+/// `state.memory_profiler.sampling.budget`: past a share of one core, sampling is on in one time slot of
+/// every `one_slot_in` (drawn at random), and each sample taken then stands for that many times more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplingBudget {
+    /// The share of one core sampling may take, in millionths (5000: 0.5 %).
+    pub share_ppm: u32,
+    /// Sampling is on in one slot of this many now (1: always on).
+    pub one_slot_in: u32,
+    /// The mean interval between samples now, in bytes: 2^lg_sample times `one_slot_in`.
+    pub interval_bytes: u64,
+    /// The most sampling was thinned since start-up (one slot in this many).
+    pub most_one_slot_in: u32,
+    /// How long sampling was thinned in all since start-up, in milliseconds.
+    pub thinned_ms: u64,
 }
 
 /// `state.memory_profiler.sampling.record`: the bounded record continuous sampling keeps.

@@ -56,9 +56,9 @@ fn heap_profile(
         })
         .transpose()?;
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
-    let off = (!crate::jemalloc::profiling_active().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
-    let losses = context.profiler.record().and_then(crate::profiler::record::losses);
-    let comments = off.into_iter().chain(losses.map(|losses| format!("memprof: {losses}"))).collect();
+    let off = (!crate::profiler::throttle::sampling_on().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
+    let cautions = context.profiler.record().into_iter().flat_map(crate::profiler::record::cautions);
+    let comments = off.into_iter().chain(cautions.map(|caution| format!("memprof: {caution}"))).collect();
     let options = RenderOptions { allocations_first, comments, ..RenderOptions::default() };
     let bytes = match seconds {
         None => {

@@ -31,7 +31,7 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     };
     let decay = jemalloc::decay_settings().ok();
     let growth = memory::growth(&memory::live_readings(&history::ring().since(0)));
-    let sampling = jemalloc::profiling_active().map_err(|error| {
+    let sampling = crate::profiler::throttle::sampling_on().map_err(|error| {
         HttpError::internal(format!("Cannot tell whether sampling is on (prof.active: {error}); explain cannot judge"))
     })?;
     // The stacks are named only for a leak or a step, and only while sampling is on: by the record's one

@@ -59,7 +59,7 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "memprof_profiling_active",
         "gauge",
         "1 while allocations are being sampled (prof.active).",
-        flag(jemalloc::profiling_active().unwrap_or(false)),
+        flag(crate::profiler::throttle::sampling_on().unwrap_or(false)),
     );
     if let Ok(lg_sample) = jemalloc::lg_sample() {
         metric(

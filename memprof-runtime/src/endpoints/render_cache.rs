@@ -201,11 +201,12 @@ pub(super) fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
 }
 
 /// A kept profile's dump `text` (the profile at `path`, or a view kept beside it), symbolized with its labels,
-/// with what the record of samples missed said first: windows and their views are the record's.
+/// with what the record of samples missed and how much sampling was thinned said first: windows and their
+/// views are the record's.
 pub(super) fn kept_dump(text: &str, path: &std::path::Path) -> Result<Analysis, memprof_analysis::ParseError> {
     let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(path))?;
     let record = crate::profiler::Profiler::global().record();
-    analysis.cautions.extend(record.and_then(crate::profiler::record::losses));
+    analysis.cautions.extend(record.into_iter().flat_map(crate::profiler::record::cautions));
     Ok(analysis)
 }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use memprof_wire::{
     AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, LabelCounts, MallocConfSources,
-    ProfilerState, SampleRecord, Sampling, StackWalk, State,
+    ProfilerState, SampleRecord, Sampling, SamplingBudget, StackWalk, State,
 };
 use parking_lot::Mutex;
 
@@ -20,7 +20,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let config = &profiler.config;
     // jemalloc's figures are read with no lock held (a stats epoch walks every arena), and the runs'
     // records are a copy: a run's start or stop never waits for this answer.
-    let active = jemalloc::profiling_active().unwrap_or(false);
+    let active = crate::profiler::throttle::sampling_on().unwrap_or(false);
     let lg_sample = jemalloc::lg_sample().ok();
     let heap = jemalloc::heap_stats().ok();
     let label_counts = crate::labels::counts();
@@ -120,6 +120,16 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
         record,
         paused_for_threads: paused,
         paused_for_threads_us: paused_for.as_micros() as u64,
+        budget: crate::profiler::throttle::report().map(|report| {
+            let lg_sample = jemalloc::lg_sample().unwrap_or_default();
+            SamplingBudget {
+                share_ppm: (report.budget.share() * 1e6).round() as u32,
+                one_slot_in: report.now.block(),
+                interval_bytes: (1u64 << lg_sample) * u64::from(report.now.block()),
+                most_one_slot_in: report.most.block(),
+                thinned_ms: report.thinned.as_millis() as u64,
+            }
+        }),
     }
 }
 

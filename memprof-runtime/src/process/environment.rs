@@ -44,6 +44,8 @@ pub const SAMPLING: &str = "MEMPROF_SAMPLING";
 pub const WHOLE_RUN: &str = "MEMPROF_WHOLE_RUN";
 /// `true` or `false`: whether `scope!` blocks profile, over the endpoints' switch.
 pub const SCOPES: &str = "MEMPROF_SCOPES";
+/// The share of one core continuous sampling may take before it is thinned, or `off`.
+pub const SAMPLING_BUDGET: &str = "MEMPROF_SAMPLING_BUDGET";
 /// How many live sampled objects the continuous record holds.
 pub const RECORD_OBJECTS: &str = "MEMPROF_RECORD_OBJECTS";
 /// jemalloc's own configuration, read by unprefixed builds (Linux).
@@ -83,6 +85,10 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: SAMPLING,
         meaning: "`continuous` (sampling always on, runs are windows) or `on-demand`, over the program's choice",
+    },
+    Variable {
+        name: SAMPLING_BUDGET,
+        meaning: "the share of one core continuous sampling may take (default `0.5%`; `off`: never thinned)",
     },
     Variable {
         name: RECORD_OBJECTS,

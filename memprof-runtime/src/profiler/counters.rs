@@ -13,7 +13,6 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -66,6 +65,7 @@ pub(crate) fn start() -> std::io::Result<()> {
         history::reserve();
         let mut classes_due = Instant::now();
         let mut last_seen_due = Instant::now();
+        let mut pacer = crate::profiler::throttle::Pacer::new();
         loop {
             if let Ok(counters) = jemalloc::heap_stats() {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
@@ -80,7 +80,7 @@ pub(crate) fn start() -> std::io::Result<()> {
                 history::record(Reading { time, counters, classes });
                 // The one history of what grew (continuous, or during a run on demand) is read while sampled.
                 if let Some(record) = crate::profiler::Profiler::global().views_record()
-                    && jemalloc::profiling_active().unwrap_or(false)
+                    && crate::profiler::throttle::sampling_on().unwrap_or(false)
                 {
                     // What the walks need, when sampling is on from start-up: read here (once), off the
                     // program's start.
@@ -93,7 +93,8 @@ pub(crate) fn start() -> std::io::Result<()> {
                     crate::profiler::Profiler::global().record_last_seen();
                 }
             }
-            thread::sleep(PERIOD);
+            // Sampled continuously past its budget, sampling is thinned slot by slot meanwhile.
+            pacer.pace(PERIOD);
         }
     })?;
     *started = true;

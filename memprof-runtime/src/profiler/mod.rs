@@ -10,6 +10,7 @@
 
 pub(crate) mod allocator_code;
 pub(crate) mod autodump;
+pub(crate) mod budget;
 pub(crate) mod counters;
 mod dumps;
 pub(crate) mod duration;
@@ -20,6 +21,7 @@ pub(crate) mod record;
 pub(crate) mod run;
 mod runs;
 pub(crate) mod sampling;
+pub(crate) mod throttle;
 mod timer;
 pub(crate) mod unwinder;
 mod whole_run;

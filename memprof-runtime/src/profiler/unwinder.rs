@@ -166,11 +166,13 @@ pub(crate) fn prepare_for_samples() {
 }
 
 /// The hook jemalloc calls for each sample (with its re-entrancy guard up: allocating here is allowed, but
-/// nothing here allocates or locks): the walk, then the label frame.
+/// nothing here allocates or locks): the walk, then the label frame; its work timed from here for the
+/// budget ([`super::throttle`]).
 ///
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
+    super::throttle::work_began();
     let walked = if FRAME_POINTERS.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_frame_pointers(frames, len, max) }

@@ -2,12 +2,13 @@
 //! windows opened by code beside the HTTP run and the base of their net growth, and how a run's or the
 //! heap's profile is written (the record's window, or jemalloc's dump).
 
-use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, control, record, sampling};
+use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, budget, control, record, sampling, throttle};
 use crate::jemalloc;
 use crate::process::messages;
 
 impl Profiler {
-    /// Makes sampling continuous from now on: starts the [`record`], then switches sampling on for good.
+    /// Makes sampling continuous from now on: starts the [`record`], arms the budget of sampling work
+    /// ([`budget`]), then switches sampling on for good.
     /// Runs are windows from then on.
     pub(crate) fn sample_continuously(&self) -> Result<(), Error> {
         self.check_available()?;
@@ -21,6 +22,10 @@ impl Profiler {
         });
         let record = record::start(capacity)
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
+        throttle::arm(budget::from_environment().unwrap_or_else(|error| {
+            messages::warn(&format!("{error}; the budget is the default"));
+            Some(budget::Budget::DEFAULT)
+        }));
         self.switch_sampling_on()?;
         let _ = self.record.set(record);
         Ok(())

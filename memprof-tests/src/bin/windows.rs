@@ -28,6 +28,8 @@
 //! - `peak`: holds 48 MiB (`held_at_the_peak`), frees it, then keeps 8 MiB (`kept_after_the_peak`);
 //! - `walks N D`: allocates and frees N blocks of 64 bytes one at a time, D calls deep (`walked`): a
 //!   sampled allocation's walk at a chosen depth (benches/stacks.rs counts its instructions);
+//! - `busy S`: allocates and frees 4 KiB blocks without pause for S seconds (`allocated_busily`): a load
+//!   sampled past memprof's budget (tests/budget.rs);
 //! - `latencies rust|c N`: allocates and frees N blocks of 4 KiB one at a time, by Rust or through the C
 //!   function, and prints the median and 99th percentile of an allocation's time in ns
 //!   (`windows: latencies <p50> <p99>`; benches/stacks.rs).
@@ -79,6 +81,9 @@ fn main() {
             other if other.starts_with("paths ") => {
                 let count: u32 = other["paths ".len()..].parse().expect("paths N");
                 (0..count).for_each(|path| drop(branch(path, 17)));
+            }
+            other if other.starts_with("busy ") => {
+                allocated_busily(std::time::Duration::from_secs(other["busy ".len()..].parse().expect("busy S")));
             }
             other if other.starts_with("latencies ") => {
                 let (how, count) = other["latencies ".len()..].split_once(' ').expect("latencies rust|c N");
@@ -310,6 +315,15 @@ fn walked(depth: u32, count: usize) {
 #[inline(never)]
 fn allocated_deep() -> Vec<Vec<u8>> {
     (0..4).map(|_| vec![1u8; MIB]).collect()
+}
+
+/// Blocks of 4 KiB allocated and freed one at a time, for `time`.
+#[inline(never)]
+fn allocated_busily(time: std::time::Duration) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < time {
+        (0..256).for_each(|_| drop(black_box(vec![1u8; 4096])));
+    }
 }
 
 /// `count` objects of 64 bytes, kept.

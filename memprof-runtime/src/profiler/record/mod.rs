@@ -98,6 +98,12 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
     ))
 }
 
+/// What every profile from the record says first: what it could not hold ([`losses`]), and how much
+/// sampling was thinned ([`crate::profiler::throttle`]).
+pub(crate) fn cautions(record: &Table) -> impl Iterator<Item = String> {
+    losses(record).into_iter().chain(crate::profiler::throttle::thinned_note())
+}
+
 /// The pages jemalloc gives the live sampled small objects beyond their size (see [`Table::promoted`]), as
 /// far as the record knows them; 0 without a record (sampling never ran, so nothing was promoted).
 pub(crate) fn promoted_bytes() -> u64 {
@@ -136,7 +142,8 @@ unsafe extern "C" fn sampled(
         // `usize` have the same layout.
         unsafe { std::slice::from_raw_parts(backtrace.cast::<usize>(), length as usize) }
     };
-    record.sampled(address as usize, usable as u64, frames, clock_seconds());
+    record.sampled(address as usize, usable as u64, frames, clock_seconds(), crate::profiler::throttle::thinning());
+    crate::profiler::throttle::work_ended();
 }
 
 /// jemalloc's `prof_sample_free_hook_t`.

@@ -13,8 +13,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::spin::SpinLock;
+use crate::profiler::budget::Thinning;
 use peaks::Peaks;
-use slots::{Object, Objects, Stack, Stacks, hash_frames, zeroed_slots};
+use slots::{Object, Objects, Stack, Stacks, Stamp, hash_frames, zeroed_slots};
 
 /// How much a table holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +84,7 @@ impl Totals {
     }
 
     /// Adds a sampled object of `bytes`, unbiased at `sample_period`.
+    #[cfg(test)]
     pub(super) fn add(&mut self, bytes: u64, sample_period: f64) {
         self.add_scaled(bytes, unbias(bytes, sample_period));
     }
@@ -225,11 +227,12 @@ impl Table {
         &self.shards[((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS]
     }
 
-    /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`. Never allocates.
-    pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32) {
+    /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`, sampled at
+    /// `thinning` (it stands for that much more). Never allocates.
+    pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32, thinning: Thinning) {
         let sequence = self.next_sequence.0.fetch_add(1, Ordering::AcqRel);
         // The work that needs no lock is done before taking one: the hash, the unbiasing.
-        let (hash, scale) = (hash_frames(frames), unbias(bytes, self.sample_period));
+        let (hash, scale) = (hash_frames(frames), self.scale(bytes, thinning));
         let stack = self.stacks.with(|stacks| {
             let stack = stacks.find_or_add(frames, hash, sequence)?;
             let entry = &mut stacks.stacks[stack as usize];
@@ -241,7 +244,7 @@ impl Table {
             self.dropped_stacks.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let object = Object { address, stack, bytes, sequence, time };
+        let object = Object { address, stack, bytes, sequence, stamp: Stamp::new(time, thinning) };
         if !self.shard(address).with(|objects| objects.insert(object)) {
             self.dropped_objects.fetch_add(1, Ordering::Relaxed);
             return;
@@ -252,8 +255,17 @@ impl Table {
     /// Forgets the sampled object at `address`, freed. Never allocates.
     pub(crate) fn freed(&self, address: usize) {
         if let Some(object) = self.shard(address).with(|objects| objects.remove(address)) {
-            self.peaks.freed(object.sequence, object.stack, object.bytes, unbias(object.bytes, self.sample_period));
+            self.peaks.freed(object.sequence, object.stack, object.bytes, self.scale_of(&object));
         }
+    }
+
+    /// How many objects a sampled object of `bytes` taken at `thinning` stands for.
+    fn scale(&self, bytes: u64, thinning: Thinning) -> f64 {
+        unbias(bytes, self.sample_period) * thinning.weight()
+    }
+
+    fn scale_of(&self, object: &Object) -> f64 {
+        self.scale(object.bytes, object.stamp.thinning())
     }
 
     /// Starts tracking the high-water mark of the window whose first sequence number is `since` (see
@@ -359,9 +371,10 @@ impl Table {
             shard.with(|objects| {
                 for object in objects.slots.iter().filter(|object| object.address != 0 && object.sequence >= since) {
                     let Some(held) = held.get_mut(object.stack as usize) else { continue };
-                    held.live.add(object.bytes, self.sample_period);
-                    if now.saturating_sub(object.time) > older_than {
-                        held.older_bytes += unbias(object.bytes, self.sample_period) * object.bytes as f64;
+                    let scale = self.scale_of(object);
+                    held.live.add_scaled(object.bytes, scale);
+                    if now.saturating_sub(object.stamp.time()) > older_than {
+                        held.older_bytes += scale * object.bytes as f64;
                     }
                 }
             });

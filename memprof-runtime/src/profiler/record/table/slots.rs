@@ -4,8 +4,10 @@
 //! compaction.
 
 use super::Totals;
+use crate::profiler::budget::Thinning;
 
-/// A live sampled object: where, from which stack, how big, and when (sequence number and record time).
+/// A live sampled object: where, from which stack, how big, and when (sequence number, record time and the
+/// thinning in force).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Object {
     /// 0: empty.
@@ -13,7 +15,28 @@ pub(super) struct Object {
     pub(super) stack: u32,
     pub(super) bytes: u64,
     pub(super) sequence: u64,
-    pub(super) time: u32,
+    pub(super) stamp: Stamp,
+}
+
+/// When an object was sampled (the record's seconds, 28 bits: eight years, then the last of them) and the
+/// thinning in force (4 bits), in the four bytes of a slot: a slot stays 32 bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Stamp(u32);
+
+impl Stamp {
+    const TIME: u32 = (1 << 28) - 1;
+
+    pub(super) fn new(time: u32, thinning: Thinning) -> Stamp {
+        Stamp(time.min(Self::TIME) | u32::from(thinning.exponent()) << 28)
+    }
+
+    pub(super) fn time(self) -> u32 {
+        self.0 & Self::TIME
+    }
+
+    pub(super) fn thinning(self) -> Thinning {
+        Thinning::of((self.0 >> 28) as u8)
+    }
 }
 
 /// A stack: its hash, where its frames are in [`Stacks::frames`], what it allocated since it was first

@@ -31,7 +31,7 @@ fn samples_and_frees_agree_with_a_map_through_collisions() {
             model.remove(&address);
         } else {
             let bytes = 64 << stack;
-            table.sampled(address, bytes, &[0x100 + stack, 0x200], 0);
+            table.sampled(address, bytes, &[0x100 + stack, 0x200], 0, Thinning::NONE);
             model.insert(address, (stack, bytes));
         }
     }
@@ -51,10 +51,10 @@ fn samples_and_frees_agree_with_a_map_through_collisions() {
 #[test]
 fn a_window_holds_what_it_sampled_still_live_and_allocations_only_grow() {
     let table = table(64, 8, 64);
-    table.sampled(0x1000, 4096, &[0xa], 10);
+    table.sampled(0x1000, 4096, &[0xa], 10, Thinning::NONE);
     let window = table.next_sequence();
-    table.sampled(0x2000, 4096, &[0xa], 20);
-    table.sampled(0x3000, 4096, &[0xa], 30);
+    table.sampled(0x2000, 4096, &[0xa], 20, Thinning::NONE);
+    table.sampled(0x3000, 4096, &[0xa], 30, Thinning::NONE);
     table.freed(0x3000);
     table.freed(0x9000);
     assert_eq!(live_objects(&table, 0), 2);
@@ -81,15 +81,15 @@ fn what_does_not_fit_is_counted_and_dropped() {
     let table = table(8, 2, 5);
     assert_eq!(table.max_objects(), 16 * 14);
     for object in 0..300 {
-        table.sampled(0x4000 * (object + 1), 64, &[0xa, 0xb], 0);
+        table.sampled(0x4000 * (object + 1), 64, &[0xa, 0xb], 0, Thinning::NONE);
     }
     let (dropped, live, stacks) = table.fill();
     assert_eq!((dropped.objects, live, stacks), (300 - 16 * 14, 16 * 14, 1), "7/8 of each shard's 16 slots");
     assert_eq!(table.read(0, 0, 0)[0].allocated.objects, 300);
-    table.sampled(0xf000, 64, &[1, 2, 3, 4], 0);
+    table.sampled(0xf000, 64, &[1, 2, 3, 4], 0, Thinning::NONE);
     assert_eq!(table.fill().0.stacks, 1, "four frames with three left");
-    table.sampled(0xf000, 64, &[1], 0);
-    table.sampled(0xf100, 64, &[2], 0);
+    table.sampled(0xf000, 64, &[1], 0, Thinning::NONE);
+    table.sampled(0xf100, 64, &[2], 0, Thinning::NONE);
     assert_eq!(table.fill().0, Dropped { objects: 300 - 16 * 14 + 1, stacks: 2 });
     assert_eq!(table.read(0, 0, 0).len(), 2);
 }
@@ -111,17 +111,17 @@ fn idle_stacks_holding_nothing_are_given_back_when_nearly_full() {
     // Stacks 0..8, each of i + 1 frames: 0..4 sampled and freed, 4 and 5 still held, 6 in a peak, 7 late.
     let frames = |stack: usize| (0..=stack).map(|frame| 0x100 * (stack + 1) + frame).collect::<Vec<_>>();
     for stack in 0..7 {
-        table.sampled(0x10_0000 * (stack + 1), 64, &frames(stack), 0);
+        table.sampled(0x10_0000 * (stack + 1), 64, &frames(stack), 0, Thinning::NONE);
     }
     for stack in 0..4 {
         table.freed(0x10_0000 * (stack + 1));
     }
     let place = table.track_peak(table.next_sequence()).unwrap();
-    table.sampled(0x70_0000, 64, &frames(6), 0);
+    table.sampled(0x70_0000, 64, &frames(6), 0, Thinning::NONE);
     table.freed(0x70_0000);
     table.freed(0x10_0000 * 7);
     let mark = table.next_sequence();
-    table.sampled(0x80_0000, 64, &frames(7), 0);
+    table.sampled(0x80_0000, 64, &frames(7), 0, Thinning::NONE);
     table.freed(0x80_0000);
     let held = table.held(0, u32::MAX);
     assert_eq!(table.give_back_idle(mark, &[]), Vec::<u32>::new(), "a stack no reading covers is kept");
@@ -133,11 +133,37 @@ fn idle_stacks_holding_nothing_are_given_back_when_nearly_full() {
     // Every stack kept reads its own frames; the next new stack takes a given-back index.
     let kept = table.frames(&[2, 3, 4, 5, 6, 7]);
     assert_eq!(kept, (2..8).map(frames).collect::<Vec<_>>());
-    table.sampled(0x90_0000, 64, &[0xfeed], 0);
+    table.sampled(0x90_0000, 64, &[0xfeed], 0, Thinning::NONE);
     let allocated = table.allocated();
     let (index, (born, _)) = allocated.iter().enumerate().find(|(_, (born, _))| *born > mark).unwrap();
     assert!(index < 2 && *born > mark, "{allocated:?}");
     assert_eq!(table.frames(&[index as u32]), [vec![0xfeed]]);
     assert!(table.read(0, 0, 0).iter().any(|stack| stack.frames == [0xfeed] && stack.live.objects == 1));
     table.end_peak(place);
+}
+
+/// A sample taken while sampling was thinned to one slot in 2^n stands for 2^n times what one taken
+/// unthinned does, in what its stack holds and allocated, until it is freed; its time stays its own.
+#[test]
+fn a_thinned_sample_weighs_as_its_thinning_says() {
+    let table = table(1024, 16, 256);
+    table.sampled(0x1000, 4096, &[0xa], 7, Thinning::NONE);
+    table.sampled(0x2000, 4096, &[0xb], 7, Thinning::of(3));
+    let one = unbias(4096, PERIOD as f64);
+    let held = table.held(10, 2);
+    assert!((held[0].live.unbiased_objects - one).abs() < 1e-9);
+    assert!((held[1].live.unbiased_objects - 8.0 * one).abs() < 1e-9, "{held:?}");
+    assert!((held[1].older_bytes - 8.0 * one * 4096.0).abs() < 1e-6, "3 s old, older than 2: {held:?}");
+    assert!((table.allocated()[1].1.unbiased_bytes - 8.0 * one * 4096.0).abs() < 1e-6);
+    table.freed(0x2000);
+    assert_eq!(table.held(10, 2)[1].live, Totals::default(), "freed: its weight goes with it");
+}
+
+#[test]
+fn a_stamp_keeps_time_and_thinning_apart() {
+    let stamp = slots::Stamp::new(u32::MAX, Thinning::MOST);
+    assert_eq!((stamp.time(), stamp.thinning()), ((1 << 28) - 1, Thinning::MOST), "the time saturates");
+    let stamp = slots::Stamp::new(12345, Thinning::NONE);
+    assert_eq!((stamp.time(), stamp.thinning()), (12345, Thinning::NONE));
+    assert_eq!(size_of::<slots::Object>(), 32, "a slot stays 32 bytes");
 }

@@ -1,0 +1,249 @@
+//! The budget of sampling work while sampling is continuous, and how sampling is thinned to keep within it:
+//! judging only (no clock, no jemalloc), fed the readings [`super::throttle`] takes.
+//!
+//! jemalloc samples every 2^lg_sample bytes on average, whatever the allocation rate: a program allocating
+//! hard samples hard, and each sample costs a stack walk, jemalloc's bookkeeping and a page of its own
+//! (a sampled small object is promoted). Its interval changes only through `prof.reset`, which drops every
+//! sample; so past a budget of sampling work (a share of one core, [`Budget`]) memprof thins sampling
+//! in time instead: time is cut into slots ([`SLOT`]), grouped in blocks of 2^n slots, and sampling is on
+//! in one slot of each block, drawn at random ([`Schedule`]). Every allocation then falls in a slot that was
+//! on with probability exactly 2^-n, whatever its timing, so a sample taken at thinning n stands for 2^n
+//! times what it would alone ([`Thinning::weight`]): totals stay unbiased, and the effective interval is
+//! 2^(lg_sample + n) bytes. Each reading (a second unthinned; a slot sampled, thinned) is judged: the
+//! thinning grows at once to the least that fits the budget when the work measured while sampling was on
+//! exceeds it, and falls at once to the least that fits half of it when the load falls, so a burst thins
+//! sampling for about as long as it lasts and no longer. Within a block, which slot is sampled is drawn:
+//! for a steady load every slot holds about as much, so thinned totals are close as well as unbiased.
+//!
+//! ```ignore
+//! // 2 % of a core measured while sampling was on, against a budget of 0.5 %: 1 slot in 4.
+//! let spent = Spent { work_nanos: 20_000_000, sampled_nanos: 1_000_000_000 };
+//! assert_eq!(Thinning::NONE.next(Budget::DEFAULT, spent).exponent(), 2);
+//! ```
+
+use std::time::Duration;
+
+use crate::process::environment::SAMPLING_BUDGET;
+
+/// How long a slot lasts: sampling is switched on or off for a slot at a time (short, so that a thinned
+/// block, [`Thinning::MOST`]'s included, lasts seconds: the load is judged again within one).
+pub(crate) const SLOT: Duration = Duration::from_millis(10);
+
+/// The share of one core sampling may take, measured while it is on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Budget {
+    share: f64,
+}
+
+impl Budget {
+    /// 0.5 % of a core: what Go and JFR spend on their default sampling, give or take.
+    pub(crate) const DEFAULT: Budget = Budget { share: 0.005 };
+
+    /// The budget `MEMPROF_SAMPLING_BUDGET` names (`2%`, `0.5%`, `0.005`), `None` for `off` (never thinned),
+    /// or why the text is not one (a share above 0 and at most 100 %).
+    pub(crate) fn parse(text: &str) -> Result<Option<Budget>, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        let share = match text.strip_suffix('%') {
+            Some(percent) => percent.trim().parse::<f64>().map(|percent| percent / 100.0),
+            None => text.parse::<f64>(),
+        };
+        match share {
+            Ok(share) if share > 0.0 && share <= 1.0 => Ok(Some(Budget { share })),
+            _ => Err("not a share of one core above 0 and at most 100 % (such as `0.5%`), nor `off`".to_owned()),
+        }
+    }
+
+    /// The share of one core.
+    pub(crate) fn share(self) -> f64 {
+        self.share
+    }
+}
+
+/// The budget `MEMPROF_SAMPLING_BUDGET` names, else [`Budget::DEFAULT`]; `None` for `off`; an error naming
+/// the variable for a value that is not a budget.
+pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
+    let Ok(text) = std::env::var(SAMPLING_BUDGET) else { return Ok(Some(Budget::DEFAULT)) };
+    Budget::parse(&text)
+        .map_err(|error| format!("{SAMPLING_BUDGET}={} is {error}", crate::profile_root::untrusted::printable(&text)))
+}
+
+/// What sampling cost over a reading: the work measured in the sampled allocations, and how long sampling
+/// was on meanwhile (both in nanoseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Spent {
+    pub(crate) work_nanos: u64,
+    pub(crate) sampled_nanos: u64,
+}
+
+impl Spent {
+    /// Whether sampling was on long enough for the reading to be judged ([`JUDGED_AFTER`]).
+    pub(crate) fn enough(self) -> bool {
+        self.sampled_nanos >= JUDGED_AFTER.as_nanos() as u64
+    }
+
+    /// The share of one core sampling took while on: what it would take unthinned.
+    fn unthinned_share(self) -> f64 {
+        self.work_nanos as f64 / self.sampled_nanos as f64
+    }
+}
+
+/// How long sampling must have been on before a reading is judged (a slot): shorter ones are kept adding up.
+pub(crate) const JUDGED_AFTER: Duration = SLOT;
+
+/// Sampling on in one slot of every 2^n ([`Thinning::exponent`]); 0, unthinned, is sampling always on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Thinning(u8);
+
+impl Thinning {
+    /// Sampling always on.
+    pub(crate) const NONE: Thinning = Thinning(0);
+    /// The most: one slot in 1024 (one 10 ms slot every 10 s, each sample weighing 1024).
+    pub(crate) const MOST: Thinning = Thinning(10);
+
+    /// The thinning of exponent `n` (at most [`Thinning::MOST`]'s).
+    pub(crate) fn of(n: u8) -> Thinning {
+        Thinning(n.min(Self::MOST.0))
+    }
+
+    /// n, for sampling on in one slot of 2^n.
+    pub(crate) fn exponent(self) -> u8 {
+        self.0
+    }
+
+    /// How many slots a block holds: 2^n.
+    pub(crate) fn block(self) -> u32 {
+        1 << self.0
+    }
+
+    /// What a sample taken at this thinning stands for, beside what its size makes it stand for: 2^n.
+    pub(crate) fn weight(self) -> f64 {
+        f64::from(self.block())
+    }
+
+    /// The thinning after a reading `spent` at this one, against `budget`: at once the least that fits the
+    /// budget when this one does not; at once the least that takes at most half the budget when that is
+    /// lower (the load fell: a burst past, the program idle); else this one.
+    pub(crate) fn next(self, budget: Budget, spent: Spent) -> Thinning {
+        if !spent.enough() {
+            return self;
+        }
+        let unthinned = spent.unthinned_share();
+        let least_within = |share: f64| {
+            let mut thinning = Thinning::NONE;
+            while thinning < Self::MOST && unthinned / thinning.weight() > share {
+                thinning = Thinning(thinning.0 + 1);
+            }
+            thinning
+        };
+        if unthinned / self.weight() > budget.share {
+            least_within(budget.share)
+        } else {
+            least_within(budget.share / 2.0).min(self)
+        }
+    }
+}
+
+/// Which slots sampling is on in: one of each block of 2^n, at a place drawn when the block starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Schedule {
+    thinning: Thinning,
+    /// The slot of the current block sampling is on in, and the slot now.
+    on_at: u32,
+    now: u32,
+    random: u64,
+}
+
+impl Schedule {
+    /// A schedule at no thinning, its draws seeded with `seed` (any value).
+    pub(crate) fn new(seed: u64) -> Schedule {
+        Schedule { thinning: Thinning::NONE, on_at: 0, now: 0, random: seed | 1 }
+    }
+
+    /// The thinning in force.
+    pub(crate) fn thinning(&self) -> Thinning {
+        self.thinning
+    }
+
+    /// Changes the thinning: a new block starts with the next slot.
+    pub(crate) fn thin(&mut self, thinning: Thinning) {
+        if thinning != self.thinning {
+            self.thinning = thinning;
+            self.now = thinning.block() - 1;
+        }
+    }
+
+    /// Moves to the next slot: whether sampling is on in it.
+    pub(crate) fn next_slot(&mut self) -> bool {
+        self.now += 1;
+        if self.now >= self.thinning.block() {
+            self.now = 0;
+            self.on_at = (self.draw() % u64::from(self.thinning.block())) as u32;
+        }
+        self.now == self.on_at
+    }
+
+    /// xorshift64*: cheap, and uncorrelated with anything the program does.
+    fn draw(&mut self) -> u64 {
+        self.random ^= self.random >> 12;
+        self.random ^= self.random << 25;
+        self.random ^= self.random >> 27;
+        self.random.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spent(share: f64) -> Spent {
+        Spent { work_nanos: (share * 1e9) as u64, sampled_nanos: 1_000_000_000 }
+    }
+
+    #[test]
+    fn the_budget_reads_percentages_shares_and_off() {
+        assert_eq!(Budget::parse("0.5%"), Ok(Some(Budget::DEFAULT)));
+        assert_eq!(Budget::parse(" 2 % "), Ok(Some(Budget { share: 0.02 })));
+        assert_eq!(Budget::parse("0.01"), Ok(Some(Budget { share: 0.01 })));
+        assert_eq!(Budget::parse("OFF"), Ok(None));
+        for wrong in ["0", "0%", "-1%", "101%", "1.5", "half", "", "NaN"] {
+            assert!(Budget::parse(wrong).is_err(), "{wrong:?}");
+        }
+    }
+
+    /// Readings as a program allocating at 370,000 samples a second shows them (the allocation
+    /// microbenchmark: some 0.16 of a core while sampled), then idle.
+    #[test]
+    fn thinning_grows_at_once_past_the_budget_and_falls_a_step_at_a_time() {
+        let budget = Budget::DEFAULT;
+        assert_eq!(Thinning::NONE.next(budget, spent(0.004)), Thinning::NONE, "within the budget");
+        let hard = Thinning::NONE.next(budget, spent(0.15));
+        assert_eq!(hard, Thinning(5), "0.15 / 32 < 0.005 < 0.15 / 16: the least that fits");
+        assert_eq!(hard.next(budget, spent(0.15)), hard, "steady");
+        assert_eq!(hard.next(budget, spent(0.09)), hard, "a step lower would take 0.56 %, more than half");
+        assert_eq!(hard.next(budget, spent(0.03)), Thinning(4), "0.03 / 16 is within half the budget");
+        assert_eq!(Thinning(4).next(budget, spent(0.0)), Thinning::NONE, "idle: unthinned at once");
+        assert_eq!(Thinning(6).next(budget, spent(0.006)), Thinning(2), "0.006 / 4 fits half the budget");
+        assert_eq!(Thinning::NONE.next(budget, spent(1e6)), Thinning::MOST, "never past the most");
+        let short = Spent { work_nanos: 100_000_000, sampled_nanos: 5_000_000 };
+        assert_eq!(Thinning(2).next(budget, short), Thinning(2), "too short a reading is not judged");
+    }
+
+    #[test]
+    fn a_schedule_samples_one_slot_in_each_block_at_a_random_place() {
+        let mut schedule = Schedule::new(42);
+        assert!((0..100).all(|_| schedule.next_slot()), "unthinned: every slot");
+        schedule.thin(Thinning(3));
+        let slots: Vec<bool> = (0..8 * 1000).map(|_| schedule.next_slot()).collect();
+        let mut places = [0u32; 8];
+        for block in slots.chunks(8) {
+            assert_eq!(block.iter().filter(|on| **on).count(), 1, "one slot a block");
+            places[block.iter().position(|on| *on).unwrap()] += 1;
+        }
+        assert!(places.iter().all(|&count| (80..=170).contains(&count)), "each place ~1/8: {places:?}");
+        schedule.thin(Thinning::NONE);
+        assert!(schedule.next_slot() && schedule.next_slot());
+    }
+}

@@ -1,0 +1,191 @@
+//! Keeps continuous sampling within its budget (judged in [`super::budget`]): measures the work of each
+//! sampled allocation, and, in the counters' thread's place of its sleep ([`Pacer::pace`]), switches
+//! sampling off and on a slot at a time while the work exceeds the budget.
+//!
+//! A sampled allocation's work is measured on its own thread, from memprof's backtrace hook (the walk's
+//! start, [`work_began`]) to the record's sample hook (the object recorded, [`work_ended`]): the walk,
+//! jemalloc's bookkeeping of the stack and the promoted page, the record; two reads of the vDSO's clock
+//! each, nothing taken, nothing allocated. The free of a sampled object is not measured.
+//!
+//! Sampling switched off for a slot is said as on by [`sampling_on`] (it is thinned, not stopped), and each
+//! sample taken in a slot that was on carries the thinning in force ([`thinning`]) into the record, which
+//! weighs it by that much.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::budget::{Budget, SLOT, Schedule, Spent, Thinning};
+use crate::jemalloc;
+
+/// The budget, once continuous sampling armed it ([`arm`]); `None` inside: sampling is never thinned.
+static BUDGET: OnceLock<Option<Budget>> = OnceLock::new();
+
+/// Whether the hooks measure their work (continuous sampling with a budget).
+static MEASURING: AtomicBool = AtomicBool::new(false);
+
+/// The work measured in sampled allocations since the pacer last took it, nanoseconds.
+static WORK_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The thinning the samples taken now carry (its exponent).
+static THINNING: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the pacer switched sampling off for a slot (and so switches it on again).
+static HOLDING_OFF: AtomicBool = AtomicBool::new(false);
+
+/// The most sampling was thinned since start-up (its exponent), and for how long in all (ns).
+static MOST: AtomicU8 = AtomicU8::new(0);
+static THINNED_NANOS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// When this thread's sampled allocation began.
+    static BEGAN: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Keeps sampling within `budget` from now on (`None`: never thinned): called once, as continuous sampling
+/// starts; later calls change nothing.
+pub(crate) fn arm(budget: Option<Budget>) {
+    if BUDGET.set(budget).is_ok() && budget.is_some() {
+        MEASURING.store(true, Ordering::Release);
+    }
+}
+
+/// The budget armed, if any.
+pub(crate) fn budget() -> Option<Budget> {
+    BUDGET.get().copied().flatten()
+}
+
+/// A sampled allocation's work begins on this thread (memprof's backtrace hook, first thing).
+#[inline]
+pub(crate) fn work_began() {
+    if MEASURING.load(Ordering::Relaxed) {
+        // `Instant::now` reads the vDSO's clock: no system call, no lock, no allocation.
+        let _ = BEGAN.try_with(|began| began.set(Some(Instant::now())));
+    }
+}
+
+/// This thread's sampled allocation's work ends (the record's sample hook, last thing).
+#[inline]
+pub(crate) fn work_ended() {
+    if MEASURING.load(Ordering::Relaxed)
+        && let Some(began) = BEGAN.try_with(|began| began.take()).ok().flatten()
+    {
+        WORK_NANOS.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The thinning a sample taken now carries.
+pub(crate) fn thinning() -> Thinning {
+    Thinning::of(THINNING.load(Ordering::Relaxed))
+}
+
+/// Whether sampling is on: `prof.active`, or off for a slot of thinning (on, thinned).
+pub(crate) fn sampling_on() -> Result<bool, jemalloc::CtlError> {
+    Ok(jemalloc::profiling_active()? || HOLDING_OFF.load(Ordering::Acquire))
+}
+
+/// What `state` says of the budget: the budget, the thinning now, the most since start-up, and how long
+/// sampling was thinned in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Report {
+    pub(crate) budget: Budget,
+    pub(crate) now: Thinning,
+    pub(crate) most: Thinning,
+    pub(crate) thinned: Duration,
+}
+
+/// The budget's report, when one is armed.
+pub(crate) fn report() -> Option<Report> {
+    Some(Report {
+        budget: budget()?,
+        now: thinning(),
+        most: Thinning::of(MOST.load(Ordering::Relaxed)),
+        thinned: Duration::from_nanos(THINNED_NANOS.load(Ordering::Relaxed)),
+    })
+}
+
+/// What a profile from the record says once sampling was thinned: how much, and what its samples weigh.
+pub(crate) fn thinned_note() -> Option<String> {
+    let report = report().filter(|report| report.most != Thinning::NONE)?;
+    Some(format!(
+        "sampling was thinned to keep within its budget ({} % of a core; MEMPROF_SAMPLING_BUDGET): on in one time          slot of up to {} for {:.1} s in all since start-up (one in {} now); each sample taken then stands for that          many times more, so totals stay unbiased, with more noise",
+        report.budget.share() * 100.0,
+        report.most.block(),
+        report.thinned.as_secs_f64(),
+        report.now.block()
+    ))
+}
+
+/// Switches sampling on or off for a slot, unless something else switched it off (a thread's birth, the
+/// end of sampling): only what the pacer switched off is switched on again.
+fn switch(on: bool) {
+    if on != HOLDING_OFF.load(Ordering::Acquire) {
+        return; // as it should be, or off for another reason (then left alone)
+    }
+    crate::process::threads::with_sampling_switched(|| {
+        if on {
+            if HOLDING_OFF.load(Ordering::Acquire) && jemalloc::set_profiling_active(true).is_ok() {
+                HOLDING_OFF.store(false, Ordering::Release);
+            }
+        } else if !HOLDING_OFF.load(Ordering::Acquire)
+            && jemalloc::profiling_active().unwrap_or(false)
+            && jemalloc::set_profiling_active(false).is_ok()
+        {
+            HOLDING_OFF.store(true, Ordering::Release);
+        }
+    });
+}
+
+/// The counters' thread's pace: its period waited, sampling thinned meanwhile as the budget needs.
+pub(crate) struct Pacer {
+    schedule: Schedule,
+    /// What sampling cost since the last judgement.
+    spent: Spent,
+}
+
+impl Pacer {
+    /// A pacer at no thinning.
+    pub(crate) fn new() -> Pacer {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Pacer { schedule: Schedule::new(seed.as_nanos() as u64), spent: Spent::default() }
+    }
+
+    /// Waits `period`: asleep while sampling is unthinned (or no budget is armed), else slot by slot,
+    /// sampling on in the slots the schedule draws; then judges what sampling cost.
+    pub(crate) fn pace(&mut self, period: Duration) {
+        let Some(budget) = budget() else { return std::thread::sleep(period) };
+        let thinning = self.schedule.thinning();
+        let started = Instant::now();
+        if thinning == Thinning::NONE {
+            std::thread::sleep(period);
+            self.spent.sampled_nanos += started.elapsed().as_nanos() as u64;
+        } else {
+            for _ in 0..period.div_duration_f64(SLOT).round().max(1.0) as u32 {
+                let on = self.schedule.next_slot();
+                switch(on);
+                let slot = Instant::now();
+                std::thread::sleep(SLOT);
+                let lasted = slot.elapsed().as_nanos() as u64;
+                if on {
+                    self.spent.sampled_nanos += lasted;
+                }
+                THINNED_NANOS.fetch_add(lasted, Ordering::Relaxed);
+            }
+        }
+        self.spent.work_nanos += WORK_NANOS.swap(0, Ordering::Relaxed);
+        if !self.spent.enough() {
+            return;
+        }
+        let next = thinning.next(budget, std::mem::take(&mut self.spent));
+        if next != thinning {
+            self.schedule.thin(next);
+            MOST.fetch_max(next.exponent(), Ordering::Relaxed);
+            // The samples of the slots to come weigh as the new thinning says; unthinned, sampling is on.
+            THINNING.store(next.exponent(), Ordering::Relaxed);
+            if next == Thinning::NONE {
+                switch(true);
+            }
+        }
+    }
+}

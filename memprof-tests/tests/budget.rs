@@ -1,0 +1,60 @@
+//! Continuous sampling within its budget (memprof-runtime/src/profiler/budget.rs) on a real program
+//! (src/bin/windows.rs): allocating without pause, it is thinned, says so in `state` and in its profiles,
+//! and is sampled as before once the load stops.
+
+use memprof_tests::heap::bytes_under;
+use memprof_tests::http::PATIENCE;
+use memprof_tests::process::Program;
+use memprof_tests::waiting::wait_until;
+
+const MIB: f64 = (1 << 20) as f64;
+
+fn budget(program: &Program) -> serde_json::Value {
+    program.get_json("/memory-profiler/state")["memory_profiler"]["sampling"]["budget"].clone()
+}
+
+/// `busy 3` (4 KiB blocks allocated and freed without pause, a fifth of them sampled at 2^14) costs far
+/// more than 0.1 % of a core to sample: sampling is thinned, `state` says how much (its interval 2^14 times
+/// the thinning), and the window over the load says so in its profile. Once the load stops, sampling is
+/// unthinned within a thinned block (seconds), and 16 MiB kept then reads 16 MiB.
+#[test]
+fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
+    let program =
+        Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING_BUDGET", "0.1%").spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    let idle = budget(&program);
+    assert_eq!(idle["share_ppm"], 1000, "{idle}");
+    assert_eq!((idle["one_slot_in"].as_u64(), idle["interval_bytes"].as_u64()), (Some(1), Some(1 << 14)), "{idle}");
+    let started = program.get("/memory-profiler/start");
+    assert_eq!(started.status, 200, "{}", started.text());
+    program.tell("busy 3", "windows: done busy 3");
+    let thinned = budget(&program);
+    let most = thinned["most_one_slot_in"].as_u64().unwrap();
+    assert!((4..=1024).contains(&most), "{thinned}");
+    assert!(thinned["thinned_ms"].as_u64().unwrap() > 0, "{thinned}");
+    let stopped = program.get_json("/memory-profiler/stop");
+    let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
+    let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
+    assert!(text.contains("sampling was thinned to keep within its budget (0.1 % of a core"), "{text}");
+    let unthinned = wait_until("sampling to be unthinned after the load", PATIENCE, || {
+        let now = budget(&program);
+        (now["one_slot_in"] == 1).then(|| now.clone()).ok_or_else(|| now.to_string())
+    });
+    assert_eq!(unthinned["interval_bytes"], 1 << 14, "{unthinned}");
+    program.tell("grow", "windows: done grow");
+    let now = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
+    let grown = bytes_under(&program, &now, "grown_in_the_window") / MIB;
+    assert!((grown - 16.0).abs() <= 16.0 * 0.06, "{grown:.2} MiB kept after the load, expected 16");
+}
+
+/// With the budget off, nothing is thinned and `state` has no budget; a budget that is not one is said,
+/// and the default (0.5 %) stands.
+#[test]
+fn the_budget_is_one_setting_away() {
+    let off = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "off").spawn();
+    off.wait_for_line(|line| line == "windows: ready");
+    assert!(budget(&off).is_null(), "{}", budget(&off));
+    let wrong = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "lots").spawn();
+    wrong.wait_for_line(|line| line.contains("MEMPROF_SAMPLING_BUDGET=lots is not a share of one core"));
+    assert_eq!(budget(&wrong)["share_ppm"], 5000);
+}
