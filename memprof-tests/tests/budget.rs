@@ -4,7 +4,7 @@
 
 use memprof_tests::heap::bytes_under;
 use memprof_tests::http::PATIENCE;
-use memprof_tests::process::Program;
+use memprof_tests::process::{Program, memprof_tool};
 use memprof_tests::waiting::wait_until;
 
 const MIB: f64 = (1 << 20) as f64;
@@ -15,7 +15,7 @@ fn budget(program: &Program) -> serde_json::Value {
 
 /// `busy 3` (4 KiB blocks allocated and freed without pause, a fifth of them sampled at 2^14) costs far
 /// more than 0.1 % of a core to sample: sampling is thinned, `state` says how much (its interval 2^14 times
-/// the thinning), and the window over the load says so in its profile. Once the load stops, sampling is
+/// the thinning), so does `memprof state`, and the window over the load says so in its profile. Once the load stops, sampling is
 /// unthinned within a thinned block (seconds), and 16 MiB kept then reads 16 MiB.
 #[test]
 fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
@@ -32,6 +32,9 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let most = thinned["most_one_slot_in"].as_u64().unwrap();
     assert!((4..=1024).contains(&most), "{thinned}");
     assert!(thinned["thinned_ms"].as_u64().unwrap() > 0, "{thinned}");
+    let (status, said, _) = memprof_tool(&program, &["state"]);
+    assert_eq!(status, 0, "{said}");
+    assert!(said.contains("sampling thinned to keep within 0.1 % of a core: on in one time slot of "), "{said}");
     let stopped = program.get_json("/memory-profiler/stop");
     let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
     let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();

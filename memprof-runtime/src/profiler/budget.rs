@@ -9,7 +9,7 @@
 //! in one slot of each block, drawn at random ([`Schedule`]). Every allocation then falls in a slot that was
 //! on with probability exactly 2^-n, whatever its timing, so a sample taken at thinning n stands for 2^n
 //! times what it would alone ([`Thinning::weight`]): totals stay unbiased, and the effective interval is
-//! 2^(lg_sample + n) bytes. Each reading (a second unthinned; a slot sampled, thinned) is judged: the
+//! 2^(lg_sample + n) bytes. Each reading (100 ms unthinned; a sampled slot, thinned) is judged: the
 //! thinning grows at once to the least that fits the budget when the work measured while sampling was on
 //! exceeds it, and falls at once to the least that fits half of it when the load falls, so a burst thins
 //! sampling for about as long as it lasts and no longer. Within a block, which slot is sampled is drawn:

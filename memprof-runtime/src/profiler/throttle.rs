@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 use super::budget::{Budget, SLOT, Schedule, Spent, Thinning};
 use crate::jemalloc;
 
+/// How often the pacer looks at what sampling cost while it is unthinned.
+const LOOK: Duration = Duration::from_millis(100);
+
 /// The budget, once continuous sampling armed it ([`arm`]); `None` inside: sampling is never thinned.
 static BUDGET: OnceLock<Option<Budget>> = OnceLock::new();
 
@@ -109,7 +112,9 @@ pub(crate) fn report() -> Option<Report> {
 pub(crate) fn thinned_note() -> Option<String> {
     let report = report().filter(|report| report.most != Thinning::NONE)?;
     Some(format!(
-        "sampling was thinned to keep within its budget ({} % of a core; MEMPROF_SAMPLING_BUDGET): on in one time          slot of up to {} for {:.1} s in all since start-up (one in {} now); each sample taken then stands for that          many times more, so totals stay unbiased, with more noise",
+        "sampling was thinned to keep within its budget ({} % of a core; MEMPROF_SAMPLING_BUDGET): on in one time \
+         slot of up to {} for {:.1} s in all since start-up (one in {} now); each sample taken then stands for that \
+         many times more, so totals stay unbiased, with more noise",
         report.budget.share() * 100.0,
         report.most.block(),
         report.thinned.as_secs_f64(),
@@ -151,32 +156,37 @@ impl Pacer {
         Pacer { schedule: Schedule::new(seed.as_nanos() as u64), spent: Spent::default() }
     }
 
-    /// Waits `period`: asleep while sampling is unthinned (or no budget is armed), else slot by slot,
-    /// sampling on in the slots the schedule draws; then judges what sampling cost.
+    /// Waits `period`: while sampling is unthinned (or no budget is armed) asleep but for a look every
+    /// [`LOOK`], else slot by slot, sampling on in the slots the schedule draws; what sampling cost is
+    /// judged whenever sampling was on long enough, so a load past the budget is thinned within a look.
     pub(crate) fn pace(&mut self, period: Duration) {
         let Some(budget) = budget() else { return std::thread::sleep(period) };
-        let thinning = self.schedule.thinning();
         let started = Instant::now();
-        if thinning == Thinning::NONE {
-            std::thread::sleep(period);
-            self.spent.sampled_nanos += started.elapsed().as_nanos() as u64;
-        } else {
-            for _ in 0..period.div_duration_f64(SLOT).round().max(1.0) as u32 {
-                let on = self.schedule.next_slot();
+        while let Some(left) = period.checked_sub(started.elapsed()).filter(|left| !left.is_zero()) {
+            let thinned = self.schedule.thinning() != Thinning::NONE;
+            let on = !thinned || self.schedule.next_slot();
+            if thinned {
                 switch(on);
-                let slot = Instant::now();
-                std::thread::sleep(SLOT);
-                let lasted = slot.elapsed().as_nanos() as u64;
-                if on {
-                    self.spent.sampled_nanos += lasted;
-                }
+            }
+            let step = Instant::now();
+            std::thread::sleep(if thinned { SLOT } else { LOOK.min(left) });
+            let lasted = step.elapsed().as_nanos() as u64;
+            if on {
+                self.spent.sampled_nanos += lasted;
+            }
+            if thinned {
                 THINNED_NANOS.fetch_add(lasted, Ordering::Relaxed);
             }
+            self.spent.work_nanos += WORK_NANOS.swap(0, Ordering::Relaxed);
+            if self.spent.enough() {
+                self.judge(budget);
+            }
         }
-        self.spent.work_nanos += WORK_NANOS.swap(0, Ordering::Relaxed);
-        if !self.spent.enough() {
-            return;
-        }
+    }
+
+    /// Judges what sampling cost since the last judgement, and thins it as the budget says.
+    fn judge(&mut self, budget: Budget) {
+        let thinning = self.schedule.thinning();
         let next = thinning.next(budget, std::mem::take(&mut self.spent));
         if next != thinning {
             self.schedule.thin(next);

@@ -89,7 +89,9 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
     }
     let capacity = record.capacity();
     Some(format!(
-        "memprof's record of samples was full: it had no room for {} sampled objects and {} samples' stacks          since it started (it holds {live} of {} objects and {stacks} of {} stacks), so windows, their views,          the growth it names and Go's scrapes miss them; set {RECORD_OBJECTS} above {} for a larger record",
+        "memprof's record of samples was full: it had no room for {} sampled objects and {} samples' stacks \
+         since it started (it holds {live} of {} objects and {stacks} of {} stacks), so windows, their views, \
+         the growth it names and Go's scrapes miss them; set {RECORD_OBJECTS} above {} for a larger record",
         dropped.objects,
         dropped.stacks,
         record.max_objects(),
