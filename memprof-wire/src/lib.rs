@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 mod earlier;
+mod error;
 mod explain;
 mod labels;
 mod memory;
@@ -19,6 +20,7 @@ mod runs;
 mod state;
 
 pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, ProfileRecord};
+pub use error::{DumpOf, Error};
 pub use explain::{
     ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, HeldAge, LabelledBytes, MemoryClass,
     Purged, Verdict, VerdictKind, class,

@@ -54,13 +54,6 @@ pub(crate) fn describe_earlier(process: &EarlierProcess) -> memprof_wire::Earlie
 /// A profiler's error as the HTTP error that says it.
 impl From<Error> for HttpError {
     fn from(error: Error) -> Self {
-        let status = match &error {
-            Error::Unavailable(_) => 503,
-            Error::StartedExternally | Error::Busy(_) => 409,
-            Error::UnknownRun(_) => 404,
-            Error::Control { .. } | Error::Dump { .. } => 500,
-            Error::Thread { .. } | Error::Ending => 503,
-        };
-        Self::new(status, error.to_string())
+        Self::new(error.status(), error.to_string())
     }
 }
