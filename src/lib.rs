@@ -79,10 +79,14 @@ pub use memprof_macros::main;
 
 #[cfg(feature = "enabled")]
 #[doc(inline)]
-pub use memprof_runtime::{DumpOf, Error, Guard, Options, Profile, Run, shutdown, start};
+pub use memprof_runtime::{Guard, Options, Profile, Run, shutdown, start};
+/// Why a run could not be started or finished (compiled out: always [`Error::Unavailable`]).
+#[doc(inline)]
+pub use memprof_wire::{DumpOf, Error};
 
 /// Reading heap profiles in a program of its own (memprof-analysis): parse a jemalloc dump, symbolize it,
-/// split it by label and render it in any format. Compiled in only (it is the profiler's own analysis).
+/// split it by label and render it in any format. Compiled out too: reading profiles needs no profiler (a
+/// tool built without it reads them alike).
 ///
 /// ```no_run
 /// use memprof::analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
@@ -92,10 +96,9 @@ pub use memprof_runtime::{DumpOf, Error, Guard, Options, Profile, Run, shutdown,
 /// let text = Format::Text.render(&analysis, None, &RenderOptions::default())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg(feature = "enabled")]
 pub mod analysis {
     #[doc(inline)]
-    pub use memprof_runtime::analysis::{
+    pub use memprof_analysis::{
         Analysis, Binaries, Counts, Format, Frame, HeapProfile, LabelSet, LabelSets, Location, Mapping, Measure,
         Module, NO_LABEL, NO_LABEL_SPELLED, ParseError, RenderError, RenderOptions, Sample, Stack, label_id,
         labels_path,
@@ -105,7 +108,7 @@ pub mod analysis {
 #[cfg(not(feature = "enabled"))]
 mod disabled;
 #[cfg(not(feature = "enabled"))]
-pub use disabled::{Error, Guard, Options, Profile, Run, shutdown, start};
+pub use disabled::{Guard, Options, Profile, Run, shutdown, start};
 
 /// Allocation labels: heap profiles split by tenant, route or task. Everything allocated while labels are in
 /// force is recorded with them; every format can split (`?by=tenant`) or filter (`?label=tenant:acme`) by
@@ -165,7 +168,9 @@ pub mod axum {
     pub use memprof_runtime::mounted::axum::{MAX_IN_FLIGHT, debug_pprof_router, metrics_router, router, routes};
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::{debug_pprof_router, metrics_router, route_labels, router, routes};
+    pub use crate::disabled::{
+        MAX_IN_FLIGHT, RouteLabelled, RouteLabels, debug_pprof_router, metrics_router, route_labels, router, routes,
+    };
 
     /// memprof on the program's router in a method call each, which compiled out is the router itself: no
     /// code at all, where `.merge(routes())` and `.layer(route_labels())` still instantiate axum's merge and
@@ -207,8 +212,8 @@ pub mod axum {
 
 /// Labels from the requests of any tower service (feature `tower`): tonic, hyper, tower-http stacks. One
 /// layer on the server labels everything a request allocates with what the program reads from its head.
-/// Compiled out (without `enabled`), [`request_labels`](tower::request_labels) is tower's `Identity`: no
-/// code runs.
+/// Compiled out (without `enabled`), [`request_labels`](tower::request_labels) makes a layer whose service
+/// is the inner one itself: no code runs.
 ///
 /// ```
 /// let layer = memprof::tower::request_labels(|uri, headers| {
@@ -225,7 +230,7 @@ pub mod tower {
     pub use memprof_runtime::labels::{RequestLabelled, RequestLabels, request_labels};
 
     #[cfg(not(feature = "enabled"))]
-    pub use crate::disabled::request_labels;
+    pub use crate::disabled::{RequestLabelled, RequestLabels, request_labels};
 }
 
 /// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]

@@ -4,7 +4,7 @@
 pub(crate) mod labels;
 mod runs;
 
-pub use runs::{Error, Profile, Run};
+pub use runs::{Profile, Run};
 
 /// The settings [`start`] takes; compiled out, they are kept nowhere.
 ///
@@ -145,27 +145,92 @@ pub fn metrics_router() -> axum::Router {
     axum::Router::new()
 }
 
-/// Compiled out: tower's `Identity` layer, which adds nothing; `labels` is never called.
+/// Compiled out: a layer that adds nothing (its service is the inner one itself); `labels` is never
+/// called.
 ///
 /// ```
 /// let layer = memprof::tower::request_labels(|_, _| vec![("tenant", "acme".to_owned())]);
 /// # drop(layer);
 /// ```
 #[cfg(feature = "tower")]
-pub fn request_labels<F>(labels: F) -> tower_layer::Identity
+pub fn request_labels<F>(labels: F) -> RequestLabels<F>
 where
     F: Fn(&http::Uri, &http::HeaderMap) -> Vec<(&'static str, String)> + Clone,
 {
     drop(labels);
-    tower_layer::Identity::new()
+    RequestLabels { labels: std::marker::PhantomData }
 }
 
-/// Compiled out: tower's `Identity` layer, which adds nothing.
+/// The layer [`request_labels`] makes; compiled out, its service is the inner one itself.
+///
+/// ```
+/// let layer: memprof::tower::RequestLabels<fn(&http::Uri, &http::HeaderMap) -> Vec<(&'static str, String)>> =
+///     memprof::tower::request_labels(|_, _| Vec::new());
+/// # drop(layer);
+/// ```
+#[cfg(feature = "tower")]
+pub struct RequestLabels<F> {
+    labels: std::marker::PhantomData<fn() -> F>,
+}
+
+#[cfg(feature = "tower")]
+impl<F> Clone for RequestLabels<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+#[cfg(feature = "tower")]
+impl<F> Copy for RequestLabels<F> {}
+
+#[cfg(feature = "tower")]
+impl<F> std::fmt::Debug for RequestLabels<F> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("RequestLabels")
+    }
+}
+
+#[cfg(feature = "tower")]
+impl<S, F> tower_layer::Layer<S> for RequestLabels<F> {
+    type Service = S;
+
+    fn layer(&self, inner: S) -> S {
+        inner
+    }
+}
+
+/// A service labelled by [`request_labels`]; compiled out, the service itself.
+#[cfg(feature = "tower")]
+pub type RequestLabelled<S, F> = <RequestLabels<F> as tower_layer::Layer<S>>::Service;
+
+/// Compiled out: a layer that adds nothing (its service is the inner one itself).
 ///
 /// ```
 /// let app: axum::Router = axum::Router::new().layer(memprof::axum::route_labels());
 /// ```
 #[cfg(feature = "axum")]
-pub fn route_labels() -> tower_layer::Identity {
-    tower_layer::Identity::new()
+pub fn route_labels() -> RouteLabels {
+    RouteLabels
 }
+
+/// The layer [`route_labels`] makes; compiled out, its service is the inner one itself.
+#[cfg(feature = "axum")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouteLabels;
+
+#[cfg(feature = "axum")]
+impl<S> tower_layer::Layer<S> for RouteLabels {
+    type Service = S;
+
+    fn layer(&self, inner: S) -> S {
+        inner
+    }
+}
+
+/// A service labelled by [`route_labels`]; compiled out, the service itself.
+#[cfg(feature = "axum")]
+pub type RouteLabelled<S> = S;
+
+/// How many requests the mounted endpoints answer at once (compiled out, none are: every router is empty).
+#[cfg(feature = "axum")]
+pub const MAX_IN_FLIGHT: usize = 32;

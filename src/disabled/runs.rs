@@ -2,35 +2,9 @@
 //! types keep the names and methods of the compiled-in ones, so code that names them builds either way.
 
 use std::convert::Infallible;
-use std::fmt;
 use std::path::Path;
 
-/// Why a run could not be started; compiled out, always [`Error::Unavailable`], the one variant there is.
-/// The compiled-in type is `#[non_exhaustive]` as this one is, so a `match` on it has a catch-all arm:
-/// code that names only `Unavailable` builds either way; arms for the other variants (and `DumpOf`)
-/// belong behind `#[cfg(feature = "enabled")]` in the program's own feature that enables memprof's.
-///
-/// ```
-/// let error = memprof::Run::start("load").unwrap_err();
-/// assert!(matches!(error, memprof::Error::Unavailable(_)));
-/// assert_eq!(error.to_string(), "memprof is compiled out of this program (its `enabled` feature is off)");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Error {
-    /// Profiling is not available in this program: compiled out.
-    Unavailable(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Unavailable(why) => formatter.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
+use memprof_wire::Error;
 
 /// Compiled out: a run that never starts ([`Run::start`] returns [`Error::Unavailable`]).
 ///

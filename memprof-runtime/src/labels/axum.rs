@@ -21,7 +21,8 @@ pub const UNMATCHED_ROUTE: &str = "(unmatched)";
 ///     .layer(memprof_runtime::labels::route_labels());
 /// ```
 ///
-/// Compiled out, `memprof::axum::route_labels()` is tower's `Identity`: no code runs.
+/// Compiled out, `memprof::axum::route_labels()` makes a layer whose service is the inner one itself: no
+/// code runs.
 pub fn route_labels() -> RouteLabels {
     RouteLabels
 }

@@ -23,7 +23,8 @@ use super::table;
 /// ```
 ///
 /// As any label, read values that repeat (a tenant, a method), not ones that never do (a request id).
-/// Compiled out, `memprof::tower::request_labels` is tower's `Identity`: no code runs.
+/// Compiled out, `memprof::tower::request_labels` makes a layer whose service is the inner one itself: no
+/// code runs.
 pub fn request_labels<F>(labels: F) -> RequestLabels<F>
 where
     F: Fn(&http::Uri, &http::HeaderMap) -> Vec<(&'static str, String)> + Clone,

@@ -65,7 +65,11 @@ fn profiles(run: &Command, options: &[&str], input: &str) -> (Vec<String>, Outpu
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
     let file = scratch.join("profile");
     let mut valgrind = Command::new("valgrind");
-    valgrind.args(["--tool=callgrind", "--quiet"]).arg(format!("--callgrind-out-file={}", file.display()));
+    // Fair scheduling: valgrind runs one thread at a time, and without it a busy thread starves the others,
+    // memprof's pacer among them (continuous sampling's budget would never be judged within a run).
+    valgrind
+        .args(["--tool=callgrind", "--quiet", "--fair-sched=yes"])
+        .arg(format!("--callgrind-out-file={}", file.display()));
     valgrind.args(options).arg(run.get_program()).args(run.get_args());
     for (name, value) in run.get_envs() {
         match value {

@@ -4,8 +4,10 @@ use super::{Configuration, Launch, child_command, parse_figures};
 
 /// Instructions per operation under callgrind, one thread, for each configuration run in this benchmark's
 /// child (baselines are left out): deterministic where wall-clock time on this machine is not. Each is
-/// measured twice, for 1 and 3 seconds of the child's time, and the difference of the two counts over the
-/// difference of their operations is taken, so that start-up cancels out.
+/// measured twice, for 4 and 8 seconds of the child's time, and the difference of the two counts over the
+/// difference of their operations is taken, so that start-up cancels out, with what memprof does once in
+/// its first seconds under valgrind (the counters' thread reading the executable's symbols; continuous
+/// sampling unthinned until its budget is first judged).
 pub(super) fn instruction_counts(configurations: &[Configuration]) {
     let measured: Vec<&Configuration> =
         configurations.iter().filter(|configuration| matches!(configuration.launch, Launch::Memprof { .. })).collect();
@@ -21,7 +23,7 @@ pub(super) fn instruction_counts(configurations: &[Configuration]) {
             .iter()
             .map(|configuration| {
                 let run = |seconds: &str| counted(configuration, workload, seconds);
-                let ((short, short_operations), (long, long_operations)) = (run("1"), run("3"));
+                let ((short, short_operations), (long, long_operations)) = (run("4"), run("8"));
                 (long - short) as f64 / long_operations.saturating_sub(short_operations).max(1) as f64
             })
             .collect();
