@@ -89,6 +89,40 @@ pub fn pprof(profile: &[u8], options: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&report.stdout).into_owned())
 }
 
+/// memprof-tests/go/pprofcheck run on two pprof profiles: github.com/google/pprof/profile (the library Parca
+/// and Pyroscope ingest with) parses and checks each, and takes the second less the first as Grafana
+/// Alloy's delta does; its JSON summary (sample types, samples, the delta of each type in all and under
+/// stacks through a function whose name contains `function`, the merged samples below zero). Built once
+/// from its module (the Go module proxy) into `target/go`, its modules and build cache kept there; `None`
+/// (with the reason printed) where Go is not installed.
+///
+/// ```no_run
+/// let (first, second) = (std::fs::read("allocs.1.pb.gz").unwrap(), std::fs::read("allocs.2.pb.gz").unwrap());
+/// if let Some(summary) = memprof_tests::tools::pprofcheck(&first, &second, "open_session") {
+///     println!("{}", summary["function_delta"]["alloc_space"]);
+/// }
+/// ```
+pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<serde_json::Value> {
+    let go = find("go", "golang-go")?;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
+    let cache = workspace.join("target").join("go");
+    let program = cache.join("pprofcheck");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go").join("pprofcheck");
+    let environment = [("GOMODCACHE", cache.join("mod")), ("GOCACHE", cache.join("build")), ("HOME", cache.clone())];
+    let mut build = Command::new(&go);
+    build.args(["build", "-o"]).arg(&program).arg(".").current_dir(&source);
+    build.envs(environment.iter().map(|(name, value)| (name, value))).env("GOFLAGS", "-mod=readonly");
+    let built = build.output().unwrap_or_else(|error| panic!("go does not run: {error}"));
+    assert!(built.status.success(), "go build pprofcheck: {}", String::from_utf8_lossy(&built.stderr));
+    let scratch = Scratch::new("pprofcheck");
+    let (first_file, second_file) = (scratch.join("first.pb.gz"), scratch.join("second.pb.gz"));
+    std::fs::write(&first_file, first).unwrap();
+    std::fs::write(&second_file, second).unwrap();
+    let arguments = [first_file.to_str().unwrap(), second_file.to_str().unwrap(), function];
+    let output = run(&program, &arguments, &[]);
+    Some(serde_json::from_slice(&output.stdout).unwrap())
+}
+
 /// `promtool check metrics` of Prometheus text: `Ok` when it accepts it, else what it said; `None` (with the
 /// reason printed) where promtool is not installed.
 ///
