@@ -206,7 +206,7 @@ pub mod __fuzzing {
             let _ = std::fs::write(directory.join(name), contents);
         }
         for (name, record) in [(first_name, first), (second_name, second)] {
-            let _ = std::fs::write(crate::profile_root::storage::record_path(&directory.join(name)), record);
+            let _ = std::fs::write(crate::profile_root::files::Beside::Record.of(&directory.join(name)), record);
         }
         let sweep = crate::profile_root::evidence::sweep(parent.path(), 4, 1 << 20);
         for process in &sweep.kept {

@@ -7,7 +7,7 @@ use memprof_wire::paths::PREFIX;
 use super::context::Context;
 use super::render_cache;
 use crate::http::{HttpError, Query, Reply};
-use crate::profile_root::storage;
+use crate::profile_root::files::Beside;
 use crate::profiler::{KeptProfile, LookupError};
 
 /// `download/raw`: jemalloc's heap profile file, as it dumped it.
@@ -99,8 +99,8 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     };
     let view = match query.get("view") {
         None | Some("live") => None,
-        Some("allocated") => Some(("allocated", "record of allocations", storage::allocations_path as SidePath)),
-        Some("peak") => Some(("peak", "high-water mark", storage::peak_path as SidePath)),
+        Some("allocated") => Some(("allocated", "record of allocations", Beside::Allocated)),
+        Some("peak") => Some(("peak", "high-water mark", Beside::Peak)),
         Some(other) => {
             return Err(HttpError::bad_request(format!(
                 "Invalid parameter 'view': '{}' is not live, allocated or peak",
@@ -116,14 +116,14 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         let _permit = super::jobs::Permit::or_busy()?;
         let (view, kept) = match view {
             None => {
-                let (grown, shrunk) = storage::net_growth_paths(&profile.path);
+                let (grown, shrunk) = (Beside::Grown.of(&profile.path), Beside::Shrunk.of(&profile.path));
                 (
                     "net",
                     kept_beside(&profile, &grown, "net growth")?.minus(&kept_beside(&profile, &shrunk, "net growth")?),
                 )
             }
-            Some((view, what, path)) => {
-                let mut kept = kept_beside(&profile, &path(&profile.path), what)?;
+            Some((view, what, side)) => {
+                let mut kept = kept_beside(&profile, &side.of(&profile.path), what)?;
                 if view == "allocated" {
                     kept.measure = memprof_analysis::Measure::Allocated;
                 }
@@ -142,9 +142,6 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     };
     Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
 }
-
-/// Where a view of a window is kept beside its profile.
-type SidePath = fn(&std::path::Path) -> std::path::PathBuf;
 
 /// A view of a window of continuous sampling kept beside its profile at `path` (`net=true`: what every
 /// stack held at its end minus at its start; `view=allocated`: what it allocated, freed or not; `view=peak`: what it held at its highest),

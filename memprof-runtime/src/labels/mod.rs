@@ -70,10 +70,13 @@ const LABEL_TABLE_LIMIT: u64 = 16 << 20;
 /// The label table of the profile at `profile`: the one kept beside it (a profile of an earlier process),
 /// else this process's own, which resolves every profile this process took (ids are never reused).
 pub(crate) fn table_for(profile: &std::path::Path) -> LabelSets {
-    crate::profile_root::untrusted::read_small_text(&memprof_analysis::labels_path(profile), LABEL_TABLE_LIMIT)
-        .ok()
-        .and_then(|text| LabelSets::parse(&text).ok())
-        .unwrap_or_else(snapshot)
+    crate::profile_root::untrusted::read_small_text(
+        &crate::profile_root::files::Beside::Labels.of(profile),
+        LABEL_TABLE_LIMIT,
+    )
+    .ok()
+    .and_then(|text| LabelSets::parse(&text).ok())
+    .unwrap_or_else(snapshot)
 }
 
 /// This process's label table as a file's text, for beside a profile it dumps; `None` while no labels

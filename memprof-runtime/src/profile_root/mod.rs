@@ -8,6 +8,7 @@
 
 pub(crate) mod end_caption;
 pub(crate) mod evidence;
+pub(crate) mod files;
 pub(crate) mod last_seen;
 pub(crate) mod records;
 pub(crate) mod stale;

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 use crate::process::messages;
+use crate::profile_root::files::Beside;
 use crate::profile_root::stale;
 
 /// Writes a `heap_v2` profile at the path it is given: jemalloc's `prof.dump`, or the record's window.
@@ -39,26 +40,6 @@ pub(crate) fn make_parent_directory() -> Option<Result<PathBuf, String>> {
     Some(made.map(|()| directory.clone()).map_err(|error| {
         format!("{DIRECTORY_VARIABLE}={} does not exist and cannot be made ({error})", directory.display())
     }))
-}
-
-/// The record written beside a profile (who made it, with which build: see [`crate::profile_root::evidence`]).
-pub(crate) fn record_path(profile: &Path) -> PathBuf {
-    profile.with_extension("json")
-}
-
-/// Where the net growth of a window's profile is kept beside it: what grew, and what shrank.
-pub(crate) fn net_growth_paths(profile: &Path) -> (PathBuf, PathBuf) {
-    (profile.with_extension("net-grown"), profile.with_extension("net-shrunk"))
-}
-
-/// Where what a window allocated (freed or not) is kept beside its profile.
-pub(crate) fn allocations_path(profile: &Path) -> PathBuf {
-    profile.with_extension("allocated")
-}
-
-/// Where what a window held at its highest is kept beside its profile.
-pub(crate) fn peak_path(profile: &Path) -> PathBuf {
-    profile.with_extension("peak")
 }
 
 /// The profile store. Writing a profile goes through a temporary name and a rename, so a download never
@@ -175,7 +156,7 @@ impl ProfileStore {
         // The label table travels beside the profile, for readers outside this process (`memprof
         // analyze`, the next process after a crash); a profile without it still reads, unlabelled.
         if let Some(table) = (self.label_table)() {
-            let written = write_owner_only(&memprof_analysis::labels_path(&finished), table.as_bytes());
+            let written = write_owner_only(&Beside::Labels.of(&finished), table.as_bytes());
             if let Err(error) = written {
                 messages::warn(&format!("Cannot write the label table beside {} ({error})", finished.display()));
             }
@@ -196,17 +177,11 @@ impl ProfileStore {
         Ok(path)
     }
 
-    /// Deletes a profile that is no longer kept, and its record. A file already gone is not an error.
+    /// Deletes a profile that is no longer kept, and every file beside it. A file already gone is not an
+    /// error.
     pub(crate) fn remove(&mut self, path: &Path) {
         if self.in_memory.remove(path).is_none() {
-            let _ = fs::remove_file(path);
-            let _ = fs::remove_file(record_path(path));
-            let _ = fs::remove_file(memprof_analysis::labels_path(path));
-            let (grown, shrunk) = net_growth_paths(path);
-            let _ = fs::remove_file(grown);
-            let _ = fs::remove_file(shrunk);
-            let _ = fs::remove_file(allocations_path(path));
-            let _ = fs::remove_file(peak_path(path));
+            crate::profile_root::files::remove_all(path);
         }
     }
 

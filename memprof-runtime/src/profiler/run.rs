@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::process::environment::SCOPES as SCOPES_VARIABLE;
 use crate::process::messages;
+use crate::profile_root::files::Beside;
 use crate::profiler::{Error, KeptProfile, Owner, Profiler, Started};
 
 /// A profiling run bracketed by code. It ends when [`Run::stop`] is called or when it is dropped, also
@@ -150,14 +151,14 @@ impl Profile {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn allocated_path(&self) -> Option<PathBuf> {
-        Some(crate::profile_root::storage::allocations_path(&self.path)).filter(|path| path.is_file())
+        Some(Beside::Allocated.of(&self.path)).filter(|path| path.is_file())
     }
 
     /// Where what the run held at its high-water mark is kept beside its profile (the stacks holding memory
     /// when its live bytes peaked, an unbiased estimate as close as one reading of the heap; `view=peak`);
     /// `None` where none is kept.
     pub fn peak_path(&self) -> Option<PathBuf> {
-        Some(crate::profile_root::storage::peak_path(&self.path)).filter(|path| path.is_file())
+        Some(Beside::Peak.of(&self.path)).filter(|path| path.is_file())
     }
 }
 

@@ -19,7 +19,8 @@ use std::sync::OnceLock;
 use super::{Owner, Profiler};
 use crate::process::environment::WHOLE_RUN as WHOLE_RUN_VARIABLE;
 use crate::process::messages;
-use crate::profile_root::storage::{allocations_path, peak_path, write_owner_only};
+use crate::profile_root::files::Beside;
+use crate::profile_root::storage::write_owner_only;
 
 /// The whole run's window and where its profiles go at exit.
 static WHOLE_RUN: OnceLock<(u64, PathBuf)> = OnceLock::new();
@@ -60,8 +61,8 @@ impl Profiler {
         };
         let mut copies = vec![
             (window.path.clone(), directory.join("whole-run.heap")),
-            (allocations_path(&window.path), directory.join("whole-run.allocated.heap")),
-            (peak_path(&window.path), directory.join("whole-run.peak.heap")),
+            (Beside::Allocated.of(&window.path), directory.join("whole-run.allocated.heap")),
+            (Beside::Peak.of(&window.path), directory.join("whole-run.peak.heap")),
         ];
         let automatic = self.overview().automatic;
         copies.extend(
@@ -101,8 +102,8 @@ impl Profiler {
 /// Copies the profile at `from` to `to`, owner-only, with its label table when it has one.
 fn copy_with_labels(from: &Path, to: &Path) -> std::io::Result<()> {
     write_owner_only(to, &std::fs::read(from)?)?;
-    match std::fs::read(memprof_analysis::labels_path(from)) {
-        Ok(labels) => write_owner_only(&memprof_analysis::labels_path(to), &labels),
+    match std::fs::read(Beside::Labels.of(from)) {
+        Ok(labels) => write_owner_only(&Beside::Labels.of(to), &labels),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(error) => Err(error),
     }

@@ -5,6 +5,7 @@
 use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, budget, control, record, sampling, throttle};
 use crate::jemalloc;
 use crate::process::messages;
+use crate::profile_root::files::Beside;
 
 impl Profiler {
     /// Makes sampling continuous from now on: starts the [`record`], arms the budget of sampling work
@@ -127,10 +128,10 @@ impl Profiler {
                 }
                 return Ok(());
             };
-            let (grown, shrunk) = crate::profile_root::storage::net_growth_paths(path);
+            let (grown, shrunk) = (Beside::Grown.of(path), Beside::Shrunk.of(path));
             record::write_net_growth(record, &base, &grown, &shrunk)?;
-            record::write_allocations(record, &base, &crate::profile_root::storage::allocations_path(path))?;
-            let peak = crate::profile_root::storage::peak_path(path);
+            record::write_allocations(record, &base, &Beside::Allocated.of(path))?;
+            let peak = Beside::Peak.of(path);
             base.peak.map_or(Ok(()), |place| record::write_peak(record, place, &peak))
         });
         if let Err(error) = written {

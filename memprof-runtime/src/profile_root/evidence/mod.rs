@@ -17,10 +17,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use memprof_wire::{LastSeen, ProfileRecord};
 
+use crate::profile_root::files::Beside;
 use crate::profile_root::last_seen;
 use crate::profile_root::records::{KeptProfile, Owner};
 use crate::profile_root::stale;
-use crate::profile_root::storage::record_path;
 use crate::profile_root::untrusted;
 
 /// How the reason of the growth kept beside an automatic dump begins (`Owner::Automatic`).
@@ -171,7 +171,7 @@ pub(crate) fn record(profile: &KeptProfile) {
         allocated: crate::jemalloc::heap_stats().ok().map(|counters| counters.allocated as u64),
     };
     if let Ok(json) = serde_json::to_vec(&record) {
-        let _ = fs::write(record_path(&profile.path), json);
+        let _ = fs::write(Beside::Record.of(&profile.path), json);
     }
 }
 
@@ -233,7 +233,7 @@ fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Ve
             let metadata =
                 entry.metadata().ok().filter(|metadata| metadata.is_file() && metadata.len() <= max_bytes)?;
             let path = entry.path();
-            let record = read_record(&record_path(&path));
+            let record = read_record(&Beside::Record.of(&path));
             let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
             let (started_by, (started, stopped)) = match &record {
                 Some((record, times)) => (record.started_by.clone(), *times),
@@ -287,8 +287,8 @@ fn bound(processes: &mut [EarlierProcess], keep: usize, max_bytes: u64) -> usize
         }
         let profile = process.profiles.remove(position);
         let _ = fs::remove_file(&profile.profile.path);
-        let _ = fs::remove_file(record_path(&profile.profile.path));
-        let _ = fs::remove_file(memprof_analysis::labels_path(&profile.profile.path));
+        let _ = fs::remove_file(Beside::Record.of(&profile.profile.path));
+        let _ = fs::remove_file(Beside::Labels.of(&profile.profile.path));
         removed += 1;
     }
     removed
