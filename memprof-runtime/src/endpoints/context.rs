@@ -12,10 +12,10 @@ pub(crate) struct Context {
     pub(crate) profiler: &'static Profiler,
     /// The token every request must present, if any.
     pub(crate) token: Option<String>,
-    /// Whether the endpoints are served on the program's own server (`respond`, the axum routers): as
-    /// the built-in server, only when the switch variable is `true`.
+    /// Whether the switch variable is `true`: the endpoints mounted on the program's own server (`respond`,
+    /// the axum routers) answer only then, as the built-in server is started only then.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    pub(crate) mounted: bool,
+    pub(crate) switched_on: bool,
 }
 
 /// The context of this process's endpoints, set by [`crate::start`]; a router used without `start` gets
@@ -25,14 +25,14 @@ static CONTEXT: OnceLock<Context> = OnceLock::new();
 
 /// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none. When
 /// the endpoints are on, the memory counters are read from now on, for the dashboard's chart.
-pub(crate) fn set_up(token: Option<String>, mounted: bool) -> &'static Context {
+pub(crate) fn set_up(token: Option<String>, switched_on: bool) -> &'static Context {
     CONTEXT.get_or_init(|| {
-        if mounted && let Err(error) = crate::profiler::counters::start() {
+        if switched_on && let Err(error) = crate::profiler::counters::start() {
             messages::warn(&format!(
                 "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
             ));
         }
-        Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()), mounted }
+        Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()), switched_on }
     })
 }
 

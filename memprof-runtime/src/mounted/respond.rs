@@ -47,7 +47,7 @@ fn announce(context: &Context) {
     if ANNOUNCED.swap(true, Ordering::SeqCst) {
         return;
     }
-    if !context.mounted {
+    if !context.switched_on {
         messages::info(&format!(
             "Heap profiling endpoints mounted on the program's own server are off (answered 404): set {}=true to serve them",
             environment::SWITCH
@@ -68,7 +68,7 @@ fn respond_in(
 ) -> ::http::Response<Vec<u8>> {
     let (parts, body) = request.into_parts();
     let target = parts.uri.path_and_query().map_or("/", |target| target.as_str());
-    if !context.mounted {
+    if !context.switched_on {
         return refusal(HttpError::not_found(format!(
             "No endpoint at '{}': heap profiling endpoints are off (set {}=true)",
             parts.uri.path(),
@@ -125,7 +125,7 @@ mod tests {
     use crate::profiler::Profiler;
 
     fn respond(on: bool, request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
-        respond_in(&Context { profiler: Profiler::global(), token: None, mounted: on }, request, None)
+        respond_in(&Context { profiler: Profiler::global(), token: None, switched_on: on }, request, None)
     }
 
     fn get(target: &str) -> ::http::Response<Vec<u8>> {
