@@ -11,10 +11,11 @@ mod controls;
 mod dashboard;
 mod debug_pprof;
 mod downloads;
+mod explain;
+mod freed_pages;
 mod growing;
 mod heap_now;
 pub(crate) mod jobs;
-mod memory;
 mod metrics;
 pub(crate) mod render_cache;
 mod runs;
@@ -192,11 +193,11 @@ const ROUTES: &[Route] = &[
     get(paths::METRICS, &[], metrics::metrics),
     reading(paths::DEBUG_PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
     Route { methods: Methods::Post, ..get(paths::CLEAR_EARLIER, &[], runs::clear_earlier) },
-    get(paths::EXPLAIN, &[], memory::explain),
-    Route { methods: Methods::Post, ..get(paths::PURGE, &[], memory::purge) },
+    get(paths::EXPLAIN, &[], explain::explain),
+    Route { methods: Methods::Post, ..get(paths::PURGE, &[], freed_pages::purge) },
     Route {
         methods: Methods::Post,
-        ..get(paths::DECAY, &["dirty_ms", "muzzy_ms", "background_thread"], memory::decay)
+        ..get(paths::DECAY, &["dirty_ms", "muzzy_ms", "background_thread"], freed_pages::decay)
     },
     get(paths::GROWING, &[], dashboard::growing),
 ];
