@@ -1,14 +1,15 @@
 //! The stacks a leak is named by: those holding the most of a heap profile ([`holders`]), and those that
 //! grew steadily over the continuous record's last hour, with how old what they hold is
 //! ([`grown_in_the_record`]; over time, [`growing_series`]), each by the program's function that allocated
-//! them: for `explain`'s leak verdict, `/metrics` and the dashboard.
+//! them: for `explain`'s leak verdict, `/metrics` and the dashboard (`growing`, [`growing`]).
 
 use std::collections::HashMap;
 
 use memprof_analysis::{Analysis, Binaries, LabelSet, Sample};
 use memprof_wire::{GrowingStack, HeldAge, LabelledBytes};
 
-use crate::http::HttpError;
+use super::context::Context;
+use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
 use crate::profiler::record::table::Table;
 use crate::profiler::record::{self, Grower};
@@ -195,6 +196,25 @@ fn finish_by_label(split: &mut Vec<LabelledBytes>) {
         split.clear();
     }
     split.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+}
+
+/// How many growing functions the dashboard's chart shows.
+const GROWING_SHOWN: usize = 5;
+
+/// `growing`: the functions that grew steadily over the record's one history (sampled continuously, its
+/// last hour; on demand, the run's time), with what each held at every reading, for the dashboard's chart
+/// (symbolizing them is an expensive job).
+pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> {
+    let continuous = context.profiler.record().is_some();
+    let Some(record) = context.profiler.views_record() else {
+        let nothing = memprof_wire::Growing { continuous: false, series: Vec::new(), missed: None, unsure: None };
+        return Ok(Reply::json(&nothing));
+    };
+    let _permit = super::jobs::Permit::or_busy()?;
+    let (series, unsure) = growing_series(record, GROWING_SHOWN)?;
+    let missed = crate::profiler::record::losses(record);
+    let unsure = unsure.then(|| crate::memory::UNSURE.to_owned());
+    Ok(Reply::json(&memprof_wire::Growing { continuous, series, missed, unsure }))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod growing;
 mod heap_now;
 pub(crate) mod jobs;
 mod metrics;
+mod readings;
 pub(crate) mod render_cache;
 mod runs;
 mod state;
@@ -171,7 +172,7 @@ const DASHBOARD: &str = PREFIX;
 
 const ROUTES: &[Route] = &[
     get(DASHBOARD, &[], dashboard::page),
-    get(paths::MEMORY, &["since"], dashboard::memory),
+    get(paths::MEMORY, &["since"], readings::memory),
     post(paths::START, &["duration"], runs::start),
     control(post(paths::STOP, &[], runs::stop)),
     control(get(paths::STATE, &[], state::state)),
@@ -199,7 +200,7 @@ const ROUTES: &[Route] = &[
         methods: Methods::Post,
         ..get(paths::DECAY, &["dirty_ms", "muzzy_ms", "background_thread"], freed_pages::decay)
     },
-    get(paths::GROWING, &[], dashboard::growing),
+    get(paths::GROWING, &[], growing::growing),
 ];
 
 /// Whether `url` is the dashboard page: it holds no data, so it needs no token and may be opened from a
