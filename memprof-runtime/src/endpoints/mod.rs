@@ -7,7 +7,6 @@
 mod auth;
 mod browsers;
 mod context;
-mod controls;
 mod dashboard;
 mod debug_pprof;
 mod downloads;
@@ -15,6 +14,7 @@ mod explain;
 mod freed_pages;
 mod growing;
 mod heap_now;
+mod heap_profile;
 pub(crate) mod jobs;
 mod metrics;
 mod readings;
@@ -51,8 +51,8 @@ impl crate::http::Service for Endpoints {
         answer(self.0, request)
     }
 
-    fn is_control(&self, request: &Request) -> bool {
-        is_control(request)
+    fn is_urgent(&self, request: &Request) -> bool {
+        is_urgent(request)
     }
 
     fn when_idle(&self) -> fn() {
@@ -72,9 +72,9 @@ pub(crate) fn forget_caches() {
 
 /// Whether `request` is for `state` or `stop`: cheap, and what an operator needs most when the server is
 /// flooded, so the server answers them even when every place is taken.
-pub(crate) fn is_control(request: &Request) -> bool {
+pub(crate) fn is_urgent(request: &Request) -> bool {
     let path = split(&request.target).0;
-    ROUTES.iter().any(|route| route.control && route.path == path)
+    ROUTES.iter().any(|route| route.urgent && route.path == path)
 }
 
 fn checked(context: &Context, request: &Request) -> Result<(), HttpError> {
@@ -97,9 +97,9 @@ const RENDER_PARAMETERS: &[&str] = &["id", "base", "net", "view", "lines", "full
 struct Route {
     path: &'static str,
     methods: Methods,
-    /// Answered even when every place of the server is taken (at its door, see [`is_control`]): the
+    /// Answered even when every place of the server is taken (at its door, see [`is_urgent`]): the
     /// operator's way in.
-    control: bool,
+    urgent: bool,
     parameters: &'static [&'static str],
     handle: Handle,
 }
@@ -149,7 +149,7 @@ enum Handle {
 
 /// A read-only endpoint.
 const fn get(path: &'static str, parameters: &'static [&'static str], handle: QueryHandler) -> Route {
-    Route { path, methods: Methods::Get, control: false, parameters, handle: Handle::Query(handle) }
+    Route { path, methods: Methods::Get, urgent: false, parameters, handle: Handle::Query(handle) }
 }
 
 /// An endpoint that changes state: POST is allowed too.
@@ -159,12 +159,12 @@ const fn post(path: &'static str, parameters: &'static [&'static str], handle: Q
 
 /// An endpoint that reads the request.
 const fn reading(path: &'static str, methods: Methods, handle: RequestHandler) -> Route {
-    Route { path, methods, control: false, parameters: &[], handle: Handle::Request(handle) }
+    Route { path, methods, urgent: false, parameters: &[], handle: Handle::Request(handle) }
 }
 
-/// An endpoint answered even when every place is taken (see [`Route::control`]).
-const fn control(route: Route) -> Route {
-    Route { control: true, ..route }
+/// An endpoint answered even when every place is taken (see [`Route::urgent`]).
+const fn urgent(route: Route) -> Route {
+    Route { urgent: true, ..route }
 }
 
 /// The dashboard's path: the only one that needs no token.
@@ -174,10 +174,10 @@ const ROUTES: &[Route] = &[
     get(DASHBOARD, &[], dashboard::page),
     get(paths::MEMORY, &["since"], readings::memory),
     post(paths::START, &["duration"], runs::start),
-    control(post(paths::STOP, &[], runs::stop)),
-    control(get(paths::STATE, &[], state::state)),
+    urgent(post(paths::STOP, &[], runs::stop)),
+    urgent(get(paths::STATE, &[], state::state)),
     get(paths::STATISTICS, &["format"], state::statistics),
-    post(paths::HEAP_PROFILE, &["active", "trigger_dump"], controls::heap_profile),
+    post(paths::HEAP_PROFILE, &["active", "trigger_dump"], heap_profile::heap_profile),
     get(paths::DOWNLOAD_RAW, &["id"], downloads::raw),
     get(paths::DOWNLOAD_LABELS, &["id"], downloads::labels),
     get(paths::LABELS, &["id"], downloads::label_bytes),
@@ -292,11 +292,11 @@ mod tests {
 
     #[test]
     fn only_state_and_stop_are_control_requests() {
-        let control = |target: &str| is_control(&request("GET", target));
-        assert!(control("/memory-profiler/state") && control("/memory-profiler/state/?x=1"));
-        assert!(control("/memory-profiler/stop"));
-        assert!(!control("/memory-profiler/start") && !control("/metrics") && !control("/memory-profiler/"));
-        assert!(!control("/memory-profiler/download/text") && !control("/memory-profiler/stateful"));
+        let urgent = |target: &str| is_urgent(&request("GET", target));
+        assert!(urgent("/memory-profiler/state") && urgent("/memory-profiler/state/?x=1"));
+        assert!(urgent("/memory-profiler/stop"));
+        assert!(!urgent("/memory-profiler/start") && !urgent("/metrics") && !urgent("/memory-profiler/"));
+        assert!(!urgent("/memory-profiler/download/text") && !urgent("/memory-profiler/stateful"));
     }
 
     #[test]

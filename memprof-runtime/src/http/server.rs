@@ -6,7 +6,7 @@
 //! taken, the connection that has waited longest (for its client, past a grace that lets a request on its
 //! way arrive, or in a handler's wait such as `?seconds=N`) is closed to make room. A connection is never
 //! closed to make room while a request it read is being answered: a request that was read is answered, and
-//! one refused has had no effect and gets 503 with `Retry-After`. At the door, control requests (`state`,
+//! one refused has had no effect and gets 503 with `Retry-After`. At the door, urgent requests (`state`,
 //! `stop`: which ones, the endpoints say) are answered at once, and the rest wait a moment for a place; so a
 //! flood of clients cannot keep `state` or `stop` out. The pool's threads are unsampled, born when a
 //! connection needs one while sampling is off (all of them before a run switches it on), and end after ten
@@ -43,7 +43,7 @@ const THREAD_PATIENCE: Duration = Duration::from_millis(200);
 /// The most connections taken off the listener before the door's waiting connections get a turn.
 const ACCEPTS_PER_TURN: usize = 64;
 
-/// What a server serves: the answer to each request, which requests are control requests (answered even
+/// What a server serves: the answer to each request, which requests are urgent requests (answered even
 /// when every place is taken, at the door), and what to let go of when its threads have all been idle a
 /// while. The transport knows nothing else of it: in the program it is the endpoints (`Endpoints` in
 /// `endpoints/`), in the transport's own tests a few canned answers.
@@ -51,8 +51,8 @@ pub(crate) trait Service: Send + Sync + 'static {
     /// The answer to `request` (a panic in it becomes a 500).
     fn answer(&self, request: &Request) -> Response;
 
-    /// Whether `request` is a control request.
-    fn is_control(&self, request: &Request) -> bool;
+    /// Whether `request` is an urgent request.
+    fn is_urgent(&self, request: &Request) -> bool;
 
     /// What the pool's threads run once they have all been idle a while.
     fn when_idle(&self) -> fn();
@@ -166,7 +166,7 @@ impl door::Host for Server {
             return None;
         }
         let request = Request::read(head, Vec::new(), None);
-        self.service.is_control(&request).then(|| respond(&*self.service, self.loopback, &request))
+        self.service.is_urgent(&request).then(|| respond(&*self.service, self.loopback, &request))
     }
 
     fn place(&self, stream: &Arc<TcpStream>, read: &mut Vec<u8>) -> bool {

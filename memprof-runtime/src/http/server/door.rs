@@ -18,7 +18,7 @@ use crate::http::reply::{Framing, HttpError, Response};
 pub(super) const CAPACITY: usize = 256;
 /// How long a client at the door has to send its request's head.
 const HEAD_PATIENCE: Duration = Duration::from_secs(2);
-/// How long a request that is not a control request waits at the door for a place, before 503.
+/// How long a request that is not an urgent request waits at the door for a place, before 503.
 const PLACE_PATIENCE: Duration = Duration::from_secs(1);
 /// How often a request waiting for a place looks for one.
 const PLACE_STEP: Duration = Duration::from_millis(10);
@@ -30,7 +30,7 @@ const LINGER: (Duration, usize) = (Duration::from_secs(1), 4 << 20);
 
 /// What the server does with a connection at the door.
 pub(super) trait Host {
-    /// The answer to `head`'s request, given at the door: a control request without a body. `None`: the
+    /// The answer to `head`'s request, given at the door: an urgent request without a body. `None`: the
     /// request waits for a place.
     fn answer_at_door(&self, head: Head) -> Option<Response>;
     /// Gives the connection a place and a thread, with the bytes already read from it (taken); `false`, and

@@ -13,7 +13,7 @@ use crate::http::head::MAX_BODY;
 use crate::http::reply::Reply;
 use crate::testing::wait_until;
 
-/// The tests' service: answers by a function; `/state` is the control request.
+/// The tests' service: answers by a function; `/state` is the urgent request.
 struct Answers<F>(F);
 
 impl<F: Fn(&Request) -> Response + Send + Sync + 'static> Service for Answers<F> {
@@ -21,7 +21,7 @@ impl<F: Fn(&Request) -> Response + Send + Sync + 'static> Service for Answers<F>
         (self.0)(request)
     }
 
-    fn is_control(&self, request: &Request) -> bool {
+    fn is_urgent(&self, request: &Request) -> bool {
         request.target == "/state"
     }
 
@@ -210,7 +210,7 @@ fn a_flood_of_stalled_clients_makes_room_for_new_requests_oldest_first() {
 }
 
 /// A handler that blocks until released, counting the requests inside it; `/wait` waits 60 s instead,
-/// and `/state` (the control request of these tests) is answered at once.
+/// and `/state` (the urgent request of these tests) is answered at once.
 struct Gate {
     released: Mutex<bool>,
     opened: Condvar,

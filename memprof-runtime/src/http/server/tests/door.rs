@@ -34,7 +34,7 @@ fn with_every_place_busy_state_is_answered_at_the_door_and_the_rest_wait_for_a_p
     assert!(answer.contains("Retry-After: 1\r\nConnection: close\r\n"), "{answer}");
     assert!(answer.ends_with(&format!("More than {MAX_CONNECTIONS} connections are busy; try again.\n")), "{answer}");
     assert_eq!(gate.inside.load(Ordering::SeqCst), MAX_CONNECTIONS);
-    // A control request is answered at the door at once, and so is a malformed one.
+    // A urgent request is answered at the door at once, and so is a malformed one.
     let state = exchange(address, "GET /state HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(state.starts_with("HTTP/1.1 200 OK\r\n") && state.ends_with("/state answered"), "{state}");
     let head = exchange(address, "HEAD /state HTTP/1.1\r\nHost: localhost\r\n\r\n");
