@@ -6,11 +6,14 @@ use memprof_tests::heap::bytes_under;
 use memprof_tests::http::PATIENCE;
 use memprof_tests::process::{Program, memprof_tool};
 use memprof_tests::waiting::wait_until;
+use memprof_wire::{SamplingBudget, State};
 
 const MIB: f64 = (1 << 20) as f64;
 
-fn budget(program: &Program) -> serde_json::Value {
-    program.get_json("/memory-profiler/state")["memory_profiler"]["sampling"]["budget"].clone()
+/// `state`'s budget, read through memprof-wire's types.
+fn budget(program: &Program) -> Option<SamplingBudget> {
+    let state: State = serde_json::from_value(program.get_json("/memory-profiler/state")).unwrap();
+    state.memory_profiler.sampling.budget
 }
 
 /// `busy 3` (4 KiB blocks allocated and freed without pause, a fifth of them sampled at 2^14) costs far
@@ -22,16 +25,14 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let program =
         Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING_BUDGET", "0.1%").spawn();
     program.wait_for_line(|line| line == "windows: ready");
-    let idle = budget(&program);
-    assert_eq!(idle["share_ppm"], 1000, "{idle}");
-    assert_eq!((idle["one_slot_in"].as_u64(), idle["interval_bytes"].as_u64()), (Some(1), Some(1 << 14)), "{idle}");
+    let idle = budget(&program).expect("a budget, sampling continuously");
+    assert_eq!((idle.share_ppm, idle.one_slot_in, idle.interval_bytes), (1000, 1, 1 << 14), "{idle:?}");
     let started = program.get("/memory-profiler/start");
     assert_eq!(started.status, 200, "{}", started.text());
     program.tell("busy 3", "windows: done busy 3");
-    let thinned = budget(&program);
-    let most = thinned["most_one_slot_in"].as_u64().unwrap();
-    assert!((4..=1024).contains(&most), "{thinned}");
-    assert!(thinned["thinned_ms"].as_u64().unwrap() > 0, "{thinned}");
+    let thinned = budget(&program).unwrap();
+    assert!((4..=1024).contains(&thinned.most_one_slot_in), "{thinned:?}");
+    assert!(thinned.thinned_ms > 0, "{thinned:?}");
     let (status, said, _) = memprof_tool(&program, &["state"]);
     assert_eq!(status, 0, "{said}");
     assert!(said.contains("sampling thinned to keep within 0.1 % of a core: on in one time slot of "), "{said}");
@@ -40,10 +41,10 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("sampling was thinned to keep within its budget (0.1 % of a core"), "{text}");
     let unthinned = wait_until("sampling to be unthinned after the load", PATIENCE, || {
-        let now = budget(&program);
-        (now["one_slot_in"] == 1).then(|| now.clone()).ok_or_else(|| now.to_string())
+        let now = budget(&program).unwrap();
+        if now.one_slot_in == 1 { Ok(now) } else { Err(format!("{now:?}")) }
     });
-    assert_eq!(unthinned["interval_bytes"], 1 << 14, "{unthinned}");
+    assert_eq!(unthinned.interval_bytes, 1 << 14, "{unthinned:?}");
     program.tell("grow", "windows: done grow");
     let now = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
     let grown = bytes_under(&program, &now, "grown_in_the_window") / MIB;
@@ -56,8 +57,8 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
 fn the_budget_is_one_setting_away() {
     let off = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "off").spawn();
     off.wait_for_line(|line| line == "windows: ready");
-    assert!(budget(&off).is_null(), "{}", budget(&off));
+    assert_eq!(budget(&off), None);
     let wrong = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "lots").spawn();
     wrong.wait_for_line(|line| line.contains("MEMPROF_SAMPLING_BUDGET=lots is not a share of one core"));
-    assert_eq!(budget(&wrong)["share_ppm"], 5000);
+    assert_eq!(budget(&wrong).map(|budget| budget.share_ppm), Some(5000));
 }
