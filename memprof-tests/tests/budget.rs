@@ -5,6 +5,7 @@
 use memprof_tests::heap::bytes_under;
 use memprof_tests::http::PATIENCE;
 use memprof_tests::process::{Program, memprof_tool};
+use memprof_tests::tools;
 use memprof_tests::waiting::wait_until;
 use memprof_wire::{SamplingBudget, State};
 
@@ -49,6 +50,32 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let now = program.get("/memory-profiler/heap_profile?trigger_dump=true").text();
     let grown = bytes_under(&program, &now, "grown_in_the_window") / MIB;
     assert!((grown - 16.0).abs() <= 16.0 * 0.06, "{grown:.2} MiB kept after the load, expected 16");
+}
+
+/// Thinned, what was allocated still adds up: `paced 6` (a steady load that costs a debug build a few per
+/// cent of a core to sample at 2^14) with the default budget is thinned to one slot in a few, and the delta
+/// of two scrapes of `/debug/pprof/allocs` under `allocated_at_a_pace` is the bytes it says it allocated,
+/// within 15 % (-4 % to +7 % measured, one slot in 16 to 32): each block of slots has its sampled slot, and
+/// each sample weighs what its thinning says.
+#[test]
+fn thinned_the_bytes_allocated_still_add_up() {
+    let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    let first = program.get("/debug/pprof/allocs");
+    program.tell("paced 6", "windows: done paced 6");
+    let second = program.get("/debug/pprof/allocs");
+    let said = program.wait_for_line(|line| line.starts_with("windows: paced ") && line.ends_with(" bytes"));
+    let allocated: f64 = said["windows: paced ".len()..].trim_end_matches(" bytes").parse().unwrap();
+    let thinned = budget(&program).unwrap();
+    assert!(thinned.most_one_slot_in >= 2, "thinned: {thinned:?}");
+    let Some(delta) = tools::pprofcheck(&first.body, &second.body, "allocated_at_a_pace") else { return };
+    let counted = delta["function_delta"]["alloc_space"].as_f64().unwrap();
+    assert!(
+        (counted / allocated - 1.0).abs() <= 0.15,
+        "{:.1} MiB counted, {:.1} MiB allocated, thinned {thinned:?}",
+        counted / MIB,
+        allocated / MIB
+    );
 }
 
 /// With the budget off, nothing is thinned and `state` has no budget; a budget that is not one is said,

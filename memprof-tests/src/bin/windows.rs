@@ -29,7 +29,9 @@
 //! - `walks N D`: allocates and frees N blocks of 64 bytes one at a time, D calls deep (`walked`): a
 //!   sampled allocation's walk at a chosen depth (benches/stacks.rs counts its instructions);
 //! - `busy S`: allocates and frees 4 KiB blocks without pause for S seconds (`allocated_busily`): a load
-//!   sampled past memprof's budget (tests/budget.rs);
+//!   sampled past memprof's budget (tests/budget.rs); prints `windows: busy <bytes> bytes`;
+//! - `paced S`: the same, 16 blocks a millisecond (`allocated_at_a_pace`): a steady load sampling costs a
+//!   few per cent of a core in a debug build; prints `windows: paced <bytes> bytes`;
 //! - `latencies rust|c N`: allocates and frees N blocks of 4 KiB one at a time, by Rust or through the C
 //!   function, and prints the median and 99th percentile of an allocation's time in ns
 //!   (`windows: latencies <p50> <p99>`; benches/stacks.rs).
@@ -83,7 +85,15 @@ fn main() {
                 (0..count).for_each(|path| drop(branch(path, 17)));
             }
             other if other.starts_with("busy ") => {
-                allocated_busily(std::time::Duration::from_secs(other["busy ".len()..].parse().expect("busy S")));
+                let bytes =
+                    allocated_busily(std::time::Duration::from_secs(other["busy ".len()..].parse().expect("busy S")));
+                println!("windows: busy {bytes} bytes");
+            }
+            other if other.starts_with("paced ") => {
+                let bytes = allocated_at_a_pace(std::time::Duration::from_secs(
+                    other["paced ".len()..].parse().expect("paced S"),
+                ));
+                println!("windows: paced {bytes} bytes");
             }
             other if other.starts_with("latencies ") => {
                 let (how, count) = other["latencies ".len()..].split_once(' ').expect("latencies rust|c N");
@@ -317,13 +327,30 @@ fn allocated_deep() -> Vec<Vec<u8>> {
     (0..4).map(|_| vec![1u8; MIB]).collect()
 }
 
-/// Blocks of 4 KiB allocated and freed one at a time, for `time`.
+/// Blocks of 4 KiB allocated and freed one at a time, for `time`: the bytes allocated.
 #[inline(never)]
-fn allocated_busily(time: std::time::Duration) {
+fn allocated_busily(time: std::time::Duration) -> usize {
     let started = std::time::Instant::now();
+    let mut bytes = 0;
     while started.elapsed() < time {
         (0..256).for_each(|_| drop(black_box(vec![1u8; 4096])));
+        bytes += 256 * 4096;
     }
+    bytes
+}
+
+/// Blocks of 4 KiB allocated and freed one at a time, 16 a millisecond, for `time`: the bytes allocated.
+#[inline(never)]
+fn allocated_at_a_pace(time: std::time::Duration) -> usize {
+    let started = std::time::Instant::now();
+    let mut bytes = 0;
+    while started.elapsed() < time {
+        let due = started + std::time::Duration::from_micros((bytes / (16 * 4096)) as u64 * 1000);
+        std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        (0..16).for_each(|_| drop(black_box(vec![1u8; 4096])));
+        bytes += 16 * 4096;
+    }
+    bytes
 }
 
 /// `count` objects of 64 bytes, kept.
