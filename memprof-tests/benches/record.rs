@@ -46,6 +46,8 @@ fn measure(command: &str, objects: usize, continuous: bool) -> (u64, u64, u64, u
     let program = Program::windows()
         .env("MALLOC_CONF", "lg_prof_sample:0")
         .env("MEMPROF_SAMPLING", if continuous { "continuous" } else { "on-demand" })
+        // Every allocation in the record: the budget of sampling work, which would thin them, is off.
+        .env("MEMPROF_SAMPLING_BUDGET", "off")
         .env("MEMPROF_RECORD_OBJECTS", (2 * objects).max(1 << 16).to_string())
         .spawn();
     program.wait_for_line(|line| line == "windows: ready");

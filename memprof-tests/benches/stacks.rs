@@ -149,6 +149,8 @@ fn hook_instructions(binary: &std::path::Path, unwinder: &str, count: usize, dep
     let mut run = std::process::Command::new(binary);
     run.env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0");
     run.env("MALLOC_CONF", "lg_prof_sample:0").env("MEMPROF_UNWINDER", unwinder);
+    // Every allocation walked: the budget of sampling work, which would thin them, is off.
+    run.env("MEMPROF_SAMPLING_BUDGET", "off");
     let input = format!("walks {count} {depth}\n");
     let (total, output) = callgrind::instructions(&run, &["--toggle-collect=*labelling_hook*"], &input);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -53,13 +53,14 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
 }
 
 /// Thinned, what was allocated still adds up: `paced 6` (a steady load that costs a debug build a few per
-/// cent of a core to sample at 2^14) with the default budget is thinned to one slot in a few, and the delta
+/// cent of a core to sample at 2^14) with a budget of 0.5 % is thinned to one slot in a few, and the delta
 /// of two scrapes of `/debug/pprof/allocs` under `allocated_at_a_pace` is the bytes it says it allocated,
 /// within 15 % (-4 % to +7 % measured, one slot in 16 to 32): each block of slots has its sampled slot, and
 /// each sample weighs what its thinning says.
 #[test]
 fn thinned_the_bytes_allocated_still_add_up() {
-    let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    let program =
+        Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING_BUDGET", "0.5%").spawn();
     program.wait_for_line(|line| line == "windows: ready");
     let first = program.get("/debug/pprof/allocs");
     program.tell("paced 6", "windows: done paced 6");
@@ -78,13 +79,16 @@ fn thinned_the_bytes_allocated_still_add_up() {
     );
 }
 
-/// With the budget off, nothing is thinned and `state` has no budget; a budget that is not one is said,
-/// and the default (0.5 %) stands.
+/// Unset or off, there is no budget (it is asked for) and `state` has none; a budget that is not one is
+/// said, and 0.5 % of a core stands.
 #[test]
 fn the_budget_is_one_setting_away() {
     let off = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "off").spawn();
     off.wait_for_line(|line| line == "windows: ready");
     assert_eq!(budget(&off), None);
+    let unset = Program::windows().env_remove("MEMPROF_SAMPLING_BUDGET").spawn();
+    unset.wait_for_line(|line| line == "windows: ready");
+    assert_eq!(budget(&unset), None, "a budget is asked for");
     let wrong = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "lots").spawn();
     wrong.wait_for_line(|line| line.contains("MEMPROF_SAMPLING_BUDGET=lots is not a share of one core"));
     assert_eq!(budget(&wrong).map(|budget| budget.share_ppm), Some(5000));

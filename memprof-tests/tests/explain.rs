@@ -114,6 +114,8 @@ fn pages_of_sampled_small_objects_are_memprofs_cost_not_fragmentation() {
     let program = Program::explained(&["small", "32768"])
         .env("MALLOC_CONF", "lg_prof_sample:0")
         .env("MEMPROF_SAMPLING", "continuous")
+        // Every allocation sampled, as the budget of sampling work would not let it be.
+        .env("MEMPROF_SAMPLING_BUDGET", "off")
         .spawn();
     program.wait_for_line(|line| line == "explained: ready");
     let explanation = explain(&program);

@@ -36,7 +36,8 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    /// 0.5 % of a core: what Go and JFR spend on their default sampling, give or take.
+    /// 0.5 % of a core: what Go and JFR spend on their default sampling, give or take; what a value that
+    /// is not a budget stands for.
     pub(crate) const DEFAULT: Budget = Budget { share: 0.005 };
 
     /// The budget `MEMPROF_SAMPLING_BUDGET` names (`2%`, `0.5%`, `0.005`), `None` for `off` (never thinned),
@@ -62,10 +63,12 @@ impl Budget {
     }
 }
 
-/// The budget `MEMPROF_SAMPLING_BUDGET` names, else [`Budget::DEFAULT`]; `None` for `off`; an error naming
-/// the variable for a value that is not a budget.
+/// The budget `MEMPROF_SAMPLING_BUDGET` names; `None` for `off` or unset (the budget is asked for, not a
+/// default: a window opened right after a burst that thinned sampling holds its allocations at the
+/// thinning's variance until the next sampled slot is judged, up to a block, 10 s); an error naming the
+/// variable for a value that is not a budget.
 pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
-    let Ok(text) = std::env::var(SAMPLING_BUDGET) else { return Ok(Some(Budget::DEFAULT)) };
+    let Ok(text) = std::env::var(SAMPLING_BUDGET) else { return Ok(None) };
     Budget::parse(&text)
         .map_err(|error| format!("{SAMPLING_BUDGET}={} is {error}", crate::profile_root::untrusted::printable(&text)))
 }

@@ -24,7 +24,7 @@ impl Profiler {
         let record = record::start(capacity)
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
         throttle::arm(budget::from_environment().unwrap_or_else(|error| {
-            messages::warn(&format!("{error}; the budget is the default"));
+            messages::warn(&format!("{error}; the budget is 0.5 % of a core"));
             Some(budget::Budget::DEFAULT)
         }));
         self.switch_sampling_on()?;
