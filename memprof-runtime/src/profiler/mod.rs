@@ -15,6 +15,7 @@ pub(crate) mod counters;
 mod dumps;
 pub(crate) mod duration;
 mod error;
+mod final_dump;
 pub(crate) mod malloc_conf;
 mod outcomes;
 pub(crate) mod record;
@@ -41,10 +42,9 @@ pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
 
 use crate::jemalloc;
-use crate::process::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
 use crate::process::messages;
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
-use crate::profile_root::storage::{Dump, ProfileStore};
+use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
 use crate::profiler::unwinder::Unwinder;
 
@@ -317,7 +317,7 @@ impl Profiler {
         let mut books = self.books.lock();
         if let Some(run) = books.runs.end() {
             self.runs_changed.notify_all();
-            leave_final_dump(run.id, &self.run_dump(run.window_start));
+            final_dump::leave(run.id, &self.run_dump(run.window_start));
             if run.window_start.is_none() {
                 switch_sampling_off(run.id);
             }
@@ -354,23 +354,6 @@ impl Profiler {
         } else {
             Ok(())
         }
-    }
-}
-
-/// Writes the profile of run `id`, active as the program ends, to `MEMPROF_FINAL_DUMP` if set.
-fn leave_final_dump(id: u64, dump: Dump<'_>) {
-    let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE).map(PathBuf::from) else {
-        messages::info(&format!(
-            "Heap profiling run {id} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)"
-        ));
-        return;
-    };
-    match jemalloc::unsampled(|| dump(&path)) {
-        Ok(()) => messages::info(&format!(
-            "Heap profiling run {id} was active when the program ended; its profile is at {}",
-            path.display()
-        )),
-        Err(error) => messages::warn(&format!("The final heap profile of run {id} was not written: {error}")),
     }
 }
 
