@@ -22,7 +22,8 @@
 //   record's preallocated slots and its spin lock, `pthread_atfork` and the coarse clock;
 // - profiler/allocator_code.rs, process/executable.rs: the executable mapped to be read;
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
-//   lets a forked child die of it; process/lineage.rs: its test's `fork`;
+//   lets a forked child die of it; process/lineage.rs: its test's `fork`; process/cpu.rs: the process's
+//   CPU clock;
 // - memory/residency.rs: `mincore`;
 // - http/server/door.rs, http/connection.rs: `poll` and a socket's send buffer.
 #![deny(unsafe_code)]

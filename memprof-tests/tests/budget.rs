@@ -19,8 +19,8 @@ fn budget(program: &Program) -> Option<SamplingBudget> {
 
 /// `busy 3` (4 KiB blocks allocated and freed without pause, a fifth of them sampled at 2^14) costs far
 /// more than 0.1 % of a core to sample: sampling is thinned, `state` says how much (its interval 2^14 times
-/// the thinning), so does `memprof state`, and the window over the load says so in its profile. Once the load stops, sampling is
-/// unthinned within a thinned block (seconds), and 16 MiB kept then reads 16 MiB.
+/// the thinning), so does `memprof state`, and the window over the load says so in its profile. Once the load
+/// stops, sampling is unthinned (the first quiet slot shows it), and 16 MiB kept then reads 16 MiB.
 #[test]
 fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let program =
@@ -79,16 +79,16 @@ fn thinned_the_bytes_allocated_still_add_up() {
     );
 }
 
-/// Unset or off, there is no budget (it is asked for) and `state` has none; a budget that is not one is
-/// said, and 0.5 % of a core stands.
+/// Unset, the budget is 0.5 % of a core; off, there is none and `state` says none; a budget that is not one
+/// is said, and 0.5 % of a core stands.
 #[test]
-fn the_budget_is_one_setting_away() {
+fn the_budget_is_on_by_default_and_one_setting_away() {
     let off = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "off").spawn();
     off.wait_for_line(|line| line == "windows: ready");
     assert_eq!(budget(&off), None);
     let unset = Program::windows().env_remove("MEMPROF_SAMPLING_BUDGET").spawn();
     unset.wait_for_line(|line| line == "windows: ready");
-    assert_eq!(budget(&unset), None, "a budget is asked for");
+    assert_eq!(budget(&unset).map(|budget| budget.share_ppm), Some(5000), "0.5 % of a core by default");
     let wrong = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "lots").spawn();
     wrong.wait_for_line(|line| line.contains("MEMPROF_SAMPLING_BUDGET=lots is not a share of one core"));
     assert_eq!(budget(&wrong).map(|budget| budget.share_ppm), Some(5000));

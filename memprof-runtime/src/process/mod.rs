@@ -1,9 +1,11 @@
 //! The process memprof runs in: memprof's own threads and their pools ([`threads`]), the executable
 //! ([`executable`]), the environment variables memprof reads ([`environment`]), the cgroup's memory limit
 //! ([`cgroup`]), messages to the operator ([`messages`]), the opt-in end on SIGTERM and SIGINT ([`signals`]),
-//! and which process memprof belongs to, for the children of `fork` ([`lineage`]).
+//! which process memprof belongs to, for the children of `fork` ([`lineage`]), and the CPU time it has taken
+//! ([`cpu`]).
 
 pub(crate) mod cgroup;
+pub(crate) mod cpu;
 pub mod environment;
 pub(crate) mod executable;
 pub(crate) mod lineage;

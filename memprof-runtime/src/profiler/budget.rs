@@ -10,14 +10,16 @@
 //! on with probability exactly 2^-n, whatever its timing, so a sample taken at thinning n stands for 2^n
 //! times what it would alone ([`Thinning::weight`]): totals stay unbiased, and the effective interval is
 //! 2^(lg_sample + n) bytes. Each reading (100 ms unthinned; a sampled slot, thinned) is judged: the
-//! thinning grows at once to the least that fits the budget when the work measured while sampling was on
-//! exceeds it, and falls at once to the least that fits half of it when the load falls, so a burst thins
-//! sampling for about as long as it lasts and no longer. Within a block, which slot is sampled is drawn:
-//! for a steady load every slot holds about as much, so thinned totals are close as well as unbiased.
+//! thinning grows to the least that fits the budget when the work measured while sampling was on exceeds
+//! it (unthinned, two readings running: [`Persistence`], so a burst shorter than a reading is sampled
+//! whole), and falls to the least that fits half of it when the load falls. A slot sampling is off in is
+//! judged too, by the process's CPU time in it ([`Thinning::after_quiet`]), so sampling thickens within a
+//! slot of a load's end rather than a block's. Within a block, which slot is sampled is drawn: for a
+//! steady load every slot holds about as much, so thinned totals are close as well as unbiased.
 //!
 //! ```ignore
 //! // 2 % of a core measured while sampling was on, against a budget of 0.5 %: 1 slot in 4.
-//! let spent = Spent { work_nanos: 20_000_000, sampled_nanos: 1_000_000_000 };
+//! let spent = Spent { work_nanos: 20_000_000, sampled_nanos: 1_000_000_000, cpu_nanos: 1_000_000_000 };
 //! assert_eq!(Thinning::NONE.next(Budget::DEFAULT, spent).exponent(), 2);
 //! ```
 
@@ -63,12 +65,10 @@ impl Budget {
     }
 }
 
-/// The budget `MEMPROF_SAMPLING_BUDGET` names; `None` for `off` or unset (the budget is asked for, not a
-/// default: a window opened right after a burst that thinned sampling holds its allocations at the
-/// thinning's variance until the next sampled slot is judged, up to a block, 10 s); an error naming the
-/// variable for a value that is not a budget.
+/// The budget `MEMPROF_SAMPLING_BUDGET` names, else [`Budget::DEFAULT`]; `None` for `off`; an error naming
+/// the variable for a value that is not a budget.
 pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
-    let Ok(text) = std::env::var(SAMPLING_BUDGET) else { return Ok(None) };
+    let Ok(text) = std::env::var(SAMPLING_BUDGET) else { return Ok(Some(Budget::DEFAULT)) };
     Budget::parse(&text)
         .map_err(|error| format!("{SAMPLING_BUDGET}={} is {error}", crate::profile_root::untrusted::printable(&text)))
 }
@@ -79,6 +79,8 @@ pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
 pub(crate) struct Spent {
     pub(crate) work_nanos: u64,
     pub(crate) sampled_nanos: u64,
+    /// The CPU time the whole process took meanwhile, the work included.
+    pub(crate) cpu_nanos: u64,
 }
 
 impl Spent {
@@ -91,6 +93,29 @@ impl Spent {
     fn unthinned_share(self) -> f64 {
         self.work_nanos as f64 / self.sampled_nanos as f64
     }
+
+    /// Sampling's work for each nanosecond of the rest of the process's CPU time, while it was on: what the
+    /// same load would cost sampled, read from its CPU time alone (see [`Thinning::after_quiet`]). Work
+    /// measured past the CPU time (a thread preempted inside a sample) counts as [`MOST_WORK_PER_CPU`].
+    pub(crate) fn work_per_cpu(self) -> f64 {
+        let rest = self.cpu_nanos.saturating_sub(self.work_nanos);
+        if rest == 0 {
+            return MOST_WORK_PER_CPU;
+        }
+        (self.work_nanos as f64 / rest as f64).min(MOST_WORK_PER_CPU)
+    }
+}
+
+/// The most sampling's work is taken to cost for each nanosecond of the program's own CPU time: more than
+/// any reading gives where jemalloc samples every allocation (some 40 here, a debug build).
+pub(crate) const MOST_WORK_PER_CPU: f64 = 1000.0;
+
+/// A slot with sampling off, read from the process's CPU clock: how long it lasted, and the CPU time the
+/// process took in it (both in nanoseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Quiet {
+    pub(crate) cpu_nanos: u64,
+    pub(crate) wall_nanos: u64,
 }
 
 /// How long sampling must have been on before a reading is judged (a slot): shorter ones are kept adding up.
@@ -134,25 +159,76 @@ impl Thinning {
             return self;
         }
         let unthinned = spent.unthinned_share();
-        let least_within = |share: f64| {
-            let mut thinning = Thinning::NONE;
-            while thinning < Self::MOST && unthinned / thinning.weight() > share {
-                thinning = Thinning(thinning.0 + 1);
-            }
-            thinning
-        };
         if unthinned / self.weight() > budget.share {
-            least_within(budget.share)
+            Self::least_within(unthinned, budget.share)
         } else {
-            least_within(budget.share / 2.0).min(self)
+            Self::least_within(unthinned, budget.share / 2.0).min(self)
         }
+    }
+
+    /// The thinning after a slot with sampling off (`quiet`): the least that would take at most half the
+    /// budget, had the process's CPU time in the slot been sampled at `work_per_cpu` (what
+    /// [`Spent::work_per_cpu`] read when sampling was last on), when that is lower than this one (the load
+    /// stopped: the program idle, or busy with less allocating); else this one. So sampling comes back
+    /// within a slot of a burst's end instead of a block (up to 10 s), where no sampled slot could see it.
+    pub(crate) fn after_quiet(self, budget: Budget, work_per_cpu: f64, quiet: Quiet) -> Thinning {
+        if quiet.wall_nanos == 0 {
+            return self;
+        }
+        let unthinned = work_per_cpu * quiet.cpu_nanos as f64 / quiet.wall_nanos as f64;
+        Self::least_within(unthinned, budget.share / 2.0).min(self)
+    }
+
+    /// The least thinning at which a load taking `unthinned` of a core sampled takes at most `share`.
+    fn least_within(unthinned: f64, share: f64) -> Thinning {
+        let mut thinning = Thinning::NONE;
+        while thinning < Self::MOST && unthinned / thinning.weight() > share {
+            thinning = Thinning(thinning.0 + 1);
+        }
+        thinning
+    }
+}
+
+/// Unthinned sampling judged over readings in a row: a load past the budget is thinned once it has been
+/// past it for two readings running (within two looks), so a burst shorter than a reading (a window's
+/// allocations, a request's) is sampled whole, whenever it falls.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Persistence {
+    /// Whether the last reading judged unthinned was past the budget.
+    past: bool,
+}
+
+impl Persistence {
+    /// The thinning after `spent` at `thinning`, as [`Thinning::next`] says, but that unthinned sampling
+    /// past the budget for one reading alone stays unthinned.
+    pub(crate) fn next(&mut self, thinning: Thinning, budget: Budget, spent: Spent) -> Thinning {
+        let next = thinning.next(budget, spent);
+        let past = thinning == Thinning::NONE && next != Thinning::NONE;
+        let first = past && !self.past;
+        if spent.enough() {
+            self.past = past;
+        }
+        if first { thinning } else { next }
+    }
+
+    /// Starts afresh, as sampling is unthinned by a quiet slot: the readings before it are of a load gone.
+    pub(crate) fn forget(&mut self) {
+        self.past = false;
     }
 }
 
 /// Which slots sampling is on in: one of each block of 2^n, at a place drawn when the block starts.
+///
+/// A sample stands for 2^n only if its slot was on with probability 2^-n given all that decided the
+/// thinning, so a judgement made on what a sampled slot measured takes effect when its block ends
+/// ([`Schedule::thin_from_next_block`]): cutting the block there would give the slots left in it, off
+/// since the sampled one came, a second chance. A quiet slot's judgement ([`Thinning::after_quiet`], read
+/// from the CPU clock whatever the draw) cuts the block at once ([`Schedule::thin`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Schedule {
     thinning: Thinning,
+    /// The thinning the next block takes, when a judgement changed it.
+    next_block: Option<Thinning>,
     /// The slot of the current block sampling is on in, and the slot now.
     on_at: u32,
     now: u32,
@@ -162,7 +238,7 @@ pub(crate) struct Schedule {
 impl Schedule {
     /// A schedule at no thinning, its draws seeded with `seed` (any value).
     pub(crate) fn new(seed: u64) -> Schedule {
-        Schedule { thinning: Thinning::NONE, on_at: 0, now: 0, random: seed | 1 }
+        Schedule { thinning: Thinning::NONE, next_block: None, on_at: 0, now: 0, random: seed | 1 }
     }
 
     /// The thinning in force.
@@ -170,18 +246,27 @@ impl Schedule {
         self.thinning
     }
 
-    /// Changes the thinning: a new block starts with the next slot.
+    /// Changes the thinning now: a new block starts with the next slot.
     pub(crate) fn thin(&mut self, thinning: Thinning) {
+        self.next_block = None;
         if thinning != self.thinning {
             self.thinning = thinning;
             self.now = thinning.block() - 1;
         }
     }
 
+    /// Changes the thinning from the next block on (unthinned, a block is a slot: the next one).
+    pub(crate) fn thin_from_next_block(&mut self, thinning: Thinning) {
+        self.next_block = (thinning != self.thinning).then_some(thinning);
+    }
+
     /// Moves to the next slot: whether sampling is on in it.
     pub(crate) fn next_slot(&mut self) -> bool {
         self.now += 1;
         if self.now >= self.thinning.block() {
+            if let Some(thinning) = self.next_block.take() {
+                self.thinning = thinning;
+            }
             self.now = 0;
             self.on_at = (self.draw() % u64::from(self.thinning.block())) as u32;
         }
@@ -202,7 +287,7 @@ mod tests {
     use super::*;
 
     fn spent(share: f64) -> Spent {
-        Spent { work_nanos: (share * 1e9) as u64, sampled_nanos: 1_000_000_000 }
+        Spent { work_nanos: (share * 1e9) as u64, sampled_nanos: 1_000_000_000, cpu_nanos: 1_000_000_000 }
     }
 
     #[test]
@@ -230,8 +315,47 @@ mod tests {
         assert_eq!(Thinning(4).next(budget, spent(0.0)), Thinning::NONE, "idle: unthinned at once");
         assert_eq!(Thinning(6).next(budget, spent(0.006)), Thinning(2), "0.006 / 4 fits half the budget");
         assert_eq!(Thinning::NONE.next(budget, spent(1e6)), Thinning::MOST, "never past the most");
-        let short = Spent { work_nanos: 100_000_000, sampled_nanos: 5_000_000 };
+        let short = Spent { work_nanos: 100_000_000, sampled_nanos: 5_000_000, cpu_nanos: 5_000_000 };
         assert_eq!(Thinning(2).next(budget, short), Thinning(2), "too short a reading is not judged");
+    }
+
+    /// Readings of the continuous tests' load (a debug build sampling every 16 KiB, some 15 % of its CPU
+    /// time sampling), then the program idle but for memprof answering a request.
+    #[test]
+    fn a_quiet_slot_brings_sampling_back_once_the_load_has_stopped() {
+        let budget = Budget::DEFAULT;
+        let loaded = Spent { work_nanos: 150_000_000, sampled_nanos: 1_000_000_000, cpu_nanos: 1_000_000_000 };
+        let per_cpu = loaded.work_per_cpu();
+        assert!((per_cpu - 0.15 / 0.85).abs() < 1e-9, "{per_cpu}");
+        let thinned = Thinning::NONE.next(budget, loaded);
+        assert_eq!(thinned, Thinning(5));
+        let slot = |cpu_nanos| Quiet { cpu_nanos, wall_nanos: 10_000_000 };
+        assert_eq!(thinned.after_quiet(budget, per_cpu, slot(8_500_000)), thinned, "still loaded: as it was");
+        assert_eq!(thinned.after_quiet(budget, per_cpu, slot(0)), Thinning::NONE, "idle: unthinned at once");
+        assert_eq!(thinned.after_quiet(budget, per_cpu, slot(100_000)), Thinning::NONE, "a request: 1 %");
+        assert_eq!(thinned.after_quiet(budget, per_cpu, slot(1_000_000)), Thinning(3), "a tenth of the load");
+        assert_eq!(Thinning(2).after_quiet(budget, per_cpu, slot(8_500_000)), Thinning(2), "never thicker");
+        assert_eq!(thinned.after_quiet(budget, per_cpu, Quiet::default()), thinned, "no reading");
+        let preempted = Spent { work_nanos: 20_000_000, sampled_nanos: 10_000_000, cpu_nanos: 10_000_000 };
+        assert_eq!(preempted.work_per_cpu(), MOST_WORK_PER_CPU);
+        assert_eq!(Thinning::MOST.after_quiet(budget, MOST_WORK_PER_CPU, slot(0)), Thinning::NONE);
+        assert_eq!(Thinning::MOST.after_quiet(budget, MOST_WORK_PER_CPU, slot(100_000)), Thinning::MOST);
+    }
+
+    #[test]
+    fn unthinned_a_load_is_thinned_once_past_the_budget_two_readings_running() {
+        let (budget, mut persistence) = (Budget::DEFAULT, Persistence::default());
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "a burst, once");
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.0)), Thinning::NONE);
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "another, once");
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning(5), "a load");
+        assert_eq!(persistence.next(Thinning(5), budget, spent(0.3)), Thinning(6), "thinned: at once");
+        let short = Spent { work_nanos: 100_000_000, sampled_nanos: 5_000_000, cpu_nanos: 5_000_000 };
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE);
+        assert_eq!(persistence.next(Thinning::NONE, budget, short), Thinning::NONE, "not judged");
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning(5), "still running");
+        persistence.forget();
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "after a quiet slot");
     }
 
     #[test]
@@ -248,5 +372,36 @@ mod tests {
         assert!(places.iter().all(|&count| (80..=170).contains(&count)), "each place ~1/8: {places:?}");
         schedule.thin(Thinning::NONE);
         assert!(schedule.next_slot() && schedule.next_slot());
+    }
+
+    /// A judgement after a sampled slot waits for its block's end: the block keeps exactly one slot on.
+    #[test]
+    fn a_judgement_takes_effect_when_its_block_ends() {
+        let mut schedule = Schedule::new(7);
+        schedule.thin_from_next_block(Thinning(2));
+        assert_eq!(schedule.thinning(), Thinning::NONE, "unthinned until the slot ends");
+        schedule.next_slot();
+        assert_eq!(schedule.thinning(), Thinning(2), "unthinned, a block is a slot");
+        for _ in 0..3 {
+            schedule.next_slot();
+        }
+        for _ in 0..100 {
+            let mut on = 0;
+            let mut first = true;
+            for _ in 0..4 {
+                on += u32::from(schedule.next_slot());
+                if std::mem::take(&mut first) {
+                    schedule.thin_from_next_block(Thinning(3)); // judged mid-block, as after its sampled slot
+                }
+                assert_eq!(schedule.thinning(), Thinning(2));
+            }
+            assert_eq!(on, 1, "one slot of the block on, whatever was judged in it");
+            schedule.thin_from_next_block(Thinning(2));
+        }
+        schedule.thin_from_next_block(Thinning(3));
+        schedule.next_slot();
+        assert_eq!(schedule.thinning(), Thinning(3));
+        schedule.thin(Thinning::NONE);
+        assert!(schedule.next_slot(), "a quiet slot's judgement cuts the block");
     }
 }

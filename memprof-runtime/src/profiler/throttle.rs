@@ -7,6 +7,9 @@
 //! jemalloc's bookkeeping of the stack and the promoted page, the record; two reads of the vDSO's clock
 //! each, nothing taken, nothing allocated. The free of a sampled object is not measured.
 //!
+//! Each slot sampling is off in, the pacer reads the process's CPU clock ([`crate::process::cpu`]): the
+//! judge sees the load stop without waiting for a sampled slot.
+//!
 //! Sampling switched off for a slot is said as on by [`sampling_on`] (it is thinned, not stopped), and each
 //! sample taken in a slot that was on carries the thinning in force ([`thinning`]) into the record, which
 //! weighs it by that much.
@@ -16,8 +19,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, SLOT, Schedule, Spent, Thinning};
+use super::budget::{Budget, MOST_WORK_PER_CPU, Persistence, Quiet, SLOT, Schedule, Spent, Thinning};
 use crate::jemalloc;
+use crate::process::cpu;
 
 /// How often the pacer looks at what sampling cost while it is unthinned.
 const LOOK: Duration = Duration::from_millis(100);
@@ -142,60 +146,98 @@ fn switch(on: bool) {
     });
 }
 
+/// The CPU time the process's threads but the calling one have taken: the program's and memprof's
+/// others, without the pacer's own switching and reading. `None` where the clocks cannot be read.
+#[derive(Debug, Clone, Copy)]
+struct OthersCpu(Option<Duration>);
+
+impl OthersCpu {
+    fn now() -> OthersCpu {
+        OthersCpu(cpu::cpu_time().zip(cpu::thread_cpu_time()).map(|(all, own)| all.saturating_sub(own)))
+    }
+
+    /// Nanoseconds taken since `before`.
+    fn since(self, before: OthersCpu) -> Option<u64> {
+        Some(self.0?.saturating_sub(before.0?).as_nanos() as u64)
+    }
+}
+
 /// The counters' thread's pace: its period waited, sampling thinned meanwhile as the budget needs.
 pub(crate) struct Pacer {
     schedule: Schedule,
     /// What sampling cost since the last judgement.
     spent: Spent,
+    /// Sampling's work per nanosecond of the process's other CPU time at the last judgement.
+    work_per_cpu: f64,
+    persistence: Persistence,
 }
 
 impl Pacer {
     /// A pacer at no thinning.
     pub(crate) fn new() -> Pacer {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Pacer { schedule: Schedule::new(seed.as_nanos() as u64), spent: Spent::default() }
+        Pacer {
+            schedule: Schedule::new(seed.as_nanos() as u64),
+            spent: Spent::default(),
+            work_per_cpu: MOST_WORK_PER_CPU,
+            persistence: Persistence::default(),
+        }
     }
 
     /// Waits `period`: while sampling is unthinned (or no budget is armed) asleep but for a look every
     /// [`LOOK`], else slot by slot, sampling on in the slots the schedule draws; what sampling cost is
-    /// judged whenever sampling was on long enough, so a load past the budget is thinned within a look.
+    /// judged whenever sampling was on long enough, so a load past the budget is thinned within a look, and
+    /// each slot sampling was off in is judged by the process's CPU time, so sampling comes back within a
+    /// slot of the load's end.
     pub(crate) fn pace(&mut self, period: Duration) {
         let Some(budget) = budget() else { return std::thread::sleep(period) };
         let started = Instant::now();
         while let Some(left) = period.checked_sub(started.elapsed()).filter(|left| !left.is_zero()) {
-            let thinned = self.schedule.thinning() != Thinning::NONE;
-            let on = !thinned || self.schedule.next_slot();
-            if thinned {
-                switch(on);
-            }
-            let step = Instant::now();
+            let on = self.schedule.next_slot();
+            let thinned = self.begin_slot(on);
+            let (step, cpu_before) = (Instant::now(), OthersCpu::now());
             std::thread::sleep(if thinned { SLOT } else { LOOK.min(left) });
             let lasted = step.elapsed().as_nanos() as u64;
+            let cpu_nanos = OthersCpu::now().since(cpu_before);
             if on {
                 self.spent.sampled_nanos += lasted;
+                self.spent.cpu_nanos += cpu_nanos.unwrap_or(lasted);
             }
             if thinned {
                 THINNED_NANOS.fetch_add(lasted, Ordering::Relaxed);
             }
             self.spent.work_nanos += WORK_NANOS.swap(0, Ordering::Relaxed);
             if self.spent.enough() {
-                self.judge(budget);
+                let spent = std::mem::take(&mut self.spent);
+                self.work_per_cpu = spent.work_per_cpu();
+                let next = self.persistence.next(self.schedule.thinning(), budget, spent);
+                self.schedule.thin_from_next_block(next);
+            } else if let Some(cpu_nanos) = cpu_nanos.filter(|_| !on) {
+                let quiet = Quiet { cpu_nanos, wall_nanos: lasted };
+                let next = self.schedule.thinning().after_quiet(budget, self.work_per_cpu, quiet);
+                if next != self.schedule.thinning() {
+                    self.schedule.thin(next);
+                    self.persistence.forget();
+                }
             }
         }
     }
 
-    /// Judges what sampling cost since the last judgement, and thins it as the budget says.
-    fn judge(&mut self, budget: Budget) {
+    /// Begins a slot as the schedule says: sampling switched on or off (on, once unthinned), and the weight
+    /// of the samples taken in it, set while sampling is off (a sample taken on carries the thinning of its
+    /// slot, never the one before or after). Whether sampling is thinned.
+    fn begin_slot(&self, on: bool) -> bool {
         let thinning = self.schedule.thinning();
-        let next = thinning.next(budget, std::mem::take(&mut self.spent));
-        if next != thinning {
-            self.schedule.thin(next);
-            MOST.fetch_max(next.exponent(), Ordering::Relaxed);
-            // The samples of the slots to come weigh as the new thinning says; unthinned, sampling is on.
-            THINNING.store(next.exponent(), Ordering::Relaxed);
-            if next == Thinning::NONE {
-                switch(true);
-            }
+        let thinned = thinning != Thinning::NONE;
+        if !on {
+            switch(false);
         }
+        if THINNING.swap(thinning.exponent(), Ordering::Relaxed) != thinning.exponent() {
+            MOST.fetch_max(thinning.exponent(), Ordering::Relaxed);
+        }
+        if on {
+            switch(true);
+        }
+        thinned
     }
 }
