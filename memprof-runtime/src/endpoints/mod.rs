@@ -37,6 +37,8 @@ pub(crate) use context::{Context, set_up};
 /// Answers one request in `context`: refuses what pages of other sites send, checks its credentials (but
 /// for the dashboard page), then routes it.
 pub(crate) fn answer(context: &Context, request: &Request) -> Response {
+    // What earlier processes left is known before any answer (the sweep left off the start).
+    crate::profiler::Profiler::global().catch_up();
     match checked(context, request).and_then(|()| route(context, request)) {
         Ok(reply) => reply.into_response(),
         Err(error) => error.into_response(),

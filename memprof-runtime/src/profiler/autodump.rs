@@ -182,8 +182,9 @@ struct Watcher {
     high_water: u64,
     /// Whether the resident set was above the threshold at the last reading.
     above_resident_threshold: bool,
-    /// The memory limit the threshold is a share of.
-    memory_limit: Option<u64>,
+    /// The memory limit the threshold is a share of: read at the first reading, off the program's start
+    /// (the cgroups' files, `/proc/meminfo`).
+    memory_limit: std::cell::OnceCell<Option<u64>>,
 }
 
 impl Watcher {
@@ -194,7 +195,7 @@ impl Watcher {
             allocated_at_last_dump,
             high_water,
             above_resident_threshold: false,
-            memory_limit: memory_limit(),
+            memory_limit: std::cell::OnceCell::new(),
         }
     }
 
@@ -217,7 +218,7 @@ impl Watcher {
             }
         }
         if let (Some(share), Some(limit), Some(resident)) =
-            (self.settings.resident_share, self.memory_limit, resident_bytes())
+            (self.settings.resident_share, *self.memory_limit.get_or_init(memory_limit), resident_bytes())
         {
             let above = resident as f64 >= limit as f64 * share;
             if above && !self.above_resident_threshold {

@@ -62,6 +62,8 @@ pub(crate) fn start() -> std::io::Result<()> {
         return Ok(());
     }
     crate::process::threads::spawn("memprof-stats", || {
+        // The profile root's sweep, off the program's start.
+        crate::profiler::Profiler::global().catch_up();
         history::reserve();
         let mut classes_due = Instant::now();
         let mut last_seen_due = Instant::now();

@@ -76,9 +76,9 @@ pub(crate) struct Profiler {
     pub(crate) config: ConfigReport,
     /// How samples walk the stack.
     pub(crate) unwinder: Unwinder,
-    /// Work left for the first run: the profile root's sweep, which a program that serves nothing and
-    /// reads nothing of its memory does not pay at start (see [`Profiler::before_the_first_run`]).
-    first_run: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// Work left off the program's start: the profile root's sweep, done by whichever needs it first (see
+    /// [`Profiler::leave_off_the_start`]).
+    left_off_the_start: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// The record of sampled objects, once sampling is continuous.
     record: OnceLock<&'static record::table::Table>,
     /// How sampling runs, and why, once chosen at start-up.
@@ -117,7 +117,7 @@ impl Profiler {
             runs_changed: Condvar::new(),
             config,
             unwinder,
-            first_run: Mutex::new(None),
+            left_off_the_start: Mutex::new(None),
             record: OnceLock::new(),
             sampling: OnceLock::new(),
             window_bases: Mutex::new(std::collections::HashMap::new()),
@@ -161,10 +161,20 @@ impl Profiler {
         }
     }
 
-    /// Leaves `work` for the first run to do before it starts (the profile root's sweep, deferred by a
-    /// program that does nothing else with the root).
-    pub(crate) fn before_the_first_run(&self, work: Box<dyn FnOnce() + Send>) {
-        *self.first_run.lock() = Some(work);
+    /// Leaves `work` (the profile root's sweep: a listing of `$TMPDIR`, some 3 ms for 350 entries) off the
+    /// program's start, for whichever needs it first to do ([`Profiler::catch_up`]): the counters' thread as
+    /// it starts, a request to the endpoints, the first run. A command-line tool that never runs one never
+    /// pays it.
+    pub(crate) fn leave_off_the_start(&self, work: Box<dyn FnOnce() + Send>) {
+        *self.left_off_the_start.lock() = Some(work);
+    }
+
+    /// Does the work left off the start, if it is still left; a caller meanwhile waits for it to be done.
+    pub(crate) fn catch_up(&self) {
+        let mut left = self.left_off_the_start.lock();
+        if let Some(work) = left.take() {
+            work();
+        }
     }
 
     fn switch_sampling_on(&self) -> Result<(), Error> {
@@ -176,10 +186,7 @@ impl Profiler {
     /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
     pub(crate) fn start(&'static self, owner: Owner, length: Option<Duration>) -> Result<Started, Error> {
         self.check_available()?;
-        let deferred = self.first_run.lock().take();
-        if let Some(work) = deferred {
-            work();
-        }
+        self.catch_up();
         let mut books = self.books.lock();
         books.runs.check_open()?;
         if let Some(current) = books.runs.current() {

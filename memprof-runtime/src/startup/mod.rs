@@ -80,14 +80,11 @@ fn start_unsampled(options: Options) -> Guard {
             )),
             None => {}
         }
+        // The sweep of the profile root (a directory listing of $TMPDIR, at worst) is left off the start: to
+        // the counters' thread where it runs (the endpoints on, automatic dumps armed), to the first request
+        // or run otherwise; a command-line tool that serves nothing and runs nothing never pays it.
         let parent = crate::profile_root::storage::parent_directory();
-        // A program that serves nothing and reads nothing of its memory (a command-line tool) leaves the sweep of
-        // the profile root (a directory listing of $TMPDIR, at worst) to its first run, if it ever has one.
-        if wanted || matches!(automatic_dumps, Ok(Some(_))) {
-            keep_what_earlier_processes_left(profiler, &parent);
-        } else {
-            profiler.before_the_first_run(Box::new(move || keep_what_earlier_processes_left(profiler, &parent)));
-        }
+        profiler.leave_off_the_start(Box::new(move || keep_what_earlier_processes_left(profiler, &parent)));
         // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
         let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
         for warning in &profiler.config.warnings {
