@@ -20,9 +20,9 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
         let service = launch.spawn();
         service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
         let names = service.thread_names();
-        // The one thread of memprof's is the signal watcher the example opted in to (`dump_on_sigterm`).
+        // The one thread of memprof's is its watch, for the signal the example opted in to (`dump_on_sigterm`).
         let memprofs: Vec<&String> = names.iter().filter(|name| name.starts_with("memprof")).collect();
-        assert_eq!(memprofs, ["memprof-signals"], "{setting:?}: {names:?}");
+        assert_eq!(memprofs, ["memprof-watch"], "{setting:?}: {names:?}");
         assert!(!service.output().iter().any(|line| line.starts_with("[memprof]")), "{:?}", service.output());
     }
 }
@@ -54,15 +54,15 @@ fn wait_for_threads(service: &Program, name: &str, count: usize) {
     });
 }
 
-/// The threads memprof starts with: the accept loop, the one reading the memory counters, the one hooking
-/// jemalloc's new arenas, and the example's `dump_on_sigterm` waiter (names may lag); no connection thread
-/// before a connection.
+/// The threads memprof starts with, three: the accept loop, the one reading the memory counters, and the
+/// watch, which hooks jemalloc's new arenas and waits for the example's `dump_on_sigterm` (names may lag);
+/// no connection thread before a connection.
 fn wait_for_memprofs_at_start(service: &Program) {
-    for name in ["memprof-http", "memprof-stats", "memprof-arenas", "memprof-signals"] {
+    for name in ["memprof-http", "memprof-stats", "memprof-watch"] {
         wait_for_threads(service, name, 1);
     }
     let memprofs = service.thread_names().into_iter().filter(|name| name.starts_with("memprof")).count();
-    assert_eq!(memprofs, 4, "an idle service: {:?}", service.thread_names());
+    assert_eq!(memprofs, 3, "an idle service: {:?}", service.thread_names());
 }
 
 /// How many of memprof's connection threads `service` runs.

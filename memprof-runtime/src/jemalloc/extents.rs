@@ -12,6 +12,7 @@
 //! not in the table, except those [`claim_range`] adds.
 
 use std::ffi::{c_uint, c_void};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -199,7 +200,7 @@ static MISSED: AtomicBool = AtomicBool::new(false);
 /// Installs the recording hooks in every arena jemalloc has initialized (arena 0, and those of threads
 /// that ran before) and initializes one more automatic arena with them, where memprof's threads are born (a new thread takes an initialized arena no thread uses before
 /// it makes a new one) before they move to memprof's arena. Arenas made later get the hooks as they are
-/// made ([`watch_new_arenas`]): memprof costs the same however many arenas jemalloc may make (4 a CPU),
+/// made ([`ArenaWatch`]): memprof costs the same however many arenas jemalloc may make (4 a CPU),
 /// where initializing all of them at start cost 90 KiB each and their statistics' reading. Once; later
 /// calls answer the first's result.
 pub(super) fn install_range_hooks() -> bool {
@@ -228,13 +229,15 @@ struct Watch {
     answered: u64,
 }
 
-/// A `std` mutex and condition variables (futexes, no allocation): [`arena_made`] runs inside jemalloc.
+/// A `std` mutex and condition variable (futexes, no allocation): [`arena_made`] runs inside jemalloc.
 static WATCH: Mutex<Watch> = Mutex::new(Watch { announced: 0, answered: 0 });
 /// The process the watch runs in, 0 before it runs: a child of `fork` has no watch, and may have been
 /// forked while the watch held [`WATCH`], so it never takes that lock.
 static WATCHING_PROCESS: AtomicU32 = AtomicU32::new(0);
-static ANNOUNCED: Condvar = Condvar::new();
 static ANSWERED: Condvar = Condvar::new();
+/// Where [`arena_made`] tells the watch (an eventfd: a `write` of 8 bytes, no lock, no allocation), so that
+/// the watch's thread can wait for it and for other things at once (`poll`).
+static ANNOUNCEMENTS: OnceLock<OwnedFd> = OnceLock::new();
 
 /// How long a thread that made an arena waits for the watch to hook it: it holds jemalloc's lock on the
 /// arenas meanwhile (and its control lock, if it made the arena through `arenas.create`, which the watch
@@ -252,14 +255,19 @@ unsafe extern "C" {
 /// too when made through `arenas.create`): asks the watch to hook it and waits for that, at most
 /// [`HOOKED_WITHIN`]. Allocates nothing.
 extern "C" fn arena_made() {
-    if WATCHING_PROCESS.load(Ordering::Acquire) != std::process::id() {
+    let Some(announcements) =
+        ANNOUNCEMENTS.get().filter(|_| WATCHING_PROCESS.load(Ordering::Acquire) == std::process::id())
+    else {
         MISSED.store(true, Ordering::Relaxed);
         return;
-    }
+    };
     let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
     watch.announced += 1;
     let wanted = watch.announced;
-    ANNOUNCED.notify_one();
+    if rustix::io::write(announcements, &1u64.to_ne_bytes()).is_err() {
+        MISSED.store(true, Ordering::Relaxed);
+        return;
+    }
     let (_watch, waited) = ANSWERED
         .wait_timeout_while(watch, HOOKED_WITHIN, |watch| watch.answered < wanted)
         .unwrap_or_else(PoisonError::into_inner);
@@ -268,30 +276,56 @@ extern "C" fn arena_made() {
     }
 }
 
-/// The watch: hooks each arena jemalloc makes from now on, as it is made (run by a thread of memprof's
-/// own, for the life of the process). Returns at once when the hooks were never installed.
-pub(crate) fn watch_new_arenas() {
-    let (Some(true), Ok(hooks), Some(arenas)) = (INSTALLED.get(), recording_hooks(), Arenas::new()) else {
-        return;
-    };
-    let mut hooked = Vec::new();
-    // SAFETY: jemalloc reads the hook's pointer when it makes an arena; one aligned pointer-sized store.
-    unsafe { std::ptr::addr_of_mut!(ARENA_NEW_HOOK).write_volatile(Some(arena_made)) };
-    WATCHING_PROCESS.store(std::process::id(), Ordering::Release);
-    // Arenas made between the installation and now (this thread's own, say) are hooked late: what they
-    // mapped before is not in the table. From now on each arena made waits for the watch to hook it.
-    if arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut hooked) > 0 {
-        MISSED.store(true, Ordering::Relaxed);
-    }
-    loop {
-        let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
-        watch.answered = watch.announced;
-        ANSWERED.notify_all();
-        while watch.answered == watch.announced {
-            watch = ANNOUNCED.wait(watch).unwrap_or_else(PoisonError::into_inner);
+/// The watch of the arenas jemalloc makes: each is hooked as it is made, by the thread that holds the
+/// watch (one of memprof's, for the life of the process), woken through [`ArenaWatch::announcements`].
+pub(crate) struct ArenaWatch {
+    hooks: *mut extent_hooks_t,
+    arenas: Arenas,
+    hooked: Vec<bool>,
+}
+
+// SAFETY: `hooks` points to hooks that live as long as the process; the watch is used by one thread.
+unsafe impl Send for ArenaWatch {}
+
+impl ArenaWatch {
+    /// Begins the watch, on the thread that will keep it: from now on each arena made waits for
+    /// [`ArenaWatch::answer`]. `None` when the hooks were never installed (or the eventfd cannot be made).
+    pub(crate) fn begin() -> Option<ArenaWatch> {
+        let (Some(true), Ok(hooks), Some(arenas)) = (INSTALLED.get(), recording_hooks(), Arenas::new()) else {
+            return None;
+        };
+        let made =
+            rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK);
+        if ANNOUNCEMENTS.set(made.ok()?).is_err() {
+            return None; // a watch began already
         }
-        drop(watch);
-        arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut hooked);
+        let mut watch = ArenaWatch { hooks, arenas, hooked: Vec::new() };
+        // SAFETY: jemalloc reads the hook's pointer when it makes an arena; one aligned pointer-sized store.
+        unsafe { std::ptr::addr_of_mut!(ARENA_NEW_HOOK).write_volatile(Some(arena_made)) };
+        WATCHING_PROCESS.store(std::process::id(), Ordering::Release);
+        // Arenas made between the installation and now (this thread's own, say) are hooked late: what they
+        // mapped before is not in the table. From now on each arena made waits for the watch to hook it.
+        if watch.arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut watch.hooked) > 0 {
+            MISSED.store(true, Ordering::Relaxed);
+        }
+        Some(watch)
+    }
+
+    /// Readable when an arena was made and waits to be hooked.
+    pub(crate) fn announcements(&self) -> BorrowedFd<'static> {
+        ANNOUNCEMENTS.get().expect("the watch began").as_fd()
+    }
+
+    /// Hooks the arenas made since the last answer, and lets the threads that made them go on.
+    pub(crate) fn answer(&mut self) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(self.announcements(), &mut count);
+        let seen = WATCH.lock().unwrap_or_else(PoisonError::into_inner).announced;
+        self.arenas.hook_unhooked(self.hooks, DEFAULT_POINTER.get().copied(), &mut self.hooked);
+        let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
+        // An arena announced while hooking is answered at the next pass (the eventfd is readable again).
+        watch.answered = watch.answered.max(seen);
+        ANSWERED.notify_all();
     }
 }
 

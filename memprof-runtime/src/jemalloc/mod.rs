@@ -23,13 +23,13 @@ use controls::*;
 pub(crate) use memory::ArenaBytes;
 
 pub(crate) use arena::{bind_this_thread_to_own_arena, in_own_arena, own_arena, use_arena};
-pub(crate) use extents::{range_hooks_installed, ranges, watch_new_arenas};
+pub(crate) use extents::{ArenaWatch, range_hooks_installed, ranges};
 pub(crate) use memory::{
     BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings, smallest_large_class,
 };
 
 /// Installs the hooks that record jemalloc's ranges (see [`extents`]) and creates memprof's own arena with
-/// them, before the watch of new arenas starts ([`watch_new_arenas`]): `arenas.create` holds jemalloc's
+/// them, before the watch of new arenas starts ([`ArenaWatch`]): `arenas.create` holds jemalloc's
 /// control lock while it makes the arena, which the watch would wait for. Once; later calls answer the
 /// first's result.
 pub(crate) fn install_range_hooks() -> bool {

@@ -1,6 +1,7 @@
 //! The process memprof runs in: memprof's own threads and their pools ([`threads`]), the executable
 //! ([`executable`]), the environment variables memprof reads ([`environment`]), the cgroup's memory limit
-//! ([`cgroup`]), messages to the operator ([`messages`]), the opt-in end on SIGTERM and SIGINT ([`signals`]),
+//! ([`cgroup`]), messages to the operator ([`messages`]), the opt-in end on SIGTERM and SIGINT ([`signals`]) and the thread that
+//! waits for them and for new arenas ([`watch`]),
 //! which process memprof belongs to, for the children of `fork` ([`lineage`]), and the CPU time it has taken
 //! ([`cpu`]).
 
@@ -12,3 +13,4 @@ pub(crate) mod lineage;
 pub(crate) mod messages;
 pub(crate) mod signals;
 pub(crate) mod threads;
+pub(crate) mod watch;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use options::{DEFAULT_ADDRESS, MAX_KEEP_RUNS, Options};
 
 use crate::process::messages;
+use crate::process::watch::Watched;
 use crate::profiler::Profiler;
 use crate::profiler::autodump::Settings;
 use crate::profiler::sampling::{Choice, Mode};
@@ -61,12 +62,21 @@ fn start_unsampled(options: Options) -> Guard {
     });
     // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded, and, where
     // the memory is read (`explain`, the history, the automatic dumps), every arena made later is hooked as
-    // it is made.
-    if crate::jemalloc::install_range_hooks()
-        && (wanted || matches!(automatic_dumps, Ok(Some(_))))
-        && let Err(error) = crate::process::threads::spawn("memprof-arenas", crate::jemalloc::watch_new_arenas)
-    {
+    // it is made, by memprof's watch, which also ends memprof on the signals the program asked it to.
+    let signals: Vec<std::ffi::c_int> = [
+        (options.dump_on_sigterm, signal_hook::consts::SIGTERM),
+        (options.dump_on_sigint, signal_hook::consts::SIGINT),
+    ]
+    .into_iter()
+    .filter_map(|(asked, signal)| asked.then_some(signal))
+    .collect();
+    let arenas = crate::jemalloc::install_range_hooks() && (wanted || matches!(automatic_dumps, Ok(Some(_))));
+    let unwatched = crate::process::watch::start(Watched { arenas, signals, end_memprof: shutdown });
+    if let Some(error) = unwatched.arenas {
         messages::warn(&format!("explain will not tell jemalloc's memory apart: cannot start a thread ({error})"));
+    }
+    if let Some(error) = unwatched.signals {
+        messages::warn(&format!("SIGTERM and SIGINT will not leave a final profile: {error}"));
     }
     // What memprof makes from here on and keeps (its profiler, the continuous record, the allocator's code,
     // the endpoints' context) is memprof's: made in its arena, never the program's live bytes.
@@ -121,18 +131,6 @@ fn start_unsampled(options: Options) -> Guard {
         let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
         if wanted && options.built_in_server {
             start_server(&options, context);
-        }
-        let signals: Vec<std::ffi::c_int> = [
-            (options.dump_on_sigterm, signal_hook::consts::SIGTERM),
-            (options.dump_on_sigint, signal_hook::consts::SIGINT),
-        ]
-        .into_iter()
-        .filter_map(|(asked, signal)| asked.then_some(signal))
-        .collect();
-        if !signals.is_empty()
-            && let Err(error) = crate::process::signals::watch(&signals, shutdown)
-        {
-            messages::warn(&format!("SIGTERM and SIGINT will not leave a final profile: {error}"));
         }
         if profiler.config.profiling_enabled {
             choose_sampling(profiler, choice, sampling_warning, active_at_start);

@@ -55,7 +55,15 @@ fn installed() {
     WATCHING.get_or_init(|| {
         assert!(super::install_range_hooks());
         crate::jemalloc::arena::own_arena();
-        std::thread::spawn(watch_new_arenas);
+        std::thread::spawn(|| {
+            let mut watch = ArenaWatch::begin().expect("the hooks are installed");
+            loop {
+                let mut wait =
+                    [rustix::event::PollFd::from_borrowed_fd(watch.announcements(), rustix::event::PollFlags::IN)];
+                let _ = rustix::event::poll(&mut wait, None);
+                watch.answer();
+            }
+        });
         while WATCHING_PROCESS.load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }

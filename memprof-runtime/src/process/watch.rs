@@ -1,0 +1,91 @@
+//! memprof's watch: one thread, waiting (`poll`) for what memprof must answer the moment it happens: an
+//! arena jemalloc made, to be hooked before it maps anything ([`crate::jemalloc::ArenaWatch`]), and
+//! SIGTERM or SIGINT where the program asked memprof to end on them ([`super::signals::SignalWatch`]).
+//! One thread for both, where each had its own: an idle service runs three of memprof's threads (the
+//! watch, the counters, the server's door).
+//!
+//! Started at start-up, before memprof's other threads allocate, and at most once; it never ends.
+
+use std::ffi::c_int;
+
+use rustix::event::{PollFd, PollFlags, poll};
+
+use super::signals::SignalWatch;
+use crate::jemalloc::ArenaWatch;
+
+/// What the watch waits for.
+pub(crate) struct Watched {
+    /// Whether arenas are hooked as they are made (where memprof reads the memory, and the hooks are in).
+    pub(crate) arenas: bool,
+    /// The signals memprof ends on, and what it runs then.
+    pub(crate) signals: Vec<c_int>,
+    pub(crate) end_memprof: fn(),
+}
+
+/// What could not be watched, and why.
+#[derive(Debug, Default)]
+pub(crate) struct Unwatched {
+    /// The arenas are not watched (the thread could not start).
+    pub(crate) arenas: Option<std::io::Error>,
+    /// The signals are not watched.
+    pub(crate) signals: Option<std::io::Error>,
+}
+
+/// Starts the watch's thread for what `watched` names, unless it names nothing.
+pub(crate) fn start(watched: Watched) -> Unwatched {
+    let mut unwatched = Unwatched::default();
+    let signals = if watched.signals.is_empty() {
+        None
+    } else {
+        match SignalWatch::new(&watched.signals, watched.end_memprof) {
+            Ok(signals) => Some(signals),
+            Err(error) => {
+                unwatched.signals = Some(error);
+                None
+            }
+        }
+    };
+    if !watched.arenas && signals.is_none() {
+        return unwatched;
+    }
+    let signals_asked = signals.is_some();
+    let arenas = watched.arenas;
+    if let Err(error) = super::threads::spawn("memprof-watch", move || watch(arenas, signals)) {
+        unwatched.signals = signals_asked.then(|| std::io::Error::new(error.kind(), error.to_string()));
+        unwatched.arenas = arenas.then_some(error);
+    }
+    unwatched
+}
+
+/// The watch's loop: never returns.
+fn watch(arenas: bool, mut signals: Option<SignalWatch>) {
+    let mut arenas = arenas.then(ArenaWatch::begin).flatten();
+    loop {
+        let mut waits = Vec::with_capacity(2);
+        if let Some(arenas) = &arenas {
+            waits.push(PollFd::from_borrowed_fd(arenas.announcements(), PollFlags::IN));
+        }
+        if let Some(signals) = &signals {
+            waits.push(PollFd::from_borrowed_fd(signals.arrivals(), PollFlags::IN));
+        }
+        if waits.is_empty() {
+            return; // nothing to watch: the arenas' hooks were not installed, and no signal was asked for
+        }
+        if poll(&mut waits, None).is_err() {
+            continue; // EINTR
+        }
+        let ready: Vec<bool> = waits.iter().map(|wait| !wait.revents().is_empty()).collect();
+        drop(waits);
+        let mut ready = ready.into_iter();
+        if let Some(arenas) = arenas.as_mut()
+            && ready.next() == Some(true)
+        {
+            arenas.answer();
+        }
+        if let Some(signals) = signals.as_mut()
+            && ready.next() == Some(true)
+        {
+            signals.check();
+        }
+    }
+}
