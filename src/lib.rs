@@ -82,7 +82,7 @@ pub use memprof_macros::main;
 pub use memprof_runtime::{Guard, Options, Profile, Run, shutdown, start};
 /// Why a run could not be started or finished (compiled out: always [`Error::Unavailable`]).
 #[doc(inline)]
-pub use memprof_wire::{DumpOf, Error};
+pub use memprof_wire::{Cause, DumpOf, Error};
 
 /// Reading heap profiles in a program of its own (memprof-analysis): parse a jemalloc dump, symbolize it,
 /// split it by label and render it in any format. Compiled out too: reading profiles needs no profiler (a

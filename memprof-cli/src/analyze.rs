@@ -12,7 +12,7 @@ use crate::output::{self, Content};
 use crate::terminal::for_terminal;
 
 /// A label key, as `--by` takes it.
-pub(crate) fn label_key(key: &str) -> Result<String, String> {
+pub(crate) fn label_key(key: &str) -> Result<String, memprof_wire::InvalidLabel> {
     memprof_wire::label_key(key).map(str::to_owned)
 }
 

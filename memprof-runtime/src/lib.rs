@@ -49,7 +49,7 @@ pub use memprof_analysis as analysis;
 pub use process::environment;
 pub use profiler::malloc_conf::{MallocConf, PROFILING_CONF};
 pub use profiler::run::{Profile, Run, Scope};
-pub use profiler::{DumpOf, Error};
+pub use profiler::{Cause, DumpOf, Error};
 pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, start};
 
 // The runtime's own tests run with profiling armed, as a program using memprof does.

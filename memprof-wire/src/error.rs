@@ -2,6 +2,7 @@
 //! runtime and the facade compiled out (where only [`Error::Unavailable`] ever happens).
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a run could not be started or finished. Each message says what happened and what to do.
 ///
@@ -27,21 +28,21 @@ pub enum Error {
         /// The `mallctl` name.
         control: &'static str,
         /// jemalloc's error.
-        error: String,
+        error: Cause,
     },
     /// A heap profile could not be written.
     Dump {
         /// Which dump.
         of: DumpOf,
         /// Why, as the file system or jemalloc said it.
-        error: String,
+        error: Cause,
     },
     /// A thread memprof needs could not be started.
     Thread {
         /// Which thread, such as "the run's timer".
         purpose: &'static str,
-        /// Why.
-        error: String,
+        /// Why, as the system said it.
+        error: Cause,
     },
     /// memprof has shut down (`memprof::shutdown`, or the `memprof::Guard` dropped): nothing more is
     /// profiled or dumped.
@@ -112,4 +113,72 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    /// The file system's, jemalloc's or the system's own error behind a failed control, dump or thread.
+    ///
+    /// ```
+    /// use std::error::Error as _;
+    /// let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+    /// let error = memprof_wire::Error::Dump { of: memprof_wire::DumpOf::Snapshot, error: full.into() };
+    /// let source = error.source().unwrap().downcast_ref::<std::io::Error>().unwrap();
+    /// assert_eq!(source.kind(), std::io::ErrorKind::StorageFull);
+    /// ```
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Control { error, .. } | Error::Dump { error, .. } | Error::Thread { error, .. } => {
+                Some(error.error())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What an [`Error`] came of, kept whole: the file system's `std::io::Error`, jemalloc's control error, the
+/// system's refusal of a thread (the [`std::error::Error::source`] of the `Error`, to downcast). Cheap to
+/// clone (shared); two causes are equal when they say the same.
+///
+/// ```
+/// let cause = memprof_wire::Cause::from(std::io::Error::other("disk full"));
+/// assert_eq!(cause, memprof_wire::Cause::message("disk full"));
+/// assert_eq!(cause.to_string(), "disk full");
+/// ```
+#[derive(Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Cause {
+    /// The error itself.
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+
+    /// A cause known only by what it says.
+    pub fn message(message: impl Into<String>) -> Cause {
+        Cause(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(message.into())))
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Cause {
+    fn from(error: E) -> Self {
+        Cause(Arc::new(error))
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, formatter)
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, formatter)
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Cause {}

@@ -9,15 +9,32 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(memprof_wire::label_key("tenant"), Ok("tenant"));
 /// assert!(memprof_wire::label_key("tenant name").is_err());
 /// ```
-pub fn label_key(key: &str) -> Result<&str, String> {
+pub fn label_key(key: &str) -> Result<&str, InvalidLabel> {
     let valid =
         !key.is_empty() && key.len() <= 64 && key.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
     if valid {
         Ok(key)
     } else {
-        Err(format!("'{key}' is not a label key; expected letters, digits and '_' (at most 64)"))
+        Err(InvalidLabel(format!("'{key}' is not a label key; expected letters, digits and '_' (at most 64)")))
     }
 }
+
+/// Why a label key or filter was refused: what was given, and what is expected.
+///
+/// ```
+/// let error = memprof_wire::label_filter("tenant").unwrap_err();
+/// assert_eq!(error.to_string(), "'tenant' is not KEY:VALUE (for example tenant:acme)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidLabel(String);
+
+impl std::fmt::Display for InvalidLabel {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidLabel {}
 
 /// A label filter, `KEY:VALUE` (`KEY:(none)` for samples without `KEY`), as `?label=` and `memprof
 /// --label` take it.
@@ -26,9 +43,10 @@ pub fn label_key(key: &str) -> Result<&str, String> {
 /// assert_eq!(memprof_wire::label_filter("tenant:acme"), Ok(("tenant".to_owned(), "acme".to_owned())));
 /// assert!(memprof_wire::label_filter("tenant").is_err());
 /// ```
-pub fn label_filter(filter: &str) -> Result<(String, String), String> {
-    let (key, value) =
-        filter.split_once(':').ok_or_else(|| format!("'{filter}' is not KEY:VALUE (for example tenant:acme)"))?;
+pub fn label_filter(filter: &str) -> Result<(String, String), InvalidLabel> {
+    let (key, value) = filter
+        .split_once(':')
+        .ok_or_else(|| InvalidLabel(format!("'{filter}' is not KEY:VALUE (for example tenant:acme)")))?;
     Ok((label_key(key)?.to_owned(), value.to_owned()))
 }
 

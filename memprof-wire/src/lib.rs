@@ -20,12 +20,12 @@ mod runs;
 mod state;
 
 pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, ProfileRecord};
-pub use error::{DumpOf, Error};
+pub use error::{Cause, DumpOf, Error};
 pub use explain::{
     ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, HeldAge, LabelledBytes, MemoryClass,
     Purged, Verdict, VerdictKind, class,
 };
-pub use labels::{LabelBytes, LabelCounts, label_filter, label_key};
+pub use labels::{InvalidLabel, LabelBytes, LabelCounts, label_filter, label_key};
 pub use memory::{Growing, GrowingSeries, HeapCounters, Memory, Reading, SeriesPoint};
 pub use runs::{KeptProfile, ProfileUrls, RunAnswer, RunOwner, Started, Switches};
 pub use state::{

@@ -5,7 +5,8 @@ use super::build::is_plumbing;
 use super::symbolized::Symbolized;
 
 /// The function at each of `addresses` of this process (the innermost inlined one, allocator frames
-/// skipped), as pprof's symbol service answers; `None` where nothing is known.
+/// skipped), as pprof's symbol service answers; `None` where nothing is known. The error is reading or
+/// understanding `/proc/self/maps`.
 ///
 /// ```
 /// let here = memprof_analysis::function_names_in_this_process as *const () as usize as u64;
@@ -13,10 +14,10 @@ use super::symbolized::Symbolized;
 /// assert_eq!(names.len(), 2);
 /// assert_eq!(names[1], None);
 /// ```
-pub fn function_names_in_this_process(addresses: &[u64]) -> Result<Vec<Option<String>>, String> {
-    let maps =
-        std::fs::read_to_string("/proc/self/maps").map_err(|error| format!("Cannot read /proc/self/maps ({error})"))?;
-    let mappings = crate::heap_profile::parse_maps(&maps).map_err(|error| format!("/proc/self/maps {error}"))?;
+pub fn function_names_in_this_process(addresses: &[u64]) -> std::io::Result<Vec<Option<String>>> {
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let mappings = crate::heap_profile::parse_maps(&maps)
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not understood: {error}")))?;
     // Each address taken as it is, not moved back as a return address.
     let symbolized = Symbolized::new(addresses.iter().copied(), &mappings, &Binaries::as_mapped());
     let name = |address: &u64| {

@@ -83,7 +83,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
     for profile in std::iter::once(&profile).chain(&base) {
         symbolized_here(context, profile)?;
     }
-    fn invalid(name: &'static str) -> impl Fn(String) -> HttpError {
+    fn invalid(name: &'static str) -> impl Fn(memprof_wire::InvalidLabel) -> HttpError {
         move |error| HttpError::bad_request(format!("Invalid parameter '{name}': {error}"))
     }
     let options = RenderOptions {

@@ -61,7 +61,8 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     // A chunk of addresses at a time (sorted, so each falls in few of the binary's units): what naming them
     // costs is bounded by a chunk, and only the answer grows, a piece of the exact size for each chunk.
     for chunk in addresses.chunks(ADDRESSES_AT_ONCE) {
-        let names = memprof_analysis::function_names_in_this_process(chunk).map_err(HttpError::internal)?;
+        let names = memprof_analysis::function_names_in_this_process(chunk)
+            .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
         let labels = crate::labels::frame_names(chunk);
         let named: Vec<(u64, String)> = chunk
             .iter()

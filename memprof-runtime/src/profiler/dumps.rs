@@ -17,7 +17,7 @@ impl Profiler {
         books.runs.check_open()?;
         let id = books.runs.next_id();
         jemalloc::unsampled(|| books.store.snapshot(id, &self.heap_dump()))
-            .map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.to_string() })
+            .map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.into() })
     }
 
     /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
@@ -30,7 +30,7 @@ impl Profiler {
         let path = books
             .store
             .automatic(id, &self.heap_dump())
-            .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.to_string() })?;
+            .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.into() })?;
         let dump = keep_automatic(&mut books, id, Owner::Automatic(reason), path, keep, max_bytes);
         if let Some(record) = self.record() {
             keep_growth(&mut books, record, id, keep, max_bytes);

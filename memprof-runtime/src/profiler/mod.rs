@@ -36,7 +36,7 @@ use parking_lot::{Condvar, Mutex};
 
 pub(crate) use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
 pub(crate) use error::control;
-pub use error::{DumpOf, Error};
+pub use error::{Cause, DumpOf, Error};
 pub(crate) use outcomes::{LookupError, Started, Stopped};
 pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
@@ -289,7 +289,7 @@ impl Profiler {
                 books.forget(evicted);
                 Ok(finished)
             }
-            Err(error) => Err(books.runs.failed(run.id, error.to_string())),
+            Err(error) => Err(books.runs.failed(run.id, error.into())),
         };
         write_last_seen(books);
         finished

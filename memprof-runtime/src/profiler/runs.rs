@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::error::{DumpOf, Error};
+use super::error::{Cause, DumpOf, Error};
 use super::outcomes::{FailedRun, LookupError, RunCounts};
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
@@ -149,7 +149,7 @@ impl Runs {
     }
 
     /// Records that run `id` ended without a profile, and returns the error saying so.
-    pub(crate) fn failed(&mut self, id: u64, error: String) -> Error {
+    pub(crate) fn failed(&mut self, id: u64, error: Cause) -> Error {
         let of = DumpOf::Run { id, previous: self.finished.back().map(|latest| latest.id) };
         let error = Error::Dump { of, error };
         self.last_failure = Some(FailedRun { id, error: error.clone() });

@@ -5,18 +5,18 @@
 use std::sync::OnceLock;
 
 use super::Profiler;
-use super::error::Error;
+use super::error::{Cause, Error};
 use crate::process::messages;
 
 /// Whether the timer thread was started (and, if not, why).
-static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+static STARTED: OnceLock<Result<(), Cause>> = OnceLock::new();
 
 impl Profiler {
     /// Starts the timer thread, the first time. Called before sampling is switched on: the thread is
     /// unsampled before this returns.
     pub(super) fn start_timer(&'static self) -> Result<(), Error> {
         let started = STARTED.get_or_init(|| {
-            crate::process::threads::spawn("memprof-timer", move || end_runs(self)).map_err(|error| error.to_string())
+            crate::process::threads::spawn("memprof-timer", move || end_runs(self)).map_err(Cause::from)
         });
         started.clone().map_err(|error| Error::Thread { purpose: "the runs' timer", error })
     }

@@ -85,8 +85,9 @@ fn lookups_say_why_a_profile_cannot_be_served() {
     assert_eq!(runs.lookup(Some(first)).map(|profile| profile.id), Ok(first));
     let second = begin(&mut runs, Owner::Http);
     runs.end();
-    let error = runs.failed(second, "disk full".to_owned());
-    assert_eq!(error, Error::Dump { of: DumpOf::Run { id: second, previous: Some(first) }, error: "disk full".into() });
+    let error = runs.failed(second, Cause::message("disk full"));
+    let disk_full = Cause::message("disk full");
+    assert_eq!(error, Error::Dump { of: DumpOf::Run { id: second, previous: Some(first) }, error: disk_full });
     assert_eq!(runs.lookup(Some(second)), Err(LookupError::Failed(error)));
     assert_eq!(runs.lookup(Some(7)), Err(LookupError::NotKept { id: 7, kept: vec![first] }));
     assert_eq!(runs.lookup(None).map(|profile| profile.id), Ok(first), "the failed run left the latest");
