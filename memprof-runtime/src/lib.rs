@@ -47,8 +47,8 @@ mod testing;
 /// Parsing, symbolizing, splitting and rendering heap profiles: memprof-analysis, as the endpoints use it.
 pub use memprof_analysis as analysis;
 pub use process::environment;
+pub use profiler::code_runs::{Profile, Run, Scope};
 pub use profiler::malloc_conf::{MallocConf, PROFILING_CONF};
-pub use profiler::run::{Profile, Run, Scope};
 pub use profiler::{Cause, DumpOf, Error};
 pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, start};
 

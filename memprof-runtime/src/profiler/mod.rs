@@ -11,6 +11,7 @@
 pub(crate) mod allocator_code;
 pub(crate) mod autodump;
 pub(crate) mod budget;
+pub(crate) mod code_runs;
 pub(crate) mod counters;
 mod dumps;
 pub(crate) mod duration;
@@ -19,7 +20,6 @@ mod final_dump;
 pub(crate) mod malloc_conf;
 mod outcomes;
 pub(crate) mod record;
-pub(crate) mod run;
 mod runs;
 pub(crate) mod sampling;
 pub(crate) mod throttle;

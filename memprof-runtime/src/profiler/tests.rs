@@ -53,7 +53,7 @@ fn a_run_keeps_what_it_allocated_and_its_peak_beside_its_profile() {
     let run = started(profiler, Owner::Http, None);
     drop(std::hint::black_box(vec![vec![1u8; 1 << 20]; 64]));
     let kept = std::hint::black_box(vec![vec![1u8; 1 << 20]; 8]);
-    let profile = super::run::Profile::from(&profiler.stop(Some(run.id)).unwrap().expect("the run's profile"));
+    let profile = super::code_runs::Profile::from(&profiler.stop(Some(run.id)).unwrap().expect("the run's profile"));
     let bytes = |path: Option<PathBuf>| {
         let text = std::fs::read_to_string(path.expect("kept beside the profile")).unwrap();
         let profile = memprof_analysis::HeapProfile::parse(&text).unwrap();

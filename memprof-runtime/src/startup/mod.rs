@@ -41,7 +41,7 @@ fn start_unsampled(options: Options) -> Guard {
         return Guard { owns_shutdown: false };
     }
     let wanted = environment::switched_on(&options.env);
-    if let Some(warning) = crate::profiler::run::decide_scopes(wanted) {
+    if let Some(warning) = crate::profiler::code_runs::decide_scopes(wanted) {
         messages::warn(&warning);
     }
     let sampling = std::env::var(environment::SAMPLING).ok();
