@@ -1,5 +1,7 @@
-//! Profiling runs: one at a time, identified by increasing ids, ended by a timer, by `stop`, or by the
-//! code that started them.
+//! The profiler: sampling (on demand or continuous, [`sampling`]; the stack walk, [`unwinder`]; the record
+//! of sampled objects, [`record`]; the budget of sampling work, [`throttle`]) and runs over it, identified
+//! by increasing ids, ended by a timer, by `stop`, or by the code that started them: on demand one at a
+//! time; continuously, windows that may overlap (an HTTP run and any number of `scope!`s).
 //!
 //! On demand (the default; see [`sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
 //! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
