@@ -237,7 +237,7 @@ fn repeated(runs: usize, program: &Path, arguments: &[&str]) -> (Duration, u64) 
 /// Starts a 1-second run, waits for its end, returns its id.
 fn finished_run(program: &Program) -> u64 {
     let id = program.get_json("/memory-profiler/start?duration=1secs")["id"].as_u64().unwrap();
-    while !program.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["id"].is_null() {
+    while program.state().current_run.id().is_some() {
         thread::sleep(Duration::from_millis(50));
     }
     id

@@ -102,12 +102,12 @@ fn print_share(what: &str, program: &Program, id: u64) {
             reached += bytes;
         }
     }
-    let walk = &program.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
+    let walk = program.state().stack_walk;
     println!(
         "{what:>18}: {:.1} % of {:.1} MiB; walks completed by the unwinder: {}",
         100.0 * reached / all,
         all / (1 << 20) as f64,
-        walk["completed_by_unwinder"]
+        walk.completed_by_unwinder
     );
 }
 

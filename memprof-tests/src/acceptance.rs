@@ -50,10 +50,10 @@ pub fn wait_for_sampled(service: &Program, functions: &[&str]) {
 }
 
 /// Polls `state` until no run is active.
-pub fn wait_until_idle(service: &Program) -> Value {
+pub fn wait_until_idle(service: &Program) -> memprof_wire::ProfilerState {
     wait_until("the run to end", PATIENCE, || {
-        let state = service.get_json("/memory-profiler/state");
-        if state["memory_profiler"]["current_run"]["id"].is_null() { Ok(state) } else { Err(state.to_string()) }
+        let state = service.state();
+        if state.current_run.id().is_none() { Ok(state) } else { Err(format!("{state:?}")) }
     })
 }
 
@@ -77,14 +77,17 @@ pub fn profiles_in(directory: &str) -> Vec<std::fs::DirEntry> {
 pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) {
     let id = start(service, "1mins");
 
-    let state = service.get_json("/memory-profiler/state");
-    let current = &state["memory_profiler"]["current_run"];
-    assert_eq!(current["id"].as_u64(), Some(id));
-    let remaining = current["remaining_seconds"].as_f64().unwrap();
+    let state = service.whole_state();
+    let memprof_wire::CurrentRun::Active { id: current, remaining_seconds: Some(remaining), .. } =
+        state.memory_profiler.current_run
+    else {
+        panic!("no timed run: {:?}", state.memory_profiler.current_run)
+    };
+    assert_eq!(current, id);
     assert!(remaining > 0.0 && remaining <= 60.0, "{remaining}");
-    assert_eq!(state["jemalloc"]["profiling_active"], true);
-    assert_eq!(state["jemalloc"]["profiling_enabled"], true);
-    assert_eq!(state["jemalloc"]["malloc_conf"]["exported"], "prof:true,prof_active:false");
+    assert!(state.jemalloc.profiling_active);
+    assert!(state.jemalloc.profiling_enabled);
+    assert_eq!(state.jemalloc.malloc_conf.exported.as_deref(), Some("prof:true,prof_active:false"));
 
     let while_active = service.get("/memory-profiler/download/raw");
     assert_eq!(while_active.status, 409);
@@ -129,12 +132,11 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
     let latest = service.get("/memory-profiler/download/raw");
     assert_eq!((latest.status, latest.body), (200, download.body));
 
-    let state = service.get_json("/memory-profiler/state");
-    let latest_run = &state["memory_profiler"]["latest_run"];
-    assert_eq!(latest_run["id"].as_u64(), Some(id));
-    assert_eq!(latest_run["started_by"], "http");
-    assert_eq!(state["jemalloc"]["profiling_active"], false);
-    let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap();
+    let state = service.whole_state();
+    let latest_run = state.memory_profiler.latest_run.expect("the run kept");
+    assert_eq!((latest_run.id, latest_run.started_by.as_str()), (id, "http"));
+    assert!(!state.jemalloc.profiling_active);
+    let directory = state.memory_profiler.tmp_dir.as_str();
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(directory).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "{directory}");
@@ -148,7 +150,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
     // the process's last-seen record, which the next start reads if this process is killed; and the run's
     // views from the record of samples (net growth, allocations, peak).
     names.sort();
-    let id = latest_run["id"].as_u64().unwrap();
+    let id = latest_run.id;
     let mut expected: Vec<String> = ["heap", "heap.labels", "json", "allocated", "net-grown", "net-shrunk", "peak"]
         .iter()
         .map(|suffix| format!("profile.{id}.{suffix}"))
@@ -168,7 +170,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
 pub fn the_timer_ends_a_run(service: &Program) {
     let first = start(service, "1secs");
     let state = wait_until_idle(service);
-    assert_eq!(state["memory_profiler"]["latest_run"]["id"].as_u64(), Some(first));
+    assert_eq!(state.latest_run.map(|run| run.id), Some(first));
 
     let second = start(service, "0.5mins");
     assert!(second > first, "ids increase: {first} then {second}");

@@ -206,6 +206,18 @@ impl Program {
         response.json()
     }
 
+    /// `GET /memory-profiler/state`'s profiler, read through memprof-wire's types.
+    pub fn state(&self) -> memprof_wire::ProfilerState {
+        self.whole_state().memory_profiler
+    }
+
+    /// `GET /memory-profiler/state`, the profiler's and jemalloc's, read through memprof-wire's types.
+    pub fn whole_state(&self) -> memprof_wire::State {
+        let state = self.get_json("/memory-profiler/state");
+        let parsed: Result<memprof_wire::State, _> = serde_json::from_value(state.clone());
+        parsed.unwrap_or_else(|error| panic!("state is not memprof-wire's State ({error}): {state:#}"))
+    }
+
     /// The names of the threads of the program (from `/proc`).
     pub fn thread_names(&self) -> Vec<String> {
         let tasks = PathBuf::from(format!("/proc/{}/task", self.pid()));

@@ -139,8 +139,7 @@ fn sigterm_is_the_services_own_and_its_graceful_end_cleans_up() {
     let mut service = axum_service().env("MEMPROF_FINAL_DUMP", &final_dump).spawn();
     acceptance::start(&service, "1mins");
     service.get_json("/memory-profiler/stop");
-    let directory =
-        service.get_json("/memory-profiler/state")["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    let directory = service.state().tmp_dir;
     acceptance::start(&service, "1mins");
     service.signal("TERM");
     assert!(service.wait(), "graceful shutdown: {:#?}", service.output());
@@ -162,15 +161,15 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     assert_eq!(shown[0].text, format!("[memprof] ERROR {advice}\n"), "{}", shown[0].place());
     let service = missing().spawn();
     service.wait_for_line(|line| line == format!("[memprof] ERROR {advice}"));
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["warnings"], serde_json::json!([advice]));
-    assert_eq!(state["jemalloc"]["profiling_enabled"], false);
+    let state = service.whole_state();
+    assert_eq!(state.memory_profiler.warnings, [advice.to_owned()]);
+    assert!(!state.jemalloc.profiling_enabled);
     let refused = service.get("/memory-profiler/start?duration=1mins");
     assert_eq!((refused.status, refused.text()), (503, format!("{advice}\n")));
 
     // Told through the environment instead, it profiles (every 16 KiB: the program allocates slowly).
     let told = missing().env("MALLOC_CONF", "prof:true,prof_active:false,lg_prof_sample:14").spawn();
-    assert_eq!(told.get_json("/memory-profiler/state")["memory_profiler"]["warnings"], serde_json::json!([]));
+    assert_eq!(told.state().warnings, Vec::<String>::new());
     let id = acceptance::start(&told, "1mins");
     acceptance::wait_for_sampled(&told, &["missing_conf::main"]);
     assert_eq!(told.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));

@@ -8,6 +8,7 @@ use std::thread;
 use memprof_tests::http::request_with_body;
 use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
+use memprof_wire::StackWalk;
 
 const MIB: f64 = 1_048_576.0;
 
@@ -99,15 +100,18 @@ fn open_session_stack(service: &Program) -> Vec<String> {
 #[test]
 fn the_frame_pointer_and_unwind_table_walks_find_the_stacks_libgcc_finds() {
     let by_frame_pointers = finely_sampled_service();
-    let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    assert_eq!(walk, &serde_json::json!({ "method": "frame pointers", "why": null, "completed_by_unwinder": 0 }));
+    let walk = by_frame_pointers.state().stack_walk;
+    let expected = |method: &str, why: Option<&str>| StackWalk {
+        method: method.to_owned(),
+        why: why.map(str::to_owned),
+        completed_by_unwinder: 0,
+    };
+    assert_eq!(walk, expected("frame pointers", None));
     let by_libgcc = Program::service().env("MALLOC_CONF", FINE_SAMPLING).env("MEMPROF_UNWINDER", "libgcc").spawn();
     by_libgcc
         .wait_for_line(|line| line == "[memprof] INFO Samples walk the stack with libgcc: MEMPROF_UNWINDER=libgcc");
-    let walk = &by_libgcc.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    let libgcc =
-        serde_json::json!({ "method": "libgcc", "why": "MEMPROF_UNWINDER=libgcc", "completed_by_unwinder": 0 });
-    assert_eq!(walk, &libgcc);
+    let walk = by_libgcc.state().stack_walk;
+    assert_eq!(walk, expected("libgcc", Some("MEMPROF_UNWINDER=libgcc")));
 
     // The walk programs built without frame pointers get: the unwind tables, each return address's rule cached.
     let by_tables =
@@ -115,9 +119,8 @@ fn the_frame_pointer_and_unwind_table_walks_find_the_stacks_libgcc_finds() {
     by_tables.wait_for_line(|line| {
         line == "[memprof] INFO Samples walk the stack with unwind tables: MEMPROF_UNWINDER=unwind-tables"
     });
-    let walk = &by_tables.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    let tables = serde_json::json!({ "method": "unwind tables", "why": "MEMPROF_UNWINDER=unwind-tables", "completed_by_unwinder": 0 });
-    assert_eq!(walk, &tables);
+    let walk = by_tables.state().stack_walk;
+    assert_eq!(walk, expected("unwind tables", Some("MEMPROF_UNWINDER=unwind-tables")));
 
     let (fast, slow) = (open_session_stack(&by_frame_pointers), open_session_stack(&by_libgcc));
     // The same frames, but for the C start-up code below `main` that glibc builds without frame pointers.
@@ -127,8 +130,8 @@ fn the_frame_pointer_and_unwind_table_walks_find_the_stacks_libgcc_finds() {
     // The tables find every frame libgcc finds, the C start-up code included.
     assert_eq!(open_session_stack(&by_tables), slow, "unwind tables against libgcc");
     // The example's stacks are Rust's, frame pointers all the way: no walk needed the unwinder.
-    let walk = &by_frame_pointers.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    assert_eq!(walk["completed_by_unwinder"], 0, "{walk}");
+    let walk = by_frame_pointers.state().stack_walk;
+    assert_eq!(walk.completed_by_unwinder, 0, "{walk:?}");
 }
 
 /// `jeprof --text` of run `id`'s raw dump, as an operator runs it on a downloaded profile.

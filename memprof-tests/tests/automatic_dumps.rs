@@ -5,11 +5,10 @@ use memprof_tests::process::{PATIENCE, Program};
 use memprof_tests::waiting::wait_until;
 
 /// The automatic dumps `state` lists, newest first, once at least `count` exist.
-fn automatic_dumps(service: &Program, count: usize) -> Vec<serde_json::Value> {
+fn automatic_dumps(service: &Program, count: usize) -> Vec<memprof_wire::KeptProfile> {
     wait_until(&format!("{count} automatic dumps"), PATIENCE, || {
-        let state = service.get_json("/memory-profiler/state");
-        let dumps = state["memory_profiler"]["automatic_dumps"]["dumps"].as_array().unwrap().clone();
-        if dumps.len() >= count { Ok(dumps) } else { Err(state.to_string()) }
+        let dumps = service.state().automatic_dumps.dumps;
+        if dumps.len() >= count { Ok(dumps) } else { Err(format!("{dumps:?}")) }
     })
 }
 
@@ -21,26 +20,26 @@ fn automatic_dumps_every_n_bytes_stay_in_a_bounded_ring() {
         .env("MEMPROF_DUMP_KEEP", "2")
         .spawn();
     let first = automatic_dumps(&service, 2);
-    let oldest = first[1]["id"].as_u64().unwrap();
+    let oldest = first[1].id;
     // Wait for a third dump: the oldest leaves the ring, which still holds two.
     let later = wait_until("a third dump, the oldest gone", PATIENCE, || {
         let dumps = automatic_dumps(&service, 2);
-        let gone = dumps.iter().all(|dump| dump["id"].as_u64() != Some(oldest));
+        let gone = dumps.iter().all(|dump| dump.id != oldest);
         if gone { Ok(dumps) } else { Err(format!("{dumps:?}")) }
     });
     assert_eq!(later.len(), 2);
-    let reason = later[0]["started_by"].as_str().unwrap();
+    let reason = later[0].started_by.as_str();
     assert!(
         reason.starts_with("automatic: ") && reason.ends_with(" MiB allocated since the last interval dump"),
         "{reason}"
     );
-    let newest = later[0]["id"].as_u64().unwrap();
+    let newest = later[0].id;
     assert!(service.get(&format!("/memory-profiler/download/raw?id={newest}")).text().starts_with("heap_v2/"));
     let text = service.get(&format!("/memory-profiler/download/text?id={newest}"));
     assert!(text.status == 200 && text.text().contains("% service::open_session\n"), "{}", text.text());
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={oldest}")).status, 404);
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["automatic_dumps"]["settings"]["every_bytes"], 16 << 20);
+    let settings = service.state().automatic_dumps.settings.expect("automatic dumps on");
+    assert_eq!(settings.every_bytes, Some(16 << 20));
 }
 
 #[test]
@@ -51,7 +50,7 @@ fn a_resident_threshold_dumps_once_per_crossing() {
         .env("MEMPROF_DUMP_MAX_BYTES", "1")
         .spawn();
     let dumps = automatic_dumps(&service, 1);
-    let reason = dumps[0]["started_by"].as_str().unwrap();
+    let reason = dumps[0].started_by.as_str();
     assert!(reason.starts_with("automatic: resident ") && reason.contains(" MiB crossed 0.1% of the "), "{reason}");
     // The resident set stays above the threshold: no second dump, however long it stays there.
     service.wait_for_line(|line| line.starts_with("service: 50000 requests handled"));
@@ -64,10 +63,7 @@ fn malformed_automatic_dump_settings_are_reported_and_the_program_runs_on() {
     service.wait_for_line(|line| {
         line == "[memprof] ERROR Automatic heap dumps are off: MEMPROF_DUMP_EVERY=\"lots\" is not a size such as 1GiB"
     });
-    assert_eq!(
-        service.get_json("/memory-profiler/state")["memory_profiler"]["automatic_dumps"]["settings"],
-        serde_json::Value::Null
-    );
+    assert_eq!(service.state().automatic_dumps.settings, None);
 }
 
 #[test]
@@ -75,8 +71,8 @@ fn a_new_high_water_mark_of_allocated_bytes_makes_a_dump() {
     let service =
         Program::service().env("MALLOC_CONF", "prof_active:true").env("MEMPROF_DUMP_HIGH_WATER", "10%").spawn();
     let dumps = automatic_dumps(&service, 1);
-    let reason = dumps.last().unwrap()["started_by"].as_str().unwrap();
+    let reason = dumps.last().unwrap().started_by.as_str();
     assert!(reason.starts_with("automatic: new high-water mark, ") && reason.ends_with(" MiB allocated"), "{reason}");
-    let settings = &service.get_json("/memory-profiler/state")["memory_profiler"]["automatic_dumps"]["settings"];
-    assert_eq!((settings["high_water_step"].as_f64(), settings["keep"].as_u64()), (Some(0.1), Some(8)));
+    let settings = service.state().automatic_dumps.settings.expect("automatic dumps on");
+    assert_eq!((settings.high_water_step, settings.keep), (Some(0.1), 8));
 }

@@ -26,14 +26,14 @@ fn the_cli_drives_a_service_from_start_to_download() {
 
     let (code, json, _) = memprof(&service, &["--json", "state"]);
     assert_eq!(code, 0);
-    let state: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let first = state["memory_profiler"]["latest_run"]["id"].as_u64().unwrap();
+    let state: memprof_wire::State = serde_json::from_str(&json).unwrap();
+    let first = state.memory_profiler.latest_run.expect("the run kept").id;
 
     let (code, on, _) = memprof(&service, &["activate"]);
     assert!(code == 0 && on.starts_with("Heap profiling switched on as run "), "{on}");
     let (code, off, _) = memprof(&service, &["deactivate"]);
     assert!(code == 0 && off.starts_with("Heap profiling switched off; the profile of run "), "{off}");
-    let second = service.get_json("/memory-profiler/state")["memory_profiler"]["latest_run"]["id"].as_u64().unwrap();
+    let second = service.state().latest_run.expect("a latest run").id;
 
     let (code, difference, stderr) = memprof(&service, &["diff", &first.to_string(), &second.to_string()]);
     assert!(code == 0 && difference.starts_with("Total: "), "{difference}{stderr}");
@@ -51,9 +51,7 @@ fn the_cli_drives_a_service_from_start_to_download() {
     let (code, stats, _) = memprof(&service, &["stats", "--text"]);
     assert!(code == 0 && stats.starts_with("___ Begin jemalloc statistics ___"));
 
-    let state = service.get_json("/memory-profiler/state");
-    let mut kept: Vec<String> =
-        state["memory_profiler"]["runs"].as_array().unwrap().iter().map(|run| run["id"].to_string()).collect();
+    let mut kept: Vec<String> = service.state().runs.iter().map(|run| run.id.to_string()).collect();
     kept.reverse();
     let missing = scratch.join("missing.txt");
     let (code, _, stderr) = memprof(&service, &["download", "--id", "7", "-o", missing.to_str().unwrap()]);

@@ -121,17 +121,17 @@ fn sampling_continuously_a_service_starts_threads_as_on_demand_pausing_sampling_
         if state["jemalloc"]["profiling_active"] == true { Ok(()) } else { Err(state.to_string()) }
     });
     three_connections(&service);
-    let sampling = &service.get_json("/memory-profiler/state")["memory_profiler"]["sampling"];
+    let sampling = service.state().sampling;
     // Counted after that request, which may have needed one more.
     let born = connection_threads(&service);
     assert!((1..=5).contains(&born), "{:?}", service.thread_names());
-    assert_eq!(sampling["mode"], "continuous", "{sampling}");
+    assert_eq!(sampling.mode, "continuous", "{sampling:?}");
     // Every birth after the first paused sampling: the three connections held at once needed threads.
-    let pauses = sampling["paused_for_threads"].as_u64().unwrap();
-    assert!(pauses >= 2 && pauses <= born as u64, "{born} threads born, {pauses} pauses: {sampling}");
-    assert!(sampling["paused_for_threads_us"].as_u64().unwrap() > 0, "{sampling}");
+    let pauses = sampling.paused_for_threads;
+    assert!(pauses >= 2 && pauses <= born as u64, "{born} threads born, {pauses} pauses: {sampling:?}");
+    assert!(sampling.paused_for_threads_us > 0, "{sampling:?}");
     // Sampling is on again: the service's own allocations are sampled.
-    assert!(sampling["record"].is_object(), "{sampling}");
+    assert!(sampling.record.is_some(), "{sampling:?}");
     memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
 }
 
@@ -170,8 +170,8 @@ fn an_unknown_unwinder_is_reported_and_the_walk_is_memprofs_choice() {
     service.wait_for_line(|line| {
         line == "[memprof] WARN MEMPROF_UNWINDER=fast is neither unwind-tables nor libgcc, the values it takes: samples walk the stack as memprof chooses"
     });
-    let walk = &service.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    assert_eq!(walk["method"], "frame pointers", "{walk}");
+    let walk = service.state().stack_walk;
+    assert_eq!(walk.method, "frame pointers", "{walk:?}");
 }
 
 /// `MALLOC_CONF=prof_active:true`, the way Traffic Server documents always-on sampling, asks for continuous
@@ -186,10 +186,10 @@ fn prof_active_in_malloc_conf_asks_for_continuous_sampling() {
     assert_eq!(started.status, 200, "{}", started.text());
     let stopped = service.get_json("/memory-profiler/stop");
     assert!(stopped["id"].is_u64(), "{stopped}");
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["sampling"]["mode"], "continuous");
-    assert_eq!(state["memory_profiler"]["started_externally"], false);
-    assert_eq!(state["jemalloc"]["profiling_active"], true, "the window's end leaves sampling on");
+    let state = service.whole_state();
+    assert_eq!(state.memory_profiler.sampling.mode, "continuous");
+    assert!(!state.memory_profiler.started_externally);
+    assert!(state.jemalloc.profiling_active, "the window's end leaves sampling on");
 }
 
 /// On demand by the operator's word (`MEMPROF_SAMPLING=on-demand`), sampling switched on by jemalloc's
@@ -206,11 +206,11 @@ fn profiling_started_by_malloc_conf_is_never_clobbered_on_demand() {
         let response = service.get(&format!("/memory-profiler/{endpoint}"));
         assert_eq!((response.status, response.text().as_str()), (409, message), "{endpoint}");
     }
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["started_externally"], true);
-    assert_eq!(state["memory_profiler"]["sampling"]["mode"], "on-demand");
-    assert_eq!(state["jemalloc"]["profiling_active"], true);
-    assert_eq!(state["jemalloc"]["malloc_conf"]["environment"], "prof_active:true");
+    let state = service.whole_state();
+    assert!(state.memory_profiler.started_externally);
+    assert_eq!(state.memory_profiler.sampling.mode, "on-demand");
+    assert!(state.jemalloc.profiling_active);
+    assert_eq!(state.jemalloc.malloc_conf.environment.as_deref(), Some("prof_active:true"));
 }
 
 /// With sampling on from the first allocation, memprof's own start-up (reading jemalloc's configuration and
@@ -249,9 +249,9 @@ fn profiling_disabled_by_malloc_conf_is_reported_and_answers_503() {
         let response = service.get(&format!("/memory-profiler/{endpoint}"));
         assert_eq!((response.status, response.text()), (503, format!("{warning}\n")), "{endpoint}");
     }
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["jemalloc"]["profiling_enabled"], false);
-    assert_eq!(state["memory_profiler"]["warnings"], serde_json::json!([warning]));
+    let state = service.whole_state();
+    assert!(!state.jemalloc.profiling_enabled);
+    assert_eq!(state.memory_profiler.warnings, [warning]);
 }
 
 #[test]
@@ -269,10 +269,10 @@ fn malloc_conf_overrides_the_sampling_rate_key_by_key() {
     service.wait_for_line(|line| {
         line == "[memprof] INFO Sampling every 2^17 bytes on average, as the environment asks (the program's malloc_conf asks for 2^19)"
     });
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["sample_period_bytes"], 131072);
-    assert_eq!(state["jemalloc"]["profiling_enabled"], true);
-    assert_eq!(state["jemalloc"]["profiling_active"], false);
+    let state = service.whole_state();
+    assert_eq!(state.memory_profiler.sample_period_bytes, Some(131072));
+    assert!(state.jemalloc.profiling_enabled);
+    assert!(!state.jemalloc.profiling_active);
 }
 
 #[test]
@@ -283,17 +283,16 @@ fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made()
     let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
     let stopped = service.get_json("/memory-profiler/stop");
     assert_eq!(stopped["id"].as_u64(), Some(id));
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["tmp_dir"], "In memory (no writable directory)");
-    assert!(state["memory_profiler"]["latest_run"]["path"].as_str().unwrap().starts_with("/proc/self/fd/"));
-    assert_eq!(state["memory_profiler"]["last_failure"], serde_json::Value::Null);
+    let state = service.state();
+    assert_eq!(state.tmp_dir, "In memory (no writable directory)");
+    assert!(state.latest_run.expect("the run kept").path.starts_with("/proc/self/fd/"));
+    assert_eq!(state.last_failure, None);
     assert!(service.get(&format!("/memory-profiler/download/raw?id={id}")).text().starts_with("heap_v2/524288\n"));
 
     std::fs::create_dir(&missing).unwrap();
     let second = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
     service.get_json("/memory-profiler/stop");
-    let state = service.get_json("/memory-profiler/state");
-    let path = state["memory_profiler"]["latest_run"]["path"].as_str().unwrap().to_owned();
+    let path = service.state().latest_run.expect("the run kept").path;
     assert!(
         path.starts_with(missing.to_str().unwrap()) && path.ends_with(&format!("/profile.{second}.heap")),
         "{path}"

@@ -33,12 +33,12 @@ fn assert_near(bytes: f64, expected_mib: f64, what: &str) {
 #[test]
 fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
     let program = windows();
-    let state = program.get_json("/memory-profiler/state");
-    let sampling = &state["memory_profiler"]["sampling"];
-    assert_eq!(sampling["mode"], "continuous", "{sampling}");
-    assert_eq!(sampling["because"], "the program's `continuous = true`", "{sampling}");
-    assert_eq!(sampling["record"]["dropped_objects"], 0, "{sampling}");
-    assert_eq!(state["memory_profiler"]["started_externally"], false);
+    let state = program.state();
+    let sampling = &state.sampling;
+    assert_eq!(sampling.mode, "continuous", "{sampling:?}");
+    assert_eq!(sampling.because, "the program's `continuous = true`", "{sampling:?}");
+    assert_eq!(sampling.record.as_ref().map(|record| record.dropped_objects), Some(0), "{sampling:?}");
+    assert!(!state.started_externally);
     let started = program.get("/memory-profiler/start");
     assert_eq!(started.status, 200, "{}", started.text());
     program.tell("grow", "windows: done grow");
@@ -50,10 +50,9 @@ fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
     let window = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
     assert_near(bytes_under(&program, &window, "grown_in_the_window"), 16.0, "grown in the window");
     assert_near(bytes_under(&program, &window, "grown_in_the_scope"), 8.0, "grown in the scope, in the run");
-    let state = program.get_json("/memory-profiler/state");
-    let runs = state["memory_profiler"]["runs"].as_array().unwrap();
-    let scoped = runs.iter().find(|run| run["started_by"] == "code: scoped").unwrap_or_else(|| panic!("{state}"));
-    let scope = program.get(&format!("/memory-profiler/download/raw?id={}", scoped["id"])).text();
+    let state = program.state();
+    let scoped = state.runs.iter().find(|run| run.started_by == "code: scoped").unwrap_or_else(|| panic!("{state:?}"));
+    let scope = program.get(&format!("/memory-profiler/download/raw?id={}", scoped.id)).text();
     assert_near(bytes_under(&program, &scope, "grown_in_the_scope"), 8.0, "grown in the scope");
     assert_eq!(bytes_under(&program, &scope, "grown_in_the_window"), 0.0, "grown before the scope");
     assert_eq!(bytes_under(&program, &window, "kept_before_the_window"), 0.0, "kept before the window");
@@ -150,19 +149,15 @@ fn scrapes_of_allocs_only_grow_and_their_deltas_add_up_to_the_load() {
 fn windows_in_a_loop_a_double_stop_forks_and_threads_leave_the_record_sound() {
     let program = windows();
     program.tell("scopes 2000", "windows: done scopes 2000");
-    let state = program.get_json("/memory-profiler/state");
-    let profiler = &state["memory_profiler"];
-    assert_eq!(profiler["open_windows"], serde_json::json!([]), "{profiler}");
-    assert_eq!(profiler["runs"].as_array().unwrap().len(), 4, "{profiler}");
+    let profiler = program.state();
+    assert!(profiler.open_windows.is_empty(), "{profiler:?}");
+    assert_eq!(profiler.runs.len(), 4, "{profiler:?}");
     for _ in 0..2 {
         let stopped = program.get("/memory-profiler/stop");
         assert_eq!(stopped.status, 200, "{}", stopped.text());
         assert!(stopped.json()["message"].as_str().unwrap().starts_with("No heap profiling run is active"));
     }
-    let live = |program: &Program| {
-        let state = program.get_json("/memory-profiler/state");
-        state["memory_profiler"]["sampling"]["record"]["live_objects"].as_u64().unwrap()
-    };
+    let live = |program: &Program| program.state().sampling.record.expect("the record").live_objects;
     let before = live(&program);
     program.tell("fork", "windows: done fork");
     program.tell("threads", "windows: done threads");
@@ -269,9 +264,9 @@ fn a_windows_net_growth_is_one_parameter_away() {
     let both = program.get(&format!("/memory-profiler/download/text?id={id}&net=true&base={id}"));
     let refused = (400, "Pass one of 'net', 'view' and 'base', not two.\n".to_owned());
     assert_eq!((both.status, both.text()), refused);
-    let state = program.get_json("/memory-profiler/state");
-    let kept = state["memory_profiler"]["runs"].as_array().unwrap().iter().find(|run| run["id"] == id).cloned();
-    let path = std::path::PathBuf::from(kept.unwrap_or_else(|| panic!("{state}"))["path"].as_str().unwrap());
+    let state = program.state();
+    let kept = state.runs.iter().find(|run| run.id == id);
+    let path = std::path::PathBuf::from(&kept.unwrap_or_else(|| panic!("{state:?}")).path);
     std::fs::remove_file(path.with_extension("net-grown")).unwrap();
     let gone = program.get(&format!("/memory-profiler/download/flamegraph?id={id}&net=true"));
     assert_eq!(gone.status, 404, "{}", gone.text());
@@ -292,12 +287,10 @@ fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
         Program::windows().env("MALLOC_CONF", "lg_prof_sample:0").env("MEMPROF_SAMPLING_BUDGET", "off").spawn();
     program.wait_for_line(|line| line == "windows: ready");
     program.tell("paths 20000", "windows: done paths 20000");
-    let record =
-        |program: &Program| program.get_json("/memory-profiler/state")["memory_profiler"]["sampling"]["record"].clone();
+    let record = |program: &Program| program.state().sampling.record.expect("the record");
     let full = record(&program);
-    assert!(full["dropped_stacks"].as_u64().unwrap() > 0, "{full}");
-    let state = program.get_json("/memory-profiler/state");
-    let warnings = state["memory_profiler"]["warnings"].to_string();
+    assert!(full.dropped_stacks > 0, "{full:?}");
+    let warnings = program.state().warnings.join("\n");
     assert!(
         warnings.contains("record of samples was full") && warnings.contains("MEMPROF_RECORD_OBJECTS"),
         "{warnings}"
@@ -306,8 +299,7 @@ fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
     assert!(growing["missed"].as_str().is_some_and(|missed| missed.contains("was full")), "{growing}");
     memprof_tests::waiting::wait_until("idle stacks given back", std::time::Duration::from_secs(60), || {
         let record = record(&program);
-        let given_back = record["stacks_given_back"].as_u64().unwrap();
-        if given_back > 0 { Ok(()) } else { Err(record.to_string()) }
+        if record.stacks_given_back > 0 { Ok(()) } else { Err(format!("{record:?}")) }
     });
 
     let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
@@ -318,7 +310,7 @@ fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
     let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("memprof's record of samples was full"), "{text}");
     let after = record(&program);
-    assert_eq!(after["dropped_stacks"], full["dropped_stacks"], "nothing dropped after the give-back: {after}");
+    assert_eq!(after.dropped_stacks, full.dropped_stacks, "nothing dropped after the give-back: {after:?}");
 }
 
 /// Sampled continuously with an automatic dump every MiB allocated, a run is stopped while dumps go on: a

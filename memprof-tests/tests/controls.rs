@@ -23,7 +23,11 @@ fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
         (Some(id), true)
     );
     assert_eq!(service.get_json("/memory-profiler/heap_profile")["prof.active"], true);
-    assert_eq!(service.get_json("/memory-profiler/state")["memory_profiler"]["current_run"]["started_by"], "manual");
+    let current = service.state().current_run;
+    assert!(
+        matches!(&current, memprof_wire::CurrentRun::Active { started_by, .. } if started_by == "manual"),
+        "{current:?}"
+    );
 
     let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true");
     assert_eq!(dump.status, 200);

@@ -42,12 +42,11 @@ fn only_the_last_four_profiles_are_kept() {
         ids.push(start(&service, "1mins"));
         service.get_json("/memory-profiler/stop");
     }
-    let state = service.get_json("/memory-profiler/state");
-    let kept: Vec<u64> =
-        state["memory_profiler"]["runs"].as_array().unwrap().iter().map(|run| run["id"].as_u64().unwrap()).collect();
+    let state = service.state();
+    let kept: Vec<u64> = state.runs.iter().map(|run| run.id).collect();
     assert_eq!(kept, ids[1..].iter().rev().copied().collect::<Vec<_>>());
-    assert_eq!(state["memory_profiler"]["keep_runs"], 4);
-    let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap();
+    assert_eq!(state.keep_runs, 4);
+    let directory = state.tmp_dir.as_str();
     assert_eq!(acceptance::profiles_in(directory).len(), 4);
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={}", ids[0])).status, 404);
 }
@@ -93,8 +92,8 @@ fn id_less_downloads_serve_the_newest_profile() {
 
     let dumping = Program::service().env("MALLOC_CONF", "prof_active:true").env("MEMPROF_DUMP_EVERY", "8MiB").spawn();
     let dump = memprof_tests::waiting::wait_until("an automatic dump", memprof_tests::process::PATIENCE, || {
-        let state = dumping.get_json("/memory-profiler/state");
-        state["memory_profiler"]["automatic_dumps"]["dumps"][0]["id"].as_u64().ok_or_else(|| state.to_string())
+        let dumps = dumping.state().automatic_dumps.dumps;
+        dumps.first().map(|dump| dump.id).ok_or_else(|| format!("{dumps:?}"))
     });
     let text = dumping.get("/memory-profiler/download/text");
     assert_eq!(text.status, 200, "{}", text.text());

@@ -18,8 +18,7 @@ fn service_in(parent: &Path) -> Launch {
 fn directory_with_a_run(service: &Program) -> PathBuf {
     start(service, "2secs");
     wait_until_idle(service);
-    let state = service.get_json("/memory-profiler/state");
-    state["memory_profiler"]["tmp_dir"].as_str().unwrap().into()
+    service.state().tmp_dir.into()
 }
 
 fn earlier(service: &Program) -> Vec<serde_json::Value> {
@@ -111,7 +110,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     std::fs::create_dir(&parent).unwrap();
     let mut killed = service_in(&parent).spawn();
     let directory = directory_with_a_run(&killed);
-    let older = killed.get_json("/memory-profiler/state")["memory_profiler"]["latest_run"]["id"].as_u64().unwrap();
+    let older = killed.state().latest_run.expect("a latest run").id;
     let active = start(&killed, "1mins");
     let seen = last_seen_when(&directory, |record| record["active_run"]["id"].as_u64() == Some(active));
     let killed_pid = killed.pid();

@@ -61,8 +61,7 @@ fn a_disk_refusing_writes_fails_one_run(
     assert_eq!(first.status, 200, "{}", first.text());
     let first = first.json()["id"].as_u64().unwrap();
 
-    let directory =
-        service.get_json("/memory-profiler/state")["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    let directory = service.state().tmp_dir;
     let files = || {
         let mut names: Vec<String> = std::fs::read_dir(&directory)
             .unwrap()
@@ -84,10 +83,10 @@ fn a_disk_refusing_writes_fails_one_run(
     assert!(message.starts_with(&format!("The heap profile of run {id} could not be written: ")), "{message}");
     assert!(message.contains(reason), "{message}");
     assert!(message.ends_with(&format!("the previous profile (id {first}) is still available.\n")), "{message}");
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["last_failure"]["id"].as_u64(), Some(id));
-    assert!(state["memory_profiler"]["current_run"]["id"].is_null());
-    assert_eq!(state["jemalloc"]["profiling_active"], false);
+    let state = service.whole_state();
+    assert_eq!(state.memory_profiler.last_failure.map(|failure| failure.id), Some(id));
+    assert_eq!(state.memory_profiler.current_run.id(), None);
+    assert!(!state.jemalloc.profiling_active);
     assert!(service.get(&format!("/memory-profiler/download/raw?id={first}")).text().starts_with("heap_v2/"));
     assert_eq!(files(), before, "no partial file left");
 
@@ -127,8 +126,7 @@ fn a_read_only_profile_directory_fails_one_run_clearly_and_keeps_the_previous_pr
 fn a_deleted_profile_directory_is_made_again() {
     let service = Program::service().spawn();
     let first = run(&service).json()["id"].as_u64().unwrap();
-    let directory =
-        service.get_json("/memory-profiler/state")["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    let directory = service.state().tmp_dir;
     std::fs::remove_dir_all(&directory).unwrap();
     let gone = service.get(&format!("/memory-profiler/download/raw?id={first}"));
     assert_eq!(gone.status, 500);
@@ -179,11 +177,11 @@ fn a_timer_firing_while_stop_is_served_ends_the_run_once() {
             let stopped = service.get("/memory-profiler/stop");
             assert_eq!(stopped.status, 200, "{}", stopped.text());
         }
-        let state = service.get_json("/memory-profiler/state");
-        assert!(state["memory_profiler"]["current_run"]["id"].is_null());
-        assert!(state["memory_profiler"]["last_failure"].is_null(), "{state}");
-        assert_eq!(state["memory_profiler"]["latest_run"]["id"].as_u64(), Some(id));
-        assert_eq!(state["jemalloc"]["profiling_active"], false);
+        let state = service.whole_state();
+        assert_eq!(state.memory_profiler.current_run.id(), None);
+        assert!(state.memory_profiler.last_failure.is_none(), "{state:?}");
+        assert_eq!(state.memory_profiler.latest_run.map(|run| run.id), Some(id));
+        assert!(!state.jemalloc.profiling_active);
     }
 }
 

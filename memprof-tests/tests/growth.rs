@@ -33,11 +33,8 @@ fn a_leak_sampled_continuously_is_named_with_no_run_started() {
     assert!(
         explanation.verdict.fix.contains("% of the ") && explanation.verdict.fix.contains(" it holds is older than ")
     );
-    let state = program.get_json("/memory-profiler/state");
-    assert!(
-        state["memory_profiler"]["current_run"]["id"].is_null()
-            && state["memory_profiler"]["runs"] == serde_json::json!([])
-    );
+    let state = program.state();
+    assert!(state.current_run.id().is_none() && state.runs.is_empty(), "{state:?}");
     // Prometheus is told too, and accepts it.
     let metrics = program.get("/metrics").text();
     let growing =

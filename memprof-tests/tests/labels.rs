@@ -122,8 +122,8 @@ fn the_services_tenants_split_its_heap_three_to_one_in_every_format() {
 fn the_label_table_travels_beside_the_raw_profile_and_the_symbol_service_names_label_frames() {
     let service = finely_sampled_service();
     let id = finished_run(&service, &["service::open_session"]);
-    let state = service.get_json("/memory-profiler/state");
-    let directory = std::path::Path::new(state["memory_profiler"]["tmp_dir"].as_str().unwrap());
+    let state = service.state();
+    let directory = std::path::Path::new(&state.tmp_dir);
     let profile = directory.join(format!("profile.{id}.heap"));
     let table = std::fs::read_to_string(labels_path(&profile)).unwrap();
     let table = LabelSets::parse(&table).unwrap();
@@ -277,8 +277,8 @@ fn a_task_instrumented_with_a_tracing_span_is_labelled_with_its_name_and_fields(
 #[test]
 fn samples_walked_by_libgcc_carry_their_labels_too() {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_UNWINDER", "libgcc").spawn();
-    let walk = &service.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"];
-    assert_eq!(walk["method"], "libgcc", "{walk}");
+    let walk = service.state().stack_walk;
+    assert_eq!(walk.method, "libgcc", "{walk:?}");
     let id = finished_run(&service, &["service::open_session"]);
     let collapsed = service.get(&format!("/memory-profiler/download/collapsed?id={id}&by=tenant")).text();
     let sessions: Vec<&str> = collapsed.lines().filter(|line| line.contains("service::open_session")).collect();

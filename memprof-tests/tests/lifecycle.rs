@@ -12,8 +12,7 @@ use memprof_tests::tools::Scratch;
 
 /// The profile directory of a service, as `state` names it.
 fn profile_directory(service: &Program) -> std::path::PathBuf {
-    let state = service.get_json("/memory-profiler/state");
-    state["memory_profiler"]["tmp_dir"].as_str().unwrap().into()
+    service.state().tmp_dir.into()
 }
 
 #[test]

@@ -84,8 +84,7 @@ fn two_hundred_requests_a_second_for_a_minute_leave_nothing_behind() {
     assert!(handled(&service) > handled_before, "the service's loop made no progress");
     // No run left behind, at most the kept profiles on disk.
     service.get("/memory-profiler/stop");
-    let state = service.get_json("/memory-profiler/state");
-    let directory = state["memory_profiler"]["tmp_dir"].as_str().unwrap().to_owned();
+    let directory = service.state().tmp_dir;
     assert!(memprof_tests::acceptance::profiles_in(&directory).len() <= 4, "{directory}");
     // Descriptors return to where they were (a kept-alive connection's is closed when its client leaves, or
     // after ten idle seconds), but for the profile directory's owner file, which the process keeps open

@@ -29,8 +29,7 @@ fn killed_directory(parent: &Path) -> (PathBuf, u64) {
     let mut killed = service_in(parent).spawn();
     let id = start(&killed, "2secs");
     wait_until_idle(&killed);
-    let state = killed.get_json("/memory-profiler/state");
-    let directory = PathBuf::from(state["memory_profiler"]["tmp_dir"].as_str().unwrap());
+    let directory = PathBuf::from(killed.state().tmp_dir);
     killed.signal("KILL");
     killed.wait_for_exit();
     (directory, id)

@@ -85,8 +85,8 @@ fn web_pages_of_other_sites_cannot_start_runs_or_read_profiles() {
     let state = request_with_headers(&service, "/memory-profiler/state", "Sec-Fetch-Site: cross-site\r\n");
     assert_eq!(state.status, 403, "profiles and state are not read by other sites either");
     // Nothing was started; the same requests from the dashboard itself (same origin), curl or the CLI work.
-    let state = service.get_json("/memory-profiler/state");
-    assert!(state["memory_profiler"]["current_run"]["id"].is_null(), "{state}");
+    let state = service.state();
+    assert_eq!(state.current_run.id(), None, "{state:?}");
     let origin = "Origin: http://localhost\r\nSec-Fetch-Site: same-origin\r\n";
     assert_eq!(request_with_headers(&service, "/memory-profiler/state", origin).status, 200);
     // The dashboard page may be opened from a link anywhere; it cannot be framed.
@@ -100,7 +100,7 @@ fn web_pages_of_other_sites_cannot_start_runs_or_read_profiles() {
 #[test]
 fn without_a_token_auth_is_off() {
     let open = Program::service().spawn();
-    assert_eq!(open.get_json("/memory-profiler/state")["memory_profiler"]["auth_required"], false);
+    assert!(!open.state().auth_required);
 }
 
 #[test]

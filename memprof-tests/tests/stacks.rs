@@ -6,7 +6,7 @@ use memprof_tests::process::Program;
 /// The folded stacks (every frame) of a run in which the windows program's C function (c/allocate.c, no
 /// frame pointers, the register holding data while it calls `malloc`) allocated 16 MiB, walked as
 /// `MEMPROF_UNWINDER` says; the stacks through C with their bytes; and `state`'s `stack_walk`.
-fn through_c(unwinder: Option<&str>) -> (String, Vec<(String, f64)>, serde_json::Value) {
+fn through_c(unwinder: Option<&str>) -> (String, Vec<(String, f64)>, memprof_wire::StackWalk) {
     let mut program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14");
     if let Some(unwinder) = unwinder {
         program = program.env("MEMPROF_UNWINDER", unwinder);
@@ -29,7 +29,7 @@ fn through_c(unwinder: Option<&str>) -> (String, Vec<(String, f64)>, serde_json:
     for (stack, _) in &through_c {
         assert!(stack.contains(";windows::main;windows::allocated_through_c;"), "{stack}");
     }
-    let walk = program.get_json("/memory-profiler/state")["memory_profiler"]["stack_walk"].clone();
+    let walk = program.state().stack_walk;
     (folded, through_c, walk)
 }
 
@@ -48,9 +48,9 @@ fn a_stack_through_c_code_without_frame_pointers_reaches_main() {
     let roots: std::collections::BTreeSet<&str> =
         folded.lines().filter_map(|line| line.split(';').next()).filter(|root| !root.contains(' ')).collect();
     assert_eq!(roots.into_iter().collect::<Vec<_>>(), ["__libc_start_call_main"], "{folded}");
-    assert_eq!(walk["method"], "frame pointers", "{walk}");
-    let completed = walk["completed_by_unwinder"].as_u64().unwrap();
-    assert!(completed as usize >= through_c.len(), "{completed} walks completed: {walk}");
+    assert_eq!(walk.method, "frame pointers", "{walk:?}");
+    let completed = walk.completed_by_unwinder;
+    assert!(completed as usize >= through_c.len(), "{completed} walks completed: {walk:?}");
 }
 
 /// Walked by the unwind tables (the walk of programs built without frame pointers), the same stacks reach
@@ -62,8 +62,8 @@ fn the_unwind_tables_walk_through_c_code_to_the_programs_start() {
         assert!(stack.contains(";__libc_start_call_main;main;"), "reaches the thread's start: {stack}");
     }
     assert!(folded.lines().all(|line| !line.starts_with("memprof_test_c_allocate")), "{folded}");
-    assert_eq!(walk["method"], "unwind tables", "{walk}");
-    assert_eq!(walk["completed_by_unwinder"], 0, "{walk}");
+    assert_eq!(walk.method, "unwind tables", "{walk:?}");
+    assert_eq!(walk.completed_by_unwinder, 0, "{walk:?}");
 }
 
 /// A stack deeper than the walk's 128 frames is cut, and says so: its outermost frame names how many frames

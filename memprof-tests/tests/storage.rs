@@ -12,8 +12,7 @@ fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
         line.starts_with("[memprof] WARN Heap profiles are kept in memory: cannot create a profile directory in /proc/memprof-read-only (")
             && line.ends_with("); point MEMPROF_DIR or TMPDIR at a writable directory")
     });
-    let state = service.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["tmp_dir"], "In memory (no writable directory)");
+    assert_eq!(service.state().tmp_dir, "In memory (no writable directory)");
     assert!(service.get(&format!("/memory-profiler/download/raw?id={id}")).text().starts_with("heap_v2/"));
     let text = service.get(&format!("/memory-profiler/download/text?id={id}"));
     assert_eq!(text.status, 200, "{}", text.text());

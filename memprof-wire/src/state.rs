@@ -85,6 +85,20 @@ pub enum CurrentRun {
     },
 }
 
+impl CurrentRun {
+    /// The active run's id, `None` when no run is active.
+    ///
+    /// ```
+    /// assert_eq!(memprof_wire::CurrentRun::Idle { id: () }.id(), None);
+    /// ```
+    pub fn id(&self) -> Option<u64> {
+        match self {
+            CurrentRun::Active { id, .. } => Some(*id),
+            CurrentRun::Idle { .. } => None,
+        }
+    }
+}
+
 /// `state.memory_profiler.automatic_dumps`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AutomaticDumps {
