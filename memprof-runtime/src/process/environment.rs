@@ -88,7 +88,7 @@ pub const ALL: &[Variable] = &[
     },
     Variable {
         name: SAMPLING_BUDGET,
-        meaning: "the share of one core continuous sampling may take, such as `2%` (default `0.5%`; `off`: no bound)",
+        meaning: "the share of one core continuous sampling may take, such as `2%` (default `0.5%`, none for a whole run; `off`: no bound)",
     },
     Variable {
         name: RECORD_OBJECTS,

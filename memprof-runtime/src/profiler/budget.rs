@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use crate::process::environment::SAMPLING_BUDGET;
+use crate::process::environment::{SAMPLING_BUDGET, WHOLE_RUN};
 
 /// How long a slot lasts: sampling is switched on or off for a slot at a time (short, so that a thinned
 /// block, [`Thinning::MOST`]'s included, lasts seconds: the load is judged again within one).
@@ -65,12 +65,25 @@ impl Budget {
     }
 }
 
-/// The budget `MEMPROF_SAMPLING_BUDGET` names, else [`Budget::DEFAULT`]; `None` for `off`; an error naming
-/// the variable for a value that is not a budget.
+/// The budget the environment asks for ([`chosen`], from `MEMPROF_SAMPLING_BUDGET` and whether
+/// `MEMPROF_WHOLE_RUN` asks for the whole run).
 pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
-    let Ok(text) = std::env::var(SAMPLING_BUDGET) else { return Ok(Some(Budget::DEFAULT)) };
-    Budget::parse(&text)
-        .map_err(|error| format!("{SAMPLING_BUDGET}={} is {error}", crate::profile_root::untrusted::printable(&text)))
+    let whole_run = std::env::var_os(WHOLE_RUN).is_some_and(|directory| !directory.is_empty());
+    chosen(std::env::var(SAMPLING_BUDGET).ok().as_deref(), whole_run)
+}
+
+/// The budget `text` names, else [`Budget::DEFAULT`], but none by default for a whole run asked for (its
+/// profiles are a run's, and a run asked for is sampled whole, as on demand); `None` for `off`; an error
+/// naming the variable for a value that is not a budget.
+///
+/// ```ignore
+/// assert_eq!(chosen(None, false), Ok(Some(Budget::DEFAULT)));
+/// assert_eq!(chosen(None, true), Ok(None));
+/// ```
+pub(crate) fn chosen(text: Option<&str>, whole_run: bool) -> Result<Option<Budget>, String> {
+    let Some(text) = text else { return Ok((!whole_run).then_some(Budget::DEFAULT)) };
+    Budget::parse(text)
+        .map_err(|error| format!("{SAMPLING_BUDGET}={} is {error}", crate::profile_root::untrusted::printable(text)))
 }
 
 /// What sampling cost over a reading: the work measured in the sampled allocations, and how long sampling
