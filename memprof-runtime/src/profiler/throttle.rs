@@ -152,7 +152,11 @@ fn switch(on: bool) {
 struct OthersCpu(Option<Duration>);
 
 impl OthersCpu {
-    fn now() -> OthersCpu {
+    /// Now, if `read` (else unread: an idle process's pacer makes no system call for it).
+    fn now(read: bool) -> OthersCpu {
+        if !read {
+            return OthersCpu(None);
+        }
         OthersCpu(cpu::cpu_time().zip(cpu::thread_cpu_time()).map(|(all, own)| all.saturating_sub(own)))
     }
 
@@ -170,6 +174,8 @@ pub(crate) struct Pacer {
     /// Sampling's work per nanosecond of the process's other CPU time at the last judgement.
     work_per_cpu: f64,
     persistence: Persistence,
+    /// Whether sampling had work in the last step.
+    busy: bool,
 }
 
 impl Pacer {
@@ -181,6 +187,7 @@ impl Pacer {
             spent: Spent::default(),
             work_per_cpu: MOST_WORK_PER_CPU,
             persistence: Persistence::default(),
+            busy: false,
         }
     }
 
@@ -195,10 +202,12 @@ impl Pacer {
         while let Some(left) = period.checked_sub(started.elapsed()).filter(|left| !left.is_zero()) {
             let on = self.schedule.next_slot();
             let thinned = self.begin_slot(on);
-            let (step, cpu_before) = (Instant::now(), OthersCpu::now());
+            // The CPU clocks are read only where they may be judged: thinned, or after sampling had work.
+            let clocked = thinned || self.busy;
+            let (step, cpu_before) = (Instant::now(), OthersCpu::now(clocked));
             std::thread::sleep(if thinned { SLOT } else { LOOK.min(left) });
             let lasted = step.elapsed().as_nanos() as u64;
-            let cpu_nanos = OthersCpu::now().since(cpu_before);
+            let cpu_nanos = OthersCpu::now(clocked).since(cpu_before);
             if on {
                 self.spent.sampled_nanos += lasted;
                 self.spent.cpu_nanos += cpu_nanos.unwrap_or(lasted);
@@ -206,7 +215,9 @@ impl Pacer {
             if thinned {
                 THINNED_NANOS.fetch_add(lasted, Ordering::Relaxed);
             }
-            self.spent.work_nanos += WORK_NANOS.swap(0, Ordering::Relaxed);
+            let work = WORK_NANOS.swap(0, Ordering::Relaxed);
+            self.busy = work > 0;
+            self.spent.work_nanos += work;
             if self.spent.enough() {
                 let spent = std::mem::take(&mut self.spent);
                 self.work_per_cpu = spent.work_per_cpu();
