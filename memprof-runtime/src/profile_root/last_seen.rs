@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use memprof_wire::{ActiveRun, LastSeen};
+use memprof_wire::{ActiveRun, HeapCounters, LastSeen};
 
-use crate::{jemalloc, memory, profile_root::untrusted};
+use crate::{memory, profile_root::untrusted};
 
 /// The file's name in the profile directory.
 pub(crate) const FILE: &str = "last-seen.json";
@@ -22,17 +22,16 @@ pub(crate) const PERIOD: Duration = Duration::from_secs(5);
 /// The longest file read: a record is a few hundred bytes.
 const LONGEST: u64 = 4096;
 
-/// The process now, with the run active now.
-pub(crate) fn now(active_run: Option<ActiveRun>) -> Option<LastSeen> {
-    let counters = jemalloc::heap_stats().ok()?;
-    Some(LastSeen {
+/// The process now, with the run active now and its memory counters read now.
+pub(crate) fn now(active_run: Option<ActiveRun>, counters: &HeapCounters) -> LastSeen {
+    LastSeen {
         time: untrusted::unix_seconds(SystemTime::now()),
         allocated_bytes: counters.allocated as u64,
         resident_bytes: counters.resident as u64,
         rss_bytes: memory::resident_set().unwrap_or(0),
         active_run,
         binary: crate::process::executable::path(),
-    })
+    }
 }
 
 /// The record an ended process left in `directory`, if it left a readable one (its times ones a working

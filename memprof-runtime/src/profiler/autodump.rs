@@ -189,7 +189,7 @@ struct Watcher {
 
 impl Watcher {
     fn new(settings: Settings, high_water: u64) -> Self {
-        let allocated_at_last_dump = jemalloc::bytes_allocated_since_start().ok();
+        let allocated_at_last_dump = settings.every.and_then(|_| jemalloc::bytes_allocated_since_start().ok());
         Self {
             settings,
             allocated_at_last_dump,
@@ -202,7 +202,10 @@ impl Watcher {
     /// The reason for a dump now, if this reading shows one is due.
     fn due(&mut self, counters: &HeapCounters) -> Option<String> {
         let mut reasons = Vec::new();
-        if let (Some(every), Ok(total)) = (self.settings.every, jemalloc::bytes_allocated_since_start()) {
+        // Read only when asked for: each reading advances jemalloc's epoch and reads every size class.
+        if let Some(every) = self.settings.every
+            && let Ok(total) = jemalloc::bytes_allocated_since_start()
+        {
             let since = total.saturating_sub(self.allocated_at_last_dump.unwrap_or(total));
             if since >= every {
                 self.allocated_at_last_dump = Some(total);

@@ -8,6 +8,11 @@
 //! [`last_seen::PERIOD`] it writes the process's last-seen record, which the next process reads if this
 //! one is killed.
 //!
+//! Reading jemalloc's counters advances its `epoch`, which merges every arena's statistics (some 750,000
+//! instructions with a few arenas; more with many): sampled continuously and unthinned, a second in which
+//! the record saw no sample taken and none freed is not read again ([`read_due`]): the last reading stands,
+//! for at most [`UNREAD_AT_MOST`]. An idle process reads them every [`UNREAD_AT_MOST`].
+//!
 //! Started at start-up when the endpoints are on or automatic dumps are armed (before any run, so its
 //! birth is never sampled), and at most once.
 
@@ -23,6 +28,25 @@ use crate::{jemalloc, memory, memory::history, profile_root::last_seen, profiler
 
 /// How often the counters are read.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
+
+/// The longest the last reading of jemalloc's counters stands in for a new one.
+pub(crate) const UNREAD_AT_MOST: Duration = Duration::from_secs(10);
+
+/// Whether jemalloc's counters are read again now: `changes` is what the record saw so far (samples taken
+/// and freed, see [`crate::profiler::record::table::Table::changes`]), `None` where it cannot tell (not
+/// sampled continuously, or thinned); `last` is the last reading's `changes` and its age.
+fn read_due(changes: Option<u64>, last: Option<(Option<u64>, Duration)>) -> bool {
+    match (changes, last) {
+        (Some(now), Some((Some(then), age))) => now != then || age >= UNREAD_AT_MOST,
+        _ => true,
+    }
+}
+
+/// What the record saw so far, where an unchanged count means an unchanged heap (see [`read_due`]).
+fn changes_seen() -> Option<u64> {
+    let record = crate::profiler::Profiler::global().record()?;
+    (crate::profiler::throttle::thinning() == crate::profiler::budget::Thinning::NONE).then(|| record.changes())
+}
 
 /// The share of one core that reading the classes may take.
 pub(crate) const CLASSES_SHARE: f64 = 0.005;
@@ -68,8 +92,15 @@ pub(crate) fn start() -> std::io::Result<()> {
         let mut classes_due = Instant::now();
         let mut last_seen_due = Instant::now();
         let mut pacer = crate::profiler::throttle::Pacer::new();
+        // The last reading of jemalloc's counters: what, when, and what the record had seen then.
+        let mut last: Option<(memprof_wire::HeapCounters, Instant, Option<u64>)> = None;
         loop {
-            if let Ok(counters) = jemalloc::heap_stats() {
+            let changes = changes_seen();
+            let fresh = read_due(changes, last.map(|(_, at, then)| (then, at.elapsed())))
+                .then(|| jemalloc::heap_stats().ok().map(|counters| (counters, Instant::now(), changes)))
+                .flatten();
+            last = fresh.or(last);
+            if let Some((counters, ..)) = last {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
                 let now = Instant::now();
                 let due = now >= classes_due && classes_watched();
@@ -92,7 +123,7 @@ pub(crate) fn start() -> std::io::Result<()> {
                 autodump::check(&counters);
                 if now >= last_seen_due {
                     last_seen_due = now + last_seen::PERIOD;
-                    crate::profiler::Profiler::global().record_last_seen();
+                    crate::profiler::Profiler::global().record_last_seen(counters);
                 }
             }
             // Sampled continuously past its budget, sampling is thinned slot by slot meanwhile.
@@ -106,6 +137,17 @@ pub(crate) fn start() -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counters_are_read_again_when_the_record_saw_a_change_or_cannot_tell() {
+        let second = Duration::from_secs(1);
+        assert!(read_due(Some(5), None), "never read");
+        assert!(!read_due(Some(5), Some((Some(5), second))), "nothing sampled or freed since");
+        assert!(read_due(Some(6), Some((Some(5), second))), "a sample taken or freed");
+        assert!(read_due(Some(5), Some((Some(5), UNREAD_AT_MOST))), "the last reading too old");
+        assert!(read_due(None, Some((Some(5), second))), "thinned, or not continuous: it cannot tell");
+        assert!(read_due(Some(5), Some((None, second))), "the last reading was taken when it could not tell");
+    }
 
     #[test]
     fn the_classes_are_read_for_ten_minutes_after_they_were_watched() {

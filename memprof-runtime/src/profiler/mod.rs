@@ -214,7 +214,7 @@ impl Profiler {
             return Err(error);
         }
         let run = books.runs.begin(id, owner, deadline, window_start);
-        write_last_seen(&mut books);
+        write_last_seen(&mut books, jemalloc::heap_stats().ok());
         self.runs_changed.notify_all();
         Ok(Started::New(run))
     }
@@ -293,14 +293,14 @@ impl Profiler {
             }
             Err(error) => Err(books.runs.failed(run.id, error.into())),
         };
-        write_last_seen(books);
+        write_last_seen(books, jemalloc::heap_stats().ok());
         finished
     }
 
     /// Writes the process's last-seen record in its profile directory (see [`crate::profile_root::last_seen`]); nothing
-    /// when no directory can be written (profiles kept in memory).
-    pub(crate) fn record_last_seen(&self) {
-        write_last_seen(&mut self.books.lock());
+    /// when no directory can be written (profiles kept in memory). `counters` are the program's, read now.
+    pub(crate) fn record_last_seen(&self, counters: memprof_wire::HeapCounters) {
+        write_last_seen(&mut self.books.lock(), Some(counters));
     }
 
     /// Serves what earlier processes kept (found at start-up).
@@ -338,16 +338,18 @@ impl Profiler {
 
 /// Writes the process's last-seen record with the run active now (see [`Profiler::record_last_seen`]); also
 /// when a run starts and ends, so that a run started just before a kill is named after the restart.
-fn write_last_seen(books: &mut Books) {
+/// `counters`: the program's memory counters read now (none when they could not be read: nothing written).
+fn write_last_seen(books: &mut Books, counters: Option<memprof_wire::HeapCounters>) {
     let active = books.runs.current().map(|run| memprof_wire::ActiveRun {
         id: run.id,
         started_by: run.owner.name(),
         started: crate::profile_root::untrusted::unix_seconds(run.started),
     });
-    if books.store.in_memory() {
+    let Some(counters) = counters.filter(|_| !books.store.in_memory()) else {
         return;
-    }
-    let Some(json) = crate::profile_root::last_seen::now(active).and_then(|seen| serde_json::to_vec(&seen).ok()) else {
+    };
+    let seen = crate::profile_root::last_seen::now(active, &counters);
+    let Ok(json) = serde_json::to_vec(&seen) else {
         return;
     };
     // Failing leaves the previous record (or none): the next start says less about this process's end.

@@ -147,6 +147,8 @@ pub(crate) struct Table {
     sample_period: f64,
     /// The sequence number the next sample gets.
     next_sequence: Padded<AtomicU64>,
+    /// Sampled objects freed so far.
+    freed: Padded<AtomicU64>,
     /// The high-water marks of the windows tracked.
     peaks: Peaks,
 }
@@ -185,6 +187,7 @@ impl Table {
             capacity,
             sample_period: sample_period as f64,
             next_sequence: Padded(AtomicU64::new(1)),
+            freed: Padded(AtomicU64::new(0)),
             peaks: Peaks::default(),
         }
     }
@@ -227,6 +230,12 @@ impl Table {
         &self.shards[((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS]
     }
 
+    /// Samples taken and sampled objects freed so far: unchanged, the heap changed by less than a few sample
+    /// periods, most likely (a change of `n` periods goes unseen with probability `e^-n`).
+    pub(crate) fn changes(&self) -> u64 {
+        self.next_sequence.0.load(Ordering::Relaxed) + self.freed.0.load(Ordering::Relaxed)
+    }
+
     /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`, sampled at
     /// `thinning` (it stands for that much more). Never allocates.
     pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32, thinning: Thinning) {
@@ -255,6 +264,7 @@ impl Table {
     /// Forgets the sampled object at `address`, freed. Never allocates.
     pub(crate) fn freed(&self, address: usize) {
         if let Some(object) = self.shard(address).with(|objects| objects.remove(address)) {
+            self.freed.0.fetch_add(1, Ordering::Relaxed);
             self.peaks.freed(object.sequence, object.stack, object.bytes, self.scale_of(&object));
         }
     }
