@@ -78,19 +78,25 @@ fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
 fn start_thread(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
     let born = Arc::new((Mutex::new(false), Condvar::new()));
     let told = Arc::clone(&born);
-    thread::Builder::new().name(name.to_owned()).spawn(move || {
-        jemalloc::set_this_thread_sampled(false);
-        jemalloc::bind_this_thread_to_own_arena();
-        *told.0.lock() = true;
-        told.1.notify_all();
-        drop(told);
-        work();
-    })?;
+    thread::Builder::new().name(name.to_owned()).spawn(move || memprofs_own_thread(told, work))?;
     let mut unsampled = born.0.lock();
     if !*unsampled {
         born.1.wait_while_for(&mut unsampled, |unsampled| !*unsampled, BORN_WITHIN);
     }
     Ok(())
+}
+
+/// The body of every memprof thread: unsampled and bound to memprof's arena before anything else, then
+/// `work`. Never inlined, so that a profiler of the whole process (perf, callgrind: the benchmarks split
+/// the program's instructions from memprof's by it) tells memprof's threads by this frame.
+#[inline(never)]
+fn memprofs_own_thread(born: Arc<(Mutex<bool>, Condvar)>, work: impl FnOnce()) {
+    jemalloc::set_this_thread_sampled(false);
+    jemalloc::bind_this_thread_to_own_arena();
+    *born.0.lock() = true;
+    born.1.notify_all();
+    drop(born);
+    work();
 }
 
 /// A job for a pool thread.

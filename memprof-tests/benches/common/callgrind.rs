@@ -2,7 +2,9 @@
 //! deterministic where wall-clock on shared cores cannot show a per cent.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Runs `run` (its program, arguments and environment) under callgrind with `options` (such as
 /// `--toggle-collect=FUNCTION`, to count only inside a function), `input` on its standard input: the
@@ -17,37 +19,57 @@ pub fn instructions(run: &Command, options: &[&str], input: &str) -> (u64, Outpu
 pub struct ByThread {
     /// The program's threads (its main thread, its runtime's, its own).
     pub program: u64,
-    /// memprof's threads (see [`MEMPROF_THREADS`]).
+    /// memprof's threads (see [`MEMPROF_THREAD`]): its HTTP threads among them.
     pub memprof: u64,
 }
 
-/// Functions only memprof's threads run (their loops are inlined into the thread's start, so each is
-/// known by what it calls): a thread whose profile names one is memprof's. The HTTP threads are not known
-/// here (the benchmarks that count by thread serve no endpoints).
-const MEMPROF_THREADS: [&str; 4] = [
-    // The arenas' watcher.
-    "memprof_runtime::jemalloc::extents::watch_new_arenas",
-    // The counters' thread (statistics, history, automatic dumps).
-    "memprof_runtime::profiler::autodump::check",
-    "memprof_runtime::process::signals::",
-    "memprof_runtime::profiler::timer::",
-];
+/// The frame every memprof thread runs under (never inlined): a thread whose profile names it is memprof's.
+const MEMPROF_THREAD: &str = "memprof_runtime::process::threads::memprofs_own_thread";
 
 /// As [`instructions`], each thread counted apart (`--separate-threads=yes`) and summed by whose it is.
 pub fn instructions_by_thread(run: &Command, options: &[&str], input: &str) -> (ByThread, Output) {
     let options: Vec<&str> = options.iter().copied().chain(["--separate-threads=yes"]).collect();
     let (profiles, output) = profiles(run, &options, input);
+    (by_thread(&profiles), output)
+}
+
+/// A program started under callgrind, each thread counted apart, and not yet ended: a server, driven from
+/// outside (the benchmark sends its load, then a signal ends it).
+pub struct Running {
+    child: Child,
+    scratch: PathBuf,
+}
+
+impl Running {
+    /// Starts `run` under callgrind with `options`, each thread counted apart; its input is empty.
+    pub fn start(run: &Command, options: &[&str]) -> Running {
+        let options: Vec<&str> = options.iter().copied().chain(["--separate-threads=yes"]).collect();
+        let (mut child, scratch) = spawn(run, &options);
+        drop(child.stdin.take());
+        Running { child, scratch }
+    }
+
+    /// The process's id (valgrind runs the program in its own process): for a signal.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the program to end: its instructions by whose threads counted them, and its output.
+    pub fn counted(self) -> (ByThread, Output) {
+        let (profiles, output) = ended(self.child, &self.scratch);
+        (by_thread(&profiles), output)
+    }
+}
+
+/// Threads' profiles summed by whose they are. With threads apart, the file named as asked holds no count:
+/// each thread's has one.
+fn by_thread(profiles: &[String]) -> ByThread {
     let mut counted = ByThread::default();
-    // With threads apart, the file named as asked holds no count: each thread's has one.
     for (profile, total) in profiles.iter().filter_map(|profile| Some((profile, total(profile)?))) {
-        let whose = if MEMPROF_THREADS.iter().any(|name| profile.contains(name)) {
-            &mut counted.memprof
-        } else {
-            &mut counted.program
-        };
+        let whose = if profile.contains(MEMPROF_THREAD) { &mut counted.memprof } else { &mut counted.program };
         *whose += total;
     }
-    (counted, output)
+    counted
 }
 
 /// The instructions a callgrind profile counts, where it says.
@@ -60,7 +82,21 @@ fn total(profile: &str) -> Option<u64> {
 
 /// Runs `run` under callgrind: its profiles (one, or one a thread), and its output.
 fn profiles(run: &Command, options: &[&str], input: &str) -> (Vec<String>, Output) {
-    let scratch = std::env::temp_dir().join(format!("memprof-callgrind-{}", std::process::id()));
+    let (mut child, scratch) = spawn(run, options);
+    // Dropped after the write: the run reads to the end of its input.
+    child.stdin.take().expect("piped").write_all(input.as_bytes()).expect("the run reads its input");
+    ended(child, &scratch)
+}
+
+/// Starts `run` under callgrind, its profiles written in a scratch directory of its own (returned), its
+/// output piped.
+fn spawn(run: &Command, options: &[&str]) -> (Child, PathBuf) {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let scratch = std::env::temp_dir().join(format!(
+        "memprof-callgrind-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
     let file = scratch.join("profile");
@@ -77,16 +113,28 @@ fn profiles(run: &Command, options: &[&str], input: &str) -> (Vec<String>, Outpu
             None => valgrind.env_remove(name),
         };
     }
-    valgrind.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = valgrind.spawn().expect("valgrind runs (Debian's valgrind)");
-    // Dropped after the write: the run reads to the end of its input.
-    child.stdin.take().expect("piped").write_all(input.as_bytes()).expect("the run reads its input");
-    let output = child.wait_with_output().expect("valgrind ends");
-    let profiles: Vec<String> = std::fs::read_dir(&scratch)
+    // Standard output and error to files: a program that writes much while nobody reads never blocks.
+    let (stdout, stderr) = (scratch.join("stdout"), scratch.join("stderr"));
+    let file_for = |path: &PathBuf| Stdio::from(std::fs::File::create(path).expect("a scratch file"));
+    valgrind.stdin(Stdio::piped()).stdout(file_for(&stdout)).stderr(file_for(&stderr));
+    (valgrind.spawn().expect("valgrind runs (Debian's valgrind)"), scratch)
+}
+
+/// Waits for a run started by [`spawn`] to end: its profiles and its output; the scratch directory removed.
+fn ended(mut child: Child, scratch: &Path) -> (Vec<String>, Output) {
+    drop(child.stdin.take());
+    let status = child.wait().expect("valgrind ends");
+    let read = |name: &str| std::fs::read(scratch.join(name)).unwrap_or_default();
+    let output = Output { status, stdout: read("stdout"), stderr: read("stderr") };
+    let profiles: Vec<String> = std::fs::read_dir(scratch)
         .expect("the scratch directory")
-        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let name = path.file_name()?.to_str()?;
+            name.starts_with("profile").then(|| std::fs::read_to_string(&path).ok())?
+        })
         .collect();
-    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = std::fs::remove_dir_all(scratch);
     let counted = profiles.iter().any(|profile| total(profile).is_some());
     assert!(counted, "callgrind wrote no count: {}", String::from_utf8_lossy(&output.stderr));
     (profiles, output)

@@ -1,0 +1,247 @@
+//! What memprof costs a released tokio server nobody here wrote: mini-redis 0.4.1 from crates.io
+//! (`programs/mini-redis`: its server's `main` with `#[memprof::main]` added, nothing else), built as Rust
+//! builds by default (release, no frame pointers: samples are walked by the unwind tables), its endpoints
+//! on. This benchmark is its client: four connections, each command answered before the next is sent.
+//! Two loads: `1 KiB`, SETs of 1 KiB values then GETs of them; `churn`, SETs of 64 B expiring after 50 ms.
+//! Two configurations: sampling on demand (`MEMPROF_SAMPLING=on-demand`, no run) and continuous (nothing
+//! set: memprof's default).
+//!
+//! ```text
+//! cargo bench -p memprof-tests --bench mini_redis
+//! MEMPROF_BENCH_CALLGRIND=1 cargo bench -p memprof-tests --bench mini_redis
+//! ```
+//!
+//! Under callgrind (`MEMPROF_BENCH_CALLGRIND=1`) each run counts the server started, loaded and ended by
+//! SIGINT, less the server given a quarter of that load, so start-up and shutdown cancel out:
+//! instructions per command on the server's threads (tokio's workers and its main thread: the request
+//! threads) and on the whole process (memprof's threads too). Each round runs every configuration once, in
+//! turn; five rounds (`MEMPROF_BENCH_ROUNDS`): the median and the spread of the rounds' ratios. Without it,
+//! commands answered per second, in the same rounds. The first run builds the server with jemalloc
+//! (~3 min); later runs are quick. Figures only, nothing is asserted.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+// Only the per-thread counts of a server driven from outside are used here.
+#[allow(dead_code)]
+#[path = "common/callgrind.rs"]
+mod callgrind;
+
+/// A configuration: its name and `MEMPROF_SAMPLING` (`None`: unset, memprof's default).
+const CONFIGURATIONS: [(&str, Option<&str>); 2] =
+    [("on demand", Some("on-demand")), ("continuous", Some("continuous"))];
+
+/// A load: its name, the value's size, whether the keys expire (no GETs then) and commands a connection
+/// sends (timed, and under callgrind).
+struct Load {
+    name: &'static str,
+    value: usize,
+    expiring: bool,
+    commands: [usize; 2],
+}
+
+const LOADS: [Load; 2] = [
+    Load { name: "1 KiB", value: 1024, expiring: false, commands: [20_000, 20_000] },
+    Load { name: "churn", value: 64, expiring: true, commands: [50_000, 25_000] },
+];
+
+/// Connections the load is sent over, at once.
+const CONNECTIONS: usize = 4;
+
+fn main() {
+    let server = build();
+    let callgrind = std::env::var_os("MEMPROF_BENCH_CALLGRIND").is_some();
+    let rounds = std::env::var("MEMPROF_BENCH_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(5usize);
+    for load in &LOADS {
+        if callgrind {
+            // Per round and configuration: [request threads, whole process] per command.
+            let counted: Vec<Vec<[f64; 2]>> = (0..rounds)
+                .map(|_| CONFIGURATIONS.iter().map(|configuration| per_command(&server, configuration, load)).collect())
+                .collect();
+            println!(
+                "\n{}: instructions per command under callgrind, {rounds} runs (median, ratio to on demand with its spread)",
+                load.name
+            );
+            for (what, column) in [("request threads", 0), ("whole process", 1)] {
+                let figures: Vec<Vec<f64>> =
+                    counted.iter().map(|round| round.iter().map(|both| both[column]).collect()).collect();
+                report(what, &figures);
+            }
+        } else {
+            let rates: Vec<Vec<f64>> = (0..rounds)
+                .map(|_| CONFIGURATIONS.iter().map(|configuration| per_second(&server, configuration, load)).collect())
+                .collect();
+            println!(
+                "\n{}: commands answered per second, {CONNECTIONS} connections, {rounds} rounds (median, ratio to on demand with its spread)",
+                load.name
+            );
+            report("commands per second", &rates);
+        }
+    }
+}
+
+/// Prints, for each configuration, the median of `figures` (a row a round, a column a configuration) and
+/// the median, lowest and highest of its ratio to the first configuration, taken within each round.
+fn report(what: &str, figures: &[Vec<f64>]) {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        (values[values.len() / 2], values[0], values[values.len() - 1])
+    };
+    for (index, (name, _)) in CONFIGURATIONS.iter().enumerate() {
+        let (figure, ..) = median(figures.iter().map(|round| round[index]).collect());
+        let (ratio, lowest, highest) = median(figures.iter().map(|round| round[index] / round[0]).collect());
+        println!("  {what:<20} {name:<11} {figure:>10.0}  {ratio:.4} ({lowest:.4}-{highest:.4})");
+    }
+}
+
+/// Builds the server as released (release, no frame pointers), into `target/bench-mini-redis`.
+fn build() -> PathBuf {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = tests.parent().unwrap().join("target").join("bench-mini-redis");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--locked", "--target-dir"])
+        .arg(&target)
+        .current_dir(tests.join("programs").join("mini-redis"))
+        // RUSTFLAGS replaces the workspace's rustflags (.cargo/config.toml's frame pointers).
+        .env("RUSTFLAGS", "-C force-frame-pointers=no")
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "mini-redis does not build");
+    target.join("release").join("mini-redis-memprof")
+}
+
+/// The server under `configuration`, listening on `port`, its endpoints on.
+fn command(server: &Path, (_, sampling): &(&str, Option<&str>), port: u16) -> Command {
+    let mut command = Command::new(server);
+    command.args(["--port", &port.to_string()]).env("MINI_REDIS_MEMORY_PROFILING", "true");
+    match sampling {
+        Some(mode) => command.env("MEMPROF_SAMPLING", mode),
+        None => command.env_remove("MEMPROF_SAMPLING"),
+    };
+    // RUST_LOG unset: mini-redis's tracing-subscriber 0.2 cannot parse a filter with today's regex.
+    command.env_remove("MALLOC_CONF").env_remove("MEMPROF_SAMPLING_BUDGET").env_remove("RUST_LOG");
+    command
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a free port").port()
+}
+
+/// Connects once the server (process `pid`) listens: it may take seconds under valgrind.
+fn connect(port: u16, pid: u32) -> TcpStream {
+    memprof_tests::waiting::wait_until("mini-redis to listen", Duration::from_secs(120), || {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ended = state.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z'));
+        assert!(!ended, "the server ended before it listened");
+        TcpStream::connect(("127.0.0.1", port)).map_err(|error| error.to_string())
+    })
+}
+
+/// Sends `load`, `commands` commands a connection over [`CONNECTIONS`] connections at once; returns when
+/// every answer is read.
+fn send(port: u16, pid: u32, load: &Load, commands: usize) {
+    let first = connect(port, pid);
+    std::thread::scope(|scope| {
+        let mut streams = vec![first];
+        streams.extend((1..CONNECTIONS).map(|_| connect(port, pid)));
+        for (connection, stream) in streams.into_iter().enumerate() {
+            scope.spawn(move || client(stream, connection, load, commands));
+        }
+    });
+}
+
+/// One connection's share: SETs (then as many GETs, unless the keys expire).
+fn client(stream: TcpStream, connection: usize, load: &Load, commands: usize) {
+    let mut writer = stream.try_clone().expect("the stream");
+    let mut reader = BufReader::new(stream);
+    let value = vec![b'v'; load.value];
+    let sets = if load.expiring { commands } else { commands / 2 };
+    for index in 0..commands {
+        let key = format!("key:{connection}:{}", index % sets);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(5);
+        if index < sets {
+            parts.extend([b"SET".as_slice(), key.as_bytes(), &value]);
+            if load.expiring {
+                parts.extend([b"PX".as_slice(), b"50"]);
+            }
+        } else {
+            parts.extend([b"GET".as_slice(), key.as_bytes()]);
+        }
+        writer.write_all(&encoded(&parts)).expect("mini-redis reads");
+        let answer = answer(&mut reader);
+        let expected = if index < sets { b"+OK".as_slice() } else { &value };
+        assert_eq!(answer, expected, "mini-redis answered {:?}", String::from_utf8_lossy(&answer));
+    }
+}
+
+/// A command as RESP: an array of bulk strings.
+fn encoded(parts: &[&[u8]]) -> Vec<u8> {
+    let mut bytes = format!("*{}\r\n", parts.len()).into_bytes();
+    for part in parts {
+        bytes.extend(format!("${}\r\n", part.len()).as_bytes());
+        bytes.extend_from_slice(part);
+        bytes.extend(b"\r\n");
+    }
+    bytes
+}
+
+/// One answer: a simple string as sent (`+OK`), a bulk string's bytes.
+fn answer(reader: &mut BufReader<TcpStream>) -> Vec<u8> {
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("mini-redis answers");
+    let line = line.trim_end();
+    match line.strip_prefix('$').map(str::parse::<usize>) {
+        Some(Ok(length)) => {
+            let mut bytes = vec![0; length + 2];
+            reader.read_exact(&mut bytes).expect("the bulk string");
+            bytes.truncate(length);
+            bytes
+        }
+        _ => line.as_bytes().to_vec(),
+    }
+}
+
+/// Ends the server as Ctrl-C does (mini-redis shuts down gracefully on SIGINT).
+fn interrupt(pid: u32) {
+    let status = Command::new("kill").args(["-INT", &pid.to_string()]).status().expect("kill runs");
+    assert!(status.success(), "the server is gone before its end");
+}
+
+/// One timed run: commands answered per second.
+fn per_second(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> f64 {
+    let port = free_port();
+    let mut child =
+        command(server, configuration, port).stderr(std::process::Stdio::null()).spawn().expect("the server runs");
+    drop(connect(port, child.id()));
+    let started = Instant::now();
+    send(port, child.id(), load, load.commands[0]);
+    let rate = (CONNECTIONS * load.commands[0]) as f64 / started.elapsed().as_secs_f64();
+    interrupt(child.id());
+    assert!(child.wait().expect("the server ends").success(), "{} did not end well", configuration.0);
+    rate
+}
+
+/// One counted run: instructions per command, [request threads, whole process], over the commands of a
+/// loaded run beyond a run with a quarter of its load: start-up, shutdown and what is done once (the first
+/// sample's reading of the allocator's code, say) cancel out.
+fn per_command(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> [f64; 2] {
+    let counted = |commands: usize| {
+        let port = free_port();
+        let running = callgrind::Running::start(&command(server, configuration, port), &[]);
+        send(port, running.id(), load, commands);
+        interrupt(running.id());
+        let (counted, output) = running.counted();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        counted
+    };
+    let (short, long) = (counted(load.commands[1] / 4), counted(load.commands[1]));
+    let commands = (CONNECTIONS * (load.commands[1] - load.commands[1] / 4)) as f64;
+    let program = (long.program as f64 - short.program as f64) / commands;
+    let whole = (long.program + long.memprof) as f64 - (short.program + short.memprof) as f64;
+    [program, whole / commands]
+}
