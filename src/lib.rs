@@ -41,10 +41,11 @@ compile_error!(
 ///   programs with no SIGTERM handler of their own ([`Options::dump_on_sigterm`]).
 /// - `dump_on_sigint = true`: the same on SIGINT, the Ctrl-C that ends a batch program or a command-line
 ///   tool ([`Options::dump_on_sigint`]).
-/// - `continuous = true`: sampling on from start-up, with every run a window over it (Go's and TiKV's way,
-///   for the questions about the past: the weekend's leak, the heap before an OOM kill); unset, sampling is
-///   on demand unless `MALLOC_CONF` has `prof_active:true`, and `MEMPROF_SAMPLING` overrides either
-///   ([`Options::continuous`]).
+/// - `continuous = false`: sampling on demand, only during runs (Mesos's way); `true`: on from start-up,
+///   with every run a window over it (Go's and TiKV's way, for the questions about the past: the weekend's
+///   leak, the heap before an OOM kill). Unset, sampling is continuous when the switch is on and on demand
+///   when it is off (continuous either way if `MALLOC_CONF` has `prof_active:true`), and `MEMPROF_SAMPLING`
+///   overrides either ([`Options::continuous`]).
 /// - `crate = "::memprof"`: where the `memprof` crate is, for crates that re-export it.
 ///
 /// It goes on `fn main()` or `fn main() -> Result<..>`. For an async runtime, put it below the runtime's

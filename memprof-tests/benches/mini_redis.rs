@@ -70,6 +70,8 @@ fn main() {
                     counted.iter().map(|round| round.iter().map(|both| both[column]).collect()).collect();
                 report(what, &figures);
             }
+            let hooks = per_command_in_hooks(&server, &CONFIGURATIONS[1], load);
+            println!("  memprof's hooks (the walk, the record's sample and free), continuous: {hooks:.0} per command");
         } else {
             let rates: Vec<Vec<f64>> = (0..rounds)
                 .map(|_| CONFIGURATIONS.iter().map(|configuration| per_second(&server, configuration, load)).collect())
@@ -224,6 +226,24 @@ fn per_second(server: &Path, configuration: &(&str, Option<&str>), load: &Load) 
     interrupt(child.id());
     assert!(child.wait().expect("the server ends").success(), "{} did not end well", configuration.0);
     rate
+}
+
+/// The instructions of memprof's allocation-path hooks per command (the backtrace hook and its walk, the
+/// record's sample and free hooks), counted alone (`--toggle-collect`) in one loaded run: what sampling
+/// adds on the request threads beside jemalloc's own bookkeeping, free of the scheduling's noise.
+fn per_command_in_hooks(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> f64 {
+    let port = free_port();
+    let hooks = [
+        "--toggle-collect=*labelling_hook*",
+        "--toggle-collect=memprof_runtime::profiler::record::sampled",
+        "--toggle-collect=memprof_runtime::profiler::record::freed",
+    ];
+    let running = callgrind::Running::start(&command(server, configuration, port), &hooks);
+    send(port, running.id(), load, load.commands[1]);
+    interrupt(running.id());
+    let (counted, output) = running.counted();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (counted.program + counted.memprof) as f64 / (CONNECTIONS * load.commands[1]) as f64
 }
 
 /// One counted run: instructions per command, [request threads, whole process], over the commands of a

@@ -135,6 +135,26 @@ fn sampling_continuously_a_service_starts_threads_as_on_demand_pausing_sampling_
     memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
 }
 
+/// With the switch on and nothing else set, sampling is continuous from start-up, and says so and why;
+/// on demand is one setting away.
+#[test]
+fn with_the_switch_on_and_nothing_else_set_sampling_is_continuous() {
+    let service = Program::service().spawn();
+    let said = service.wait_for_line(|line| line.starts_with("[memprof] INFO Sampling is continuous ("));
+    assert!(said.contains("(the default with the switch on"), "{said}");
+    let state = service.whole_state();
+    let sampling = &state.memory_profiler.sampling;
+    assert_eq!(sampling.mode, "continuous", "{sampling:?}");
+    assert!(sampling.because.starts_with("the default with the switch on"), "{sampling:?}");
+    assert!(sampling.budget.is_some(), "the default budget comes with it: {sampling:?}");
+    assert!(state.jemalloc.profiling_active);
+
+    let on_demand = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
+    let state = on_demand.whole_state();
+    assert_eq!(state.memory_profiler.sampling.mode, "on-demand");
+    assert!(!state.jemalloc.profiling_active, "nothing sampled until a run");
+}
+
 #[test]
 fn a_port_in_use_is_reported_and_the_program_runs_on() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();

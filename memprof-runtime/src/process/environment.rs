@@ -84,7 +84,7 @@ pub const ALL: &[Variable] = &[
     },
     Variable {
         name: SAMPLING,
-        meaning: "`continuous` (sampling always on, runs are windows) or `on-demand`, over the program's choice",
+        meaning: "`continuous` (sampling always on, runs are windows: the default with the switch on) or `on-demand` (sampling only during runs: the default with the switch off), over the program's choice",
     },
     Variable {
         name: SAMPLING_BUDGET,

@@ -3,9 +3,9 @@
 //! by increasing ids, ended by a timer, by `stop`, or by the code that started them: on demand one at a
 //! time; continuously, windows that may overlap (an HTTP run and any number of `scope!`s).
 //!
-//! On demand (the default; see [`sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
+//! On demand (the default with the switch off; see [`sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
 //! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
-//! [`ProfileStore`] and switches sampling off. In continuous mode sampling stays on from start-up and a run is
+//! [`ProfileStore`] and switches sampling off. Continuously (the default with the switch on) sampling stays on from start-up and a run is
 //! a window over it: it resets nothing, and its profile is what the [`record`] holds of the objects sampled
 //! since it started and still live at its end. The last
 //! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
@@ -213,7 +213,10 @@ impl Profiler {
             self.keep_window_views(id, None, true);
             return Err(error);
         }
+        // Sampled continuously, an operator's run is sampled whole (the budget waits for its end).
+        let operators = window_start.is_some() && matches!(owner, Owner::Http | Owner::Manual);
         let run = books.runs.begin(id, owner, deadline, window_start);
+        crate::profiler::throttle::sample_whole(operators);
         write_last_seen(&mut books, jemalloc::heap_stats().ok());
         self.runs_changed.notify_all();
         Ok(Started::New(run))
@@ -266,6 +269,7 @@ impl Profiler {
         let Some(run) = books.runs.end() else {
             unreachable!("finish is only called with a current run");
         };
+        crate::profiler::throttle::sample_whole(false);
         self.runs_changed.notify_all();
         self.keep(books, run)
     }

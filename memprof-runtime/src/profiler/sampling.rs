@@ -1,7 +1,9 @@
 //! How sampling runs: on demand (off until a run starts it; a run resets the samples and switches them off
 //! at its end) or continuously (on from start-up; runs are windows over the samples, kept in the
-//! [`crate::profiler::record`]). The choice is read here, from the program's option, `MEMPROF_SAMPLING`
-//! and jemalloc's `opt.prof_active`, and nowhere else.
+//! [`crate::profiler::record`]). The choice is read here, from the program's option, `MEMPROF_SAMPLING`,
+//! jemalloc's `opt.prof_active` and the switch, and nowhere else. With nothing set, sampling is continuous
+//! when the switch is on (the endpoints served: someone may ask about the past) and on demand when it is
+//! off (a command-line tool run thousands of times a day samples nothing).
 
 use crate::process::environment::{SAMPLING as SAMPLING_VARIABLE, WHOLE_RUN as WHOLE_RUN_VARIABLE};
 
@@ -31,16 +33,25 @@ impl Mode {
     }
 }
 
-/// The mode, from the program's option (`continuous = ...`, `Options::continuous`), the value of
-/// `MEMPROF_SAMPLING` (which overrides it) and whether jemalloc started with sampling on
-/// (`MALLOC_CONF=prof_active:true`, taken as asking for continuous sampling); an unknown value of the
-/// variable is an error, and the program's choice stands.
-pub(crate) fn choose(
-    option: Option<bool>,
-    variable: Option<&str>,
-    whole_run: bool,
-    active_at_start: bool,
-) -> (Choice, Option<String>) {
+/// What chooses the mode, as read at start-up.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Asked<'a> {
+    /// The program's option (`continuous = ...`, `Options::continuous`).
+    pub(crate) option: Option<bool>,
+    /// `MEMPROF_SAMPLING`, which overrides everything else.
+    pub(crate) variable: Option<&'a str>,
+    /// Whether `MEMPROF_WHOLE_RUN` asks for the whole run.
+    pub(crate) whole_run: bool,
+    /// Whether jemalloc started with sampling on (`MALLOC_CONF=prof_active:true`, taken as asking for
+    /// continuous sampling).
+    pub(crate) active_at_start: bool,
+    /// Whether the switch is on (the program's environment variable is `true`).
+    pub(crate) switched_on: bool,
+}
+
+/// The mode `asked` chooses; an unknown value of the variable is an error, and the rest chooses.
+pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
+    let Asked { option, variable, whole_run, active_at_start, switched_on } = asked;
     let mut warning = None;
     match variable {
         Some("continuous") => return (choice(Mode::Continuous, format!("{SAMPLING_VARIABLE}=continuous")), None),
@@ -58,20 +69,28 @@ pub(crate) fn choose(
         Some(true) => choice(Mode::Continuous, "the program's `continuous = true`".to_owned()),
         Some(false) => choice(Mode::OnDemand, "the program's `continuous = false`".to_owned()),
         None if active_at_start => choice(Mode::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
-        None => default_choice(),
+        None => default_choice(switched_on),
     };
     (chosen, warning)
 }
 
-/// Why on demand is the default, as `state` says it: continuous sampling by default needs its cost within 1 %
-/// on a request handler and on a tokio server under load, and the server's is not (BENCHMARKS.md).
-pub(crate) const DEFAULT_BECAUSE: &str = "the default: continuous sampling costs a tokio server under load 1-2 % \
-     (within 1 % is the bar for a default; BENCHMARKS.md, \"Continuous sampling\"); MEMPROF_SAMPLING=continuous or \
-     `continuous = true` switch it on";
+/// Why continuous is the default with the switch on, as `state` and the start-up log say it.
+pub(crate) const DEFAULT_BECAUSE: &str = "the default with the switch on: the past is kept for when a question \
+     comes, at under 1 % of a tokio server's request threads (BENCHMARKS.md, \"Always on\"); MEMPROF_SAMPLING=on-demand \
+     samples only during runs";
 
-/// The default choice: on demand, and why.
-pub(crate) fn default_choice() -> Choice {
-    choice(Mode::OnDemand, DEFAULT_BECAUSE.to_owned())
+/// Why on demand is the default with the switch off.
+pub(crate) const SWITCHED_OFF_BECAUSE: &str = "the default with the switch off: nothing is served, so nothing \
+     samples until code starts a run (memprof::scope!); MEMPROF_SAMPLING=continuous or `continuous = true` sample \
+     from start-up";
+
+/// The default choice, with the switch on or off, and why.
+pub(crate) fn default_choice(switched_on: bool) -> Choice {
+    if switched_on {
+        choice(Mode::Continuous, DEFAULT_BECAUSE.to_owned())
+    } else {
+        choice(Mode::OnDemand, SWITCHED_OFF_BECAUSE.to_owned())
+    }
 }
 
 fn choice(mode: Mode, because: String) -> Choice {
@@ -84,18 +103,30 @@ mod tests {
 
     #[test]
     fn the_variable_overrides_the_program_and_prof_active_asks_for_continuous() {
-        let mode = |option, variable, active| choose(option, variable, false, active).0.mode;
-        assert_eq!(mode(None, None, false), Mode::OnDemand);
-        assert_eq!(choose(None, None, false, false).0.because, DEFAULT_BECAUSE, "the default says why");
-        let whole_run = choose(Some(false), None, true, false).0;
+        let asked = |option, variable, active| Asked { option, variable, active_at_start: active, ..Asked::default() };
+        let mode = |option, variable, active| choose(asked(option, variable, active)).0.mode;
+        assert_eq!(mode(None, None, false), Mode::OnDemand, "the switch off");
+        assert_eq!(choose(Asked::default()).0.because, SWITCHED_OFF_BECAUSE, "the default says why");
+        let whole_run = choose(Asked { whole_run: true, ..asked(Some(false), None, false) }).0;
         assert_eq!(whole_run.mode, Mode::Continuous, "the operator's whole run over the program's word");
-        assert_eq!(choose(None, Some("on-demand"), true, false).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING first");
+        let first = Asked { whole_run: true, ..asked(None, Some("on-demand"), false) };
+        assert_eq!(choose(first).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING first");
         assert_eq!(mode(None, None, true), Mode::Continuous);
         assert_eq!(mode(Some(false), None, true), Mode::OnDemand, "the program's word over jemalloc's option");
         assert_eq!(mode(Some(true), Some("on-demand"), true), Mode::OnDemand);
         assert_eq!(mode(Some(false), Some("continuous"), false), Mode::Continuous);
-        let (chosen, warning) = choose(Some(true), Some("always\u{1b}[2J"), false, false);
+        let (chosen, warning) = choose(asked(Some(true), Some("always\u{1b}[2J"), false));
         assert_eq!(chosen, Choice { mode: Mode::Continuous, because: "the program's `continuous = true`".into() });
         assert!(warning.unwrap().starts_with("MEMPROF_SAMPLING=always\\u{1b}[2J is not understood"));
+    }
+
+    #[test]
+    fn with_the_switch_on_and_nothing_else_set_sampling_is_continuous() {
+        let on = Asked { switched_on: true, ..Asked::default() };
+        assert_eq!(choose(on).0, Choice { mode: Mode::Continuous, because: DEFAULT_BECAUSE.into() });
+        let program_says = Asked { option: Some(false), ..on };
+        assert_eq!(choose(program_says).0.mode, Mode::OnDemand, "`continuous = false`");
+        let operator_says = Asked { variable: Some("on-demand"), ..on };
+        assert_eq!(choose(operator_says).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 }

@@ -10,6 +10,10 @@
 //! Each slot sampling is off in, the pacer reads the process's CPU clock ([`crate::process::cpu`]): the
 //! judge sees the load stop without waiting for a sampled slot.
 //!
+//! While a run an operator asked for is in progress (`/start`, `heap_profile?active=true`), sampling is
+//! whole, as on demand ([`sample_whole`]): its profile is what the operator came for, and its length is
+//! theirs; the budget judges again from its end.
+//!
 //! Sampling switched off for a slot is said as on by [`sampling_on`] (it is thinned, not stopped), and each
 //! sample taken in a slot that was on carries the thinning in force ([`thinning`]) into the record, which
 //! weighs it by that much.
@@ -40,6 +44,14 @@ static THINNING: AtomicU8 = AtomicU8::new(0);
 
 /// Whether the pacer switched sampling off for a slot (and so switches it on again).
 static HOLDING_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Whether a run an operator asked for is in progress: sampling whole meanwhile.
+static WHOLE: AtomicBool = AtomicBool::new(false);
+
+/// Samples whole (unthinned, within a slot) while `whole`: a run an operator asked for is in progress.
+pub(crate) fn sample_whole(whole: bool) {
+    WHOLE.store(whole, Ordering::Release);
+}
 
 /// The most sampling was thinned since start-up (its exponent), and for how long in all (ns).
 static MOST: AtomicU8 = AtomicU8::new(0);
@@ -200,6 +212,10 @@ impl Pacer {
         let Some(budget) = budget() else { return std::thread::sleep(period) };
         let started = Instant::now();
         while let Some(left) = period.checked_sub(started.elapsed()).filter(|left| !left.is_zero()) {
+            if WHOLE.load(Ordering::Acquire) {
+                self.whole_for(LOOK.min(left));
+                continue;
+            }
             let on = self.schedule.next_slot();
             let thinned = self.begin_slot(on);
             // The CPU clocks are read only where they may be judged: thinned, or after sampling had work.
@@ -232,6 +248,18 @@ impl Pacer {
                 }
             }
         }
+    }
+
+    /// Sampling whole for `step`, a run an operator asked for in progress: unthinned at once (the block
+    /// cut), nothing judged, and what sampling costs meanwhile left out of the next judgement.
+    fn whole_for(&mut self, step: Duration) {
+        self.schedule.thin(Thinning::NONE);
+        self.persistence.forget();
+        self.begin_slot(true);
+        std::thread::sleep(step);
+        WORK_NANOS.swap(0, Ordering::Relaxed);
+        self.spent = Spent::default();
+        self.busy = false;
     }
 
     /// Begins a slot as the schedule says: sampling switched on or off (on, once unthinned), and the weight

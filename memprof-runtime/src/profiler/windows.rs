@@ -39,7 +39,7 @@ impl Profiler {
 
     /// How sampling runs, and why; on demand before start-up chose.
     pub(crate) fn sampling(&self) -> sampling::Choice {
-        self.sampling.get().cloned().unwrap_or_else(sampling::default_choice)
+        self.sampling.get().cloned().unwrap_or_else(|| sampling::default_choice(false))
     }
 
     /// The record of sampled objects, when sampling is continuous.

@@ -47,12 +47,13 @@ fn start_unsampled(options: Options) -> Guard {
     let sampling = std::env::var(environment::SAMPLING).ok();
     let active_at_start = crate::jemalloc::profiling_active_at_start();
     let whole_run = std::env::var_os(environment::WHOLE_RUN).filter(|directory| !directory.is_empty());
-    let (choice, sampling_warning) = crate::profiler::sampling::choose(
-        options.continuous,
-        sampling.as_deref(),
-        whole_run.is_some(),
+    let (choice, sampling_warning) = crate::profiler::sampling::choose(crate::profiler::sampling::Asked {
+        option: options.continuous,
+        variable: sampling.as_deref(),
+        whole_run: whole_run.is_some(),
         active_at_start,
-    );
+        switched_on: wanted,
+    });
     let continuous = choice.mode == Mode::Continuous && crate::jemalloc::profiling_enabled();
     // Sampled continuously, the heap before an OOM kill is kept without being asked for.
     let automatic_dumps = crate::profiler::autodump::Settings::from_environment().map(|settings| {

@@ -104,12 +104,14 @@ impl Options {
     }
 
     /// Whether sampling is continuous: on from start-up, with runs as windows over it (`true`), or on
-    /// demand: off until a run starts it, each run starting afresh (`false`). Unset, sampling is on demand
-    /// unless jemalloc started with sampling on (`MALLOC_CONF=prof_active:true`); `MEMPROF_SAMPLING`
-    /// (`continuous` or `on-demand`) overrides either. See docs/endpoints.md, "Continuous profiling".
+    /// demand: off until a run starts it, each run starting afresh (`false`). Unset, sampling is continuous
+    /// when the switch is on and on demand when it is off, unless jemalloc started with sampling on
+    /// (`MALLOC_CONF=prof_active:true`: continuous); `MEMPROF_SAMPLING` (`continuous` or `on-demand`)
+    /// overrides either. See docs/endpoints.md, "Continuous profiling".
     ///
     /// ```
-    /// let options = memprof_runtime::Options::new().continuous(true);
+    /// // Sampling only during runs, as Mesos does, whatever the switch.
+    /// let options = memprof_runtime::Options::new().continuous(false);
     /// # drop(options);
     /// ```
     pub fn continuous(mut self, enabled: bool) -> Self {
