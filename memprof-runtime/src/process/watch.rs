@@ -57,34 +57,25 @@ pub(crate) fn start(watched: Watched) -> Unwatched {
     unwatched
 }
 
-/// The watch's loop: never returns.
+/// The watch's loop: never returns. Nothing allocated in it: the poll set is a fixed pair.
 fn watch(arenas: bool, mut signals: Option<SignalWatch>) {
     let mut arenas = arenas.then(ArenaWatch::begin).flatten();
     loop {
-        let mut waits = Vec::with_capacity(2);
-        if let Some(arenas) = &arenas {
-            waits.push(PollFd::from_borrowed_fd(arenas.announcements(), PollFlags::IN));
-        }
-        if let Some(signals) = &signals {
-            waits.push(PollFd::from_borrowed_fd(signals.arrivals(), PollFlags::IN));
-        }
-        if waits.is_empty() {
+        let wanted = [arenas.as_ref().map(ArenaWatch::announcements), signals.as_ref().map(SignalWatch::arrivals)];
+        let Some(any) = wanted.iter().flatten().next().copied() else {
             return; // nothing to watch: the arenas' hooks were not installed, and no signal was asked for
-        }
+        };
+        // A slot with nothing to watch polls the other's descriptor again; its readiness is not read.
+        let mut waits = wanted.map(|fd| PollFd::from_borrowed_fd(fd.unwrap_or(any), PollFlags::IN));
         if poll(&mut waits, None).is_err() {
             continue; // EINTR
         }
-        let ready: Vec<bool> = waits.iter().map(|wait| !wait.revents().is_empty()).collect();
-        drop(waits);
-        let mut ready = ready.into_iter();
-        if let Some(arenas) = arenas.as_mut()
-            && ready.next() == Some(true)
-        {
+        let ready: [bool; 2] =
+            std::array::from_fn(|index| wanted[index].is_some() && !waits[index].revents().is_empty());
+        if let (Some(arenas), true) = (arenas.as_mut(), ready[0]) {
             arenas.answer();
         }
-        if let Some(signals) = signals.as_mut()
-            && ready.next() == Some(true)
-        {
+        if let (Some(signals), true) = (signals.as_mut(), ready[1]) {
             signals.check();
         }
     }

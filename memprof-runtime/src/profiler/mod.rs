@@ -19,6 +19,7 @@ mod dumps;
 pub(crate) mod duration;
 mod error;
 mod final_dump;
+mod left_off;
 pub(crate) mod malloc_conf;
 mod outcomes;
 pub(crate) mod record;
@@ -80,7 +81,7 @@ pub(crate) struct Profiler {
     pub(crate) unwinder: Unwinder,
     /// Work left off the program's start: the profile root's sweep, done by whichever needs it first (see
     /// [`Profiler::leave_off_the_start`]).
-    left_off_the_start: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    left_off: left_off::LeftOff,
     /// The record of sampled objects, once sampling is continuous.
     record: OnceLock<&'static record::table::Table>,
     /// How sampling runs, and why, once chosen at start-up.
@@ -119,7 +120,7 @@ impl Profiler {
             runs_changed: Condvar::new(),
             config,
             unwinder,
-            left_off_the_start: Mutex::new(None),
+            left_off: left_off::LeftOff::default(),
             record: OnceLock::new(),
             sampling: OnceLock::new(),
             window_bases: Mutex::new(std::collections::HashMap::new()),
@@ -168,15 +169,12 @@ impl Profiler {
     /// it starts, a request to the endpoints, the first run. A command-line tool that never runs one never
     /// pays it.
     pub(crate) fn leave_off_the_start(&self, work: Box<dyn FnOnce() + Send>) {
-        *self.left_off_the_start.lock() = Some(work);
+        self.left_off.leave(work);
     }
 
     /// Does the work left off the start, if it is still left; a caller meanwhile waits for it to be done.
     pub(crate) fn catch_up(&self) {
-        let mut left = self.left_off_the_start.lock();
-        if let Some(work) = left.take() {
-            work();
-        }
+        self.left_off.catch_up();
     }
 
     fn switch_sampling_on(&self) -> Result<(), Error> {
