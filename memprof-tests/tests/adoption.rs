@@ -22,7 +22,8 @@ const ALLOCATING: [&str; 2] = ["new_session", "new_index_block"];
 
 #[test]
 fn a_run_round_trips_through_the_mounted_router() {
-    let service = axum_service().spawn();
+    // Mesos's round trip, sampling on demand (continuous sampling's windows: tests/continuous.rs).
+    let service = axum_service().env("MEMPROF_SAMPLING", "on-demand").spawn();
     assert_eq!(service.get("/").text(), "axum-service\n", "the service's own routes are its own");
     acceptance::a_run_round_trips(&service, &adopters().join("axum-service"), &ALLOCATING);
 }

@@ -10,7 +10,9 @@ use memprof_tests::process::memprof_tool as memprof;
 
 #[test]
 fn the_cli_drives_a_service_from_start_to_download() {
-    let service = Program::service().spawn();
+    // On demand: the profiles kept are the runs alone (sampled continuously, the default, automatic dumps
+    // are kept beside them), and sampling is off between runs.
+    let service = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
     let (code, state, _) = memprof(&service, &["state"]);
     assert_eq!(code, 0);
     assert!(state.starts_with("profiling: enabled, sampling off (a sample every 512 KiB)\nrun: none\n"), "{state}");

@@ -355,7 +355,9 @@ fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_du
 #[test]
 fn what_answers_keep_goes_when_the_endpoints_are_idle() {
     use memprof_wire::Explanation;
-    let service = Program::service().spawn();
+    // On demand: sampled continuously, memprof's arena also holds the record's history, which grows and is
+    // trimmed by the minute whatever the endpoints do.
+    let service = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
     let profiler_bytes = || {
         let explanation: Explanation = serde_json::from_value(service.get_json("/memory-profiler/explain")).unwrap();
         let reading = explanation.evidence.iter().find(|reading| reading.name == "memprof's arena: allocated");

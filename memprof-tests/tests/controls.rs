@@ -5,7 +5,9 @@ use memprof_tests::process::Program;
 
 #[test]
 fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
-    let service = Program::service().spawn();
+    // libmtev's switch turns sampling itself on and off: sampling on demand (continuously, sampling is on
+    // from start-up and the switch opens a window: tests/continuous.rs).
+    let service = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
     let switches = service.get_json("/memory-profiler/heap_profile");
     assert_eq!(switches["opt.prof"], true);
     assert_eq!(switches["prof.active"], false);

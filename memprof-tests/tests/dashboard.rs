@@ -68,6 +68,11 @@ async fn open_dashboard_at(service: &Program, path: &str) -> Option<(Driver, Cli
     Some((driver, client))
 }
 
+/// The status with no run: "Idle" on demand; sampling continuously (the default with the switch on), it
+/// says so.
+const NO_RUN: &str = "const status = document.getElementById('status').textContent; \
+                      return status === 'Idle' || status === 'Sampling continuously (runs are windows over it)';";
+
 /// Waits until `script` (a function body returning a value) returns something other than null or false.
 async fn wait_for(client: &Client, what: &str, script: &str) -> serde_json::Value {
     let deadline = Instant::now() + PATIENCE;
@@ -101,11 +106,12 @@ async fn start_run(client: &Client, duration: &str) -> String {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_run_started_from_the_dashboard_shows_the_services_allocations_in_its_flame_graph() {
-    let service = Program::service().spawn();
+    // On demand: the switches by hand are offered (sampled continuously they are not, as a test below checks).
+    let service = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
     let Some((_driver, client)) = open_dashboard(&service).await else { return };
 
     // The state arrives, and the chart draws jemalloc's counters.
-    wait_for(&client, "the idle state", "return document.getElementById('status').textContent === 'Idle';").await;
+    wait_for(&client, "the state, no run", NO_RUN).await;
     wait_for(&client, "the chart", "return document.querySelector('#chart polyline[data-series=allocated]');").await;
 
     // While the run goes: its id and a countdown.
@@ -187,7 +193,7 @@ async fn nested_at_another_path_the_dashboard_fetches_from_where_it_is_served() 
         .spawn();
     assert_eq!(service.get("/memory-profiler/state").status, 404, "nothing at memprof's own paths");
     let Some((_driver, client)) = open_dashboard_at(&service, "/admin/memory-profiler").await else { return };
-    wait_for(&client, "the idle state", "return document.getElementById('status').textContent === 'Idle';").await;
+    wait_for(&client, "the state, no run", NO_RUN).await;
     let run = start_run(&client, "2secs").await;
     wait_for(&client, "the finished run", &format!("return document.getElementById('run-{run}');")).await;
     let shown = format!("return document.getElementById('flamegraph').getAttribute('data-run') === '{run}';");
@@ -215,7 +221,7 @@ async fn with_a_token_the_dashboard_asks_for_it_and_then_works() {
     input.clear().await.unwrap();
     input.send_keys("s3cret").await.unwrap();
     client.find(Locator::Id("token-submit")).await.unwrap().click().await.unwrap();
-    wait_for(&client, "the state", "return document.getElementById('status').textContent === 'Idle';").await;
+    wait_for(&client, "the state, no run", NO_RUN).await;
     wait_for(&client, "the prompt to go", "return document.getElementById('token-panel').hidden;").await;
     client.close().await.unwrap();
 }
@@ -295,14 +301,16 @@ async fn after_a_kill_the_restarted_services_dashboard_shows_the_heap_before_it(
     let scratch = memprof_tests::tools::Scratch::new("dashboard-earlier");
     let parent = scratch.join("profiles");
     std::fs::create_dir(&parent).unwrap();
-    let mut killed = Program::service().env("MEMPROF_DIR", &parent).spawn();
+    // On demand: the killed process kept its run alone (sampled continuously, automatic dumps are kept
+    // beside it, and the newest profile may be one of them).
+    let mut killed = Program::service().env("MEMPROF_DIR", &parent).env("MEMPROF_SAMPLING", "on-demand").spawn();
     let id = memprof_tests::acceptance::start(&killed, "2secs");
     memprof_tests::acceptance::wait_until_idle(&killed);
     let pid = killed.pid();
     killed.signal("KILL");
     killed.wait_for_exit();
 
-    let service = Program::service().env("MEMPROF_DIR", &parent).spawn();
+    let service = Program::service().env("MEMPROF_DIR", &parent).env("MEMPROF_SAMPLING", "on-demand").spawn();
     let Some((_driver, client)) = open_dashboard(&service).await else { return };
     let summary = "return !document.getElementById('earlier-panel').hidden \
                    && document.getElementById('earlier-summary').textContent;";

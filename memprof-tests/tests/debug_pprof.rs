@@ -9,7 +9,10 @@ use memprof_tests::tools;
 
 #[test]
 fn debug_pprof_heap_serves_the_live_heap_to_pprof_scrapers() {
-    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
+    // On demand, switched on by hand and off again: what a scraper reads with sampling off is said
+    // (continuously, sampling is never off: tests/continuous.rs).
+    let service =
+        Program::service().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING", "on-demand").spawn();
     service.get_json("/memory-profiler/heap_profile?active=true");
     wait_for_sampled(&service, &["service::open_session"]);
     let response = service.get("/debug/pprof/heap?gc=1");

@@ -5,7 +5,8 @@ use memprof_tests::process::{Program, built_binary};
 
 #[test]
 fn a_run_round_trips_from_start_to_a_dump_of_the_services_functions() {
-    let service = Program::service().spawn();
+    // Mesos's round trip, sampling on demand (as a window over continuous sampling: tests/continuous.rs).
+    let service = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
     acceptance::a_run_round_trips(&service, &built_binary("service"), &["open_session", "index_document"]);
 }
 

@@ -11,7 +11,9 @@ use memprof_tests::waiting::wait_until;
 
 /// The service keeping its profiles in `parent`.
 fn service_in(parent: &Path) -> Launch {
-    Program::service().env("MEMPROF_DIR", parent)
+    // On demand: what an earlier process kept is its runs alone (sampled continuously, automatic dumps are
+    // on by default and kept beside them: tests/automatic_dumps.rs).
+    Program::service().env("MEMPROF_DIR", parent).env("MEMPROF_SAMPLING", "on-demand")
 }
 
 /// A finished two-second run's profile directory.

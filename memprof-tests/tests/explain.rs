@@ -168,7 +168,9 @@ fn heap_and_a_mapping_together_are_told_apart_within_five_percent() {
 
 #[test]
 fn a_steady_leak_with_sampling_on_names_the_growing_function() {
-    let program = explained("leak");
+    // On demand: the leak named from a run's own history (continuously: tests/growth.rs).
+    let program = Program::explained(&["leak"]).env("MEMPROF_SAMPLING", "on-demand").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
     let started = http::request(program.address(), "POST", "/memory-profiler/start?duration=5mins");
     assert_eq!(started.status, 200, "{}", started.text());
     // First the stacks holding the most, then (2 s on) those that grew since.

@@ -56,7 +56,9 @@ fn a_disk_refusing_writes_fails_one_run(
 ) {
     let scratch = Scratch::new(name);
     let Some(disk) = SmallDisk::mount(scratch.join("disk"), "2m") else { return };
-    let service = Program::service().env("MEMPROF_DIR", &disk.0).spawn();
+    // On demand: sampling continuously, automatic dumps (on by default) would write to the broken disk too,
+    // and the previous profile could be one of them.
+    let service = Program::service().env("MEMPROF_DIR", &disk.0).env("MEMPROF_SAMPLING", "on-demand").spawn();
     let first = run(&service);
     assert_eq!(first.status, 200, "{}", first.text());
     let first = first.json()["id"].as_u64().unwrap();
@@ -181,7 +183,8 @@ fn a_timer_firing_while_stop_is_served_ends_the_run_once() {
         assert_eq!(state.memory_profiler.current_run.id(), None);
         assert!(state.memory_profiler.last_failure.is_none(), "{state:?}");
         assert_eq!(state.memory_profiler.latest_run.map(|run| run.id), Some(id));
-        assert!(!state.jemalloc.profiling_active);
+        // Sampled continuously (the default with the switch on), a run's end leaves sampling on.
+        assert_eq!(state.jemalloc.profiling_active, state.memory_profiler.sampling.mode == "continuous");
     }
 }
 

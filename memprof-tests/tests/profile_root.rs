@@ -21,7 +21,9 @@ fn profile_root(name: &str) -> (Scratch, PathBuf) {
 
 /// The service keeping its profiles in `parent`.
 fn service_in(parent: &Path) -> Launch {
-    Program::service().env("MEMPROF_DIR", parent)
+    // On demand: what an earlier process kept is its runs alone (sampled continuously, automatic dumps are
+    // on by default and kept beside them: tests/automatic_dumps.rs).
+    Program::service().env("MEMPROF_DIR", parent).env("MEMPROF_SAMPLING", "on-demand")
 }
 
 /// The directory a killed service left in `parent`, with its finished run's profile; and the run's id.

@@ -145,7 +145,7 @@ fn stalled_clients_cannot_keep_state_or_stop_out_and_get_408() {
             stream
         })
         .collect();
-    assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_active"], false);
+    assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_enabled"], true);
     let started = service.get_json("/memory-profiler/start?duration=1hrs");
     let stopped = service.get_json("/memory-profiler/stop");
     assert_eq!(stopped["message"], format!("Successfully stopped heap profiling run {}.", started["id"]));

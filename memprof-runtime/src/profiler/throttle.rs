@@ -48,9 +48,15 @@ static HOLDING_OFF: AtomicBool = AtomicBool::new(false);
 /// Whether a run an operator asked for is in progress: sampling whole meanwhile.
 static WHOLE: AtomicBool = AtomicBool::new(false);
 
-/// Samples whole (unthinned, within a slot) while `whole`: a run an operator asked for is in progress.
+/// Samples whole while `whole`: a run an operator asked for is in progress. Whole at once (the pacer may be
+/// busy reading the counters), and kept whole by the pacer from its next step (a slot it began before
+/// may switch sampling off for up to 10 ms).
 pub(crate) fn sample_whole(whole: bool) {
     WHOLE.store(whole, Ordering::Release);
+    if whole && budget().is_some() {
+        THINNING.store(Thinning::NONE.exponent(), Ordering::Relaxed);
+        switch(true);
+    }
 }
 
 /// The most sampling was thinned since start-up (its exponent), and for how long in all (ns).
