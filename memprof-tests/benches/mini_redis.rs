@@ -16,7 +16,8 @@
 //! instructions per command on the server's threads (tokio's workers and its main thread: the request
 //! threads) and on the whole process (memprof's threads too). Each round runs every configuration once, in
 //! turn; five rounds (`MEMPROF_BENCH_ROUNDS`): the median and the spread of the rounds' ratios. Without it,
-//! commands answered per second, in the same rounds. The first run builds the server with jemalloc
+//! commands answered per second, in the same rounds. Under callgrind it also counts an idle server's
+//! threads a second (idle 40 s less idle 10 s; alone with `MEMPROF_BENCH_ONLY=idle`). The first run builds the server with jemalloc
 //! (~3 min); later runs are quick. Figures only, nothing is asserted.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -32,7 +33,7 @@ mod callgrind;
 
 /// A configuration: its name and `MEMPROF_SAMPLING` (`None`: unset, memprof's default).
 const CONFIGURATIONS: [(&str, Option<&str>); 2] =
-    [("on demand", Some("on-demand")), ("continuous", Some("continuous"))];
+    [("on demand", Some("on-demand")), ("continuous", None)];
 
 /// A load: its name, the value's size, whether the keys expire (no GETs then) and commands a connection
 /// sends (timed, and under callgrind).
@@ -55,7 +56,9 @@ fn main() {
     let server = build();
     let callgrind = std::env::var_os("MEMPROF_BENCH_CALLGRIND").is_some();
     let rounds = std::env::var("MEMPROF_BENCH_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(5usize);
-    for load in &LOADS {
+    // `MEMPROF_BENCH_ONLY=idle`: the idle counts alone.
+    let loads = if std::env::var("MEMPROF_BENCH_ONLY").is_ok_and(|only| only == "idle") { &[][..] } else { &LOADS[..] };
+    for load in loads {
         if callgrind {
             // Per round and configuration: [request threads, whole process] per command.
             let counted: Vec<Vec<[f64; 2]>> = (0..rounds)
@@ -70,8 +73,11 @@ fn main() {
                     counted.iter().map(|round| round.iter().map(|both| both[column]).collect()).collect();
                 report(what, &figures);
             }
-            let hooks = per_command_in_hooks(&server, &CONFIGURATIONS[1], load);
-            println!("  memprof's hooks (the walk, the record's sample and free), continuous: {hooks:.0} per command");
+            let [on_demand, continuous] = [0, 1].map(|index| in_sampling(&server, &CONFIGURATIONS[index], load));
+            println!(
+                "  in sampling's code (jemalloc's and memprof's, one run each): {:.0} per command continuous, {:.0} on demand",
+                continuous, on_demand
+            );
         } else {
             let rates: Vec<Vec<f64>> = (0..rounds)
                 .map(|_| CONFIGURATIONS.iter().map(|configuration| per_second(&server, configuration, load)).collect())
@@ -83,6 +89,32 @@ fn main() {
             report("commands per second", &rates);
         }
     }
+    if callgrind {
+        println!("\nIdle: instructions a second on memprof's threads and the server's (40 s less 10 s idle)");
+        for configuration in &CONFIGURATIONS {
+            let (short, long) = (idle(&server, configuration, 10), idle(&server, configuration, 40));
+            let per_second = |of: fn(&callgrind::ByThread) -> u64| (of(&long) as f64 - of(&short) as f64) / 30.0;
+            println!(
+                "  {:<11} memprof's {:>10.0}  the server's {:>10.0}",
+                configuration.0,
+                per_second(|count| count.memprof),
+                per_second(|count| count.program)
+            );
+        }
+    }
+}
+
+/// A run idle for `seconds` after start-up (one connection made, no command), counted by thread.
+fn idle(server: &Path, configuration: &(&str, Option<&str>), seconds: u64) -> callgrind::ByThread {
+    let port = free_port();
+    let running = callgrind::Running::start(&command(server, configuration, port), &[]);
+    drop(connect(port, running.id()));
+    // The idle time is what is measured: a fixed length, not a wait for a condition.
+    std::thread::sleep(Duration::from_secs(seconds));
+    interrupt(running.id());
+    let (counted, output) = running.counted();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    counted
 }
 
 /// Prints, for each configuration, the median of `figures` (a row a round, a column a configuration) and
@@ -228,22 +260,26 @@ fn per_second(server: &Path, configuration: &(&str, Option<&str>), load: &Load) 
     rate
 }
 
-/// The instructions of memprof's allocation-path hooks per command (the backtrace hook and its walk, the
-/// record's sample and free hooks), counted alone (`--toggle-collect`) in one loaded run: what sampling
-/// adds on the request threads beside jemalloc's own bookkeeping, free of the scheduling's noise.
-fn per_command_in_hooks(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> f64 {
+/// The instructions per command in the code that sampled allocations run (counted alone, with
+/// `--toggle-collect`, in one loaded run): jemalloc's entries for a sample (its stack, which runs memprof's
+/// walk; its bookkeeping, which runs the record's sample hook; the free of a sampled object, the record's free
+/// hook; the promotion of a sampled small object to a page) and its large allocations (the promoted
+/// objects', beside the program's own, which on demand counts alone). Free of the scheduling's noise.
+fn in_sampling(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> f64 {
     let port = free_port();
-    let hooks = [
-        "--toggle-collect=*labelling_hook*",
-        "--toggle-collect=memprof_runtime::profiler::record::sampled",
-        "--toggle-collect=memprof_runtime::profiler::record::freed",
+    let entries = [
+        "--toggle-collect=_rjem_je_prof_tctx_create",
+        "--toggle-collect=_rjem_je_prof_malloc_sample_object",
+        "--toggle-collect=_rjem_je_prof_free_sampled_object",
+        "--toggle-collect=_rjem_je_arena_prof_promote",
+        "--toggle-collect=_rjem_je_large_palloc",
     ];
-    let running = callgrind::Running::start(&command(server, configuration, port), &hooks);
+    let running = callgrind::Running::start(&command(server, configuration, port), &entries);
     send(port, running.id(), load, load.commands[1]);
     interrupt(running.id());
     let (counted, output) = running.counted();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    (counted.program + counted.memprof) as f64 / (CONNECTIONS * load.commands[1]) as f64
+    counted.program as f64 / (CONNECTIONS * load.commands[1]) as f64
 }
 
 /// One counted run: instructions per command, [request threads, whole process], over the commands of a
