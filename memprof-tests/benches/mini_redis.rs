@@ -32,8 +32,7 @@ use std::time::{Duration, Instant};
 mod callgrind;
 
 /// A configuration: its name and `MEMPROF_SAMPLING` (`None`: unset, memprof's default).
-const CONFIGURATIONS: [(&str, Option<&str>); 2] =
-    [("on demand", Some("on-demand")), ("continuous", None)];
+const CONFIGURATIONS: [(&str, Option<&str>); 2] = [("on demand", Some("on-demand")), ("continuous", None)];
 
 /// A load: its name, the value's size, whether the keys expire (no GETs then) and commands a connection
 /// sends (timed, and under callgrind).
