@@ -32,5 +32,5 @@ pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use labels::{
     LABEL_ADDRESS_BASE, LabelSet, LabelSets, NO_LABEL, NO_LABEL_SPELLED, label_address, label_id, labels_path,
 };
-pub use render::{Format, RenderError, RenderOptions};
+pub use render::{Format, OtlpResource, RenderError, RenderOptions};
 pub use truncated::{MOST_COUNTED, TRUNCATED_ADDRESS_BASE, truncated_address, truncated_frames, truncated_name};

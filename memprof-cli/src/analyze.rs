@@ -87,7 +87,7 @@ impl Analyze {
                 eprintln!("memprof: note: {}", for_terminal(&note));
             }
         }
-        let content = if self.format == Format::Pprof { Content::Binary } else { Content::Text };
+        let content = if self.format.is_binary() { Content::Binary } else { Content::Text };
         output::write_bytes(&rendered, self.output.as_deref(), content)
     }
 }

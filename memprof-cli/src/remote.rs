@@ -261,7 +261,7 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
     if output.lines {
         query.push("lines=true".to_owned());
     }
-    let readable = matches!(output.format, Download::Rendered(format) if format != Format::Pprof);
+    let readable = matches!(output.format, Download::Rendered(format) if !format.is_binary());
     if output.full && readable {
         query.push("full=true".to_owned());
     }
@@ -274,7 +274,8 @@ fn download(client: &Client, id: Option<u64>, base: Option<u64>, output: &Output
     }
     let path = format!("{}?{}", paths::download(output.format.name()), query.join("&"));
     let content = match output.format {
-        Download::Raw | Download::Rendered(Format::Pprof) => Content::Binary,
+        Download::Raw => Content::Binary,
+        Download::Rendered(format) if format.is_binary() => Content::Binary,
         Download::Rendered(_) => Content::Text,
     };
     output::write_to(output.output.as_deref(), content, |out| client.download(&path, out))?;

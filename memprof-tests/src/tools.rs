@@ -103,17 +103,7 @@ pub fn pprof(profile: &[u8], options: &[&str]) -> Option<String> {
 /// }
 /// ```
 pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<serde_json::Value> {
-    let go = find("go", "golang-go")?;
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
-    let cache = workspace.join("target").join("go");
-    let program = cache.join("pprofcheck");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go").join("pprofcheck");
-    let environment = [("GOMODCACHE", cache.join("mod")), ("GOCACHE", cache.join("build")), ("HOME", cache.clone())];
-    let mut build = Command::new(&go);
-    build.args(["build", "-o"]).arg(&program).arg(".").current_dir(&source);
-    build.envs(environment.iter().map(|(name, value)| (name, value))).env("GOFLAGS", "-mod=readonly");
-    let built = build.output().unwrap_or_else(|error| panic!("go does not run: {error}"));
-    assert!(built.status.success(), "go build pprofcheck: {}", String::from_utf8_lossy(&built.stderr));
+    let program = go_program("pprofcheck")?;
     let scratch = Scratch::new("pprofcheck");
     let (first_file, second_file) = (scratch.join("first.pb.gz"), scratch.join("second.pb.gz"));
     std::fs::write(&first_file, first).unwrap();
@@ -121,6 +111,43 @@ pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<serde_j
     let arguments = [first_file.to_str().unwrap(), second_file.to_str().unwrap(), function];
     let output = run(&program, &arguments, &[]);
     Some(serde_json::from_slice(&output.stdout).unwrap())
+}
+
+/// An OTLP profiles export request read by the OpenTelemetry Collector's own pdata (`go/otlpcheck`, built
+/// from its module, `go.opentelemetry.io/collector/pdata/pprofile` v0.165.0): its summary (the resource's
+/// attributes, each profile's type, unit and total, totals by function and by sample attribute, the build
+/// ids); `None` (with the reason printed) where Go is not installed. Panics where pdata refuses it.
+///
+/// ```no_run
+/// let request = std::fs::read("profile.otlp.pb").unwrap();
+/// if let Some(summary) = memprof_tests::tools::otlpcheck(&request) {
+///     println!("{}", summary["resource"]["service.name"]);
+/// }
+/// ```
+pub fn otlpcheck(request: &[u8]) -> Option<serde_json::Value> {
+    let program = go_program("otlpcheck")?;
+    let scratch = Scratch::new("otlpcheck");
+    let file = scratch.join("request.otlp.pb");
+    std::fs::write(&file, request).unwrap();
+    let output = run(&program, &[file.to_str().unwrap()], &[]);
+    Some(serde_json::from_slice(&output.stdout).unwrap())
+}
+
+/// The Go program `go/<name>` of this crate, built from its module into `target/go` (its modules and
+/// build cache kept there between runs); `None` (with the reason printed) where Go is not installed.
+fn go_program(name: &str) -> Option<PathBuf> {
+    let go = find("go", "golang-go")?;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
+    let cache = workspace.join("target").join("go");
+    let program = cache.join(name);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go").join(name);
+    let environment = [("GOMODCACHE", cache.join("mod")), ("GOCACHE", cache.join("build")), ("HOME", cache.clone())];
+    let mut build = Command::new(&go);
+    build.args(["build", "-o"]).arg(&program).arg(".").current_dir(&source);
+    build.envs(environment.iter().map(|(name, value)| (name, value))).env("GOFLAGS", "-mod=readonly");
+    let built = build.output().unwrap_or_else(|error| panic!("go does not run: {error}"));
+    assert!(built.status.success(), "go build {name}: {}", String::from_utf8_lossy(&built.stderr));
+    Some(program)
 }
 
 /// `promtool check metrics` of Prometheus text: `Ok` when it accepts it, else what it said; `None` (with the

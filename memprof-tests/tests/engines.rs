@@ -1,6 +1,7 @@
 //! The pull side read by the fleet engines' own code: memprof's `/debug/pprof/allocs` and `/heap` parsed and
 //! checked by github.com/google/pprof/profile, the library Parca and Grafana Pyroscope ingest with, and two
-//! scrapes' delta taken by it as Grafana Alloy takes it (memprof-tests/go/pprofcheck, built from its module).
+//! scrapes' delta taken by it as Grafana Alloy takes it (memprof-tests/go/pprofcheck, built from its module);
+//! the OTLP download read by the OpenTelemetry Collector's own pdata (memprof-tests/go/otlpcheck).
 
 use memprof_tests::process::Program;
 use memprof_tests::tools;
@@ -39,4 +40,67 @@ fn googles_pprof_library_reads_the_scrapes_and_their_delta_is_the_load() {
     let nothing: Vec<i64> =
         itself["delta"].as_object().unwrap().values().map(|value| value.as_i64().unwrap()).collect();
     assert!(nothing.iter().all(|value| *value == 0), "a scrape less itself: {itself}");
+}
+
+/// A run's OTLP download (`download/otlp`), read by the OpenTelemetry Collector's own pdata as its OTLP
+/// receiver reads a request: pdata accepts it, its resource names the process, one profile a sample type
+/// (Go's names) with the run's time and the sampling period, the function that allocates named with what
+/// it holds, every live byte the run's other answers count, the example's tenants as sample attributes
+/// (acme three times initech), and the service's build id on its mapping.
+#[test]
+fn the_collectors_pdata_reads_a_runs_otlp_download() {
+    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:16").spawn();
+    // A run that holds sessions: on a loaded machine the (debug) example may open none in a first run.
+    let id = memprof_tests::waiting::wait_until("a run holding sessions", memprof_tests::http::PATIENCE, || {
+        let id = memprof_tests::acceptance::start(&service, "2secs");
+        memprof_tests::acceptance::wait_until_idle(&service);
+        let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
+        if text.contains("% service::open_session\n") { Ok(id) } else { Err(text) }
+    });
+    let download = service.get(&format!("/memory-profiler/download/otlp?id={id}"));
+    assert_eq!(download.status, 200, "{}", download.text());
+    assert_eq!(download.header("content-type"), Some("application/x-protobuf"));
+    let Some(summary) = tools::otlpcheck(&download.body) else { return };
+    let resource = &summary["resource"];
+    assert_eq!(resource["service.name"], "unknown_service:service", "{summary}");
+    assert_eq!(resource["process.pid"], service.pid().to_string(), "{summary}");
+    assert_eq!(resource["process.executable.name"], "service", "{summary}");
+    assert!(!resource["host.name"].as_str().unwrap().is_empty(), "{summary}");
+    assert!(summary["scope"].as_str().unwrap().starts_with("memprof "), "{summary}");
+    let profiles = summary["profiles"].as_array().unwrap();
+    let types: Vec<String> = profiles
+        .iter()
+        .map(|profile| format!("{}/{}", profile["type"].as_str().unwrap(), profile["unit"].as_str().unwrap()))
+        .collect();
+    assert!(types.ends_with(&["inuse_objects/count".to_owned(), "inuse_space/bytes".to_owned()]), "{types:?}");
+    for profile in profiles {
+        assert_eq!(profile["period"], 65536, "{profile}");
+        let seconds = profile["duration_nano"].as_f64().unwrap() / 1e9;
+        assert!((1.5..30.0).contains(&seconds), "the run's 2 s: {profile}");
+        assert!(profile["time_unix_nano"].as_f64().unwrap() > 1.7e18, "{profile}");
+    }
+    let inuse_space = profiles.last().unwrap();
+    let labels: memprof_wire::LabelBytes =
+        serde_json::from_value(service.get_json(&format!("/memory-profiler/labels?id={id}"))).unwrap();
+    let total = inuse_space["total"].as_f64().unwrap();
+    let samples = inuse_space["samples"].as_f64().unwrap();
+    assert!((total - labels.total_bytes).abs() <= samples, "{total} bytes in OTLP, {} in the run", labels.total_bytes);
+    let sessions = summary["by_function"]["inuse_space"]["service::open_session"].as_f64().unwrap_or(0.0);
+    assert!(sessions > total / 4.0, "open_session holds most: {sessions} of {total}: {summary}");
+    let by_tenant = &summary["inuse_space_by_attribute"];
+    let (acme, initech) = (by_tenant["tenant=acme"].as_f64().unwrap(), by_tenant["tenant=initech"].as_f64().unwrap());
+    assert!(acme > initech * 1.5, "acme {acme}, initech {initech}");
+    let build_ids = summary["build_ids"].as_array().unwrap();
+    let program = std::fs::read(memprof_tests::process::built_binary("service")).unwrap();
+    let file = object::File::parse(&*program).unwrap();
+    let expected: String = object::Object::build_id(&file)
+        .unwrap()
+        .expect("the example has a GNU build id")
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    assert!(
+        build_ids.iter().any(|build_id| build_id.as_str() == Some(expected.as_str())),
+        "{expected} not in {build_ids:?}"
+    );
 }

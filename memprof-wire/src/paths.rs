@@ -34,6 +34,8 @@ pub const DOWNLOAD_FLAMEGRAPH: &str = "/memory-profiler/download/flamegraph";
 pub const DOWNLOAD_COLLAPSED: &str = "/memory-profiler/download/collapsed";
 /// gzip pprof.
 pub const DOWNLOAD_PPROF: &str = "/memory-profiler/download/pprof";
+/// OpenTelemetry's profiles (an OTLP export request, protobuf).
+pub const DOWNLOAD_OTLP: &str = "/memory-profiler/download/otlp";
 /// jeprof's remote protocol: the latest dump, symbols, command line.
 pub const PPROF_HEAP: &str = "/memory-profiler/pprof/heap";
 /// jeprof's symbol lookups.

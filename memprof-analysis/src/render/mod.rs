@@ -1,5 +1,6 @@
 //! The formats an [`Analysis`] is served in: jeprof's text table, folded stacks, flame graphs, a call
-//! graph, and pprof's protobuf. Each can show the difference from a base profile.
+//! graph, pprof's protobuf and OpenTelemetry's profiles (OTLP). Each can show the difference from a base
+//! profile.
 //!
 //! ```no_run
 //! use memprof_analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
@@ -14,6 +15,7 @@
 mod folded;
 mod graph;
 mod options;
+mod otlp;
 mod pprof;
 mod rust_names;
 mod shown;
@@ -23,6 +25,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 pub use options::RenderOptions;
+pub use otlp::OtlpResource;
 
 use crate::analysis::Analysis;
 
@@ -41,6 +44,9 @@ pub enum Format {
     Graph,
     /// gzip-compressed pprof `profile.proto`, for `go tool pprof`, Pyroscope and Parca.
     Pprof,
+    /// OpenTelemetry's profiles signal: an OTLP `ExportProfilesServiceRequest` (protobuf), the body of a
+    /// `POST /v1development/profiles` to an OpenTelemetry Collector or Pyroscope.
+    Otlp,
 }
 
 /// Why a profile could not be rendered.
@@ -57,7 +63,8 @@ impl std::error::Error for RenderError {}
 
 impl Format {
     /// Every format, in the order the endpoints list them.
-    pub const ALL: [Format; 5] = [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph, Format::Pprof];
+    pub const ALL: [Format; 6] =
+        [Format::Text, Format::Collapsed, Format::FlameGraph, Format::Graph, Format::Pprof, Format::Otlp];
 
     /// The name used in URLs and on the command line.
     ///
@@ -73,6 +80,7 @@ impl Format {
             Format::FlameGraph => "flamegraph",
             Format::Graph => "graph",
             Format::Pprof => "pprof",
+            Format::Otlp => "otlp",
         }
     }
 
@@ -87,7 +95,17 @@ impl Format {
             Format::Text | Format::Collapsed => "text/plain; charset=utf-8",
             Format::FlameGraph | Format::Graph => "image/svg+xml",
             Format::Pprof => "application/octet-stream",
+            Format::Otlp => "application/x-protobuf",
         }
+    }
+
+    /// Whether it is binary (protobuf): downloaded as an attachment, never printed to a terminal.
+    ///
+    /// ```
+    /// assert!(memprof_analysis::Format::Otlp.is_binary() && !memprof_analysis::Format::Text.is_binary());
+    /// ```
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Pprof | Format::Otlp)
     }
 
     /// The usual file name extension.
@@ -97,6 +115,7 @@ impl Format {
             Format::Collapsed => "folded",
             Format::FlameGraph | Format::Graph => "svg",
             Format::Pprof => "pb.gz",
+            Format::Otlp => "otlp.pb",
         }
     }
 
@@ -122,6 +141,7 @@ impl Format {
             Format::Pprof => {
                 pprof::render(difference().as_ref().unwrap_or(analysis), options.allocations_first, &options.comments)
             }
+            Format::Otlp => Ok(otlp::render(difference().as_ref().unwrap_or(analysis), &options.resource)),
         };
         rendered.map_err(|error| RenderError(format!("Cannot render the {} format: {error}", self.name())))
     }

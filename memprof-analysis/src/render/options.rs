@@ -22,4 +22,6 @@ pub struct RenderOptions {
     pub label: Option<(String, String)>,
     /// pprof only: comments to carry (`go tool pprof -comments`), before the notes on the binaries.
     pub comments: Vec<String>,
+    /// OTLP only: where the profiles come from (the resource's attributes) and the time they cover.
+    pub resource: super::OtlpResource,
 }

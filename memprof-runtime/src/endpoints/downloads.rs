@@ -69,6 +69,36 @@ pub(super) fn pprof(context: &Context, query: &Query) -> Result<Reply, HttpError
     rendered(context, query, Format::Pprof)
 }
 
+/// `download/otlp`: OpenTelemetry's profiles, an OTLP `ExportProfilesServiceRequest` to `POST` to a
+/// Collector's `/v1development/profiles`: the resource says which process, the profiles the run's time.
+pub(super) fn otlp(context: &Context, query: &Query) -> Result<Reply, HttpError> {
+    rendered(context, query, Format::Otlp)
+}
+
+/// What an OTLP download says of where it comes from: this process (OpenTelemetry's resource conventions,
+/// `service.name` their default for a service that names none), and the profile's time.
+fn otlp_resource(profile: &KeptProfile) -> memprof_analysis::OtlpResource {
+    let unix_nanos = |time: std::time::SystemTime| {
+        time.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
+    };
+    let executable = crate::process::executable::path().unwrap_or_default();
+    let name = executable.rsplit('/').next().unwrap_or_default().to_owned();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let attributes = [
+        ("service.name", format!("unknown_service:{name}")),
+        ("process.pid", std::process::id().to_string()),
+        ("process.executable.name", name),
+        ("process.executable.path", executable),
+        ("host.name", host.trim().to_owned()),
+    ];
+    let (started, stopped) = (unix_nanos(profile.started), unix_nanos(profile.stopped));
+    memprof_analysis::OtlpResource {
+        attributes: attributes.into_iter().map(|(key, value)| (key.to_owned(), value)).collect(),
+        time_unix_nano: started,
+        duration_nano: stopped.saturating_sub(started),
+    }
+}
+
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,
 /// `net=true` for a window's net growth, `view=allocated` for what a window allocated (freed or not),
 /// `view=peak` for what it held at its highest,
@@ -95,6 +125,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
             .transpose()
             .map_err(invalid("by"))?,
         label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
+        resource: if format == Format::Otlp { otlp_resource(&profile) } else { Default::default() },
         ..RenderOptions::default()
     };
     let view = match query.get("view") {
@@ -132,7 +163,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         };
         let bytes = format.render(&kept, None, &options).map_err(|error| HttpError::internal(error.to_string()))?;
         let name = format!("memprof.{}-{view}.{}", profile.id, format.extension());
-        return Ok(Reply::rendered(format.content_type(), bytes.into(), name, format == Format::Pprof));
+        return Ok(Reply::rendered(format.content_type(), bytes.into(), name, format.is_binary()));
     }
     let bytes = render_cache::rendered(&profile, base.as_ref(), format, &options)
         .map_err(|failure| failed(context, &profile, failure))?;
@@ -140,7 +171,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
         Some(base) => format!("memprof.{}-minus-{}.{}", profile.id, base.id, format.extension()),
         None => format!("memprof.{}.{}", profile.id, format.extension()),
     };
-    Ok(Reply::rendered(format.content_type(), bytes, name, format == Format::Pprof))
+    Ok(Reply::rendered(format.content_type(), bytes, name, format.is_binary()))
 }
 
 /// A view of a window of continuous sampling kept beside its profile at `path` (`net=true`: what every

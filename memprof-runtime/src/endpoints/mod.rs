@@ -188,6 +188,7 @@ const ROUTES: &[Route] = &[
     get(paths::DOWNLOAD_FLAMEGRAPH, RENDER_PARAMETERS, downloads::flame_graph),
     get(paths::DOWNLOAD_COLLAPSED, RENDER_PARAMETERS, downloads::collapsed),
     get(paths::DOWNLOAD_PPROF, &["id", "base", "net", "view", "label"], downloads::pprof),
+    get(paths::DOWNLOAD_OTLP, &["id", "base", "net", "view", "label"], downloads::otlp),
     get(paths::PPROF_HEAP, &[], downloads::newest_raw),
     get(paths::PPROF_CMDLINE, &[], symbols::command_line),
     reading(paths::PPROF_SYMBOL, Methods::GetOrPost, symbols::symbol),
