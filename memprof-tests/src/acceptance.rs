@@ -49,6 +49,22 @@ pub fn wait_for_sampled(service: &Program, functions: &[&str]) {
     });
 }
 
+/// Runs of `duration` started and awaited until one ends holding `function` (its text download names it):
+/// on a saturated machine a debug-built example may allocate nothing in a first short run. Its id.
+///
+/// ```no_run
+/// let service = memprof_tests::process::Program::service().spawn();
+/// let id = memprof_tests::acceptance::finished_run_holding(&service, "2secs", "service::open_session");
+/// ```
+pub fn finished_run_holding(service: &Program, duration: &str, function: &str) -> u64 {
+    wait_until(&format!("a run holding {function}"), PATIENCE, || {
+        let id = start(service, duration);
+        wait_until_idle(service);
+        let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
+        if text.contains(&format!("% {function}\n")) { Ok(id) } else { Err(text) }
+    })
+}
+
 /// Polls `state` until no run is active.
 pub fn wait_until_idle(service: &Program) -> memprof_wire::ProfilerState {
     wait_until("the run to end", PATIENCE, || {

@@ -22,11 +22,9 @@ fn finely_sampled_service() -> Program {
     Program::service().env("MALLOC_CONF", FINE_SAMPLING).spawn()
 }
 
-/// Runs a 2-second profiling run to its end and returns its id.
+/// Runs a 2-second profiling run to its end and returns its id (one that holds the service's sessions).
 fn finished_run(service: &Program) -> u64 {
-    let id = service.get_json("/memory-profiler/start?duration=2secs")["id"].as_u64().unwrap();
-    memprof_tests::acceptance::wait_until_idle(service);
-    id
+    memprof_tests::acceptance::finished_run_holding(service, "2secs", "service::open_session")
 }
 
 fn download(service: &Program, target: &str) -> memprof_tests::http::Response {

@@ -50,13 +50,7 @@ fn googles_pprof_library_reads_the_scrapes_and_their_delta_is_the_load() {
 #[test]
 fn the_collectors_pdata_reads_a_runs_otlp_download() {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:16").spawn();
-    // A run that holds sessions: on a loaded machine the (debug) example may open none in a first run.
-    let id = memprof_tests::waiting::wait_until("a run holding sessions", memprof_tests::http::PATIENCE, || {
-        let id = memprof_tests::acceptance::start(&service, "2secs");
-        memprof_tests::acceptance::wait_until_idle(&service);
-        let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
-        if text.contains("% service::open_session\n") { Ok(id) } else { Err(text) }
-    });
+    let id = memprof_tests::acceptance::finished_run_holding(&service, "2secs", "service::open_session");
     let download = service.get(&format!("/memory-profiler/download/otlp?id={id}"));
     assert_eq!(download.status, 200, "{}", download.text());
     assert_eq!(download.header("content-type"), Some("application/x-protobuf"));
