@@ -285,7 +285,9 @@ fn the_prefixed_variable_is_reported_as_ignored() {
 
 #[test]
 fn malloc_conf_overrides_the_sampling_rate_key_by_key() {
-    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:17").spawn();
+    // On demand: the program's prof_active:false stands (sampled continuously, memprof switches it on).
+    let service =
+        Program::service().env("MALLOC_CONF", "lg_prof_sample:17").env("MEMPROF_SAMPLING", "on-demand").spawn();
     service.wait_for_line(|line| {
         line == "[memprof] INFO Sampling every 2^17 bytes on average, as the environment asks (the program's malloc_conf asks for 2^19)"
     });
