@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::spin::SpinLock;
 use crate::profiler::budget::Thinning;
+use padded::Padded;
 use peaks::Peaks;
 use slots::{Object, Objects, Stack, Stacks, Stamp, hash_frames, zeroed_slots};
 
@@ -151,18 +152,6 @@ pub(crate) struct Table {
     freed: Padded<AtomicU64>,
     /// The high-water marks of the windows tracked.
     peaks: Peaks,
-}
-
-/// A value on cache lines of its own (two, as adjacent-line prefetching pairs them): threads taking
-/// different shards' locks do not take each other's cache lines.
-#[repr(align(128))]
-struct Padded<T>(T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 impl Table {
@@ -399,6 +388,7 @@ const SLACK: usize = 64;
 const PROF_BT_MAX: usize = 128;
 
 mod give_back;
+mod padded;
 pub(crate) mod peaks;
 mod slots;
 #[cfg(test)]
