@@ -334,11 +334,10 @@ fn describe_state(state: &State) -> String {
         ));
     }
     lines.push(match &profiler.current_run {
-        CurrentRun::Active { id, remaining_seconds: Some(left), started_by } => {
-            format!("run: {id} ({}), {left:.1} s left", one_line(started_by))
-        }
-        CurrentRun::Active { id, remaining_seconds: None, started_by } => {
-            format!("run: {id} ({}), until stopped", one_line(started_by))
+        CurrentRun::Active { id, remaining_seconds, started_by, samples } => {
+            let left = remaining_seconds.map_or_else(|| "until stopped".to_owned(), |left| format!("{left:.1} s left"));
+            let samples = samples.map_or_else(String::new, |samples| format!(", {samples} samples so far"));
+            format!("run: {id} ({}), {left}{samples}", one_line(started_by))
         }
         CurrentRun::Idle { .. } => "run: none".to_owned(),
     });

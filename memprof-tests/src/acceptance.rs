@@ -28,9 +28,11 @@ pub fn start(service: &Program, duration: &str) -> u64 {
     started["id"].as_u64().unwrap()
 }
 
-/// Waits until the heap as it is now (a dump taken for the asking) holds a sample allocated under each of
-/// `functions`, as the service's own symbol service names its frames: what follows can then count on those
-/// samples however slow the machine, with no fixed sleep.
+/// Waits until what the run in progress holds so far (`heap_profile?trigger_dump=true&run=<id>`: its
+/// profile were it stopped now), or the heap as it is now when no run is, holds a sample allocated under
+/// each of `functions`, as the service's own symbol service names its frames: what follows can then count
+/// on those samples however slow the machine, with no fixed sleep. Sampled continuously, the heap holds
+/// samples from before the run, which its profile does not: the run's own are waited for.
 ///
 /// ```no_run
 /// let service = memprof_tests::process::Program::service().spawn();
@@ -38,14 +40,30 @@ pub fn start(service: &Program, duration: &str) -> u64 {
 /// memprof_tests::acceptance::wait_for_sampled(&service, &["service::open_session"]);
 /// ```
 pub fn wait_for_sampled(service: &Program, functions: &[&str]) {
-    wait_until(&format!("a sample under each of {functions:?} in the heap"), PATIENCE, || {
-        let dump = service.get("/memory-profiler/heap_profile?trigger_dump=true").text();
+    let what = match service.state().current_run.id() {
+        Some(run) => format!("run {run} so far"),
+        None => "the heap".to_owned(),
+    };
+    wait_until(&format!("a sample under each of {functions:?} in {what}"), PATIENCE, || {
+        let state = service.state();
+        let query = match state.current_run.id() {
+            Some(run) => format!("trigger_dump=true&run={run}"),
+            None => "trigger_dump=true".to_owned(),
+        };
+        let dump = service.get(&format!("/memory-profiler/heap_profile?{query}")).text();
         let profile = HeapProfile::parse(&dump).unwrap_or_else(|error| panic!("{error}:\n{dump}"));
         let addresses: BTreeSet<u64> = profile.stacks.iter().flat_map(|stack| stack.addresses.clone()).collect();
         let asked = addresses.iter().map(|address| format!("{address:#x}")).collect::<Vec<_>>().join("+");
         let names = request_with_body(service.address(), "POST", "/debug/pprof/symbol", asked.as_bytes()).text();
         let missing: Vec<&str> = functions.iter().copied().filter(|function| !names.contains(function)).collect();
-        if missing.is_empty() { Ok(()) } else { Err(format!("none under {missing:?}; the heap's frames:\n{names}")) }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let sampling = serde_json::to_string(&state.sampling).unwrap_or_default();
+        Err(format!(
+            "none under {missing:?} ({query}; sampling: {sampling}; {:?}); the frames:\n{names}",
+            state.current_run
+        ))
     });
 }
 

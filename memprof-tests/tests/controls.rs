@@ -1,7 +1,10 @@
 //! libmtev- and Traffic Server-style controls against the real example service: sampling switched by
 //! hand, a dump on demand, jemalloc's statistics.
 
-use memprof_tests::process::Program;
+use memprof::analysis::HeapProfile;
+use memprof_tests::acceptance::start;
+use memprof_tests::heap::functions_in;
+use memprof_tests::process::{Program, built_binary};
 
 #[test]
 fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
@@ -58,6 +61,46 @@ fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
     }
     let both = service.get("/memory-profiler/heap_profile?active=true&trigger_dump=true");
     assert_eq!((both.status, both.text()), (400, "Pass either 'active' or 'trigger_dump', not both.\n".to_owned()));
+}
+
+/// Sampled continuously, a run's profile holds what was sampled since it began, not the heap:
+/// `trigger_dump=true&run=<id>` shows it so far, and `state` counts the samples it has.
+#[test]
+fn a_run_in_progress_shows_what_it_holds_so_far_and_counts_its_samples() {
+    let program = Program::windows().spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    let id = start(&program, "1mins");
+    let samples = || match program.state().current_run {
+        memprof_wire::CurrentRun::Active { samples: Some(samples), .. } => samples,
+        other => panic!("no samples counted for the run in progress: {other:?}"),
+    };
+    let binary = built_binary("windows");
+    let functions = |query: &str| {
+        let dump = program.get(&format!("/memory-profiler/heap_profile?{query}"));
+        assert_eq!(dump.status, 200, "{}", dump.text());
+        functions_in(&HeapProfile::parse(&dump.text()).unwrap(), &binary)
+    };
+    let so_far = format!("trigger_dump=true&run={id}");
+    assert!(!functions(&so_far).iter().any(|name| name.contains("kept_before_the_window")), "{:?}", functions(&so_far));
+    let before = samples();
+    program.tell("grow", "windows: done grow");
+    // 16 MiB in 64 KiB blocks, sampled every 512 KiB on average: some 30 samples, 8 far below.
+    assert!(samples() >= before + 8, "{before} samples, then {}", samples());
+    let held = functions(&so_far);
+    assert!(held.iter().any(|name| name.contains("grown_in_the_window")), "{held:?}");
+    assert!(!held.iter().any(|name| name.contains("kept_before_the_window")), "{held:?}");
+    let heap = functions("trigger_dump=true");
+    assert!(heap.iter().any(|name| name.contains("kept_before_the_window")), "{heap:?}");
+
+    let alone = program.get(&format!("/memory-profiler/heap_profile?run={id}"));
+    let said = "'run' names the run in progress a trigger_dump=true is of.\n";
+    assert_eq!((alone.status, alone.text()), (400, said.to_owned()));
+    program.get_json("/memory-profiler/stop");
+    let ended = program.get(&format!("/memory-profiler/heap_profile?{so_far}"));
+    let said = format!(
+        "No heap profiling run {id} is in progress; an ended run's profile is at /memory-profiler/download/raw?id={id}.\n"
+    );
+    assert_eq!((ended.status, ended.text()), (404, said));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use memprof_tests::process::{PATIENCE, Program, built_binary};
+use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 
 /// `memprof analyze <arguments>`: exit status, stdout, stderr.
@@ -13,14 +13,13 @@ fn analyze(arguments: &[&str]) -> (bool, String, String) {
     (output.status.success(), text(&output.stdout), text(&output.stderr))
 }
 
-/// A raw dump of a finished 2-second run of the example service, written to `path`.
+/// A raw dump of a finished 2-second run of the example service holding `open_session` (a first run on a
+/// saturated machine may hold nothing: see `finished_run_holding`), written to `path`.
 fn dump_of_the_service(path: &Path) {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
-    let id = service.get_json("/memory-profiler/start?duration=2secs")["id"].as_u64().unwrap();
-    let raw = memprof_tests::waiting::wait_until(&format!("run {id}'s profile"), PATIENCE, || {
-        let raw = service.get(&format!("/memory-profiler/download/raw?id={id}"));
-        if raw.status == 200 { Ok(raw) } else { Err(raw.text()) }
-    });
+    let id = memprof_tests::acceptance::finished_run_holding(&service, "2secs", "service::open_session");
+    let raw = service.get(&format!("/memory-profiler/download/raw?id={id}"));
+    assert_eq!(raw.status, 200, "{}", raw.text());
     std::fs::write(path, raw.body).unwrap();
 }
 

@@ -63,7 +63,8 @@ mod tests {
         assert_eq!(serde_json::to_string(&CurrentRun::Idle { id: () }).unwrap(), r#"{"id":null}"#);
         let active: CurrentRun =
             serde_json::from_str(r#"{"id":7,"remaining_seconds":null,"started_by":"code: load"}"#).unwrap();
-        assert_eq!(active, CurrentRun::Active { id: 7, remaining_seconds: None, started_by: "code: load".into() });
+        let started_by = "code: load".into();
+        assert_eq!(active, CurrentRun::Active { id: 7, remaining_seconds: None, started_by, samples: None });
         assert_eq!(serde_json::from_str::<CurrentRun>(r#"{"id":null}"#).unwrap(), CurrentRun::Idle { id: () });
     }
 

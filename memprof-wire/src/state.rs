@@ -77,6 +77,10 @@ pub enum CurrentRun {
         remaining_seconds: Option<f64>,
         /// Who started it.
         started_by: String,
+        /// The samples taken since it began, whoever allocated them (`null` where no record of samples
+        /// counts them): none after a while says the program allocated less than the sampling interval.
+        #[serde(default)]
+        samples: Option<u64>,
     },
     /// No run: `{"id": null}`.
     Idle {

@@ -10,7 +10,7 @@ use crate::http::HttpError;
 
 /// The heap now, symbolized: expensive work, for the holder of a permit ([`super::jobs::Permit`]).
 pub(super) fn symbolized(context: &Context) -> Result<Analysis, HttpError> {
-    let (mut file, name) = context.profiler.snapshot()?;
+    let (mut file, name) = context.profiler.snapshot(None)?;
     let mut text = String::new();
     file.read_to_string(&mut text)
         .map_err(|error| HttpError::internal(format!("Cannot read the dump {name} ({error})")))?;

@@ -12,13 +12,18 @@ use crate::jemalloc;
 use crate::profiler::{Owner, Started, Stopped};
 use memprof_wire::{RunAnswer, RunOwner, Switches};
 
-/// `heap_profile`: the switches; `?active=true|false` to switch; `?trigger_dump=true` for the heap now.
+/// `heap_profile`: the switches; `?active=true|false` to switch; `?trigger_dump=true` for the heap now, or
+/// with `&run=<id>` for what that run in progress holds so far.
 pub(super) fn heap_profile(context: &Context, query: &Query) -> Result<Reply, HttpError> {
     let dump = query.flag("trigger_dump")?;
+    let run = query.parse_id("run")?;
+    if run.is_some() && !dump {
+        return Err(HttpError::bad_request("'run' names the run in progress a trigger_dump=true is of"));
+    }
     match (query.get("active"), dump) {
         (Some(_), true) => Err(HttpError::bad_request("Pass either 'active' or 'trigger_dump', not both")),
         (Some(_), false) => switch(context, query.flag("active")?),
-        (None, true) => trigger_dump(context),
+        (None, true) => trigger_dump(context, run),
         (None, false) => Ok(Reply::json(&switches(context))),
     }
 }
@@ -70,8 +75,14 @@ fn owned_by_another(id: u64, owner: &Owner) -> HttpError {
     HttpError::conflict(format!("Heap profiling run {id} owns profiling, started {by}"))
 }
 
-/// The heap as it is now, streamed back (its file is already deleted, or freed when in memory).
-fn trigger_dump(context: &Context) -> Result<Reply, HttpError> {
-    let (file, name) = context.profiler.snapshot()?;
+/// The heap as it is now, or what run `run` in progress holds so far (its profile, were it stopped now),
+/// streamed back (its file is already deleted, or freed when in memory).
+fn trigger_dump(context: &Context, run: Option<u64>) -> Result<Reply, HttpError> {
+    let (file, name) = context.profiler.snapshot(run).map_err(|error| match (error, run) {
+        (crate::profiler::Error::UnknownRun(_), Some(run)) => HttpError::not_found(format!(
+            "No heap profiling run {run} is in progress; an ended run's profile is at /memory-profiler/download/raw?id={run}"
+        )),
+        (error, _) => error.into(),
+    })?;
     Ok(Reply::download(file, format!("memprof.{name}")))
 }

@@ -179,7 +179,7 @@ const ROUTES: &[Route] = &[
     urgent(post(paths::STOP, &[], runs::stop)),
     urgent(get(paths::STATE, &[], state::state)),
     get(paths::STATISTICS, &["format"], state::statistics),
-    post(paths::HEAP_PROFILE, &["active", "trigger_dump"], heap_profile::heap_profile),
+    post(paths::HEAP_PROFILE, &["active", "trigger_dump", "run"], heap_profile::heap_profile),
     get(paths::DOWNLOAD_RAW, &["id"], downloads::raw),
     get(paths::DOWNLOAD_LABELS, &["id"], downloads::labels),
     get(paths::LABELS, &["id"], downloads::label_bytes),

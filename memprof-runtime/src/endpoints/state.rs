@@ -26,9 +26,12 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let label_counts = crate::labels::counts();
     let runs = profiler.overview();
     let current_run = match &runs.current {
-        Some(run) => {
-            CurrentRun::Active { id: run.id, remaining_seconds: run.remaining_seconds(), started_by: run.owner.name() }
-        }
+        Some(run) => CurrentRun::Active {
+            id: run.id,
+            remaining_seconds: run.remaining_seconds(),
+            started_by: run.owner.name(),
+            samples: profiler.samples_since_start(run.id),
+        },
         None => CurrentRun::Idle { id: () },
     };
     let tmp_dir = match &runs.directory {

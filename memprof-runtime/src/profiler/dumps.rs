@@ -11,13 +11,24 @@ use crate::process::messages;
 impl Profiler {
     /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
     /// a file the caller deletes once read.
-    pub(crate) fn snapshot(&self) -> Result<(std::fs::File, String), Error> {
+    ///
+    /// With `run`, the profile of that run or window in progress as it stands: what it would hold if it
+    /// ended now (sampled continuously, the objects sampled since it began and still live; on demand, the
+    /// heap, whose samples the run reset as it began). [`Error::UnknownRun`] when it is not in progress.
+    pub(crate) fn snapshot(&self, run: Option<u64>) -> Result<(std::fs::File, String), Error> {
         self.check_available()?;
         let mut books = self.books.lock();
         books.runs.check_open()?;
+        let window_start = match run {
+            Some(run) => Some(books.runs.in_progress(run).ok_or(Error::UnknownRun(run))?.window_start),
+            None => None,
+        };
         let id = books.runs.next_id();
-        jemalloc::unsampled(|| books.store.snapshot(id, &self.heap_dump()))
-            .map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.into() })
+        let written = match window_start {
+            Some(window_start) => jemalloc::unsampled(|| books.store.snapshot(id, &self.run_dump(window_start))),
+            None => jemalloc::unsampled(|| books.store.snapshot(id, &self.heap_dump())),
+        };
+        written.map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.into() })
     }
 
     /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`

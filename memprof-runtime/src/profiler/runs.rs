@@ -95,6 +95,11 @@ impl Runs {
         self.current.as_ref()
     }
 
+    /// The run or window `id`, if it is in progress.
+    pub(crate) fn in_progress(&self, id: u64) -> Option<&ActiveRun> {
+        self.current.iter().chain(&self.windows).find(|run| run.id == id)
+    }
+
     /// Fails with [`Error::Ending`] once the program ends.
     pub(crate) fn check_open(&self) -> Result<(), Error> {
         if self.closed { Err(Error::Ending) } else { Ok(()) }

@@ -149,5 +149,5 @@ fn without_profiling_every_control_says_why() {
     let unavailable = Err(Error::Unavailable("off, for a test".to_owned()));
     assert_eq!(profiler.start(Owner::Http, None).map(drop), unavailable);
     assert_eq!(profiler.stop(None).map(drop), unavailable);
-    assert_eq!(profiler.snapshot().map(drop), unavailable);
+    assert_eq!(profiler.snapshot(None).map(drop), unavailable);
 }

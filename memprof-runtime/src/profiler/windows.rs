@@ -113,6 +113,13 @@ impl Profiler {
         }
     }
 
+    /// The samples taken since run or window `id` began, whoever allocated them; `None` where no record
+    /// counts them (or `id` is not in progress).
+    pub(crate) fn samples_since_start(&self, id: u64) -> Option<u64> {
+        let since = self.window_bases.lock().get(&id)?.since;
+        Some(self.views_record()?.next_sequence().saturating_sub(since))
+    }
+
     /// Beside the profile of window `id` at `path` (none when it failed), its net growth since it started
     /// (what every stack holds at its end minus at its start), for `net=true` downloads, what it allocated,
     /// freed or not, for `view=allocated`, and what it held at its highest, for `view=peak`; not for

@@ -268,6 +268,8 @@ pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64
 /// allocations, with each stack's first sample (a stack that took a given-back index since has none).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Base {
+    /// The record's sequence number as the window started: the samples taken since are counted from it.
+    pub(crate) since: u64,
     born: Vec<u64>,
     live: Vec<table::Totals>,
     allocated: Vec<table::Totals>,
@@ -284,7 +286,7 @@ pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
 pub(crate) fn base_now(record: &Table, since: u64) -> Base {
     let live = live_now(record);
     let (born, allocated) = record.allocated().into_iter().unzip();
-    Base { born, live, allocated, peak: record.track_peak(since) }
+    Base { since, born, live, allocated, peak: record.track_peak(since) }
 }
 
 impl Base {
