@@ -37,6 +37,7 @@ pub mod labels;
 mod memory;
 #[cfg(feature = "http")]
 pub mod mounted;
+mod otlp_push;
 mod process;
 mod profile_root;
 mod profiler;

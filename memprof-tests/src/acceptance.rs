@@ -67,6 +67,23 @@ pub fn wait_for_sampled(service: &Program, functions: &[&str]) {
     });
 }
 
+/// Waits until the run in progress counts `at_least` samples (`state`'s `current_run.samples`): a run that
+/// must hold the program's steady state, not its first moments, waits for enough of them.
+///
+/// ```no_run
+/// let service = memprof_tests::process::Program::service().spawn();
+/// memprof_tests::acceptance::start(&service, "1mins");
+/// memprof_tests::acceptance::wait_for_run_samples(&service, 100);
+/// ```
+pub fn wait_for_run_samples(service: &Program, at_least: u64) {
+    wait_until(&format!("the run in progress to count {at_least} samples"), PATIENCE, || {
+        match service.state().current_run {
+            memprof_wire::CurrentRun::Active { samples: Some(samples), .. } if samples >= at_least => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
+
 /// Runs of `duration` started and awaited until one ends holding `function` (its text download names it):
 /// on a saturated machine a debug-built example may allocate nothing in a first short run. Its id.
 ///

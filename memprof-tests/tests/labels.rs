@@ -16,9 +16,11 @@ fn finely_sampled_service() -> Program {
     Program::service().env("MALLOC_CONF", "lg_prof_sample:14").spawn()
 }
 
-/// A finished run of `service` that sampled `functions`.
+/// A finished run of `service` that sampled `functions`, long enough to hold the service's steady state
+/// (every session replaced: 16 MiB of them, sampled every 16 KiB, 2048 samples and more).
 fn finished_run(service: &Program, functions: &[&str]) -> u64 {
     let id = acceptance::start(service, "1mins");
+    acceptance::wait_for_run_samples(service, 2048);
     wait_for_sampled(service, functions);
     assert_eq!(service.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
     id

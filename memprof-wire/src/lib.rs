@@ -29,8 +29,8 @@ pub use labels::{InvalidLabel, LabelBytes, LabelCounts, label_filter, label_key}
 pub use memory::{Growing, GrowingSeries, HeapCounters, Memory, Reading, SeriesPoint};
 pub use runs::{KeptProfile, ProfileUrls, RunAnswer, RunOwner, Started, Switches};
 pub use state::{
-    AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, ProfilerState,
-    SampleRecord, Sampling, SamplingBudget, StackWalk, State,
+    AutomaticDumpSettings, AutomaticDumps, CurrentRun, Failure, JemallocState, MallocConfSources, OtlpPush,
+    ProfilerState, SampleRecord, Sampling, SamplingBudget, StackWalk, State,
 };
 
 /// Whether a host (`host`, `host:port`, `[v6]:port`: a `Host` field or a URL's authority) names this

@@ -52,6 +52,9 @@ pub struct ProfilerState {
     pub sampling: Sampling,
     /// Mean bytes between samples.
     pub sample_period_bytes: Option<u64>,
+    /// The OTLP push, when an OTLP endpoint is set: what it sent, dropped and refused, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_push: Option<OtlpPush>,
     /// Problems an operator should know about.
     pub warnings: Vec<String>,
     /// Profiles kept from earlier processes that ended without cleaning up (killed, crashed), newest
@@ -158,6 +161,33 @@ pub struct Sampling {
     /// demand, or with the budget off (`MEMPROF_SAMPLING_BUDGET=off`).
     #[serde(default)]
     pub budget: Option<SamplingBudget>,
+}
+
+/// `state.memory_profiler.otlp_push`: heap profiles pushed to an OTLP endpoint every interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OtlpPush {
+    /// Where they are pushed (without any `user:password@`).
+    pub endpoint: String,
+    /// How often, in seconds.
+    pub interval_seconds: u64,
+    /// Exports the endpoint accepted.
+    pub sent: u64,
+    /// Their bytes, as sent (compressed when configured).
+    pub sent_bytes: u64,
+    /// Failed sends tried again later (the endpoint down, slow, or answering 429, 502, 503, 504).
+    pub retried: u64,
+    /// Exports the endpoint refused for good (a 400: the payload itself was wrong), never sent again.
+    pub refused: u64,
+    /// Exports dropped unsent: the queue full, tried for five minutes, past the size limit, or not made.
+    pub dropped: u64,
+    /// Profiles the endpoint took the export of but rejected (OTLP's partial success).
+    pub rejected_profiles: u64,
+    /// Exports waiting to be sent.
+    pub queued: usize,
+    /// Why the last failure failed.
+    pub last_error: Option<String>,
+    /// When an export was last accepted, seconds since the Unix epoch.
+    pub last_sent: Option<f64>,
 }
 
 /// `state.memory_profiler.sampling.budget`: past a share of one core, sampling is on in one time slot of

@@ -81,19 +81,12 @@ fn otlp_resource(profile: &KeptProfile) -> memprof_analysis::OtlpResource {
     let unix_nanos = |time: std::time::SystemTime| {
         time.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
     };
-    let executable = crate::process::executable::path().unwrap_or_default();
-    let name = executable.rsplit('/').next().unwrap_or_default().to_owned();
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let attributes = [
-        ("service.name", format!("unknown_service:{name}")),
-        ("process.pid", std::process::id().to_string()),
-        ("process.executable.name", name),
-        ("process.executable.path", executable),
-        ("host.name", host.trim().to_owned()),
-    ];
+    let service =
+        ("service.name".to_owned(), format!("unknown_service:{}", crate::process::resource::executable_name()));
+    let attributes = std::iter::once(service).chain(crate::process::resource::process_attributes()).collect();
     let (started, stopped) = (unix_nanos(profile.started), unix_nanos(profile.stopped));
     memprof_analysis::OtlpResource {
-        attributes: attributes.into_iter().map(|(key, value)| (key.to_owned(), value)).collect(),
+        attributes,
         time_unix_nano: started,
         duration_nano: stopped.saturating_sub(started),
     }

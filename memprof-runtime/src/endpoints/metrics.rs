@@ -94,6 +94,34 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "Times labels were entered past the bound on label sets (recorded as memprof_overflow).",
         overflowed as f64,
     );
+    if let Some(push) = crate::otlp_push::report() {
+        let name = "memprof_otlp_exports_total";
+        let _ = write!(
+            text,
+            "# HELP {name} OTLP exports of heap profiles, by outcome: sent (accepted), retried (a send that failed and is tried again), refused (for good), dropped (unsent).\n# TYPE {name} counter\n"
+        );
+        for (outcome, count) in
+            [("sent", push.sent), ("retried", push.retried), ("refused", push.refused), ("dropped", push.dropped)]
+        {
+            let _ = writeln!(text, "{name}{{outcome=\"{outcome}\"}} {count}");
+        }
+        let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+            let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
+        };
+        metric(
+            "memprof_otlp_sent_bytes_total",
+            "counter",
+            "Bytes of OTLP exports accepted, as sent.",
+            push.sent_bytes as f64,
+        );
+        metric(
+            "memprof_otlp_rejected_profiles_total",
+            "counter",
+            "Profiles of accepted exports the endpoint rejected (OTLP partial success).",
+            push.rejected_profiles as f64,
+        );
+        metric("memprof_otlp_queued_exports", "gauge", "OTLP exports waiting to be sent.", push.queued as f64);
+    }
     // The record of samples: continuous sampling's, or on demand the one the first run started.
     if let Some(record) = profiler.views_record() {
         record_metrics(&mut text, record)?;

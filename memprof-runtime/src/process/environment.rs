@@ -48,6 +48,10 @@ pub const SCOPES: &str = "MEMPROF_SCOPES";
 pub const SAMPLING_BUDGET: &str = "MEMPROF_SAMPLING_BUDGET";
 /// How many live sampled objects the continuous record holds.
 pub const RECORD_OBJECTS: &str = "MEMPROF_RECORD_OBJECTS";
+/// How often the interval's heap profiles are pushed over OTLP.
+pub const OTLP_INTERVAL: &str = "MEMPROF_OTLP_INTERVAL";
+/// How long an ending program waits for its last OTLP push.
+pub const OTLP_EXIT_TIMEOUT: &str = "MEMPROF_OTLP_EXIT_TIMEOUT";
 /// jemalloc's own configuration, read by unprefixed builds (Linux).
 pub const MALLOC_CONF: &str = "MALLOC_CONF";
 /// jemalloc's own configuration, read by prefixed builds (Apple, Android, DragonFly).
@@ -101,6 +105,47 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: SCOPES,
         meaning: "`true` or `false`: whether `scope!` blocks profile (else they do when the endpoints' switch is on)",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+        meaning: "an OTLP/HTTP base URL: heap profiles are pushed to its `/v1development/profiles`, sampled from start-up",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT",
+        meaning: "the full URL heap profiles are pushed to, over the base endpoint",
+    },
+    Variable { name: "OTEL_EXPORTER_OTLP_HEADERS", meaning: "`key=value,...` headers each push sends" },
+    Variable { name: "OTEL_EXPORTER_OTLP_TIMEOUT", meaning: "milliseconds a push may take (default 10000)" },
+    Variable { name: "OTEL_EXPORTER_OTLP_COMPRESSION", meaning: "`gzip` or `none` (the default) for pushed bodies" },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROTOCOL",
+        meaning: "only `http/protobuf` is pushed; another value is an error and nothing is pushed",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROFILES_HEADERS",
+        meaning: "headers each push sends, over `OTEL_EXPORTER_OTLP_HEADERS`",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT",
+        meaning: "milliseconds a push may take, over `OTEL_EXPORTER_OTLP_TIMEOUT`",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION",
+        meaning: "`gzip` or `none` for pushed bodies, over `OTEL_EXPORTER_OTLP_COMPRESSION`",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL",
+        meaning: "the push's protocol, over `OTEL_EXPORTER_OTLP_PROTOCOL` (only `http/protobuf`)",
+    },
+    Variable { name: "OTEL_SERVICE_NAME", meaning: "the pushed profiles' `service.name`" },
+    Variable {
+        name: "OTEL_RESOURCE_ATTRIBUTES",
+        meaning: "`key=value,...` attributes of the pushed profiles' resource",
+    },
+    Variable { name: OTLP_INTERVAL, meaning: "how often heap profiles are pushed, such as `30secs` (default 15 s)" },
+    Variable {
+        name: OTLP_EXIT_TIMEOUT,
+        meaning: "how long an ending program waits for its last push, such as `2secs` (default 5 s)",
     },
     Variable { name: MALLOC_CONF, meaning: "jemalloc's configuration; memprof reports what it changes" },
     Variable {

@@ -2,8 +2,8 @@
 //! ([`executable`]), the environment variables memprof reads ([`environment`]), the cgroup's memory limit
 //! ([`cgroup`]), messages to the operator ([`messages`]), the opt-in end on SIGTERM and SIGINT ([`signals`]) and the thread that
 //! waits for them and for new arenas ([`watch`]),
-//! which process memprof belongs to, for the children of `fork` ([`lineage`]), and the CPU time it has taken
-//! ([`cpu`]).
+//! which process memprof belongs to, for the children of `fork` ([`lineage`]), the CPU time it has taken
+//! ([`cpu`]), and what OpenTelemetry's resources say of it ([`resource`]).
 
 pub(crate) mod cgroup;
 pub(crate) mod cpu;
@@ -11,6 +11,7 @@ pub mod environment;
 pub(crate) mod executable;
 pub(crate) mod lineage;
 pub(crate) mod messages;
+pub(crate) mod resource;
 pub(crate) mod signals;
 pub(crate) mod threads;
 pub(crate) mod watch;

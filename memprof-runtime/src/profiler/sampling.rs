@@ -47,11 +47,14 @@ pub(crate) struct Asked<'a> {
     pub(crate) active_at_start: bool,
     /// Whether the switch is on (the program's environment variable is `true`).
     pub(crate) switched_on: bool,
+    /// Whether heap profiles are pushed over OTLP (an OTLP endpoint is set): pushed from the record of
+    /// continuous sampling.
+    pub(crate) pushing: bool,
 }
 
 /// The mode `asked` chooses; an unknown value of the variable is an error, and the rest chooses.
 pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
-    let Asked { option, variable, whole_run, active_at_start, switched_on } = asked;
+    let Asked { option, variable, whole_run, active_at_start, switched_on, pushing } = asked;
     let mut warning = None;
     match variable {
         Some("continuous") => return (choice(Mode::Continuous, format!("{SAMPLING_VARIABLE}=continuous")), None),
@@ -66,6 +69,7 @@ pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
     }
     let chosen = match option {
         _ if whole_run => choice(Mode::Continuous, format!("{WHOLE_RUN_VARIABLE}: the whole run is sampled")),
+        _ if pushing => choice(Mode::Continuous, PUSHING_BECAUSE.to_owned()),
         Some(true) => choice(Mode::Continuous, "the program's `continuous = true`".to_owned()),
         Some(false) => choice(Mode::OnDemand, "the program's `continuous = false`".to_owned()),
         None if active_at_start => choice(Mode::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
@@ -78,6 +82,10 @@ pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
 pub(crate) const DEFAULT_BECAUSE: &str = "the default with the switch on: the past is kept for when a question \
      comes, at under 1 % of a tokio server's request threads (BENCHMARKS.md, \"Always on\"); MEMPROF_SAMPLING=on-demand \
      samples only during runs";
+
+/// Why sampling is continuous when profiles are pushed.
+pub(crate) const PUSHING_BECAUSE: &str = "an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT): each interval's heap \
+     profiles are pushed from the record of samples, kept from start-up";
 
 /// Why on demand is the default with the switch off.
 pub(crate) const SWITCHED_OFF_BECAUSE: &str = "the default with the switch off: nothing is served, so nothing \
@@ -127,6 +135,14 @@ mod tests {
         let program_says = Asked { option: Some(false), ..on };
         assert_eq!(choose(program_says).0.mode, Mode::OnDemand, "`continuous = false`");
         let operator_says = Asked { variable: Some("on-demand"), ..on };
+        assert_eq!(choose(operator_says).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING=on-demand");
+    }
+
+    #[test]
+    fn a_push_samples_from_start_up_unless_the_operator_says_on_demand() {
+        let pushing = Asked { pushing: true, option: Some(false), ..Asked::default() };
+        assert_eq!(choose(pushing).0, Choice { mode: Mode::Continuous, because: PUSHING_BECAUSE.into() });
+        let operator_says = Asked { variable: Some("on-demand"), ..pushing };
         assert_eq!(choose(operator_says).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 }

@@ -47,12 +47,19 @@ fn start_unsampled(options: Options) -> Guard {
     let sampling = std::env::var(environment::SAMPLING).ok();
     let active_at_start = crate::jemalloc::profiling_active_at_start();
     let whole_run = std::env::var_os(environment::WHOLE_RUN).filter(|directory| !directory.is_empty());
+    let push =
+        crate::otlp_push::settings::read(|name| std::env::var(name).ok(), &crate::process::resource::executable_name())
+            .unwrap_or_else(|error| {
+                messages::error(&format!("Heap profiles are not pushed over OTLP: {error}"));
+                None
+            });
     let (choice, sampling_warning) = crate::profiler::sampling::choose(crate::profiler::sampling::Asked {
         option: options.continuous,
         variable: sampling.as_deref(),
         whole_run: whole_run.is_some(),
         active_at_start,
         switched_on: wanted,
+        pushing: push.is_some(),
     });
     let continuous = choice.mode == Mode::Continuous && crate::jemalloc::profiling_enabled();
     // Sampled continuously, the heap before an OOM kill is kept without being asked for.
@@ -136,6 +143,9 @@ fn start_unsampled(options: Options) -> Guard {
         if profiler.config.profiling_enabled {
             choose_sampling(profiler, choice, sampling_warning, active_at_start);
         }
+        if let Some(push) = push {
+            start_push(profiler, push);
+        }
         if let Some(directory) = whole_run {
             profiler.open_whole_run(directory.into());
         }
@@ -175,6 +185,26 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<
         Mode::OnDemand => {}
     }
     profiler.chose_sampling(choice);
+}
+
+/// Pushes heap profiles over OTLP as `settings` say, from the record of continuous sampling (without it,
+/// there is nothing to push, and the log says why).
+fn start_push(profiler: &'static Profiler, settings: crate::otlp_push::settings::PushSettings) {
+    let Some(record) = profiler.record() else {
+        messages::error(&format!(
+            "Heap profiles are not pushed over OTLP to {}: sampling is not continuous ({})",
+            crate::otlp_push::without_credentials(&settings.endpoint),
+            profiler.sampling().because
+        ));
+        return;
+    };
+    let (endpoint, interval) = (crate::otlp_push::without_credentials(&settings.endpoint), settings.interval);
+    match crate::otlp_push::start(settings, record) {
+        Ok(()) => messages::info(&format!("Heap profiles are pushed over OTLP every {interval:?}")),
+        Err(error) => messages::error(&format!(
+            "Heap profiles are not pushed over OTLP to {endpoint}: cannot start a thread ({error})"
+        )),
+    }
 }
 
 /// Keeps what memprof processes that ended without cleaning up left in `parent` (their automatic dumps and
@@ -275,6 +305,8 @@ pub fn shutdown() {
     if crate::process::lineage::forked_child() {
         return;
     }
+    // The last interval's heap profiles go to the Collector first, within their deadline.
+    crate::otlp_push::at_exit();
     Profiler::global().shut_down();
 }
 

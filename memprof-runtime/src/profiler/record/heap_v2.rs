@@ -78,7 +78,7 @@ mod tests {
     }
 
     fn reading(frames: Vec<usize>, live: Totals, allocated: Totals) -> StackReading {
-        StackReading { frames, live, allocated, live_older_bytes: 0.0 }
+        StackReading { frames, born: 1, live, allocated, live_older_bytes: 0.0 }
     }
 
     /// What the analysis reads back is what the record holds, unbiased (exactly for a stack of one size:

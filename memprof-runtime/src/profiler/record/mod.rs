@@ -182,6 +182,7 @@ fn unsampled_dump(stacks: impl Iterator<Item = (Vec<usize>, table::Totals)>) -> 
     let stacks: Vec<table::StackReading> = stacks
         .map(|(frames, live)| table::StackReading {
             frames,
+            born: 0,
             allocated: table::Totals::default(),
             live,
             live_older_bytes: 0.0,
@@ -330,6 +331,35 @@ pub(crate) fn write_allocations(record: &Table, base: &Base, path: &Path) -> io:
 fn grown(now: &table::Totals, before: Option<&table::Totals>) -> (f64, f64) {
     let before = before.copied().unwrap_or_default();
     (now.unbiased_objects - before.unbiased_objects, now.unbiased_bytes - before.unbiased_bytes)
+}
+
+/// What every stack allocated, by index with its first sample's sequence number: where an interval of
+/// OTLP pushes ends ([`interval_dump`]).
+pub(crate) type AllocatedByStack = Vec<(u64, table::Totals)>;
+
+/// The heap now, and what each stack allocated since `before` (where the previous interval ended; empty
+/// for the first), as an unsampled `heap_v2` dump (unbiased counts, period 1): an interval's profiles
+/// for OTLP (in use at its end, allocated during it); with where this interval ends. Call unsampled.
+pub(crate) fn interval_dump(record: &Table, before: &[(u64, table::Totals)]) -> io::Result<(String, AllocatedByStack)> {
+    let readings = record.read(0, clock_seconds(), u32::MAX);
+    let ends_at = readings.iter().map(|reading| (reading.born, reading.allocated)).collect();
+    let counted = |(objects, bytes): (f64, f64)| {
+        if bytes >= 1.0 { table::Totals::unsampled(objects, bytes) } else { table::Totals::default() }
+    };
+    let stacks: Vec<table::StackReading> = readings
+        .into_iter()
+        .enumerate()
+        .map(|(index, reading)| {
+            let earlier = before.get(index).filter(|(born, _)| *born == reading.born).map(|(_, totals)| totals);
+            table::StackReading {
+                allocated: counted(grown(&reading.allocated, earlier)),
+                live: counted((reading.live.unbiased_objects, reading.live.unbiased_bytes)),
+                ..reading
+            }
+        })
+        .collect();
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok((heap_v2::write(&stacks, heap_v2::Content::LiveAndAllocated, 1, &maps), ends_at))
 }
 
 /// Writes the stacks at `indexes` with `totals` at `path`, as an unsampled `heap_v2` dump, owner-only.

@@ -112,6 +112,9 @@ pub(crate) fn unbias(bytes: u64, sample_period: f64) -> f64 {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct StackReading {
     pub(crate) frames: Vec<usize>,
+    /// Its first sample's sequence number (0 for an index given back): what tells it from a stack that
+    /// held its index before.
+    pub(crate) born: u64,
     /// Everything it allocated since start-up (monotonic).
     pub(crate) allocated: Totals,
     /// What it holds now, of the objects sampled after the reading's starting point.
@@ -312,6 +315,7 @@ impl Table {
             .zip(held)
             .map(|(stack, held)| StackReading {
                 frames: frames[stack.start as usize..][..stack.len as usize].to_vec(),
+                born: stack.born,
                 allocated: stack.allocated,
                 live: held.live,
                 live_older_bytes: held.older_bytes,

@@ -1,0 +1,92 @@
+use super::*;
+
+fn read_from(variables: &[(&str, &str)]) -> Result<Option<PushSettings>, String> {
+    let variables: Vec<(String, String)> =
+        variables.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
+    read(|name| variables.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone()), "server")
+}
+
+#[test]
+fn nothing_is_pushed_without_an_endpoint() {
+    assert_eq!(read_from(&[]), Ok(None));
+    assert_eq!(read_from(&[("OTEL_SERVICE_NAME", "api"), ("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]), Ok(None));
+}
+
+#[test]
+fn the_base_endpoint_gets_the_signals_path_and_the_signals_own_is_used_as_it_is() {
+    let base = read_from(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")]).unwrap().unwrap();
+    assert_eq!(base.endpoint, "http://collector:4318/v1development/profiles");
+    let own = read_from(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "https://profiles.example/ingest"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(own.endpoint, "https://profiles.example/ingest");
+    assert_eq!(
+        (own.timeout, own.gzip, own.interval, own.exit_timeout),
+        (Duration::from_secs(10), false, DEFAULT_INTERVAL, DEFAULT_EXIT_TIMEOUT)
+    );
+    assert!(read_from(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")]).unwrap_err().contains("not an http"));
+}
+
+#[test]
+fn the_service_is_named_as_the_sdk_names_it() {
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+    let unnamed = read_from(&[endpoint]).unwrap().unwrap();
+    assert_eq!(unnamed.resource, [("service.name".to_owned(), "unknown_service:server".to_owned())]);
+    let attributes = ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod, service.name=from%20attributes");
+    let from_attributes = read_from(&[endpoint, attributes]).unwrap().unwrap();
+    assert_eq!(
+        from_attributes.resource,
+        [
+            ("deployment.environment".to_owned(), "prod".to_owned()),
+            ("service.name".to_owned(), "from attributes".to_owned())
+        ]
+    );
+    let named = read_from(&[endpoint, attributes, ("OTEL_SERVICE_NAME", "api")]).unwrap().unwrap();
+    assert_eq!(named.resource[0], ("service.name".to_owned(), "api".to_owned()));
+    assert_eq!(named.resource.len(), 2);
+}
+
+#[test]
+fn headers_timeout_and_compression_prefer_the_signals_own_variables() {
+    let settings = read_from(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-scope-orgid=general"),
+        ("OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "x-scope-orgid=tenant%2C1,authorization=Bearer a+b"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+        ("OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "gzip"),
+        ("MEMPROF_OTLP_INTERVAL", "1mins"),
+        ("MEMPROF_OTLP_EXIT_TIMEOUT", "500ms"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        settings.headers,
+        [("x-scope-orgid".to_owned(), "tenant,1".to_owned()), ("authorization".to_owned(), "Bearer a+b".to_owned())]
+    );
+    assert_eq!(
+        (settings.timeout, settings.gzip, settings.interval, settings.exit_timeout),
+        (Duration::from_millis(2500), true, Duration::from_secs(60), Duration::from_millis(500))
+    );
+}
+
+#[test]
+fn malformed_values_are_errors_naming_their_variable() {
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+    let cases = [
+        (("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"), "OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\""),
+        (("OTEL_EXPORTER_OTLP_TIMEOUT", "10s"), "OTEL_EXPORTER_OTLP_TIMEOUT=\"10s\""),
+        (("OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "zstd"), "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION=\"zstd\""),
+        (("OTEL_EXPORTER_OTLP_HEADERS", "novalue"), "OTEL_EXPORTER_OTLP_HEADERS: \"novalue\""),
+        (("OTEL_EXPORTER_OTLP_HEADERS", "a=b%0d%0aInjected: 1"), "control character"),
+        (("MEMPROF_OTLP_INTERVAL", "100ms"), "MEMPROF_OTLP_INTERVAL=\"100ms\": from 1s to 3600s"),
+        (("MEMPROF_OTLP_INTERVAL", "15"), "MEMPROF_OTLP_INTERVAL=\"15\""),
+    ];
+    for (variable, said) in cases {
+        let error = read_from(&[endpoint, variable]).unwrap_err();
+        assert!(error.contains(said), "{variable:?}: {error}");
+    }
+    assert!(read_from(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]).is_ok());
+}

@@ -1,0 +1,23 @@
+//! What OpenTelemetry's resource conventions say of this process: the attributes an OTLP download and
+//! every OTLP push carry (`process.pid`, `process.executable.*`, `host.name`), and the name of a service
+//! that names none (`unknown_service:<executable>`, the SDK's default).
+
+/// The executable's file name (empty when unknown).
+pub(crate) fn executable_name() -> String {
+    let executable = crate::process::executable::path().unwrap_or_default();
+    executable.rsplit('/').next().unwrap_or_default().to_owned()
+}
+
+/// This process's attributes, in order.
+pub(crate) fn process_attributes() -> Vec<(String, String)> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    [
+        ("process.pid", std::process::id().to_string()),
+        ("process.executable.name", executable_name()),
+        ("process.executable.path", crate::process::executable::path().unwrap_or_default()),
+        ("host.name", host.trim().to_owned()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value))
+    .collect()
+}
