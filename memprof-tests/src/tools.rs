@@ -135,7 +135,7 @@ pub fn otlpcheck(request: &[u8]) -> Option<serde_json::Value> {
 
 /// The Go program `go/<name>` of this crate, built from its module into `target/go` (its modules and
 /// build cache kept there between runs); `None` (with the reason printed) where Go is not installed.
-fn go_program(name: &str) -> Option<PathBuf> {
+pub(crate) fn go_program(name: &str) -> Option<PathBuf> {
     let go = find("go", "golang-go")?;
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
     let cache = workspace.join("target").join("go");

@@ -123,7 +123,7 @@ pub(crate) fn at_exit() {
     drop(state);
     if missed {
         messages::warn(&format!(
-            "The last heap profiles were not pushed to {} within {:?} (MEMPROF_OTLP_EXIT_TIMEOUT); the program exits without them",
+            "The last heap profiles were not pushed to {} before the program ended (MEMPROF_OTLP_EXIT_TIMEOUT: {:?}): still being made or sent",
             without_credentials(&push.settings.endpoint),
             push.settings.exit_timeout
         ));
@@ -182,8 +182,9 @@ impl Push {
                 if unsent > 0 {
                     self.tally.dropped.fetch_add(unsent as u64, Ordering::Relaxed);
                     messages::warn(&format!(
-                        "{unsent} export{} of heap profiles could not be pushed to {} before the program ended (MEMPROF_OTLP_EXIT_TIMEOUT: {:?}): {}",
+                        "{unsent} export{} of heap profiles {} not pushed to {} before the program ended (MEMPROF_OTLP_EXIT_TIMEOUT: {:?}): {}",
                         if unsent == 1 { "" } else { "s" },
+                        if unsent == 1 { "was" } else { "were" },
                         without_credentials(&self.settings.endpoint),
                         self.settings.exit_timeout,
                         self.state.lock().last_error.clone().unwrap_or_default()

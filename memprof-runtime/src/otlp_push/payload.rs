@@ -43,8 +43,10 @@ pub(crate) fn make(record: &Table, interval: &mut Interval, settings: &PushSetti
     let now = SystemTime::now();
     let mut analysis = Analysis::of_dump(&dump, &Binaries::this_process(), &crate::labels::table_now())
         .map_err(|error| format!("the record's dump is malformed: {error}"))?;
-    // The four sample types every time, an interval without allocations too: engines see one series.
+    // The four sample types every time, an interval without allocations too: engines see one series. The
+    // counts are unbiased already; the period says how they were sampled.
     analysis.has_allocations = true;
+    analysis.sample_period = crate::jemalloc::lg_sample().map_or(1, |lg_sample| 1 << lg_sample);
     let unix_nanos =
         |time: SystemTime| time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
     let attributes = settings.resource.iter().cloned().chain(crate::process::resource::process_attributes());

@@ -1,0 +1,164 @@
+//! The OTLP push against the real OpenTelemetry Collector (memprof-tests/go/collector, built from its
+//! modules): what the Collector's receiver took, read back by the Collector's own pdata
+//! (memprof-tests/go/otlpcheck); the push when the Collector refuses, throttles or never answers; and a
+//! program that ends by itself pushing its last profile.
+
+use std::time::{Duration, Instant};
+
+use memprof_tests::collector::Collector;
+use memprof_tests::process::{PATIENCE, Program, built_binary};
+use memprof_tests::tools;
+use memprof_tests::waiting::wait_until;
+use serde_json::Value;
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// What pdata reads in an export the Collector received.
+fn read(export: &std::path::Path) -> Option<Value> {
+    tools::otlpcheck(&std::fs::read(export).unwrap())
+}
+
+/// The service's GNU build id, in hexadecimal.
+fn build_id_of_the_service() -> String {
+    let program = std::fs::read(built_binary("service")).unwrap();
+    let file = object::File::parse(&*program).unwrap();
+    object::Object::build_id(&file).unwrap().expect("a GNU build id").iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The example service pushes every second, gzip-compressed, with the SDK's variables: each export the
+/// Collector took holds the four sample types over its interval, the resource the variables name, the
+/// header they add, the service's build id, the 16 MiB its sessions hold (within sampling error, sampled
+/// every 64 KiB with no budget), split by tenant 3:1, and what the interval allocated.
+#[test]
+fn the_example_service_pushes_each_intervals_profiles_to_the_real_collector() {
+    let Some(collector) = Collector::start() else { return };
+    let service = Program::service()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env("OTEL_SERVICE_NAME", "checkout")
+        .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,service.name=overridden")
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "X-Scope-OrgID=tenant-7")
+        .env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+        .env("MEMPROF_OTLP_INTERVAL", "1secs")
+        .env("MEMPROF_SAMPLING_BUDGET", "off")
+        .env("MALLOC_CONF", "lg_prof_sample:16")
+        .spawn();
+    let exports = collector.wait_for_exports(3);
+    let build_id = build_id_of_the_service();
+    for export in &exports[1..3] {
+        assert_eq!(collector.tenant_of(export), "tenant-7");
+        let Some(summary) = read(export) else { return };
+        let resource = &summary["resource"];
+        assert_eq!(resource["service.name"], "checkout", "{summary}");
+        assert_eq!(resource["deployment.environment"], "test", "{summary}");
+        assert_eq!(resource["process.pid"], service.pid().to_string(), "{summary}");
+        assert_eq!(resource["process.executable.name"], "service", "{summary}");
+        assert!(resource["memprof.version"].is_string(), "{summary}");
+        let profiles = summary["profiles"].as_array().unwrap();
+        let types: Vec<String> = profiles
+            .iter()
+            .map(|profile| format!("{}/{}", profile["type"].as_str().unwrap(), profile["unit"].as_str().unwrap()))
+            .collect();
+        assert_eq!(types, ["alloc_objects/count", "alloc_space/bytes", "inuse_objects/count", "inuse_space/bytes"]);
+        for profile in profiles {
+            assert_eq!(profile["period"], 65536, "{profile}");
+            let seconds = profile["duration_nano"].as_f64().unwrap() / 1e9;
+            assert!((0.5..10.0).contains(&seconds), "an interval of a second: {profile}");
+        }
+        assert!(summary["build_ids"].as_array().unwrap().iter().any(|id| id.as_str() == Some(build_id.as_str())));
+        let held = summary["by_function"]["inuse_space"]["service::open_session"].as_f64().unwrap() / MIB;
+        assert!((12.0..20.0).contains(&held), "open_session holds 16 MiB: {held:.1} MiB: {summary}");
+        let tenants = &summary["inuse_space_by_attribute"];
+        let (acme, initech) = (tenants["tenant=acme"].as_f64().unwrap(), tenants["tenant=initech"].as_f64().unwrap());
+        assert!(acme > 1.5 * initech && initech > 0.0, "acme {acme}, initech {initech}");
+        let allocated = summary["by_function"]["alloc_space"]["service::open_session"].as_f64().unwrap();
+        assert!(allocated > 0.0, "{summary}");
+    }
+    let push = service.state().otlp_push.expect("state says the push");
+    assert_eq!(push.endpoint, format!("{}/v1development/profiles", collector.endpoint()));
+    assert!(push.sent >= 3 && push.sent_bytes > 0, "{push:?}");
+    assert_eq!((push.refused, push.dropped, push.last_error.as_deref()), (0, 0, None), "{push:?}");
+    let metrics = service.get("/metrics").text();
+    assert!(metrics.contains("memprof_otlp_exports_total{outcome=\"sent\"} "), "{metrics}");
+}
+
+/// The Collector throttles (503 with Retry-After: the export is kept and sent once it takes again, and the
+/// log says when exports work again), refuses (400: never sent again) and goes away; meanwhile the service
+/// serves its endpoints, and `state` says what happened and why.
+#[test]
+fn a_collector_that_throttles_refuses_or_goes_away_is_said_and_never_stops_the_service() {
+    let Some(collector) = Collector::start() else { return };
+    collector.answer("unavailable 1");
+    let service = Program::service()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env("MEMPROF_OTLP_INTERVAL", "1secs")
+        .spawn();
+    let push = || service.state().otlp_push.expect("state says the push");
+    wait_until("a retried export", PATIENCE, || {
+        let push = push();
+        if push.retried >= 2 { Ok(()) } else { Err(format!("{push:?}")) }
+    });
+    let throttled = push();
+    assert!(throttled.last_error.as_deref().unwrap().contains("503"), "{throttled:?}");
+    assert_eq!(throttled.sent, 0, "{throttled:?}");
+    collector.answer("");
+    collector.wait_for_exports(2);
+    service.wait_for_line(|line| line.contains("Heap profiles are pushed to") && line.ends_with("again"));
+    collector.answer("invalid");
+    wait_until("a refused export", PATIENCE, || {
+        let push = push();
+        if push.refused >= 1 { Ok(()) } else { Err(format!("{push:?}")) }
+    });
+    assert!(push().last_error.unwrap().contains("400"), "{:?}", push());
+    let received = collector.exports().len();
+    drop(collector);
+    let before = push();
+    wait_until("a send to the stopped Collector", PATIENCE, || {
+        let push = push();
+        if push.retried > before.retried { Ok(push) } else { Err(format!("{push:?}")) }
+    });
+    let gone = push();
+    assert!(gone.last_error.as_deref().unwrap().contains("no answer"), "{gone:?}");
+    assert!(gone.sent >= received as u64 && gone.queued <= 8, "{gone:?}");
+    assert_eq!(service.get("/memory-profiler/state").status, 200);
+}
+
+/// A program that ends by itself (the example with SERVICE_SECONDS) pushes its whole run once, as it
+/// exits: one export, of the run's length, holding what it allocated. With a Collector that accepts the
+/// connection and never answers, it exits within its exit deadline all the same, and says so.
+#[test]
+fn a_program_that_ends_pushes_its_last_profile_and_exits_on_time_when_no_collector_answers() {
+    let Some(collector) = Collector::start() else { return };
+    let mut job = Program::service()
+        .env_remove("LIBPROCESS_MEMORY_PROFILING")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env("MEMPROF_OTLP_INTERVAL", "1hrs")
+        .env("SERVICE_SECONDS", "2")
+        .spawn();
+    assert!(job.wait(), "{:#?}", job.output());
+    let exports = collector.exports();
+    assert_eq!(exports.len(), 1, "{:#?}", job.output());
+    let Some(summary) = read(&exports[0]) else { return };
+    let seconds = summary["profiles"][0]["duration_nano"].as_f64().unwrap() / 1e9;
+    assert!(seconds >= 2.0, "the whole run: {summary}");
+    let allocated = summary["by_function"]["alloc_space"]["service::open_session"].as_f64().unwrap_or(0.0);
+    assert!(allocated > 16.0 * MIB, "{summary}");
+
+    // Connections are taken by the kernel's backlog, and never answered.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let started = Instant::now();
+    let mut job = Program::service()
+        .env_remove("LIBPROCESS_MEMORY_PROFILING")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", silent.local_addr().unwrap()))
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
+        .env("MEMPROF_OTLP_EXIT_TIMEOUT", "1secs")
+        .env("SERVICE_SECONDS", "1")
+        .spawn();
+    assert!(job.wait(), "{:#?}", job.output());
+    // Far below the request's own 60 s: the exit deadline ended it.
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    let said = job
+        .output()
+        .into_iter()
+        .any(|line| line.contains(" not pushed to ") && line.contains("before the program ended"));
+    assert!(said, "{:#?}", job.output());
+}
