@@ -65,24 +65,6 @@ struct Tally {
     last_sent_unix_ms: AtomicU64,
 }
 
-/// What `state` and `/metrics` say of the push.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Report {
-    /// Where exports go (without any user:password).
-    pub(crate) endpoint: String,
-    pub(crate) interval: Duration,
-    pub(crate) sent: u64,
-    pub(crate) sent_bytes: u64,
-    pub(crate) retried: u64,
-    pub(crate) refused: u64,
-    pub(crate) dropped: u64,
-    pub(crate) rejected_profiles: u64,
-    pub(crate) queued: usize,
-    pub(crate) last_error: Option<String>,
-    /// When an export last succeeded (Unix milliseconds).
-    pub(crate) last_sent_unix_ms: Option<u64>,
-}
-
 /// Starts pushing the record's profiles as `settings` say: once, on a memprof thread of its own.
 pub(crate) fn start(settings: PushSettings, record: &'static Table) -> std::io::Result<()> {
     let running = std::sync::atomic::AtomicBool::new(true);
@@ -130,18 +112,18 @@ pub(crate) fn at_exit() {
     }
 }
 
-/// What the push did, if it runs.
-pub(crate) fn report() -> Option<Report> {
+/// What the push did, if it runs, as `state` says it (`/metrics` too).
+pub(crate) fn report() -> Option<memprof_wire::OtlpPush> {
     PUSH.get().map(Push::report)
 }
 
 impl Push {
-    fn report(&self) -> Report {
+    fn report(&self) -> memprof_wire::OtlpPush {
         let state = self.state.lock();
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        Report {
+        memprof_wire::OtlpPush {
             endpoint: without_credentials(&self.settings.endpoint),
-            interval: self.settings.interval,
+            interval_seconds: self.settings.interval.as_secs(),
             sent: load(&self.tally.sent),
             sent_bytes: load(&self.tally.sent_bytes),
             retried: load(&self.tally.retried),
@@ -150,7 +132,7 @@ impl Push {
             rejected_profiles: load(&self.tally.rejected_profiles),
             queued: state.queue.len(),
             last_error: state.last_error.clone(),
-            last_sent_unix_ms: Some(load(&self.tally.last_sent_unix_ms)).filter(|&ms| ms > 0),
+            last_sent: Some(load(&self.tally.last_sent_unix_ms)).filter(|&ms| ms > 0).map(|ms| ms as f64 / 1000.0),
         }
     }
 
