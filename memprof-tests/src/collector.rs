@@ -13,6 +13,7 @@ use crate::waiting::wait_until;
 pub struct Collector {
     program: Program,
     directory: Scratch,
+    tls: bool,
 }
 
 impl Collector {
@@ -25,31 +26,49 @@ impl Collector {
     /// }
     /// ```
     pub fn start() -> Option<Collector> {
+        Self::serving(None)
+    }
+
+    /// [`Collector::start`], serving TLS with the certificate and key of these PEM files (its endpoint is
+    /// then `https://`).
+    pub fn start_tls(certificate: &std::path::Path, key: &std::path::Path) -> Option<Collector> {
+        Self::serving(Some((certificate, key)))
+    }
+
+    fn serving(tls: Option<(&std::path::Path, &std::path::Path)>) -> Option<Collector> {
         let program = crate::tools::go_program("collector")?;
         let directory = Scratch::new("collector");
         let config = directory.join("config.yaml");
         let received = directory.join("received");
         std::fs::create_dir(&received).unwrap();
+        let tls = tls.map_or_else(String::new, |(certificate, key)| {
+            format!(
+                "        tls:\n          cert_file: {}\n          key_file: {}\n",
+                certificate.display(),
+                key.display()
+            )
+        });
         std::fs::write(
             &config,
             format!(
-                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:0\n        include_metadata: true\n\
+                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:0\n        include_metadata: true\n{tls}\
                  exporters:\n  capture:\n    directory: {}\n\
                  service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    profiles:\n      receivers: [otlp]\n      exporters: [capture]\n",
                 received.display()
             ),
         )
         .unwrap();
+        let tls = !tls.is_empty();
         let program = Launch::new(program)
             .args(["--config", config.to_str().unwrap(), "--feature-gates=service.profilesSupport"])
             .serving_where_it_listens()
             .spawn();
-        Some(Collector { program, directory })
+        Some(Collector { program, directory, tls })
     }
 
     /// The base endpoint to push to (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.address())
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.address())
     }
 
     /// Where its receiver listens.

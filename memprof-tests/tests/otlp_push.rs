@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use memprof_tests::collector::Collector;
 use memprof_tests::process::{PATIENCE, Program, built_binary};
-use memprof_tests::tools;
+use memprof_tests::tools::{self, Scratch};
 use memprof_tests::waiting::wait_until;
 use serde_json::Value;
 
@@ -161,4 +161,55 @@ fn a_program_that_ends_pushes_its_last_profile_and_exits_on_time_when_no_collect
         .into_iter()
         .any(|line| line.contains(" not pushed to ") && line.contains("before the program ended"));
     assert!(said, "{:#?}", job.output());
+}
+
+/// A certificate authority of the test's own (openssl), and a certificate it signed for 127.0.0.1: the
+/// CA's, the server's and the server's key, PEM files in `scratch`; `None` where openssl is missing.
+fn private_ca(scratch: &Scratch) -> Option<[std::path::PathBuf; 3]> {
+    let openssl = tools::find("openssl", "openssl")?;
+    let paths =
+        ["ca.pem", "ca.key", "server.pem", "server.key", "server.csr", "server.ext"].map(|name| scratch.join(name));
+    let [ca, ca_key, server, server_key, request, extensions] =
+        paths.clone().map(|path| path.to_str().unwrap().to_owned());
+    std::fs::write(&extensions, "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let commands = [
+        format!("req -x509 {key} -keyout {ca_key} -out {ca} -days 1 -subj /CN=memprof-test-CA"),
+        format!("req {key} -keyout {server_key} -out {request} -subj /CN=127.0.0.1"),
+        format!(
+            "x509 -req -in {request} -CA {ca} -CAkey {ca_key} -CAcreateserial -out {server} -days 1 -extfile {extensions}"
+        ),
+    ];
+    for command in &commands {
+        tools::run(&openssl, &command.split(' ').collect::<Vec<_>>(), &[]);
+    }
+    let [ca, _, server, server_key, ..] = paths;
+    Some([ca, server, server_key])
+}
+
+/// The Collector serving TLS with a certificate of a private CA: a service told of the CA
+/// (`OTEL_EXPORTER_OTLP_CERTIFICATE`) pushes to it; one that trusts the Mozilla roots alone does not, and
+/// `state` says why.
+#[test]
+fn https_endpoints_are_trusted_through_the_sdks_certificate_variable() {
+    let scratch = Scratch::new("tls");
+    let Some([ca, certificate, key]) = private_ca(&scratch) else { return };
+    let Some(collector) = Collector::start_tls(&certificate, &key) else { return };
+    assert!(collector.endpoint().starts_with("https://"));
+    let service = |trusting: bool| {
+        let launch = Program::service()
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+            .env("MEMPROF_OTLP_INTERVAL", "1secs");
+        if trusting { launch.env("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca) } else { launch }.spawn()
+    };
+    let (untrusting, trusting) = (service(false), service(true));
+    let exports = collector.wait_for_exports(1);
+    let Some(summary) = read(&exports[0]) else { return };
+    assert_eq!(summary["resource"]["process.pid"], trusting.pid().to_string(), "{summary}");
+    let refused = wait_until("the untrusting service to fail a push", PATIENCE, || {
+        let push = untrusting.state().otlp_push.unwrap();
+        if push.retried >= 1 { Ok(push) } else { Err(format!("{push:?}")) }
+    });
+    assert!(refused.last_error.as_deref().unwrap().contains("certificate"), "{refused:?}");
+    assert_eq!(refused.sent, 0, "{refused:?}");
 }

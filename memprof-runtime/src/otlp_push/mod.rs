@@ -65,17 +65,19 @@ struct Tally {
     last_sent_unix_ms: AtomicU64,
 }
 
-/// Starts pushing the record's profiles as `settings` say: once, on a memprof thread of its own.
-pub(crate) fn start(settings: PushSettings, record: &'static Table) -> std::io::Result<()> {
+/// Starts pushing the record's profiles as `settings` say: once, on a memprof thread of its own; an error
+/// says why nothing is pushed (a certificate file that cannot be read, a thread that cannot start).
+pub(crate) fn start(settings: PushSettings, record: &'static Table) -> Result<(), String> {
+    let agent = sender::agent(&settings)?;
     let running = std::sync::atomic::AtomicBool::new(true);
     let push =
         Push { settings, record, state: Mutex::default(), changed: Condvar::new(), tally: Tally::default(), running };
     if PUSH.set(push).is_err() {
         return Ok(());
     }
-    let started = crate::process::threads::spawn("memprof-otlp", || {
+    let started = crate::process::threads::spawn("memprof-otlp", move || {
         if let Some(push) = PUSH.get() {
-            push.run();
+            push.run(&agent);
         }
     });
     if started.is_err()
@@ -83,7 +85,7 @@ pub(crate) fn start(settings: PushSettings, record: &'static Table) -> std::io::
     {
         push.running.store(false, Ordering::Release);
     }
-    started
+    started.map_err(|error| format!("cannot start a thread ({error})"))
 }
 
 /// The program ends: the last interval's export is made and everything queued sent, waiting at most the
@@ -138,8 +140,7 @@ impl Push {
 
     /// The thread's life: an export every interval, the queue's head sent when due, the last exports as
     /// the program ends.
-    fn run(&self) {
-        let agent = sender::agent();
+    fn run(&self, agent: &ureq::Agent) {
         let mut interval = payload::Interval::first();
         let mut next_export = Instant::now() + self.settings.interval;
         loop {
@@ -159,7 +160,7 @@ impl Push {
             };
             if let Some(deadline) = ending {
                 self.make(&mut interval);
-                self.send_until(&agent, deadline);
+                self.send_until(agent, deadline);
                 let unsent = self.state.lock().queue.len();
                 if unsent > 0 {
                     self.tally.dropped.fetch_add(unsent as u64, Ordering::Relaxed);
@@ -183,7 +184,7 @@ impl Push {
                 next_export = now + self.settings.interval;
             }
             if self.state.lock().queue.head().is_some_and(|head| head.next_try <= Instant::now()) {
-                self.send_head(&agent, None);
+                self.send_head(agent, None);
             }
         }
     }

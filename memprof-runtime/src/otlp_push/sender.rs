@@ -74,9 +74,27 @@ pub(crate) fn post(agent: &ureq::Agent, settings: &PushSettings, body: &[u8], de
     }
 }
 
-/// The agent every export goes through: HTTP statuses are answers, not errors; no redirect is followed.
-pub(crate) fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().new_agent()
+/// The agent every export goes through: HTTP statuses are answers, not errors; no redirect is followed;
+/// https trusts the certificates of `settings.certificate` when it names a file (read now, once), else the
+/// Mozilla roots. An unreadable file, or one without a certificate, is an error naming it.
+pub(crate) fn agent(settings: &PushSettings) -> Result<ureq::Agent, String> {
+    let mut config = ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0);
+    if let Some(path) = &settings.certificate {
+        let shown = crate::profile_root::untrusted::printable(&path.display().to_string());
+        let pem = std::fs::read(path).map_err(|error| format!("cannot read the certificate file {shown}: {error}"))?;
+        let certificates: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item {
+                Ok(ureq::tls::PemItem::Certificate(certificate)) => Some(certificate),
+                _ => None,
+            })
+            .collect();
+        if certificates.is_empty() {
+            return Err(format!("the certificate file {shown} holds no PEM certificate"));
+        }
+        let roots = ureq::tls::RootCerts::new_with_certs(&certificates);
+        config = config.tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build());
+    }
+    Ok(config.build().new_agent())
 }
 
 /// What an answer of `status`, with `retry_after` and `body`, received at `now`, means for the export.

@@ -39,6 +39,9 @@ pub(crate) struct PushSettings {
     pub(crate) interval: Duration,
     /// How long an exiting program waits for its last push.
     pub(crate) exit_timeout: Duration,
+    /// A PEM file of the certificates an https endpoint is trusted by, in place of the Mozilla roots
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`: a private CA).
+    pub(crate) certificate: Option<std::path::PathBuf>,
 }
 
 /// Reads the settings through `lookup` (the process's environment in production): `Ok(None)` when no
@@ -119,6 +122,7 @@ pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>, executable: &str) ->
         resource,
         interval: length(OTLP_INTERVAL, DEFAULT_INTERVAL, INTERVALS)?,
         exit_timeout: length(OTLP_EXIT_TIMEOUT, DEFAULT_EXIT_TIMEOUT, (Duration::ZERO, Duration::from_secs(60)))?,
+        certificate: either("CERTIFICATE").map(|(_, path)| path.into()),
     }))
 }
 

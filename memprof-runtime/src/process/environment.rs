@@ -137,6 +137,14 @@ pub const ALL: &[Variable] = &[
         name: "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL",
         meaning: "the push's protocol, over `OTEL_EXPORTER_OTLP_PROTOCOL` (only `http/protobuf`)",
     },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        meaning: "a PEM file of the certificates an https endpoint is trusted by (a private CA), in place of the Mozilla roots",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE",
+        meaning: "the same for profiles alone, over `OTEL_EXPORTER_OTLP_CERTIFICATE`",
+    },
     Variable { name: "OTEL_SERVICE_NAME", meaning: "the pushed profiles' `service.name`" },
     Variable {
         name: "OTEL_RESOURCE_ATTRIBUTES",

@@ -201,9 +201,7 @@ fn start_push(profiler: &'static Profiler, settings: crate::otlp_push::settings:
     let (endpoint, interval) = (crate::otlp_push::without_credentials(&settings.endpoint), settings.interval);
     match crate::otlp_push::start(settings, record) {
         Ok(()) => messages::info(&format!("Heap profiles are pushed over OTLP every {interval:?}")),
-        Err(error) => messages::error(&format!(
-            "Heap profiles are not pushed over OTLP to {endpoint}: cannot start a thread ({error})"
-        )),
+        Err(error) => messages::error(&format!("Heap profiles are not pushed over OTLP to {endpoint}: {error}")),
     }
 }
 

@@ -59,6 +59,8 @@ fn headers_timeout_and_compression_prefer_the_signals_own_variables() {
         ("OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "gzip"),
         ("MEMPROF_OTLP_INTERVAL", "1mins"),
         ("MEMPROF_OTLP_EXIT_TIMEOUT", "500ms"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/general.pem"),
+        ("OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE", "/etc/ca.pem"),
     ])
     .unwrap()
     .unwrap();
@@ -70,6 +72,7 @@ fn headers_timeout_and_compression_prefer_the_signals_own_variables() {
         (settings.timeout, settings.gzip, settings.interval, settings.exit_timeout),
         (Duration::from_millis(2500), true, Duration::from_secs(60), Duration::from_millis(500))
     );
+    assert_eq!(settings.certificate.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
 }
 
 #[test]
