@@ -194,9 +194,9 @@ impl Push {
         match payload::make(self.record, interval, &self.settings) {
             Ok(made) => {
                 let dropped = self.state.lock().queue.push(Export::new(made.body, made.profiles, Instant::now()));
-                if dropped.is_some() {
-                    self.tally.dropped.fetch_add(1, Ordering::Relaxed);
-                    self.failed("an export waiting to be sent was dropped: the queue was full", false);
+                if dropped > 0 {
+                    self.tally.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+                    self.failed("exports waiting to be sent were dropped for newer ones: the queue was full", false);
                 }
             }
             Err(why) => {

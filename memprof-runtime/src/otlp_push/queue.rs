@@ -1,8 +1,8 @@
 //! The exports waiting to be sent, bounded, and when each may be tried again: pure, so the policy is
 //! unit-tested without a clock or a server.
 //!
-//! At most [`MOST_EXPORTS`] wait: a Collector down for longer costs the program that many intervals'
-//! payloads, the oldest dropped first (an engine is better served by the newest). A failed export is
+//! At most [`MOST_EXPORTS`] wait, of [`MOST_QUEUED_BYTES`] in all: a Collector down for longer costs the
+//! program that much memory at most, the oldest dropped first (an engine is better served by the newest). A failed export is
 //! tried again after the server's `Retry-After`, else after a backoff doubling from one second to a
 //! minute, and given up [`GIVE_UP_AFTER`] after its first failure.
 
@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 /// The most exports waiting.
 pub(crate) const MOST_EXPORTS: usize = 8;
+
+/// The most bytes the waiting exports may hold in all (the newest always waits, whatever its size).
+pub(crate) const MOST_QUEUED_BYTES: usize = 32 << 20;
 
 /// How long an export is tried again after its first failure before it is dropped.
 pub(crate) const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
@@ -55,9 +58,14 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    /// Adds `export`; answers the oldest export dropped to make room, if one was.
-    pub(crate) fn push(&mut self, export: Export) -> Option<Export> {
-        let dropped = (self.exports.len() >= MOST_EXPORTS).then(|| self.exports.pop_front()).flatten();
+    /// Adds `export`; answers how many of the oldest were dropped to make room.
+    pub(crate) fn push(&mut self, export: Export) -> usize {
+        let mut bytes: usize = export.body.len() + self.exports.iter().map(|waiting| waiting.body.len()).sum::<usize>();
+        let mut dropped = 0;
+        while !self.exports.is_empty() && (self.exports.len() >= MOST_EXPORTS || bytes > MOST_QUEUED_BYTES) {
+            bytes -= self.exports.pop_front().map_or(0, |oldest| oldest.body.len());
+            dropped += 1;
+        }
         self.exports.push_back(export);
         dropped
     }
@@ -108,10 +116,18 @@ mod tests {
         let now = Instant::now();
         let mut queue = Queue::default();
         for byte in 0..MOST_EXPORTS as u8 {
-            assert_eq!(queue.push(export(byte, now)), None);
+            assert_eq!(queue.push(export(byte, now)), 0);
         }
-        assert_eq!(queue.push(export(99, now)).map(|dropped| dropped.body), Some(vec![0]));
+        assert_eq!(queue.push(export(99, now)), 1);
         assert_eq!((queue.len(), queue.head().map(|head| head.body.clone())), (MOST_EXPORTS, Some(vec![1])));
+        // Large exports: the oldest go until the bytes fit; the newest waits whatever its size.
+        let large = |byte: u8| Export::new(vec![byte; MOST_QUEUED_BYTES / 2], 4, now);
+        assert_eq!(queue.push(large(1)), 1, "the queue was full");
+        assert_eq!(queue.push(large(2)), MOST_EXPORTS - 1, "every small one, for the bytes");
+        assert_eq!(queue.len(), 2);
+        let huge = Export::new(vec![3; MOST_QUEUED_BYTES + 1], 4, now);
+        assert_eq!(queue.push(huge), 2);
+        assert_eq!(queue.len(), 1);
     }
 
     #[test]
