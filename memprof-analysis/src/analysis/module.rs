@@ -32,6 +32,21 @@ pub struct Module {
 }
 
 impl Module {
+    /// The GNU build id in lowercase hexadecimal, as debuginfod, pprof and OTLP write it; empty when the
+    /// binary has none.
+    ///
+    /// ```
+    /// # let module = memprof_analysis::Module {
+    /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: Some(vec![0xd6, 0x6b, 0x0f]),
+    /// #     has_functions: true, has_lines: true, is_main_program: true, unnamed_addresses: 0,
+    /// #     short_inline_name: None, problem: None, read_from: None };
+    /// assert_eq!(module.build_id_hex(), "d66b0f");
+    /// assert_eq!(memprof_analysis::Module { build_id: None, ..module }.build_id_hex(), "");
+    /// ```
+    pub fn build_id_hex(&self) -> String {
+        self.build_id.iter().flatten().map(|byte| format!("{byte:02x}")).collect()
+    }
+
     /// Where `address` lies in the binary's file; `None` when it is outside the mapping or the dump's offsets
     /// overflow (a dump's numbers are claims).
     ///

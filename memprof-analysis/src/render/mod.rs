@@ -14,6 +14,7 @@
 
 mod folded;
 mod graph;
+mod interned;
 mod options;
 mod otlp;
 mod pprof;

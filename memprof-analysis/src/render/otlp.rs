@@ -7,11 +7,11 @@
 //! lines, stacks, attributes), whose entry 0 is the empty one in every table. Values are unbiased, stacks
 //! symbolized, labels sample attributes.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use prost::Message;
 
+use super::interned::{Interned, StringTable};
 use crate::analysis::{Analysis, Frame, Measure};
 
 /// The messages memprof writes (field numbers and wire types as pdata's generated code reads them).
@@ -184,33 +184,10 @@ mod proto {
     }
 }
 
-/// A table whose entries are kept once each, entry 0 the empty one: the dictionary's strings and
-/// attributes.
-struct Interned<K> {
-    index: HashMap<K, i32>,
-    next: i32,
-}
-
-impl<K: std::hash::Hash + Eq> Interned<K> {
-    /// With `empty` as entry 0.
-    fn new(empty: K) -> Self {
-        Interned { index: HashMap::from([(empty, 0)]), next: 1 }
-    }
-
-    /// The index of `key`, and whether it is new (then the caller pushes its entry).
-    fn index(&mut self, key: K) -> (i32, bool) {
-        let next = self.next;
-        let index = *self.index.entry(key).or_insert(next);
-        let new = index == next;
-        self.next += i32::from(new);
-        (index, new)
-    }
-}
-
 /// The dictionary under construction.
 struct Dictionary {
     table: proto::ProfilesDictionary,
-    strings: Interned<String>,
+    strings: StringTable,
     attributes: Interned<(i32, String)>,
     functions: Interned<(Arc<str>, Option<Arc<str>>)>,
 }
@@ -222,25 +199,22 @@ impl Dictionary {
             location_table: vec![proto::Location::default()],
             function_table: vec![proto::Function::default()],
             link_table: vec![proto::Link::default()],
-            string_table: vec![String::new()],
+            string_table: Vec::new(),
             attribute_table: vec![proto::KeyValueAndUnit::default()],
             stack_table: vec![proto::Stack::default()],
         };
         let functions = Interned::new((Arc::from(""), None));
-        Dictionary {
-            table,
-            strings: Interned::new(String::new()),
-            attributes: Interned::new((0, String::new())),
-            functions,
-        }
+        Dictionary { table, strings: StringTable::new(), attributes: Interned::new((0, String::new())), functions }
     }
 
     fn string(&mut self, text: &str) -> i32 {
-        let (index, new) = self.strings.index(text.to_owned());
-        if new {
-            self.table.string_table.push(text.to_owned());
-        }
-        index
+        self.strings.intern(text)
+    }
+
+    /// The tables, the strings among them.
+    fn finish(mut self) -> proto::ProfilesDictionary {
+        self.table.string_table = self.strings.table;
+        self.table
     }
 
     /// The attribute `key` = `value` (a string).
@@ -294,7 +268,7 @@ fn build(analysis: &Analysis, resource: &OtlpResource) -> proto::ExportProfilesS
     let mut dictionary = Dictionary::new();
     // Mappings, then locations and stacks: entry n + 1 of each table is the analysis's n.
     for module in &analysis.modules {
-        let build_id: String = module.build_id.iter().flatten().map(|byte| format!("{byte:02x}")).collect();
+        let build_id = module.build_id_hex();
         let attribute_indices = if build_id.is_empty() {
             Vec::new()
         } else {
@@ -390,7 +364,7 @@ fn build(analysis: &Analysis, resource: &OtlpResource) -> proto::ExportProfilesS
             resource: Some(proto::Resource { attributes }),
             scope_profiles: vec![proto::ScopeProfiles { scope: Some(scope), profiles }],
         }],
-        dictionary: Some(dictionary.table),
+        dictionary: Some(dictionary.finish()),
     }
 }
 

@@ -12,6 +12,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 
+use super::interned::StringTable;
 use crate::analysis::{Analysis, Frame};
 
 /// The messages of `profile.proto` that memprof writes (field numbers as in the proto).
@@ -124,31 +125,6 @@ mod proto {
     }
 }
 
-/// The pprof string table: index 0 is the empty string, each string stored once.
-#[derive(Default)]
-struct Strings {
-    table: Vec<String>,
-    index: HashMap<String, i64>,
-}
-
-impl Strings {
-    fn new() -> Self {
-        let mut strings = Self::default();
-        strings.intern("");
-        strings
-    }
-
-    fn intern(&mut self, text: &str) -> i64 {
-        if let Some(&index) = self.index.get(text) {
-            return index;
-        }
-        let index = self.table.len() as i64;
-        self.table.push(text.to_owned());
-        self.index.insert(text.to_owned(), index);
-        index
-    }
-}
-
 /// The profile, gzip-compressed as pprof files are.
 pub(super) fn render(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> Result<Vec<u8>, String> {
     let profile = build(analysis, allocations_first, comments);
@@ -160,7 +136,7 @@ pub(super) fn render(analysis: &Analysis, allocations_first: bool, comments: &[S
 pub(crate) const NO_ALLOCATION_TOTALS: &str = "This is the in-use heap (inuse_objects, inuse_space): allocation totals (alloc_objects, alloc_space) are kept with continuous sampling (MEMPROF_SAMPLING=continuous), or by jemalloc when the program starts with MALLOC_CONF=prof_accum:true";
 
 fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> proto::Profile {
-    let mut strings = Strings::new();
+    let mut strings = StringTable::new();
     let mut value_type =
         |kind: &str, unit: &str| proto::ValueType { r#type: strings.intern(kind), unit: strings.intern(unit) };
     let mut sample_type = Vec::new();
@@ -177,7 +153,7 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
         .iter()
         .enumerate()
         .map(|(index, module)| {
-            let build_id: String = module.build_id.iter().flatten().map(|byte| format!("{byte:02x}")).collect();
+            let build_id = module.build_id_hex();
             proto::Mapping {
                 id: index as u64 + 1,
                 memory_start: module.start,
@@ -196,7 +172,7 @@ fn build(analysis: &Analysis, allocations_first: bool, comments: &[String]) -> p
     mapping.sort_by_key(|mapping| mapping.memory_start);
     let mut functions: HashMap<(Arc<str>, Option<Arc<str>>), u64> = HashMap::new();
     let mut function = Vec::new();
-    let mut function_id = |frame: &Frame, strings: &mut Strings| {
+    let mut function_id = |frame: &Frame, strings: &mut StringTable| {
         let key = (frame.function.clone(), frame.file.clone());
         *functions.entry(key).or_insert_with(|| {
             let id = function.len() as u64 + 1;
