@@ -79,6 +79,9 @@ fn the_example_service_pushes_each_intervals_profiles_to_the_real_collector() {
     assert_eq!((push.refused, push.dropped, push.last_error.as_deref()), (0, 0, None), "{push:?}");
     let metrics = service.get("/metrics").text();
     assert!(metrics.contains("memprof_otlp_exports_total{outcome=\"sent\"} "), "{metrics}");
+    if let Some(checked) = tools::promtool_check_metrics(&metrics) {
+        assert!(checked.is_ok(), "{checked:?}");
+    }
 }
 
 /// The Collector throttles (503 with Retry-After: the export is kept and sent once it takes again, and the
