@@ -390,3 +390,6 @@ pub(crate) fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, s
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
