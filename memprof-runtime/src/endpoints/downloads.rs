@@ -78,18 +78,10 @@ pub(super) fn otlp(context: &Context, query: &Query) -> Result<Reply, HttpError>
 /// What an OTLP download says of where it comes from: this process (OpenTelemetry's resource conventions,
 /// `service.name` their default for a service that names none), and the profile's time.
 fn otlp_resource(profile: &KeptProfile) -> memprof_analysis::OtlpResource {
-    let unix_nanos = |time: std::time::SystemTime| {
-        time.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
-    };
     let service =
         ("service.name".to_owned(), format!("unknown_service:{}", crate::process::resource::executable_name()));
     let attributes = std::iter::once(service).chain(crate::process::resource::process_attributes()).collect();
-    let (started, stopped) = (unix_nanos(profile.started), unix_nanos(profile.stopped));
-    memprof_analysis::OtlpResource {
-        attributes,
-        time_unix_nano: started,
-        duration_nano: stopped.saturating_sub(started),
-    }
+    crate::process::resource::otlp_resource(attributes, profile.started, profile.stopped)
 }
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::SystemTime;
 
-use memprof_analysis::{Analysis, Binaries, Format, OtlpResource, RenderOptions};
+use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
 
 use super::settings::PushSettings;
 use crate::profiler::record::{self, AllocatedByStack, table::Table};
@@ -47,14 +47,9 @@ pub(crate) fn make(record: &Table, interval: &mut Interval, settings: &PushSetti
     // counts are unbiased already; the period says how they were sampled.
     analysis.has_allocations = true;
     analysis.sample_period = crate::jemalloc::lg_sample().map_or(1, |lg_sample| 1 << lg_sample);
-    let unix_nanos =
-        |time: SystemTime| time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
     let attributes = settings.resource.iter().cloned().chain(crate::process::resource::process_attributes());
-    let resource = OtlpResource {
-        attributes: attributes.chain([("memprof.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]).collect(),
-        time_unix_nano: unix_nanos(interval.started),
-        duration_nano: unix_nanos(now).saturating_sub(unix_nanos(interval.started)),
-    };
+    let attributes = attributes.chain([("memprof.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]).collect();
+    let resource = crate::process::resource::otlp_resource(attributes, interval.started, now);
     let options = RenderOptions { resource, ..RenderOptions::default() };
     let encoded = Format::Otlp.render(&analysis, None, &options).map_err(|error| error.to_string())?;
     let body = if settings.gzip { gzip(&encoded) } else { encoded };
