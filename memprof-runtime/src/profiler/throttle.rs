@@ -33,7 +33,7 @@ const LOOK: Duration = Duration::from_millis(100);
 /// The budget, once continuous sampling armed it ([`arm`]); `None` inside: sampling is never thinned.
 static BUDGET: OnceLock<Option<Budget>> = OnceLock::new();
 
-/// Whether the hooks measure their work (continuous sampling with a budget, but during an operator's run).
+/// Whether the hooks measure their work (continuous sampling with a budget).
 static MEASURING: AtomicBool = AtomicBool::new(false);
 
 /// The work measured in sampled allocations since the pacer last took it, nanoseconds.
@@ -53,10 +53,6 @@ static WHOLE: AtomicBool = AtomicBool::new(false);
 /// may switch sampling off for up to 10 ms).
 pub(crate) fn sample_whole(whole: bool) {
     WHOLE.store(whole, Ordering::Release);
-    if budget().is_some() {
-        // Nothing is judged meanwhile: the samples' work is not measured either (two clock reads each).
-        MEASURING.store(!whole, Ordering::Release);
-    }
     if whole && budget().is_some() {
         THINNING.store(Thinning::NONE.exponent(), Ordering::Relaxed);
         switch(true);
