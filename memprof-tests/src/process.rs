@@ -105,7 +105,8 @@ impl Program {
     }
 
     /// Writes `line` to the program's standard input (started [`Launch::with_stdin`]), then waits until it
-    /// prints `done` (a line of stdout or stderr equal to it).
+    /// prints `done` (a line of stdout or stderr equal to it) after that: the same command told twice
+    /// waits for its second `done`, not the first's.
     ///
     /// # Panics
     /// When the program has no standard input of the test's, or never prints `done`.
@@ -113,8 +114,9 @@ impl Program {
         use std::io::Write;
         let mut stdin = self.stdin.lock().unwrap();
         let stdin = stdin.as_mut().expect("the program was started with_stdin");
+        let printed_before = self.output.0.lock().unwrap().len();
         writeln!(stdin, "{line}").and_then(|()| stdin.flush()).expect("the program reads its input");
-        self.wait_for_line(|printed| printed == done);
+        self.wait_for_line_from(printed_before, |printed| printed == done);
     }
 
     /// Waits until a line of stdout or stderr satisfies `wanted`, and returns it.
@@ -122,11 +124,16 @@ impl Program {
     /// # Panics
     /// When no such line comes within [`PATIENCE`]; the message holds everything printed so far.
     pub fn wait_for_line(&self, wanted: impl Fn(&str) -> bool) -> String {
+        self.wait_for_line_from(0, wanted)
+    }
+
+    /// [`Program::wait_for_line`], among the lines printed from the `first`th (counted from 0) on.
+    fn wait_for_line_from(&self, first: usize, wanted: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + PATIENCE;
         let (lines, printed) = &*self.output;
         let mut lines = lines.lock().unwrap();
         loop {
-            if let Some(line) = lines.iter().find(|line| wanted(line)) {
+            if let Some(line) = lines.iter().skip(first).find(|line| wanted(line)) {
                 return line.clone();
             }
             let left = deadline.saturating_duration_since(Instant::now());
