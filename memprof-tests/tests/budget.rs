@@ -57,15 +57,17 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     assert!((grown - 16.0).abs() <= 16.0 * 0.06, "{grown:.2} MiB kept after the load, expected 16");
 }
 
-/// Thinned, what was allocated still adds up: `paced 6` (a steady load that costs a debug build a few per
-/// cent of a core to sample at 2^14) with a budget of 0.5 % is thinned to one slot in a few, and the delta
-/// of two scrapes of `/debug/pprof/allocs` under `allocated_at_a_pace` is the bytes it says it allocated,
-/// within 15 % (-4 % to +7 % measured, one slot in 16 to 32): each block of slots has its sampled slot, and
-/// each sample weighs what its thinning says.
+/// Thinned, what was allocated still adds up: `paced 6` (a steady load that costs a debug build 10 to 60 %
+/// of a core to sample at 2^14, the more the busier the machine) with a budget of 2 % is thinned to one
+/// slot in a few, and the delta of two scrapes of `/debug/pprof/allocs` under `allocated_at_a_pace` is the
+/// bytes it says it allocated, within 15 % (-1 % to +5 % measured at one slot in 8; -4 % to +7 % at 16 to
+/// 32): each block of slots has its sampled slot, and each sample weighs what its thinning says. (At
+/// 0.5 % a loaded machine thins to one slot in 128: 6 s then hold 5 sampled slots, and +18 % was seen:
+/// noise, not bias.)
 #[test]
 fn thinned_the_bytes_allocated_still_add_up() {
     let program =
-        Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING_BUDGET", "0.5%").spawn();
+        Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING_BUDGET", "2%").spawn();
     program.wait_for_line(|line| line == "windows: ready");
     let first = program.get("/debug/pprof/allocs");
     program.tell("paced 6", "windows: done paced 6");
