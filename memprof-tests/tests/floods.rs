@@ -50,7 +50,8 @@ fn state_and_stop_answer_every_single_try_under_a_flood_of_clients() {
 }
 
 /// Clients post a large symbol lookup (16,384 addresses: an answer of some 1 MB, twice what the kernel
-/// holds for a connection, named in a few seconds even in a debug build) and never read the answers, their
+/// holds for a connection, named in 1.5 s in a debug build whose symbolizing crates the workspace's dev
+/// profile optimizes: the second must be named before the first is cut off) and never read the answers, their
 /// receive buffers small: the two answered hold the two job places (a third lookup gets 503) only until
 /// the server's write deadline cuts them off, their answers unfinished; meanwhile `state` answers, and
 /// afterwards a client that reads gets its answer.
