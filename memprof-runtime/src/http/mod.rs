@@ -33,12 +33,14 @@ pub(crate) use request::Request;
 pub(crate) use request::Wait;
 #[cfg(feature = "axum")]
 pub(crate) use request::{client_gone, wait_unless};
-pub(crate) use server::Service;
+pub(crate) use server::{Opening, Service};
 
-/// Binds `address` and serves `service` there; returns the address really bound (useful with port 0).
-pub(crate) fn serve(address: &str, service: std::sync::Arc<dyn Service>) -> Result<SocketAddr, String> {
+/// Binds `address` and serves `service` there, from when the [`Opening`] returned is dropped; returns the
+/// address really bound (useful with port 0).
+pub(crate) fn serve(address: &str, service: std::sync::Arc<dyn Service>) -> Result<(SocketAddr, Opening), String> {
     let listener = TcpListener::bind(address).map_err(|error| format!("cannot listen on {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| format!("cannot listen on {address}: {error}"))?;
-    server::start(listener, service).map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
-    Ok(bound)
+    let opening =
+        server::start(listener, service).map_err(|error| format!("cannot start the HTTP threads ({error})"))?;
+    Ok((bound, opening))
 }

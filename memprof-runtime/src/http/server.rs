@@ -58,14 +58,50 @@ pub(crate) trait Service: Send + Sync + 'static {
     fn when_idle(&self) -> fn();
 }
 
-/// Starts the accept loop on `listener`, answering with `service`.
-pub(crate) fn start(listener: TcpListener, service: Arc<dyn Service>) -> io::Result<()> {
+/// Starts the accept loop on `listener`, answering with `service` once the [`Opening`] it returns is
+/// dropped.
+pub(crate) fn start(listener: TcpListener, service: Arc<dyn Service>) -> io::Result<Opening> {
     let loopback = listener.local_addr()?.ip().is_loopback();
     listener.set_nonblocking(true)?;
     let pool = Pool::new("memprof-http-c", MAX_CONNECTIONS + SPARE, service.when_idle())?;
     let (open, bodies) = (Arc::new(Connections::default()), Arc::new(Bodies::default()));
     let server = Server { service, loopback, pool, open, bodies };
-    threads::spawn("memprof-http", move || server.accept_forever(&listener))
+    let opening = Opening(Arc::default());
+    let opened = Arc::clone(&opening.0);
+    threads::spawn("memprof-http", move || {
+        opened.wait();
+        server.accept_forever(&listener)
+    })?;
+    Ok(opening)
+}
+
+/// Held while the program's start-up finishes what the endpoints report (the sampling mode chosen, the
+/// push started): the accept loop answers nothing until it is dropped, and the connections made meanwhile
+/// wait in the kernel's backlog (milliseconds). So no client reads a `state` from the middle of start-up.
+#[must_use = "the endpoints answer once it is dropped"]
+pub(crate) struct Opening(Arc<Latch>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        *self.0.open.lock() = true;
+        self.0.opened.notify_all();
+    }
+}
+
+/// Whether an [`Opening`] was dropped, and the accept loop's wait for it.
+#[derive(Default)]
+struct Latch {
+    open: Mutex<bool>,
+    opened: parking_lot::Condvar,
+}
+
+impl Latch {
+    fn wait(&self) {
+        let mut open = self.open.lock();
+        while !*open {
+            self.opened.wait(&mut open);
+        }
+    }
 }
 
 /// What the accept loop serves with.

@@ -137,9 +137,8 @@ fn start_unsampled(options: Options) -> Guard {
             Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
         }
         let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
-        if wanted && options.built_in_server {
-            start_server(&options, context);
-        }
+        // Answering once the rest of start-up is done (the opening dropped as this returns).
+        let _opening = (wanted && options.built_in_server).then(|| start_server(&options, context)).flatten();
         if profiler.config.profiling_enabled {
             choose_sampling(profiler, choice, sampling_warning, active_at_start);
         }
@@ -265,11 +264,11 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
     profiler.adopt_earlier(sweep.kept);
 }
 
-/// Starts the built-in server, reporting where, or why not.
-fn start_server(options: &Options, context: &'static crate::endpoints::Context) {
+/// Starts the built-in server, reporting where, or why not: it answers once the opening returned is dropped.
+fn start_server(options: &Options, context: &'static crate::endpoints::Context) -> Option<http::Opening> {
     let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
     match http::serve(&address, std::sync::Arc::new(crate::endpoints::Endpoints(context))) {
-        Ok(bound) => {
+        Ok((bound, opening)) => {
             messages::info(&format!(
                 "Serving heap profiling endpoints on http://{bound}{}/",
                 memprof_wire::paths::PREFIX
@@ -280,9 +279,11 @@ fn start_server(options: &Options, context: &'static crate::endpoints::Context) 
                     options.token_env
                 ));
             }
+            Some(opening)
         }
         Err(error) => {
-            messages::error(&format!("Heap profiling endpoints are not served: {error}; the program runs on"))
+            messages::error(&format!("Heap profiling endpoints are not served: {error}; the program runs on"));
+            None
         }
     }
 }
