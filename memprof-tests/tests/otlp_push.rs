@@ -234,3 +234,39 @@ fn https_endpoints_are_trusted_through_the_sdks_certificate_variable() {
     assert!(refused.last_error.as_deref().unwrap().contains("certificate"), "{refused:?}");
     assert_eq!(refused.sent, 0, "{refused:?}");
 }
+
+/// A Collector that takes connections and answers none (the kernel's backlog takes them): each export times
+/// out (`OTEL_EXPORTER_OTLP_TIMEOUT`) and waits its turn again; exports made meanwhile queue up to eight, the
+/// oldest then dropped and counted. The service serves on, `state` says why, and what memprof holds in its
+/// own arena (`explain`'s `heap/profiler`) does not grow while exports keep being dropped.
+#[test]
+fn a_collector_that_never_answers_costs_a_bounded_queue_and_the_service_serves_on() {
+    use memprof_wire::{Explanation, class};
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let service = Program::service()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", silent.local_addr().unwrap()))
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "300")
+        .env("MEMPROF_OTLP_INTERVAL", "1secs")
+        .spawn();
+    let push = || service.state().otlp_push.expect("state says the push");
+    let own = || {
+        let explanation: Explanation = serde_json::from_value(service.get_json("/memory-profiler/explain")).unwrap();
+        explanation.class(class::HEAP_PROFILER).map_or(0, |class| class.bytes)
+    };
+    let dropped_at_least = |dropped: u64| {
+        wait_until("exports dropped from the full queue", PATIENCE, || {
+            let push = push();
+            if push.dropped >= dropped { Ok(push) } else { Err(format!("{push:?}")) }
+        })
+    };
+    let full = dropped_at_least(1);
+    let held = own();
+    assert_eq!((full.sent, full.queued), (0, 8), "{full:?}");
+    assert!(full.retried >= 1, "{full:?}");
+    assert!(full.last_error.as_deref().is_some_and(|error| error.contains("the queue was full")), "{full:?}");
+    let later = dropped_at_least(full.dropped + 8);
+    assert!(later.queued <= 8, "{later:?}");
+    let grown = own().saturating_sub(held);
+    assert!(grown < 2 << 20, "memprof's arena grew {grown} bytes while exports were dropped: {later:?}");
+    assert_eq!(service.get("/memory-profiler/state").status, 200);
+}
