@@ -43,20 +43,26 @@ fn googles_pprof_library_reads_the_scrapes_and_their_delta_is_the_load() {
 }
 
 /// A run's OTLP download (`download/otlp`), read by the OpenTelemetry Collector's own pdata as its OTLP
-/// receiver reads a request: pdata accepts it, its resource names the process, one profile a sample type
-/// (Go's names) with the run's time and the sampling period, the function that allocates named with what
-/// it holds, every live byte the run's other answers count, the example's tenants as sample attributes
-/// (acme three times initech), and the service's build id on its mapping.
+/// receiver reads a request: pdata accepts it, its resource names the service as the SDK's variables say
+/// (as a push does) and the process, one profile a sample type (Go's names) with the run's time and the
+/// sampling period, the function that allocates named with what it holds, every live byte the run's other
+/// answers count, the example's tenants as sample attributes (acme three times initech), and the
+/// service's build id on its mapping.
 #[test]
 fn the_collectors_pdata_reads_a_runs_otlp_download() {
-    let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:16").spawn();
+    let service = Program::service()
+        .env("MALLOC_CONF", "lg_prof_sample:16")
+        .env("OTEL_SERVICE_NAME", "checkout")
+        .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,service.name=overridden")
+        .spawn();
     let id = memprof_tests::acceptance::finished_run_holding(&service, "2secs", "service::open_session");
     let download = service.get(&format!("/memory-profiler/download/otlp?id={id}"));
     assert_eq!(download.status, 200, "{}", download.text());
     assert_eq!(download.header("content-type"), Some("application/x-protobuf"));
     let Some(summary) = tools::otlpcheck(&download.body) else { return };
     let resource = &summary["resource"];
-    assert_eq!(resource["service.name"], "unknown_service:service", "{summary}");
+    assert_eq!(resource["service.name"], "checkout", "{summary}");
+    assert_eq!(resource["deployment.environment"], "test", "{summary}");
     assert_eq!(resource["process.pid"], service.pid().to_string(), "{summary}");
     assert_eq!(resource["process.executable.name"], "service", "{summary}");
     assert!(!resource["host.name"].as_str().unwrap().is_empty(), "{summary}");

@@ -75,12 +75,11 @@ pub(super) fn otlp(context: &Context, query: &Query) -> Result<Reply, HttpError>
     rendered(context, query, Format::Otlp)
 }
 
-/// What an OTLP download says of where it comes from: this process (OpenTelemetry's resource conventions,
-/// `service.name` their default for a service that names none), and the profile's time.
+/// What an OTLP download says of where it comes from: this service and process (OpenTelemetry's resource
+/// conventions, `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` as a push says them), and the profile's time.
 fn otlp_resource(profile: &KeptProfile) -> memprof_analysis::OtlpResource {
-    let service =
-        ("service.name".to_owned(), format!("unknown_service:{}", crate::process::resource::executable_name()));
-    let attributes = std::iter::once(service).chain(crate::process::resource::process_attributes()).collect();
+    let service = crate::process::resource::service_attributes_of_this_process().iter().cloned();
+    let attributes = service.chain(crate::process::resource::process_attributes()).collect();
     crate::process::resource::otlp_resource(attributes, profile.started, profile.stopped)
 }
 

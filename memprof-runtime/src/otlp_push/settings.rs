@@ -74,7 +74,7 @@ pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>, executable: &str) ->
         ));
     }
     let headers = match either("HEADERS") {
-        Some((name, text)) => pairs(&text).map_err(|error| format!("{name}: {error}"))?,
+        Some((name, text)) => crate::process::resource::pairs(&text).map_err(|error| format!("{name}: {error}"))?,
         None => Vec::new(),
     };
     let timeout = match either("TIMEOUT") {
@@ -90,17 +90,7 @@ pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>, executable: &str) ->
         Some((name, value)) => return Err(format!("{name}={value:?} is neither gzip nor none")),
         None => false,
     };
-    let mut resource = match set("OTEL_RESOURCE_ATTRIBUTES") {
-        Some(text) => pairs(&text).map_err(|error| format!("OTEL_RESOURCE_ATTRIBUTES: {error}"))?,
-        None => Vec::new(),
-    };
-    // OTEL_SERVICE_NAME wins over the attributes' service.name; without either, the SDK's default.
-    let named = set("OTEL_SERVICE_NAME");
-    if named.is_some() || !resource.iter().any(|(key, _)| key == "service.name") {
-        resource.retain(|(key, _)| key != "service.name");
-        resource
-            .insert(0, ("service.name".to_owned(), named.unwrap_or_else(|| format!("unknown_service:{executable}"))));
-    }
+    let resource = crate::process::resource::service_attributes(&lookup, executable)?;
     let length = |name: &str, default: Duration, range: (Duration, Duration)| match set(name) {
         None => Ok(default),
         Some(text) => crate::profiler::duration::parse(&text)
@@ -124,25 +114,6 @@ pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>, executable: &str) ->
         exit_timeout: length(OTLP_EXIT_TIMEOUT, DEFAULT_EXIT_TIMEOUT, (Duration::ZERO, Duration::from_secs(60)))?,
         certificate: either("CERTIFICATE").map(|(_, path)| path.into()),
     }))
-}
-
-/// `key=value` pairs separated by commas, values percent-decoded (the W3C Baggage form the SDK reads
-/// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_EXPORTER_OTLP_HEADERS` in).
-fn pairs(text: &str) -> Result<Vec<(String, String)>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
-            let decoded =
-                |text: &str| percent_encoding::percent_decode_str(text.trim()).decode_utf8_lossy().into_owned();
-            let (key, value) = (decoded(key), decoded(value));
-            if key.is_empty() || key.chars().any(char::is_control) || value.chars().any(char::is_control) {
-                return Err(format!("{pair:?} has an empty key or a control character"));
-            }
-            Ok((key, value))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,11 +1,65 @@
 //! What OpenTelemetry's resource conventions say of this process: the attributes an OTLP download and
-//! every OTLP push carry (`process.pid`, `process.executable.*`, `host.name`), and the name of a service
-//! that names none (`unknown_service:<executable>`, the SDK's default), and an OTLP resource over a time.
+//! every OTLP push carry (`process.pid`, `process.executable.*`, `host.name`), the service's as the SDK
+//! reads them (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, else `unknown_service:<executable>`), and an
+//! OTLP resource over a time.
+
+use std::sync::LazyLock;
 
 /// The executable's file name (empty when unknown).
 pub(crate) fn executable_name() -> String {
     let executable = crate::process::executable::path().unwrap_or_default();
     executable.rsplit('/').next().unwrap_or_default().to_owned()
+}
+
+/// The service's attributes as the environment gives them (read once), `service.name` first; the SDK's
+/// default name alone when they are malformed (the push, which reads them too, says why at start-up).
+pub(crate) fn service_attributes_of_this_process() -> &'static [(String, String)] {
+    static ATTRIBUTES: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
+        let executable = executable_name();
+        service_attributes(|name| std::env::var(name).ok(), &executable)
+            .unwrap_or_else(|_| vec![("service.name".to_owned(), format!("unknown_service:{executable}"))])
+    });
+    &ATTRIBUTES
+}
+
+/// The service's attributes read through `lookup` (the environment in production), the SDK's rule:
+/// `OTEL_RESOURCE_ATTRIBUTES`' pairs, `OTEL_SERVICE_NAME` winning over their `service.name`, and without
+/// either `unknown_service:<executable>`; `service.name` first. An error names the malformed variable.
+pub(crate) fn service_attributes(
+    lookup: impl Fn(&str) -> Option<String>,
+    executable: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let set = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
+    let mut attributes = match set("OTEL_RESOURCE_ATTRIBUTES") {
+        Some(text) => pairs(&text).map_err(|error| format!("OTEL_RESOURCE_ATTRIBUTES: {error}"))?,
+        None => Vec::new(),
+    };
+    let named = set("OTEL_SERVICE_NAME");
+    if named.is_some() || !attributes.iter().any(|(key, _)| key == "service.name") {
+        attributes.retain(|(key, _)| key != "service.name");
+        let name = named.unwrap_or_else(|| format!("unknown_service:{executable}"));
+        attributes.insert(0, ("service.name".to_owned(), name));
+    }
+    Ok(attributes)
+}
+
+/// `key=value` pairs separated by commas, values percent-decoded (the W3C Baggage form the SDK reads
+/// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_EXPORTER_OTLP_HEADERS` in).
+pub(crate) fn pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
+            let decoded =
+                |text: &str| percent_encoding::percent_decode_str(text.trim()).decode_utf8_lossy().into_owned();
+            let (key, value) = (decoded(key), decoded(value));
+            if key.is_empty() || key.chars().any(char::is_control) || value.chars().any(char::is_control) {
+                return Err(format!("{pair:?} has an empty key or a control character"));
+            }
+            Ok((key, value))
+        })
+        .collect()
 }
 
 /// This process's attributes, in order.
