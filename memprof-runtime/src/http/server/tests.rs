@@ -33,7 +33,7 @@ impl<F: Fn(&Request) -> Response + Send + Sync + 'static> Service for Answers<F>
 fn serve(handle: impl Fn(&Request) -> Response + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    start(listener, Arc::new(Answers(handle))).unwrap();
+    drop(start(listener, Arc::new(Answers(handle))).unwrap());
     address
 }
 
@@ -72,6 +72,24 @@ fn wait_waits_ended(gate: &Gate, count: usize) {
         let ended = gate.waits_ended.lock().clone();
         if ended.len() == count { Ok(()) } else { Err(format!("{ended:?}")) }
     });
+}
+
+#[test]
+fn nothing_is_answered_before_the_opening_is_dropped() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let opening = start(listener, Arc::new(Answers(echo))).unwrap();
+    let mut early = TcpStream::connect(address).unwrap();
+    early.write_all(b"GET /early HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    early.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut byte = [0; 1];
+    let before = early.read(&mut byte).map_err(|error| error.kind());
+    assert!(matches!(before, Err(io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)), "{before:?}");
+    drop(opening);
+    early.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut answer = String::new();
+    early.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("GET /early "), "{answer}");
 }
 
 #[test]
