@@ -194,6 +194,20 @@ fn an_unknown_unwinder_is_reported_and_the_walk_is_memprofs_choice() {
     assert_eq!(walk.method, "frame pointers", "{walk:?}");
 }
 
+/// A `MEMPROF_*` variable memprof does not read, within two edits of one it does, is said with the one
+/// meant, rather than silently doing nothing: here sampling stays continuous. One far from any
+/// (`MEMPROF_URL`, the command-line tool's) is left alone.
+#[test]
+fn a_misspelt_variable_is_reported_with_the_one_meant() {
+    let service = Program::service().env("MEMPROF_SAMPLNG", "on-demand").env("MEMPROF_URL", "http://x").spawn();
+    service.wait_for_line(|line| {
+        line == "[memprof] WARN MEMPROF_SAMPLNG is not a variable memprof reads: did you mean MEMPROF_SAMPLING?"
+    });
+    assert_eq!(service.state().sampling.mode, "continuous");
+    let said = service.output();
+    assert!(!said.iter().any(|line| line.contains("MEMPROF_URL")), "{said:#?}");
+}
+
 /// `MALLOC_CONF=prof_active:true`, the way Traffic Server documents always-on sampling, asks for continuous
 /// sampling: runs are windows over it, started and stopped without a conflict.
 #[test]

@@ -42,6 +42,6 @@ pub(crate) fn set_up(token: Option<String>, switched_on: bool) -> &'static Conte
 pub(crate) fn context() -> &'static Context {
     use crate::process::environment;
     CONTEXT.get().unwrap_or_else(|| {
-        set_up(std::env::var(environment::TOKEN).ok(), environment::switched_on(environment::SWITCH))
+        set_up(environment::value(environment::TOKEN).map(str::to_owned), environment::switched_on(environment::SWITCH))
     })
 }

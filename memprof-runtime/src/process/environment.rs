@@ -1,11 +1,23 @@
-//! Every environment variable memprof reads, in one place, with what it does. docs/configuration.md's table of
-//! variables is checked against [`ALL`] by a test (`memprof-tests/tests/documentation.rs`), so neither can
-//! name a variable the other does not.
+//! Every environment variable memprof reads, in one place, with what it does; and the only reading of them.
+//! docs/configuration.md's table of variables is checked against [`ALL`] by a test
+//! (`memprof-tests/tests/documentation.rs`), so neither can name a variable the other does not.
+//!
+//! The environment is read once, the first time memprof needs any of it ([`value`], [`path`]): every
+//! variable of [`ALL`] and every other `MEMPROF_*` (a misspelt one is reported, [`misspelt`]), taken
+//! together, so a setting needed late (the profile root at the first run, `MEMPROF_FINAL_DUMP` at the end)
+//! agrees with those read at start-up, whatever the program did to its environment meanwhile. The two
+//! variables a program names itself (its switch and its token, `#[memprof::main(env = ..)]`) are read by
+//! [`named`], once each, at start-up.
 //!
 //! ```
 //! let names: Vec<&str> = memprof_runtime::environment::ALL.iter().map(|variable| variable.name).collect();
 //! assert!(names.contains(&"MEMPROF_ADDR"));
 //! ```
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::sync::LazyLock;
 
 /// A variable and what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,18 +174,98 @@ pub const ALL: &[Variable] = &[
     },
 ];
 
-/// Whether the environment variable `name` asks for the endpoints (`true`); anything but `true`, `false`
-/// or unset is reported.
+/// The prefix of memprof's own variables: one with it near a name of [`ALL`] is a misspelling, reported.
+const PREFIX: &str = "MEMPROF_";
+
+/// The variables memprof reads, as the environment held them when first needed (in memprof's arena: it is
+/// memprof's, never the program's live bytes).
+static READ: LazyLock<HashMap<OsString, OsString>> = LazyLock::new(|| {
+    crate::jemalloc::in_own_arena(|| {
+        std::env::vars_os()
+            .filter(|(name, _)| {
+                name.to_str().is_some_and(|name| name.starts_with(PREFIX) || ALL.iter().any(|known| known.name == name))
+            })
+            .collect()
+    })
+});
+
+/// The text of variable `name` (one of [`ALL`]), when set and valid UTF-8.
+pub(crate) fn value(name: &str) -> Option<&'static str> {
+    path(name).and_then(|value| value.to_str())
+}
+
+/// The value of variable `name` (one of [`ALL`]) as a path, any bytes, when set and not empty.
+pub(crate) fn path(name: &str) -> Option<&'static Path> {
+    debug_assert!(ALL.iter().any(|known| known.name == name), "{name} is not in environment::ALL");
+    READ.get(OsStr::new(name)).filter(|value| !value.is_empty()).map(Path::new)
+}
+
+/// A variable the program named itself (its switch, its token): read now, when set and valid UTF-8.
+pub(crate) fn named(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The `MEMPROF_*` variables set that memprof does not read but are within two edits of one it does (a
+/// misspelling, which would otherwise do nothing without a word), each with the one meant: reported at
+/// start-up. Others are left alone: `MEMPROF_URL` is the command-line tool's, and tools of the same name
+/// may have their own.
+pub(crate) fn misspelt() -> Vec<String> {
+    let mut misspelt: Vec<String> = READ
+        .keys()
+        .filter_map(|name| name.to_str())
+        .filter(|name| name.starts_with(PREFIX) && !ALL.iter().any(|known| known.name == *name))
+        .filter_map(|name| Some(format!("{name} is not a variable memprof reads: did you mean {}?", nearest(name)?)))
+        .collect();
+    misspelt.sort();
+    misspelt
+}
+
+/// The known variable within two edits of `name`, if any.
+fn nearest(name: &str) -> Option<&'static str> {
+    ALL.iter().map(|known| known.name).filter(|known| edits(name, known) <= 2).min_by_key(|known| edits(name, known))
+}
+
+/// Levenshtein's distance between `a` and `b`, in characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, a) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, b) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(a != *b));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// Whether the variable `name` (the program's switch) asks for the endpoints (`true`); anything but
+/// `true`, `false` or unset is reported.
 pub(crate) fn switched_on(name: &str) -> bool {
-    match std::env::var(name) {
-        Ok(value) if value == "true" => true,
-        Ok(value) if value == "false" || value.is_empty() => false,
-        Ok(value) => {
+    match named(name) {
+        Some(value) if value == "true" => true,
+        Some(value) if value == "false" || value.is_empty() => false,
+        Some(value) => {
             crate::process::messages::error(&format!(
                 "{name}={value:?} is neither true nor false; heap profiling endpoints are not served"
             ));
             false
         }
-        Err(_) => false,
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_variable_is_matched_to_the_one_meant() {
+        assert_eq!(nearest("MEMPROF_SAMPLNG"), Some(SAMPLING));
+        assert_eq!(nearest("MEMPROF_DUMP_EVRY"), Some(DUMP_EVERY));
+        assert_eq!(nearest("MEMPROF_SOMETHING_ELSE"), None);
+        assert_eq!((edits("", "ab"), edits("kitten", "sitting"), edits("same", "same")), (2, 3, 0));
     }
 }

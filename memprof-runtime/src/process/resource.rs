@@ -16,7 +16,7 @@ pub(crate) fn executable_name() -> String {
 pub(crate) fn service_attributes_of_this_process() -> &'static [(String, String)] {
     static ATTRIBUTES: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
         let executable = executable_name();
-        service_attributes(|name| std::env::var(name).ok(), &executable)
+        service_attributes(|name| super::environment::value(name).map(str::to_owned), &executable)
             .unwrap_or_else(|_| vec![("service.name".to_owned(), format!("unknown_service:{executable}"))])
     });
     &ATTRIBUTES

@@ -25,14 +25,14 @@ use crate::process::environment::DIRECTORY as DIRECTORY_VARIABLE;
 
 /// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
 pub(crate) fn parent_directory() -> PathBuf {
-    std::env::var_os(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
+    crate::process::environment::path(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
 }
 
 /// Makes `MEMPROF_DIR` (and its missing parents) owner-only when it is set and does not exist, so that
 /// profiles and their views go to disk rather than into memory; answers the directory made, or why it could
 /// not be (`None` when there was nothing to make).
 pub(crate) fn make_parent_directory() -> Option<Result<PathBuf, String>> {
-    let directory = PathBuf::from(std::env::var_os(DIRECTORY_VARIABLE)?);
+    let directory = PathBuf::from(crate::process::environment::path(DIRECTORY_VARIABLE)?);
     if directory.as_os_str().is_empty() || directory.exists() {
         return None;
     }

@@ -51,7 +51,7 @@ impl Settings {
     /// The settings the environment asks for; `None` when it asks for no automatic dumps. A malformed
     /// value is an error that names the variable.
     pub(crate) fn from_environment() -> Result<Option<Self>, String> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from_lookup(|name| crate::process::environment::value(name).map(str::to_owned))
     }
 
     fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
@@ -91,7 +91,8 @@ impl Settings {
 /// else the defaults. The same bounds hold what earlier processes left ([`crate::profile_root::evidence`]); a malformed
 /// value counts as unset there (it is reported when automatic dumps are asked for).
 pub(crate) fn retention() -> (usize, u64) {
-    limits(&|name: &str| std::env::var(name).ok()).unwrap_or((DEFAULT_KEPT_DUMPS, DEFAULT_KEPT_DUMP_BYTES))
+    limits(&|name: &str| crate::process::environment::value(name).map(str::to_owned))
+        .unwrap_or((DEFAULT_KEPT_DUMPS, DEFAULT_KEPT_DUMP_BYTES))
 }
 
 fn limits(lookup: &impl Fn(&str) -> Option<String>) -> Result<(usize, u64), String> {

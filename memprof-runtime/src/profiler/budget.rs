@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use crate::process::environment::{SAMPLING_BUDGET, WHOLE_RUN};
+use crate::process::environment::{self, SAMPLING_BUDGET, WHOLE_RUN};
 
 /// How long a slot lasts: sampling is switched on or off for a slot at a time (short, so that a thinned
 /// block, [`Thinning::MOST`]'s included, lasts seconds: the load is judged again within one).
@@ -68,8 +68,8 @@ impl Budget {
 /// The budget the environment asks for ([`chosen`], from `MEMPROF_SAMPLING_BUDGET` and whether
 /// `MEMPROF_WHOLE_RUN` asks for the whole run).
 pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
-    let whole_run = std::env::var_os(WHOLE_RUN).is_some_and(|directory| !directory.is_empty());
-    chosen(std::env::var(SAMPLING_BUDGET).ok().as_deref(), whole_run)
+    let whole_run = environment::path(WHOLE_RUN).is_some();
+    chosen(environment::value(SAMPLING_BUDGET), whole_run)
 }
 
 /// The budget `text` names, else [`Budget::DEFAULT`], but none by default for a whole run asked for (its

@@ -185,16 +185,16 @@ pub(crate) fn decide_scopes(endpoints_on: bool) -> Option<String> {
 /// switch (`LIBPROCESS_MEMORY_PROFILING`) say.
 fn scopes_on() -> bool {
     *SCOPES.get_or_init(|| {
-        scopes_wanted(std::env::var(crate::process::environment::SWITCH).is_ok_and(|value| value == "true")).0
+        scopes_wanted(crate::process::environment::value(crate::process::environment::SWITCH) == Some("true")).0
     })
 }
 
 /// What `MEMPROF_SCOPES` asks, given the endpoints' switch, and a warning for a value it does not take.
 fn scopes_wanted(endpoints_on: bool) -> (bool, Option<String>) {
-    match std::env::var(SCOPES_VARIABLE).as_deref() {
-        Ok("true") => (true, None),
-        Ok("false") => (false, None),
-        Ok(other) => (
+    match crate::process::environment::value(SCOPES_VARIABLE) {
+        Some("true") => (true, None),
+        Some("false") => (false, None),
+        Some(other) => (
             endpoints_on,
             Some(format!(
                 "{SCOPES_VARIABLE}={} is neither true nor false; scope! blocks profile {}",
@@ -202,7 +202,7 @@ fn scopes_wanted(endpoints_on: bool) -> (bool, Option<String>) {
                 if endpoints_on { "as the endpoints' switch is on" } else { "nothing" }
             )),
         ),
-        Err(_) => (endpoints_on, None),
+        None => (endpoints_on, None),
     }
 }
 

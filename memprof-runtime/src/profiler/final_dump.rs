@@ -10,7 +10,7 @@ use crate::profile_root::storage::Dump;
 
 /// Writes the profile of run `id`, active as the program ends, to `MEMPROF_FINAL_DUMP` if set.
 pub(super) fn leave(id: u64, dump: Dump<'_>) {
-    let Some(path) = std::env::var_os(FINAL_DUMP_VARIABLE).map(PathBuf::from) else {
+    let Some(path) = crate::process::environment::path(FINAL_DUMP_VARIABLE).map(PathBuf::from) else {
         messages::info(&format!(
             "Heap profiling run {id} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)"
         ));

@@ -144,7 +144,9 @@ impl ConfigReport {
         let sources = jemalloc::config_sources();
         let compiled_in = jemalloc::profiling_compiled_in();
         let profiling_enabled = compiled_in && jemalloc::profiling_enabled();
-        let mut warnings = ignored_variable_warnings(sources.environment.as_deref(), |name| std::env::var(name).ok());
+        let mut warnings = ignored_variable_warnings(sources.environment.as_deref(), |name| {
+            crate::process::environment::value(name).map(str::to_owned)
+        });
         if !jemalloc::serves_allocations() {
             warnings.push("jemalloc does not serve this program's allocations: its #[global_allocator] is another allocator, so profiles would miss them. Make `tikv_jemallocator::Jemalloc` the global allocator, or let #[memprof::main] install it (drop `allocator = false`).".to_owned());
         }

@@ -107,8 +107,8 @@ static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock:
 /// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is
 /// enabled. Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
 pub(crate) fn install() -> Unwinder {
-    let chosen = std::env::var(UNWINDER_VARIABLE).ok().filter(|value| !value.is_empty());
-    let mut unwinder = match chosen.as_deref() {
+    let chosen = crate::process::environment::value(UNWINDER_VARIABLE);
+    let mut unwinder = match chosen {
         Some(value @ ("libgcc" | "unwind-tables")) => {
             let reason = format!("{UNWINDER_VARIABLE}={value}");
             if value == "libgcc" { Unwinder::Libgcc(reason) } else { Unwinder::UnwindTables(reason) }
@@ -117,7 +117,7 @@ pub(crate) fn install() -> Unwinder {
             if let Some(value) = chosen {
                 crate::process::messages::warn(&format!(
                     "{UNWINDER_VARIABLE}={} is neither unwind-tables nor libgcc, the values it takes: samples walk the stack as memprof chooses",
-                    crate::profile_root::untrusted::printable(&value)
+                    crate::profile_root::untrusted::printable(value)
                 ));
             }
             match frame_pointers_agree_with_libgcc() {

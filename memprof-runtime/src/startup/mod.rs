@@ -44,18 +44,22 @@ fn start_unsampled(options: Options) -> Guard {
     if let Some(warning) = crate::profiler::code_runs::decide_scopes(wanted) {
         messages::warn(&warning);
     }
-    let sampling = std::env::var(environment::SAMPLING).ok();
+    for misspelt in environment::misspelt() {
+        messages::warn(&misspelt);
+    }
+    let sampling = environment::value(environment::SAMPLING);
     let active_at_start = crate::jemalloc::profiling_active_at_start();
-    let whole_run = std::env::var_os(environment::WHOLE_RUN).filter(|directory| !directory.is_empty());
-    let push =
-        crate::otlp_push::settings::read(|name| std::env::var(name).ok(), &crate::process::resource::executable_name())
-            .unwrap_or_else(|error| {
-                messages::error(&format!("Heap profiles are not pushed over OTLP: {error}"));
-                None
-            });
+    let whole_run = environment::path(environment::WHOLE_RUN);
+    let lookup = |name: &str| environment::value(name).map(str::to_owned);
+    let push = crate::otlp_push::settings::read(lookup, &crate::process::resource::executable_name()).unwrap_or_else(
+        |error| {
+            messages::error(&format!("Heap profiles are not pushed over OTLP: {error}"));
+            None
+        },
+    );
     let (choice, sampling_warning) = crate::profiler::sampling::choose(crate::profiler::sampling::Asked {
         option: options.continuous,
-        variable: sampling.as_deref(),
+        variable: sampling,
         whole_run: whole_run.is_some(),
         active_at_start,
         switched_on: wanted,
@@ -136,7 +140,7 @@ fn start_unsampled(options: Options) -> Guard {
             Ok(None) => {}
             Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
         }
-        let context = crate::endpoints::set_up(std::env::var(&options.token_env).ok(), wanted);
+        let context = crate::endpoints::set_up(environment::named(&options.token_env), wanted);
         // Answering once the rest of start-up is done (the opening dropped as this returns).
         let _opening = (wanted && options.built_in_server).then(|| start_server(&options, context)).flatten();
         if profiler.config.profiling_enabled {
@@ -266,7 +270,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 
 /// Starts the built-in server, reporting where, or why not: it answers once the opening returned is dropped.
 fn start_server(options: &Options, context: &'static crate::endpoints::Context) -> Option<http::Opening> {
-    let address = std::env::var(environment::ADDRESS).unwrap_or_else(|_| options.http.clone());
+    let address = environment::value(environment::ADDRESS).map_or_else(|| options.http.clone(), str::to_owned);
     match http::serve(&address, std::sync::Arc::new(crate::endpoints::Endpoints(context))) {
         Ok((bound, opening)) => {
             messages::info(&format!(

@@ -49,12 +49,12 @@ const MAX_OBJECTS: usize = 1 << 24;
 /// The record's size: `MEMPROF_RECORD_OBJECTS` live sampled objects (1024 to 16 Mi), else
 /// [`DEFAULT_CAPACITY`]; a value out of range or not a number is an error naming the variable.
 pub(crate) fn capacity_from_environment() -> Result<Capacity, String> {
-    let Ok(text) = std::env::var(RECORD_OBJECTS) else { return Ok(DEFAULT_CAPACITY) };
+    let Some(text) = crate::process::environment::value(RECORD_OBJECTS) else { return Ok(DEFAULT_CAPACITY) };
     match text.trim().parse::<usize>() {
         Ok(objects) if (1024..=MAX_OBJECTS).contains(&objects) => Ok(Capacity::for_objects(objects)),
         _ => Err(format!(
             "{RECORD_OBJECTS}={} is not a count from 1024 to {MAX_OBJECTS}",
-            crate::profile_root::untrusted::printable(&text)
+            crate::profile_root::untrusted::printable(text)
         )),
     }
 }
