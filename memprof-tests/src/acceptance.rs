@@ -293,14 +293,14 @@ pub fn statistics_are_jemallocs_json(service: &Program) {
 
 /// Every error path, with its exact status and message.
 pub fn bad_requests_are_refused_clearly(service: &Program) {
-    let units = "'ns', 'us', 'ms', 'secs', 'mins', 'hrs', 'days', 'weeks'";
+    let units = "'ns', 'us', 'ms', 's' or 'secs', 'm' or 'mins', 'h' or 'hrs', 'd' or 'days', 'w' or 'weeks'";
     let cases: &[(&str, &str, u16, String)] = &[
         ("GET", "/memory-profiler/download/raw", 404, "No heap profile has been generated yet; start a run with /memory-profiler/start?duration=30secs.".into()),
         ("GET", "/memory-profiler/download/raw?id=42", 404, "No heap profile with id 42; none has been generated yet.".into()),
         ("GET", "/memory-profiler/download/raw?id=abc", 400, "Invalid parameter 'id': 'abc' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
         ("GET", "/memory-profiler/download/text?id=-1", 400, "Invalid parameter 'id': '-1' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
         ("GET", "/memory-profiler/start?duration=600", 400, format!("Could not parse parameter 'duration': '600' has no unit; write a number followed by one of {units}, such as '30secs'.")),
-        ("GET", "/memory-profiler/start?duration=5m", 400, format!("Could not parse parameter 'duration': unknown duration unit 'm' in '5m'; supported units are {units}.")),
+        ("GET", "/memory-profiler/start?duration=5x", 400, format!("Could not parse parameter 'duration': unknown duration unit 'x' in '5x'; supported units are {units}.")),
         ("GET", "/memory-profiler/start?duration=-5mins", 400, "Could not parse parameter 'duration': '-5mins' does not start with a non-negative decimal number, such as '30secs' or '1.5hrs'.".into()),
         ("GET", "/memory-profiler/start?duration=0.5secs", 400, "Duration '0.5secs' must be between 1secs and 1days.".into()),
         ("GET", "/memory-profiler/start?duration=25hrs", 400, "Duration '25hrs' must be between 1secs and 1days.".into()),

@@ -1,4 +1,5 @@
-//! What memprof's endpoints say, as typed values: the paths ([`paths`]) and the JSON answers of `start`,
+//! What memprof's endpoints say, as typed values: the paths ([`paths`]), the grammar of durations
+//! ([`duration`]) and the JSON answers of `start`,
 //! `stop`, `state`, `heap_profile` and `memory`, serialized by the server and read back by the `memprof`
 //! tool and anyone else's client. The field names are Mesos's where Mesos has the field.
 //!
@@ -10,6 +11,7 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![deny(unsafe_code)]
 
+pub mod duration;
 mod earlier;
 mod error;
 mod explain;
