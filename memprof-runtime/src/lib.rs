@@ -16,11 +16,11 @@
 // - jemalloc/mod.rs: jemalloc's controls (all in jemalloc/controls.rs, each declared once with its type), its
 //   extent hooks and arena-made hook;
 // - profiler/malloc_conf.rs: the exported configuration symbol; lib.rs: the same, for the runtime's own tests;
-// - profiler/unwinder.rs, with its modules: the stack walk jemalloc calls for each sample, the DWARF walk
+// - stack_walk/mod.rs, with its modules: the stack walk jemalloc calls for each sample, the DWARF walk
 //   that completes it, the stack's mapping read without allocating;
-// - profiler/record/mod.rs, profiler/record/table.rs, profiler/record/spin.rs: jemalloc's sample hooks, the
+// - sampler/record/mod.rs, sampler/record/table.rs, sampler/record/spin.rs: jemalloc's sample hooks, the
 //   record's preallocated slots and its spin lock, `pthread_atfork` and the coarse clock;
-// - profiler/allocator_code.rs, process/executable.rs: the executable mapped to be read;
+// - allocator_code.rs, process/executable.rs: the executable mapped to be read;
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
 //   lets a forked child die of it; process/lineage.rs: its test's `fork`; process/cpu.rs: the process's
 //   CPU clock;
@@ -30,6 +30,7 @@
 // On other targets the crate is empty: the `memprof` facade says why (`compile_error!`).
 #![cfg(unix)]
 
+mod allocator_code;
 mod endpoints;
 mod http;
 mod jemalloc;
@@ -41,6 +42,8 @@ mod otlp_push;
 mod process;
 mod profile_root;
 mod profiler;
+mod sampler;
+mod stack_walk;
 mod startup;
 #[cfg(test)]
 mod testing;

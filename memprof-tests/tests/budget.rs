@@ -1,4 +1,4 @@
-//! Continuous sampling within its budget (memprof-runtime/src/profiler/budget.rs) on a real program
+//! Continuous sampling within its budget (memprof-runtime/src/sampler/budget.rs) on a real program
 //! (src/bin/windows.rs): allocating without pause, it is thinned, says so in `state` and in its profiles,
 //! and is sampled as before once the load stops.
 

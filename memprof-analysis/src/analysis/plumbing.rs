@@ -49,8 +49,9 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "core::alloc::",
     "std::alloc::",
     "tikv_jemallocator::",
-    // memprof's backtrace hook, in stacks walked by libgcc on its behalf (and where it was before 0.1's
-    // runtime had folders, in dumps of older builds).
+    // memprof's backtrace hook, in stacks walked by libgcc on its behalf (and where it was in older builds,
+    // in their dumps: under `profiler::`, and before the runtime had folders).
+    "memprof_runtime::stack_walk::",
     "memprof_runtime::profiler::unwinder::",
     "memprof_runtime::unwinder::",
     // `collect` only allocates through the `FromIterator` of the collection it builds.
@@ -120,6 +121,7 @@ mod tests {
         for plumbing in [
             "prof_backtrace_impl",
             "_rjem_je_prof_backtrace",
+            "memprof_runtime::stack_walk::labelling_hook",
             "memprof_runtime::profiler::unwinder::labelling_hook",
             "je_malloc_default",
             "malloc",

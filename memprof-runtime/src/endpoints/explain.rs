@@ -16,7 +16,7 @@ const STACKS_NAMED: usize = 5;
 /// `explain`: the resident set by class, the verdict and the figures behind them.
 pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let _permit = Permit::or_busy()?;
-    let promoted = crate::profiler::record::promoted_bytes();
+    let promoted = crate::sampler::record::promoted_bytes();
     let reading =
         memory::read(promoted).map_err(|error| HttpError::internal(format!("Cannot read the memory ({error})")))?;
     // `memory::read` advanced jemalloc's epoch: the bins are of the same moment.
@@ -27,7 +27,7 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     };
     let decay = jemalloc::decay_settings().ok();
     let growth = memory::growth(&memory::live_readings(&history::ring().since(0)));
-    let sampling = crate::profiler::throttle::sampling_on().map_err(|error| {
+    let sampling = crate::sampler::throttle::sampling_on().map_err(|error| {
         HttpError::internal(format!("Cannot tell whether sampling is on (prof.active: {error}); explain cannot judge"))
     })?;
     // The stacks are named only for a leak or a step, and only while sampling is on: by the record's one
@@ -49,7 +49,7 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         }
         _ => Holders::default(),
     };
-    let losses = context.profiler.record().and_then(crate::profiler::record::losses);
+    let losses = context.profiler.record().and_then(crate::sampler::record::losses);
     let mut explanation = memory::explanation(&reading, growth, stacks, sampling, losses, &bins, decay.as_ref());
     if let Some(error) = bins_unread
         && explanation.verdict.kind == memprof_wire::VerdictKind::Fragmentation

@@ -11,8 +11,8 @@ use memprof_wire::{GrowingStack, HeldAge, LabelledBytes};
 use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
-use crate::profiler::record::table::Table;
-use crate::profiler::record::{self, Grower};
+use crate::sampler::record::table::Table;
+use crate::sampler::record::{self, Grower};
 
 /// Which of the record's growing stacks an answer names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,7 +212,7 @@ pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     };
     let _permit = super::jobs::Permit::or_busy()?;
     let (series, unsure) = growing_series(record, GROWING_SHOWN)?;
-    let missed = crate::profiler::record::losses(record);
+    let missed = crate::sampler::record::losses(record);
     let unsure = unsure.then(|| crate::memory::UNSURE.to_owned());
     Ok(Reply::json(&memprof_wire::Growing { continuous, series, missed, unsure }))
 }

@@ -32,7 +32,7 @@ fn switches(context: &Context) -> Switches {
     let overview = context.profiler.overview();
     Switches {
         profiling_enabled: context.profiler.config.profiling_enabled,
-        profiling_active: crate::profiler::throttle::sampling_on().ok(),
+        profiling_active: crate::sampler::throttle::sampling_on().ok(),
         new_threads_sampled: jemalloc::new_threads_sampled().ok(),
         current_run: overview.current.as_ref().map(|run| RunOwner { id: run.id, started_by: run.owner.name() }),
     }

@@ -15,7 +15,7 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     crate::profiler::counters::want_classes();
     let recent = crate::memory::history::ring().latest_classes_since(crate::profiler::counters::CLASSES_WATCHED);
     let classes = recent.or_else(|| {
-        let promoted = crate::profiler::record::promoted_bytes();
+        let promoted = crate::sampler::record::promoted_bytes();
         crate::memory::read(promoted).ok().map(|reading| reading.classified.bytes)
     });
     if let Some(classes) = classes {
@@ -59,7 +59,7 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "memprof_profiling_active",
         "gauge",
         "1 while allocations are being sampled (prof.active).",
-        flag(crate::profiler::throttle::sampling_on().unwrap_or(false)),
+        flag(crate::sampler::throttle::sampling_on().unwrap_or(false)),
     );
     if let Ok(lg_sample) = jemalloc::lg_sample() {
         metric(
@@ -134,7 +134,7 @@ const GROWING_NAMED: usize = 5;
 
 /// The record's fill, and the stacks that grew steadily over its one history (sampled continuously, its
 /// last hour; on demand, the run's time).
-fn record_metrics(text: &mut String, record: &crate::profiler::record::table::Table) -> Result<(), HttpError> {
+fn record_metrics(text: &mut String, record: &crate::sampler::record::table::Table) -> Result<(), HttpError> {
     let (dropped, live, stacks) = record.fill();
     let given_back = record.given_back().0;
     for (name, kind, help, value) in [

@@ -206,7 +206,7 @@ pub(super) fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
 pub(super) fn kept_dump(text: &str, path: &std::path::Path) -> Result<Analysis, memprof_analysis::ParseError> {
     let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(path))?;
     let record = crate::profiler::Profiler::global().record();
-    analysis.cautions.extend(record.into_iter().flat_map(crate::profiler::record::cautions));
+    analysis.cautions.extend(record.into_iter().flat_map(crate::sampler::record::cautions));
     Ok(analysis)
 }
 

@@ -20,7 +20,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let config = &profiler.config;
     // jemalloc's figures are read with no lock held (a stats epoch walks every arena), and the runs'
     // records are a copy: a run's start or stop never waits for this answer.
-    let active = crate::profiler::throttle::sampling_on().unwrap_or(false);
+    let active = crate::sampler::throttle::sampling_on().unwrap_or(false);
     let lg_sample = jemalloc::lg_sample().ok();
     let heap = jemalloc::heap_stats().ok();
     let label_counts = crate::labels::counts();
@@ -73,7 +73,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             stack_walk: StackWalk {
                 method: profiler.unwinder.name().to_owned(),
                 why: profiler.unwinder.why().map(str::to_owned),
-                completed_by_unwinder: crate::profiler::unwinder::completed_walks(),
+                completed_by_unwinder: crate::stack_walk::completed_walks(),
             },
             sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
@@ -124,7 +124,7 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
         record,
         paused_for_threads: paused,
         paused_for_threads_us: paused_for.as_micros() as u64,
-        budget: crate::profiler::throttle::report().map(|report| {
+        budget: crate::sampler::throttle::report().map(|report| {
             let lg_sample = jemalloc::lg_sample().unwrap_or_default();
             SamplingBudget {
                 share_ppm: (report.budget.share() * 1e6).round() as u32,
@@ -142,11 +142,11 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
 /// `sampled`.
 fn warnings(
     config: &crate::profiler::malloc_conf::ConfigReport,
-    record: Option<&crate::profiler::record::table::Table>,
+    record: Option<&crate::sampler::record::table::Table>,
     sampled: bool,
 ) -> Vec<String> {
     let decay = jemalloc::decay_settings().ok();
-    let losses = record.and_then(crate::profiler::record::losses);
+    let losses = record.and_then(crate::sampler::record::losses);
     let labels = crate::labels::silence(sampled);
     let said = config.warnings.iter().cloned().chain(decay.as_ref().and_then(crate::memory::decay_cost));
     said.chain(losses).chain(labels).collect()

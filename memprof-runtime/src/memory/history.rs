@@ -1,7 +1,7 @@
 //! The process's memory over time: the last minutes of jemalloc's memory counters, for the dashboard's
 //! chart and the leak rule (the readings of [`crate::profiler::counters`], once a second, in a ring of fixed size,
 //! served as JSON by `/memory-profiler/memory`). What each stack held over time is the record's history
-//! ([`crate::profiler::record::growth`]), the one that names what grew.
+//! ([`crate::sampler::record::growth`]), the one that names what grew.
 
 use std::collections::VecDeque;
 

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::{Condvar, Mutex};
 
 use crate::process::messages;
-use crate::profiler::record::table::Table;
+use crate::sampler::record::table::Table;
 use queue::{AfterFailure, Export, Queue};
 use settings::PushSettings;
 

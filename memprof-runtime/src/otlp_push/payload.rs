@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
 
 use super::settings::PushSettings;
-use crate::profiler::record::{self, AllocatedByStack, table::Table};
+use crate::sampler::record::{self, AllocatedByStack, table::Table};
 
 /// The most bytes an export's body may have (compressed when configured): a larger one is dropped, said,
 /// and counted, never sent (Collectors refuse bodies past their limit, 20 MiB by default for OTLP/HTTP).

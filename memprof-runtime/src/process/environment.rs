@@ -2,12 +2,12 @@
 //! docs/configuration.md's table of variables is checked against [`ALL`] by a test
 //! (`memprof-tests/tests/documentation.rs`), so neither can name a variable the other does not.
 //!
-//! The environment is read once, the first time memprof needs any of it ([`value`], [`path`]): every
-//! variable of [`ALL`] and every other `MEMPROF_*` (a misspelt one is reported, [`misspelt`]), taken
+//! The environment is read once, the first time memprof needs any of it (`value`, `path`): every
+//! variable of [`ALL`] and every other `MEMPROF_*` (a misspelt one is reported), taken
 //! together, so a setting needed late (the profile root at the first run, `MEMPROF_FINAL_DUMP` at the end)
 //! agrees with those read at start-up, whatever the program did to its environment meanwhile. The two
 //! variables a program names itself (its switch and its token, `#[memprof::main(env = ..)]`) are read by
-//! [`named`], once each, at start-up.
+//! `named`, once each, at start-up.
 //!
 //! ```
 //! let names: Vec<&str> = memprof_runtime::environment::ALL.iter().map(|variable| variable.name).collect();

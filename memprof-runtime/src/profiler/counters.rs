@@ -33,7 +33,7 @@ pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 pub(crate) const UNREAD_AT_MOST: Duration = Duration::from_secs(10);
 
 /// Whether jemalloc's counters are read again now: `changes` is what the record saw so far (samples taken
-/// and freed, see [`crate::profiler::record::table::Table::changes`]), `None` where it cannot tell (not
+/// and freed, see [`crate::sampler::record::table::Table::changes`]), `None` where it cannot tell (not
 /// sampled continuously, or thinned); `last` is the last reading's `changes` and its age.
 fn read_due(changes: Option<u64>, last: Option<(Option<u64>, Duration)>) -> bool {
     match (changes, last) {
@@ -45,7 +45,7 @@ fn read_due(changes: Option<u64>, last: Option<(Option<u64>, Duration)>) -> bool
 /// What the record saw so far, where an unchanged count means an unchanged heap (see [`read_due`]).
 fn changes_seen() -> Option<u64> {
     let record = crate::profiler::Profiler::global().record()?;
-    (crate::profiler::throttle::thinning() == crate::profiler::budget::Thinning::NONE).then(|| record.changes())
+    (crate::sampler::throttle::thinning() == crate::sampler::budget::Thinning::NONE).then(|| record.changes())
 }
 
 /// The share of one core that reading the classes may take.
@@ -91,7 +91,7 @@ pub(crate) fn start() -> std::io::Result<()> {
         history::reserve();
         let mut classes_due = Instant::now();
         let mut last_seen_due = Instant::now();
-        let mut pacer = crate::profiler::throttle::Pacer::new();
+        let mut pacer = crate::sampler::throttle::Pacer::new();
         // The last reading of jemalloc's counters: what, when, and what the record had seen then.
         let mut last: Option<(memprof_wire::HeapCounters, Instant, Option<u64>)> = None;
         loop {
@@ -104,21 +104,20 @@ pub(crate) fn start() -> std::io::Result<()> {
                 let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
                 let now = Instant::now();
                 let due = now >= classes_due && classes_watched();
-                let classes = due.then(|| memory::read(crate::profiler::record::promoted_bytes()).ok()).flatten().map(
-                    |reading| {
+                let classes =
+                    due.then(|| memory::read(crate::sampler::record::promoted_bytes()).ok()).flatten().map(|reading| {
                         classes_due = now + PERIOD.max(now.elapsed().div_f64(CLASSES_SHARE));
                         reading.classified.bytes
-                    },
-                );
+                    });
                 history::record(Reading { time, counters, classes });
                 // The one history of what grew (continuous, or during a run on demand) is read while sampled.
                 if let Some(record) = crate::profiler::Profiler::global().views_record()
-                    && crate::profiler::throttle::sampling_on().unwrap_or(false)
+                    && crate::sampler::throttle::sampling_on().unwrap_or(false)
                 {
                     // What the walks need, when sampling is on from start-up: read here (once), off the
                     // program's start.
-                    crate::profiler::unwinder::prepare_for_samples();
-                    crate::profiler::record::read_when_due(record);
+                    crate::stack_walk::prepare_for_samples();
+                    crate::sampler::record::read_when_due(record);
                 }
                 autodump::check(&counters);
                 if now >= last_seen_due {

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use super::{Books, DumpOf, Error, KeptProfile, Owner, Profiler, record};
+use super::{Books, DumpOf, Error, KeptProfile, Owner, Profiler};
 use crate::jemalloc;
 use crate::process::messages;
+use crate::sampler::record;
 
 impl Profiler {
     /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into

@@ -1,7 +1,7 @@
-//! The profiler: sampling (on demand or continuous, [`sampling`]; the stack walk, [`unwinder`]; the record
-//! of sampled objects, [`record`]; the budget of sampling work, [`throttle`]) and runs over it, identified
-//! by increasing ids, ended by a timer, by `stop`, or by the code that started them: on demand one at a
-//! time; continuously, windows that may overlap (an HTTP run and any number of `scope!`s).
+//! The profiler: runs over the sampler ([`crate::sampler`]: on demand or continuous, its record and its
+//! budget; each sample's stack walked by [`crate::stack_walk`]), identified by increasing ids, ended by a
+//! timer, by `stop`, or by the code that started them: on demand one at a time; continuously, windows that
+//! may overlap (an HTTP run and any number of `scope!`s).
 //!
 //! On demand (the default with the switch off; see [`sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
 //! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
@@ -10,9 +10,7 @@
 //! since it started and still live at its end. The last
 //! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
-pub(crate) mod allocator_code;
 pub(crate) mod autodump;
-pub(crate) mod budget;
 pub(crate) mod code_runs;
 pub(crate) mod counters;
 mod dumps;
@@ -22,12 +20,8 @@ mod final_dump;
 mod left_off;
 pub(crate) mod malloc_conf;
 mod outcomes;
-pub(crate) mod record;
 mod runs;
-pub(crate) mod sampling;
-pub(crate) mod throttle;
 mod timer;
-pub(crate) mod unwinder;
 mod whole_run;
 mod windows;
 
@@ -49,7 +43,8 @@ use crate::process::messages;
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
-use crate::profiler::unwinder::Unwinder;
+use crate::sampler::{record, sampling};
+use crate::stack_walk::Unwinder;
 
 /// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
 pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
@@ -97,7 +92,7 @@ static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
         crate::process::lineage::own();
         let config = ConfigReport::read();
         let unwinder = if config.profiling_enabled {
-            crate::profiler::unwinder::install()
+            crate::stack_walk::install()
         } else {
             Unwinder::Libgcc("heap profiling is disabled".to_owned())
         };
@@ -196,7 +191,7 @@ impl Profiler {
         if window_start.is_none() {
             self.start_sampling_afresh()?;
             // On demand the run's request waits for what the walks need (continuous: off the start).
-            crate::profiler::unwinder::prepare_for_samples();
+            crate::stack_walk::prepare_for_samples();
         }
         let id = books.runs.next_id();
         let deadline = length.map(|length| Instant::now() + length);
@@ -214,7 +209,7 @@ impl Profiler {
         // Sampled continuously, an operator's run is sampled whole (the budget waits for its end).
         let operators = window_start.is_some() && matches!(owner, Owner::Http | Owner::Manual);
         let run = books.runs.begin(id, owner, deadline, window_start);
-        crate::profiler::throttle::sample_whole(operators);
+        crate::sampler::throttle::sample_whole(operators);
         write_last_seen(&mut books, jemalloc::heap_stats().ok());
         self.runs_changed.notify_all();
         Ok(Started::New(run))
@@ -267,7 +262,7 @@ impl Profiler {
         let Some(run) = books.runs.end() else {
             unreachable!("finish is only called with a current run");
         };
-        crate::profiler::throttle::sample_whole(false);
+        crate::sampler::throttle::sample_whole(false);
         self.runs_changed.notify_all();
         self.keep(books, run)
     }

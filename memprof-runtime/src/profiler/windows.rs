@@ -2,10 +2,11 @@
 //! windows opened by code beside the HTTP run and the base of their net growth, and how a run's or the
 //! heap's profile is written (the record's window, or jemalloc's dump).
 
-use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, budget, control, record, sampling, throttle};
+use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, control};
 use crate::jemalloc;
 use crate::process::messages;
 use crate::profile_root::files::Beside;
+use crate::sampler::{budget, record, sampling, throttle};
 
 impl Profiler {
     /// Makes sampling continuous from now on: starts the [`record`], arms the budget of sampling work

@@ -13,7 +13,7 @@ use crate::process::messages;
 use crate::process::watch::Watched;
 use crate::profiler::Profiler;
 use crate::profiler::autodump::Settings;
-use crate::profiler::sampling::{Choice, Mode};
+use crate::sampler::sampling::{Choice, Mode};
 use crate::{http, process::environment};
 
 /// Whether [`start`] ran already.
@@ -57,7 +57,7 @@ fn start_unsampled(options: Options) -> Guard {
             None
         },
     );
-    let (choice, sampling_warning) = crate::profiler::sampling::choose(crate::profiler::sampling::Asked {
+    let (choice, sampling_warning) = crate::sampler::sampling::choose(crate::sampler::sampling::Asked {
         option: options.continuous,
         variable: sampling,
         whole_run: whole_run.is_some(),
@@ -156,7 +156,7 @@ fn start_unsampled(options: Options) -> Guard {
     })
 }
 
-/// Says how sampling runs (see [`crate::profiler::sampling`]) and makes it continuous if so chosen: last,
+/// Says how sampling runs (see [`crate::sampler::sampling`]) and makes it continuous if so chosen: last,
 /// once memprof's threads are born.
 fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<String>, active_at_start: bool) {
     if let Some(warning) = warning {

@@ -4,7 +4,7 @@
 //! compaction.
 
 use super::Totals;
-use crate::profiler::budget::Thinning;
+use crate::sampler::budget::Thinning;
 
 /// A live sampled object: where, from which stack, how big, and when (sequence number, record time and the
 /// thinning in force).

@@ -1,7 +1,7 @@
 use memprof_analysis::HeapProfile;
 
 use super::*;
-use crate::profiler::budget::Thinning;
+use crate::sampler::budget::Thinning;
 
 /// An interval's dump (OTLP's push) holds what each stack allocated since the interval before, and what
 /// it holds now, unbiased and written unsampled; a stack that allocated nothing and holds nothing is left

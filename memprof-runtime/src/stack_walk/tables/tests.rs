@@ -1,7 +1,7 @@
 //! The walk by unwind tables against libgcc's, on this process's threads.
 
 use super::*;
-use crate::profiler::unwinder::dwarf::libgcc_backtrace;
+use crate::stack_walk::dwarf::libgcc_backtrace;
 
 /// Both walks from here: the tables' (from this function's caller) and libgcc's (from its own frame,
 /// then this function's).

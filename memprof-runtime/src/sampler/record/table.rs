@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::spin::SpinLock;
-use crate::profiler::budget::Thinning;
+use crate::sampler::budget::Thinning;
 use padded::Padded;
 use peaks::Peaks;
 use slots::{Object, Objects, Stack, Stacks, Stamp, hash_frames, zeroed_slots};

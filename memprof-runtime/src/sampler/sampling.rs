@@ -1,6 +1,6 @@
 //! How sampling runs: on demand (off until a run starts it; a run resets the samples and switches them off
 //! at its end) or continuously (on from start-up; runs are windows over the samples, kept in the
-//! [`crate::profiler::record`]). The choice is read here, from the program's option, `MEMPROF_SAMPLING`,
+//! [`crate::sampler::record`]). The choice is read here, from the program's option, `MEMPROF_SAMPLING`,
 //! jemalloc's `opt.prof_active` and the switch, and nowhere else. With nothing set, sampling is continuous
 //! when the switch is on (the endpoints served: someone may ask about the past) and on demand when it is
 //! off (a command-line tool run thousands of times a day samples nothing).

@@ -3,7 +3,7 @@
 use std::ffi::{c_uint, c_void};
 
 use super::ALLOCATOR_CODE;
-use crate::profiler::allocator_code::AllocatorCode;
+use crate::allocator_code::AllocatorCode;
 
 /// A walk's return addresses written into jemalloc's buffer as they come. The walk starts in jemalloc (the
 /// hook's caller) and goes through Rust's allocation plumbing: the stack recorded starts at the allocator's

@@ -101,9 +101,9 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
 }
 
 /// What every profile from the record says first: what it could not hold ([`losses`]), and how much
-/// sampling was thinned ([`crate::profiler::throttle`]).
+/// sampling was thinned ([`crate::sampler::throttle`]).
 pub(crate) fn cautions(record: &Table) -> impl Iterator<Item = String> {
-    losses(record).into_iter().chain(crate::profiler::throttle::thinned_note())
+    losses(record).into_iter().chain(crate::sampler::throttle::thinned_note())
 }
 
 /// The pages jemalloc gives the live sampled small objects beyond their size (see [`Table::promoted`]), as
@@ -144,8 +144,8 @@ unsafe extern "C" fn sampled(
         // `usize` have the same layout.
         unsafe { std::slice::from_raw_parts(backtrace.cast::<usize>(), length as usize) }
     };
-    record.sampled(address as usize, usable as u64, frames, clock_seconds(), crate::profiler::throttle::thinning());
-    crate::profiler::throttle::work_ended();
+    record.sampled(address as usize, usable as u64, frames, clock_seconds(), crate::sampler::throttle::thinning());
+    crate::sampler::throttle::work_ended();
 }
 
 /// jemalloc's `prof_sample_free_hook_t`.

@@ -35,7 +35,7 @@ use std::cell::Cell;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::allocator_code::AllocatorCode;
+use crate::allocator_code::AllocatorCode;
 use crate::process::environment::UNWINDER as UNWINDER_VARIABLE;
 
 mod completion;
@@ -45,7 +45,7 @@ mod maps;
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod tables;
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
-#[path = "unwinder/no_tables.rs"]
+#[path = "no_tables.rs"]
 mod tables;
 
 pub(crate) use completion::completed_walks;
@@ -172,7 +172,7 @@ pub(crate) fn prepare_for_samples() {
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
-    super::throttle::work_began();
+    crate::sampler::throttle::work_began();
     let walked = if FRAME_POINTERS.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_frame_pointers(frames, len, max) }
