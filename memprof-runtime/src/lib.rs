@@ -54,6 +54,7 @@ pub use process::environment;
 pub use profiler::code_runs::{Profile, Run, Scope};
 pub use profiler::malloc_conf::{MallocConf, PROFILING_CONF};
 pub use profiler::{Cause, DumpOf, Error};
+pub use sampler::sampling::Sampling;
 pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, start};
 
 // The runtime's own tests run with profiling armed, as a program using memprof does.

@@ -7,28 +7,32 @@
 
 use crate::process::environment::{SAMPLING as SAMPLING_VARIABLE, WHOLE_RUN as WHOLE_RUN_VARIABLE};
 
-/// How sampling runs.
+/// How sampling runs, in the words `MEMPROF_SAMPLING` and `state` use (`on-demand`, `continuous`).
+///
+/// ```
+/// assert_eq!(memprof_runtime::Sampling::OnDemand.name(), "on-demand");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Off until a run starts it.
+pub enum Sampling {
+    /// Off until a run starts it; each run starts afresh (Mesos's way).
     OnDemand,
-    /// On from start-up; runs are windows.
+    /// On from start-up; runs are windows over it.
     Continuous,
 }
 
 /// The mode, and what chose it (for `state` and the start-up message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Choice {
-    pub(crate) mode: Mode,
+    pub(crate) mode: Sampling,
     pub(crate) because: String,
 }
 
-impl Mode {
-    /// Its name in `state` and in `MEMPROF_SAMPLING`.
-    pub(crate) fn name(self) -> &'static str {
+impl Sampling {
+    /// Its name in `state`, in `MEMPROF_SAMPLING` and in the attribute's `sampling`.
+    pub fn name(self) -> &'static str {
         match self {
-            Mode::OnDemand => "on-demand",
-            Mode::Continuous => "continuous",
+            Sampling::OnDemand => "on-demand",
+            Sampling::Continuous => "continuous",
         }
     }
 }
@@ -57,8 +61,8 @@ pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
     let Asked { option, variable, whole_run, active_at_start, switched_on, pushing } = asked;
     let mut warning = None;
     match variable {
-        Some("continuous") => return (choice(Mode::Continuous, format!("{SAMPLING_VARIABLE}=continuous")), None),
-        Some("on-demand") => return (choice(Mode::OnDemand, format!("{SAMPLING_VARIABLE}=on-demand")), None),
+        Some("continuous") => return (choice(Sampling::Continuous, format!("{SAMPLING_VARIABLE}=continuous")), None),
+        Some("on-demand") => return (choice(Sampling::OnDemand, format!("{SAMPLING_VARIABLE}=on-demand")), None),
         Some(other) => {
             warning = Some(format!(
                 "{SAMPLING_VARIABLE}={} is not understood (expected `continuous` or `on-demand`); it is ignored",
@@ -68,11 +72,11 @@ pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
         None => {}
     }
     let chosen = match option {
-        _ if whole_run => choice(Mode::Continuous, format!("{WHOLE_RUN_VARIABLE}: the whole run is sampled")),
-        _ if pushing => choice(Mode::Continuous, PUSHING_BECAUSE.to_owned()),
-        Some(true) => choice(Mode::Continuous, "the program's `continuous = true`".to_owned()),
-        Some(false) => choice(Mode::OnDemand, "the program's `continuous = false`".to_owned()),
-        None if active_at_start => choice(Mode::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
+        _ if whole_run => choice(Sampling::Continuous, format!("{WHOLE_RUN_VARIABLE}: the whole run is sampled")),
+        _ if pushing => choice(Sampling::Continuous, PUSHING_BECAUSE.to_owned()),
+        Some(true) => choice(Sampling::Continuous, "the program's `continuous = true`".to_owned()),
+        Some(false) => choice(Sampling::OnDemand, "the program's `continuous = false`".to_owned()),
+        None if active_at_start => choice(Sampling::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
         None => default_choice(switched_on),
     };
     (chosen, warning)
@@ -95,13 +99,13 @@ pub(crate) const SWITCHED_OFF_BECAUSE: &str = "the default with the switch off: 
 /// The default choice, with the switch on or off, and why.
 pub(crate) fn default_choice(switched_on: bool) -> Choice {
     if switched_on {
-        choice(Mode::Continuous, DEFAULT_BECAUSE.to_owned())
+        choice(Sampling::Continuous, DEFAULT_BECAUSE.to_owned())
     } else {
-        choice(Mode::OnDemand, SWITCHED_OFF_BECAUSE.to_owned())
+        choice(Sampling::OnDemand, SWITCHED_OFF_BECAUSE.to_owned())
     }
 }
 
-fn choice(mode: Mode, because: String) -> Choice {
+fn choice(mode: Sampling, because: String) -> Choice {
     Choice { mode, because }
 }
 
@@ -113,36 +117,36 @@ mod tests {
     fn the_variable_overrides_the_program_and_prof_active_asks_for_continuous() {
         let asked = |option, variable, active| Asked { option, variable, active_at_start: active, ..Asked::default() };
         let mode = |option, variable, active| choose(asked(option, variable, active)).0.mode;
-        assert_eq!(mode(None, None, false), Mode::OnDemand, "the switch off");
+        assert_eq!(mode(None, None, false), Sampling::OnDemand, "the switch off");
         assert_eq!(choose(Asked::default()).0.because, SWITCHED_OFF_BECAUSE, "the default says why");
         let whole_run = choose(Asked { whole_run: true, ..asked(Some(false), None, false) }).0;
-        assert_eq!(whole_run.mode, Mode::Continuous, "the operator's whole run over the program's word");
+        assert_eq!(whole_run.mode, Sampling::Continuous, "the operator's whole run over the program's word");
         let first = Asked { whole_run: true, ..asked(None, Some("on-demand"), false) };
-        assert_eq!(choose(first).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING first");
-        assert_eq!(mode(None, None, true), Mode::Continuous);
-        assert_eq!(mode(Some(false), None, true), Mode::OnDemand, "the program's word over jemalloc's option");
-        assert_eq!(mode(Some(true), Some("on-demand"), true), Mode::OnDemand);
-        assert_eq!(mode(Some(false), Some("continuous"), false), Mode::Continuous);
+        assert_eq!(choose(first).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING first");
+        assert_eq!(mode(None, None, true), Sampling::Continuous);
+        assert_eq!(mode(Some(false), None, true), Sampling::OnDemand, "the program's word over jemalloc's option");
+        assert_eq!(mode(Some(true), Some("on-demand"), true), Sampling::OnDemand);
+        assert_eq!(mode(Some(false), Some("continuous"), false), Sampling::Continuous);
         let (chosen, warning) = choose(asked(Some(true), Some("always\u{1b}[2J"), false));
-        assert_eq!(chosen, Choice { mode: Mode::Continuous, because: "the program's `continuous = true`".into() });
+        assert_eq!(chosen, Choice { mode: Sampling::Continuous, because: "the program's `continuous = true`".into() });
         assert!(warning.unwrap().starts_with("MEMPROF_SAMPLING=always\\u{1b}[2J is not understood"));
     }
 
     #[test]
     fn with_the_switch_on_and_nothing_else_set_sampling_is_continuous() {
         let on = Asked { switched_on: true, ..Asked::default() };
-        assert_eq!(choose(on).0, Choice { mode: Mode::Continuous, because: DEFAULT_BECAUSE.into() });
+        assert_eq!(choose(on).0, Choice { mode: Sampling::Continuous, because: DEFAULT_BECAUSE.into() });
         let program_says = Asked { option: Some(false), ..on };
-        assert_eq!(choose(program_says).0.mode, Mode::OnDemand, "`continuous = false`");
+        assert_eq!(choose(program_says).0.mode, Sampling::OnDemand, "`continuous = false`");
         let operator_says = Asked { variable: Some("on-demand"), ..on };
-        assert_eq!(choose(operator_says).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING=on-demand");
+        assert_eq!(choose(operator_says).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 
     #[test]
     fn a_push_samples_from_start_up_unless_the_operator_says_on_demand() {
         let pushing = Asked { pushing: true, option: Some(false), ..Asked::default() };
-        assert_eq!(choose(pushing).0, Choice { mode: Mode::Continuous, because: PUSHING_BECAUSE.into() });
+        assert_eq!(choose(pushing).0, Choice { mode: Sampling::Continuous, because: PUSHING_BECAUSE.into() });
         let operator_says = Asked { variable: Some("on-demand"), ..pushing };
-        assert_eq!(choose(operator_says).0.mode, Mode::OnDemand, "MEMPROF_SAMPLING=on-demand");
+        assert_eq!(choose(operator_says).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 }

@@ -13,7 +13,7 @@ use crate::process::messages;
 use crate::process::watch::Watched;
 use crate::profiler::Profiler;
 use crate::profiler::autodump::Settings;
-use crate::sampler::sampling::{Choice, Mode};
+use crate::sampler::sampling::{Choice, Sampling};
 use crate::{http, process::environment};
 
 /// Whether [`start`] ran already.
@@ -65,7 +65,7 @@ fn start_unsampled(options: Options) -> Guard {
         switched_on: wanted,
         pushing: push.is_some(),
     });
-    let continuous = choice.mode == Mode::Continuous && crate::jemalloc::profiling_enabled();
+    let continuous = choice.mode == Sampling::Continuous && crate::jemalloc::profiling_enabled();
     // Sampled continuously, the heap before an OOM kill is kept without being asked for.
     let automatic_dumps = crate::profiler::autodump::Settings::from_environment().map(|settings| {
         settings
@@ -164,13 +164,13 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<
     }
     let mut choice = choice;
     // The record's history is read by the counters' thread, born before sampling is on.
-    if choice.mode == Mode::Continuous
+    if choice.mode == Sampling::Continuous
         && let Err(error) = crate::profiler::counters::start()
     {
         messages::warn(&format!("Leaks will not be named from the record: cannot start a thread ({error})"));
     }
     match choice.mode {
-        Mode::Continuous => match profiler.sample_continuously() {
+        Sampling::Continuous => match profiler.sample_continuously() {
             Ok(()) => messages::info(&format!(
                 "Sampling is continuous ({}): every 2^{} bytes from now on; runs are windows over it",
                 choice.because,
@@ -178,14 +178,14 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<
             )),
             Err(error) => {
                 messages::error(&format!("Sampling is not continuous ({}): {error}", choice.because));
-                choice = Choice { mode: Mode::OnDemand, because: format!("continuous sampling failed: {error}") };
+                choice = Choice { mode: Sampling::OnDemand, because: format!("continuous sampling failed: {error}") };
             }
         },
-        Mode::OnDemand if active_at_start => messages::warn(&format!(
+        Sampling::OnDemand if active_at_start => messages::warn(&format!(
             "Heap profiling was switched on at start-up by the jemalloc configuration, but sampling is on demand ({}): memprof will not start or stop runs over it.",
             choice.because
         )),
-        Mode::OnDemand => {}
+        Sampling::OnDemand => {}
     }
     profiler.chose_sampling(choice);
 }
