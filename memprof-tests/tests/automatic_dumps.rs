@@ -12,10 +12,14 @@ fn automatic_dumps(service: &Program, count: usize) -> Vec<memprof_wire::KeptPro
     })
 }
 
+/// Every 16 MiB allocated a dump, two kept. Sampled every 64 KiB without the budget of sampling work: the
+/// newest dump must name the sessions' function, and a debug build under load, thinned to one slot in 32
+/// at 512 KiB (one sample per 16 MiB), held none of their 16 MiB a third of the time.
 #[test]
 fn automatic_dumps_every_n_bytes_stay_in_a_bounded_ring() {
     let service = Program::service()
-        .env("MALLOC_CONF", "prof_active:true")
+        .env("MALLOC_CONF", "prof_active:true,lg_prof_sample:16")
+        .env("MEMPROF_SAMPLING_BUDGET", "off")
         .env("MEMPROF_DUMP_EVERY", "16MiB")
         .env("MEMPROF_DUMP_KEEP", "2")
         .spawn();
