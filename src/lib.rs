@@ -41,11 +41,12 @@ compile_error!(
 ///   programs with no SIGTERM handler of their own ([`Options::dump_on_sigterm`]).
 /// - `dump_on_sigint = true`: the same on SIGINT, the Ctrl-C that ends a batch program or a command-line
 ///   tool ([`Options::dump_on_sigint`]).
-/// - `continuous = false`: sampling on demand, only during runs (Mesos's way); `true`: on from start-up,
+/// - `sampling = "on-demand"`: sampling only during runs (Mesos's way); `"continuous"`: on from start-up,
 ///   with every run a window over it (Go's and TiKV's way, for the questions about the past: the weekend's
-///   leak, the heap before an OOM kill). Unset, sampling is continuous when the switch is on and on demand
-///   when it is off (continuous either way if `MALLOC_CONF` has `prof_active:true`), and `MEMPROF_SAMPLING`
-///   overrides either ([`Options::continuous`]).
+///   leak, the heap before an OOM kill): the words of `MEMPROF_SAMPLING`, which overrides it. Unset,
+///   sampling is continuous when the switch is on and on demand when it is off (continuous either way if
+///   `MALLOC_CONF` has `prof_active:true`) ([`Options::sampling`]). `continuous = true` or `false` is its
+///   older spelling.
 /// - `crate = "::memprof"`: where the `memprof` crate is, for crates that re-export it.
 ///
 /// It goes on `fn main()` or `fn main() -> Result<..>`. For an async runtime, put it below the runtime's
@@ -80,7 +81,7 @@ pub use memprof_macros::main;
 
 #[cfg(feature = "enabled")]
 #[doc(inline)]
-pub use memprof_runtime::{Guard, Options, Profile, Run, shutdown, start};
+pub use memprof_runtime::{Guard, Options, Profile, Run, Sampling, shutdown, start};
 /// Why a run could not be started or finished (compiled out: always [`Error::Unavailable`]).
 #[doc(inline)]
 pub use memprof_wire::{Cause, DumpOf, Error};
@@ -109,7 +110,7 @@ pub mod analysis {
 #[cfg(not(feature = "enabled"))]
 mod disabled;
 #[cfg(not(feature = "enabled"))]
-pub use disabled::{Guard, Options, Profile, Run, shutdown, start};
+pub use disabled::{Guard, Options, Profile, Run, Sampling, shutdown, start};
 
 /// Allocation labels: heap profiles split by tenant, route or task. Everything allocated while labels are in
 /// force is recorded with them; every format can split (`?by=tenant`) or filter (`?label=tenant:acme`) by
@@ -349,6 +350,6 @@ pub mod __private {
     #[cfg(feature = "enabled")]
     pub use memprof_runtime::{
         __private::{MallocConf, allocator, malloc_conf},
-        Options, Scope, start,
+        Options, Sampling, Scope, start,
     };
 }

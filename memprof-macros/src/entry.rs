@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `dump_on_sigint`, `continuous`, `crate`";
+const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `dump_on_sigint`, `sampling`, `continuous`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
 /// The most finished profiles kept: the runtime's `MAX_KEEP_RUNS` is this (through `__max_keep_runs!`).
@@ -25,7 +25,9 @@ struct Configuration {
     allocator: bool,
     dump_on_sigterm: Option<bool>,
     dump_on_sigint: Option<bool>,
-    continuous: Option<bool>,
+    /// `sampling = "continuous"` (true) or `"on-demand"` (false), or the older `continuous = true|false`,
+    /// with the key given.
+    sampling: Option<(bool, &'static str)>,
     krate: syn::Path,
 }
 
@@ -112,7 +114,7 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         allocator: true,
         dump_on_sigterm: None,
         dump_on_sigint: None,
-        continuous: None,
+        sampling: None,
         krate: syn::parse_quote!(::memprof),
     };
     for meta in metas {
@@ -148,8 +150,20 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
             "dump_on_sigint" => {
                 boolean(&key, value, DUMP_ON_SIGINT_MEANING).map(|dump| configuration.dump_on_sigint = Some(dump))
             }
-            "continuous" => {
-                boolean(&key, value, CONTINUOUS_MEANING).map(|continuous| configuration.continuous = Some(continuous))
+            "sampling" | "continuous" => {
+                let continuous =
+                    if key == "sampling" { sampling_word(value) } else { boolean(&key, value, CONTINUOUS_MEANING) };
+                continuous.and_then(|continuous| match configuration.sampling {
+                    Some((_, given)) => Err(syn::Error::new(
+                        meta.path().span(),
+                        format!("`{key}` says again what `{given}` said: give `sampling` alone"),
+                    )),
+                    None => {
+                        configuration.sampling =
+                            Some((continuous, if key == "sampling" { "sampling" } else { "continuous" }));
+                        Ok(())
+                    }
+                })
             }
             "crate" => string_literal(value, "a path such as \"::memprof\"")
                 .and_then(|text| {
@@ -215,7 +229,26 @@ fn check_variable_name(key: &str, text: &str, span: Span) -> syn::Result<String>
 const LG_PROF_SAMPLE_MEANING: &str = "log2 of the mean bytes between samples; 19 = 512 KiB";
 const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4";
 const ALLOCATOR_MEANING: &str = "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
-const CONTINUOUS_MEANING: &str = "whether sampling is on from start-up, with runs as windows over it";
+const CONTINUOUS_MEANING: &str =
+    "whether sampling is on from start-up, with runs as windows over it; the older spelling of `sampling`";
+
+/// `sampling`'s value: `"continuous"` (true) or `"on-demand"` (false), the words of `MEMPROF_SAMPLING`.
+fn sampling_word(value: &Expr) -> syn::Result<bool> {
+    let wrong = || {
+        syn::Error::new(
+            value.span(),
+            "`sampling` must be \"continuous\" (on from start-up, runs are windows over it) or \"on-demand\" (off until a run starts it)",
+        )
+    };
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => match text.value().as_str() {
+            "continuous" => Ok(true),
+            "on-demand" => Ok(false),
+            _ => Err(wrong()),
+        },
+        _ => Err(wrong()),
+    }
+}
 const DUMP_ON_SIGTERM_MEANING: &str = "whether SIGTERM ends memprof as returning from `main` does, then the program";
 const DUMP_ON_SIGINT_MEANING: &str =
     "whether SIGINT (Ctrl-C) ends memprof as returning from `main` does, then the program";
@@ -268,7 +301,10 @@ fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
     options.extend(configuration.keep_runs.map(|count| option_call("keep_runs", quote!(#count))));
     options.extend(configuration.dump_on_sigterm.map(|dump| option_call("dump_on_sigterm", quote!(#dump))));
     options.extend(configuration.dump_on_sigint.map(|dump| option_call("dump_on_sigint", quote!(#dump))));
-    options.extend(configuration.continuous.map(|continuous| option_call("continuous", quote!(#continuous))));
+    options.extend(configuration.sampling.map(|(continuous, _)| {
+        let mode = if continuous { quote!(Continuous) } else { quote!(OnDemand) };
+        option_call("sampling", quote!(#krate::__private::Sampling::#mode))
+    }));
     let ItemFn { attrs, vis, sig, block } = function;
     let statements = &block.stmts;
     quote! {

@@ -26,7 +26,7 @@ const REPEATS: usize = 3;
 /// Scrape intervals measured: none, Parca's 10 s, and 1 s.
 const INTERVALS: [Option<u64>; 3] = [None, Some(10), Some(1)];
 
-#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", continuous = true)]
+#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", sampling = "continuous")]
 fn main() {
     if std::env::var_os("MEMPROF_BENCH_HOST").is_some() {
         let threads = std::thread::available_parallelism().map_or(2, |count| count.get());

@@ -1,4 +1,4 @@
-//! Continuous sampling on a real program (src/bin/windows.rs, `continuous = true`): runs are windows that
+//! Continuous sampling on a real program (src/bin/windows.rs, `sampling = "continuous"`): runs are windows that
 //! reset nothing, and Go's scrapers get `alloc_*` that only grow, read by `go tool pprof` itself.
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,7 +36,7 @@ fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
     let state = program.state();
     let sampling = &state.sampling;
     assert_eq!(sampling.mode, "continuous", "{sampling:?}");
-    assert_eq!(sampling.because, "the program's `continuous = true`", "{sampling:?}");
+    assert_eq!(sampling.because, "the program's `sampling = \"continuous\"`", "{sampling:?}");
     assert_eq!(sampling.record.as_ref().map(|record| record.dropped_objects), Some(0), "{sampling:?}");
     assert!(!state.started_externally);
     let started = program.get("/memory-profiler/start");

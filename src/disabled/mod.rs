@@ -53,6 +53,11 @@ impl Options {
         self
     }
 
+    /// How sampling runs; ignored.
+    pub fn sampling(self, _sampling: Sampling) -> Self {
+        self
+    }
+
     /// Whether sampling is continuous; ignored.
     pub fn continuous(self, _enabled: bool) -> Self {
         self
@@ -61,6 +66,29 @@ impl Options {
     /// Whether the switch starts the built-in server; ignored.
     pub fn built_in_server(self, _enabled: bool) -> Self {
         self
+    }
+}
+
+/// How sampling would run, compiled in; compiled out, nothing samples.
+///
+/// ```
+/// assert_eq!(memprof::Sampling::Continuous.name(), "continuous");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// Off until a run starts it.
+    OnDemand,
+    /// On from start-up; runs are windows over it.
+    Continuous,
+}
+
+impl Sampling {
+    /// Its name in `MEMPROF_SAMPLING` and in the attribute's `sampling`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampling::OnDemand => "on-demand",
+            Sampling::Continuous => "continuous",
+        }
     }
 }
 

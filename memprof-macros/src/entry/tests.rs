@@ -115,7 +115,9 @@ fn a_program_with_its_own_allocator_gets_no_allocator_and_no_malloc_conf() {
     .to_string();
     assert!(!output.contains("allocator !") && !output.contains("malloc_conf !"), "{output}");
     assert!(
-        output.contains("Options :: new () . dump_on_sigterm (true) . dump_on_sigint (true) . continuous (true)) ;"),
+        output.contains(
+            "Options :: new () . dump_on_sigterm (true) . dump_on_sigint (true) . sampling (:: memprof :: __private :: Sampling :: Continuous)) ;"
+        ),
         "{output}"
     );
 }
@@ -140,6 +142,41 @@ fn allocator_false_refuses_a_sampling_rate_it_could_not_export() {
     assert!(errors[0].starts_with("`allocator` must be `true` or `false`"), "{errors:?}");
     assert!(errors[1].starts_with("`dump_on_sigterm` must be `true` or `false`"), "{errors:?}");
     assert!(errors[2].starts_with("`continuous` must be `true` or `false`"), "{errors:?}");
+}
+
+#[cfg(feature = "enabled")]
+#[test]
+fn sampling_takes_the_variables_words_and_continuous_is_its_older_spelling() {
+    let expanded = |args: TokenStream| {
+        main(
+            args,
+            quote!(
+                fn main() {}
+            ),
+        )
+        .to_string()
+    };
+    assert!(
+        expanded(quote!(sampling = "on-demand"))
+            .contains(". sampling (:: memprof :: __private :: Sampling :: OnDemand)")
+    );
+    assert!(
+        expanded(quote!(continuous = false)).contains(". sampling (:: memprof :: __private :: Sampling :: OnDemand)")
+    );
+    let errors = errors_of(
+        quote!(sampling = "always"),
+        quote!(
+            fn main() {}
+        ),
+    );
+    assert!(errors[0].starts_with("`sampling` must be \"continuous\""), "{errors:?}");
+    let errors = errors_of(
+        quote!(sampling = "continuous", continuous = true),
+        quote!(
+            fn main() {}
+        ),
+    );
+    assert_eq!(errors, ["`continuous` says again what `sampling` said: give `sampling` alone"]);
 }
 
 #[test]

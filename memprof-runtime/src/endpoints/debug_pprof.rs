@@ -12,7 +12,7 @@
 //! there would be a gap in a fleet.
 //!
 //! Only allocations made while sampling was on are in the heap profile: sample continuously for
-//! continuous profiling (`continuous = true`, `MEMPROF_SAMPLING=continuous`).
+//! continuous profiling (`sampling = "continuous"`, `MEMPROF_SAMPLING=continuous`).
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use memprof_analysis::{Analysis, Format, RenderOptions};
 
 /// The comment of a profile served while sampling is off.
 const SAMPLING_OFF: &str = "memprof: sampling is off (prof.active false), so this profile holds no samples; for \
-continuous profiling sample continuously: start with MEMPROF_SAMPLING=continuous (or the attribute's continuous = true)";
+continuous profiling sample continuously: start with MEMPROF_SAMPLING=continuous (or the attribute's sampling = \"continuous\")";
 
 /// The longest `seconds` a scrape may ask for.
 const MAX_SECONDS: u64 = 60;

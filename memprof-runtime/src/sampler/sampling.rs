@@ -40,8 +40,8 @@ impl Sampling {
 /// What chooses the mode, as read at start-up.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Asked<'a> {
-    /// The program's option (`continuous = ...`, `Options::continuous`).
-    pub(crate) option: Option<bool>,
+    /// The program's option (the attribute's `sampling = ...`, `Options::sampling`).
+    pub(crate) option: Option<Sampling>,
     /// `MEMPROF_SAMPLING`, which overrides everything else.
     pub(crate) variable: Option<&'a str>,
     /// Whether `MEMPROF_WHOLE_RUN` asks for the whole run.
@@ -74,8 +74,7 @@ pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
     let chosen = match option {
         _ if whole_run => choice(Sampling::Continuous, format!("{WHOLE_RUN_VARIABLE}: the whole run is sampled")),
         _ if pushing => choice(Sampling::Continuous, PUSHING_BECAUSE.to_owned()),
-        Some(true) => choice(Sampling::Continuous, "the program's `continuous = true`".to_owned()),
-        Some(false) => choice(Sampling::OnDemand, "the program's `continuous = false`".to_owned()),
+        Some(chosen) => choice(chosen, format!("the program's `sampling = \"{}\"`", chosen.name())),
         None if active_at_start => choice(Sampling::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
         None => default_choice(switched_on),
     };
@@ -93,8 +92,8 @@ pub(crate) const PUSHING_BECAUSE: &str = "an OTLP endpoint is set (OTEL_EXPORTER
 
 /// Why on demand is the default with the switch off.
 pub(crate) const SWITCHED_OFF_BECAUSE: &str = "the default with the switch off: nothing is served, so nothing \
-     samples until code starts a run (memprof::scope!); MEMPROF_SAMPLING=continuous or `continuous = true` sample \
-     from start-up";
+     samples until code starts a run (memprof::scope!); MEMPROF_SAMPLING=continuous or `sampling = \"continuous\"` \
+     sample from start-up";
 
 /// The default choice, with the switch on or off, and why.
 pub(crate) fn default_choice(switched_on: bool) -> Choice {
@@ -119,16 +118,23 @@ mod tests {
         let mode = |option, variable, active| choose(asked(option, variable, active)).0.mode;
         assert_eq!(mode(None, None, false), Sampling::OnDemand, "the switch off");
         assert_eq!(choose(Asked::default()).0.because, SWITCHED_OFF_BECAUSE, "the default says why");
-        let whole_run = choose(Asked { whole_run: true, ..asked(Some(false), None, false) }).0;
+        let whole_run = choose(Asked { whole_run: true, ..asked(Some(Sampling::OnDemand), None, false) }).0;
         assert_eq!(whole_run.mode, Sampling::Continuous, "the operator's whole run over the program's word");
         let first = Asked { whole_run: true, ..asked(None, Some("on-demand"), false) };
         assert_eq!(choose(first).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING first");
         assert_eq!(mode(None, None, true), Sampling::Continuous);
-        assert_eq!(mode(Some(false), None, true), Sampling::OnDemand, "the program's word over jemalloc's option");
-        assert_eq!(mode(Some(true), Some("on-demand"), true), Sampling::OnDemand);
-        assert_eq!(mode(Some(false), Some("continuous"), false), Sampling::Continuous);
-        let (chosen, warning) = choose(asked(Some(true), Some("always\u{1b}[2J"), false));
-        assert_eq!(chosen, Choice { mode: Sampling::Continuous, because: "the program's `continuous = true`".into() });
+        assert_eq!(
+            mode(Some(Sampling::OnDemand), None, true),
+            Sampling::OnDemand,
+            "the program's word over jemalloc's option"
+        );
+        assert_eq!(mode(Some(Sampling::Continuous), Some("on-demand"), true), Sampling::OnDemand);
+        assert_eq!(mode(Some(Sampling::OnDemand), Some("continuous"), false), Sampling::Continuous);
+        let (chosen, warning) = choose(asked(Some(Sampling::Continuous), Some("always\u{1b}[2J"), false));
+        assert_eq!(
+            chosen,
+            Choice { mode: Sampling::Continuous, because: "the program's `sampling = \"continuous\"`".into() }
+        );
         assert!(warning.unwrap().starts_with("MEMPROF_SAMPLING=always\\u{1b}[2J is not understood"));
     }
 
@@ -136,15 +142,15 @@ mod tests {
     fn with_the_switch_on_and_nothing_else_set_sampling_is_continuous() {
         let on = Asked { switched_on: true, ..Asked::default() };
         assert_eq!(choose(on).0, Choice { mode: Sampling::Continuous, because: DEFAULT_BECAUSE.into() });
-        let program_says = Asked { option: Some(false), ..on };
-        assert_eq!(choose(program_says).0.mode, Sampling::OnDemand, "`continuous = false`");
+        let program_says = Asked { option: Some(Sampling::OnDemand), ..on };
+        assert_eq!(choose(program_says).0.mode, Sampling::OnDemand, "`sampling = \"on-demand\"`");
         let operator_says = Asked { variable: Some("on-demand"), ..on };
         assert_eq!(choose(operator_says).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 
     #[test]
     fn a_push_samples_from_start_up_unless_the_operator_says_on_demand() {
-        let pushing = Asked { pushing: true, option: Some(false), ..Asked::default() };
+        let pushing = Asked { pushing: true, option: Some(Sampling::OnDemand), ..Asked::default() };
         assert_eq!(choose(pushing).0, Choice { mode: Sampling::Continuous, because: PUSHING_BECAUSE.into() });
         let operator_says = Asked { variable: Some("on-demand"), ..pushing };
         assert_eq!(choose(operator_says).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");

@@ -58,7 +58,7 @@ fn start_unsampled(options: Options) -> Guard {
         },
     );
     let (choice, sampling_warning) = crate::sampler::sampling::choose(crate::sampler::sampling::Asked {
-        option: options.continuous,
+        option: options.sampling,
         variable: sampling,
         whole_run: whole_run.is_some(),
         active_at_start,

@@ -2,6 +2,7 @@
 
 use crate::process::environment;
 use crate::profiler::DEFAULT_KEPT_RUNS;
+use crate::sampler::sampling::Sampling;
 
 /// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
 /// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
@@ -25,7 +26,7 @@ pub struct Options {
     pub(super) dump_on_sigterm: bool,
     pub(super) dump_on_sigint: bool,
     pub(super) built_in_server: bool,
-    pub(super) continuous: Option<bool>,
+    pub(super) sampling: Option<Sampling>,
 }
 
 impl Default for Options {
@@ -38,7 +39,7 @@ impl Default for Options {
             dump_on_sigterm: false,
             dump_on_sigint: false,
             built_in_server: true,
-            continuous: None,
+            sampling: None,
         }
     }
 }
@@ -103,20 +104,32 @@ impl Options {
         self
     }
 
-    /// Whether sampling is continuous: on from start-up, with runs as windows over it (`true`), or on
-    /// demand: off until a run starts it, each run starting afresh (`false`). Unset, sampling is continuous
-    /// when the switch is on and on demand when it is off, unless jemalloc started with sampling on
-    /// (`MALLOC_CONF=prof_active:true`: continuous); `MEMPROF_SAMPLING` (`continuous` or `on-demand`)
-    /// overrides either. See docs/endpoints.md, "Continuous profiling".
+    /// How sampling runs: [`Sampling::Continuous`], on from start-up with runs as windows over it, or
+    /// [`Sampling::OnDemand`], off until a run starts it, each run starting afresh (the attribute's
+    /// `sampling = "continuous"` or `"on-demand"`, the words of `MEMPROF_SAMPLING`). Unset, sampling is
+    /// continuous when the switch is on and on demand when it is off, unless jemalloc started with
+    /// sampling on (`MALLOC_CONF=prof_active:true`: continuous); `MEMPROF_SAMPLING` overrides either. See
+    /// docs/endpoints.md, "Continuous profiling".
     ///
     /// ```
     /// // Sampling only during runs, as Mesos does, whatever the switch.
+    /// let options = memprof_runtime::Options::new().sampling(memprof_runtime::Sampling::OnDemand);
+    /// # drop(options);
+    /// ```
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = Some(sampling);
+        self
+    }
+
+    /// The older spelling of [`Options::sampling`]: `true` is [`Sampling::Continuous`], `false`
+    /// [`Sampling::OnDemand`] (the attribute's `continuous = true` likewise).
+    ///
+    /// ```
     /// let options = memprof_runtime::Options::new().continuous(false);
     /// # drop(options);
     /// ```
-    pub fn continuous(mut self, enabled: bool) -> Self {
-        self.continuous = Some(enabled);
-        self
+    pub fn continuous(self, enabled: bool) -> Self {
+        self.sampling(if enabled { Sampling::Continuous } else { Sampling::OnDemand })
     }
 
     /// On SIGTERM, end memprof as `main` returning would ([`shutdown`](crate::shutdown): a run still active leaves its

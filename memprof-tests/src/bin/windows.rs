@@ -1,4 +1,4 @@
-//! A program sampled continuously (`continuous = true`; Ctrl-C and SIGTERM end memprof first,
+//! A program sampled continuously (`sampling = "continuous"`; Ctrl-C and SIGTERM end memprof first,
 //! `dump_on_sigint` and `dump_on_sigterm`) that
 //! allocates in known functions when its standard input says so, for the windows and scrapes of tests/continuous.rs. At start it keeps 32 MiB
 //! (`kept_before_the_window`) and prints `windows: ready`; then, a line at a time:
@@ -43,7 +43,12 @@ use std::io::BufRead;
 
 const MIB: usize = 1 << 20;
 
-#[memprof::main(env = "LIBPROCESS_MEMORY_PROFILING", continuous = true, dump_on_sigint = true, dump_on_sigterm = true)]
+#[memprof::main(
+    env = "LIBPROCESS_MEMORY_PROFILING",
+    sampling = "continuous",
+    dump_on_sigint = true,
+    dump_on_sigterm = true
+)]
 fn main() {
     let mut before = Some(kept_before_the_window(32 * MIB));
     let mut kept = Vec::new();
