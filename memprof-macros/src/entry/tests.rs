@@ -169,7 +169,8 @@ fn sampling_takes_the_variables_words_and_continuous_is_its_older_spelling() {
             fn main() {}
         ),
     );
-    assert!(errors[0].starts_with("`sampling` must be \"continuous\""), "{errors:?}");
+    // The message as the expansion's `compile_error!` quotes it.
+    assert!(errors[0].starts_with(r#"`sampling` must be \"continuous\""#), "{errors:?}");
     let errors = errors_of(
         quote!(sampling = "continuous", continuous = true),
         quote!(
