@@ -11,10 +11,12 @@
 //! A new thread allocates before its closure runs (std's spawn hooks register a thread-local destructor,
 //! which callocs in glibc), and jemalloc samples a new thread as `prof.thread_active_init` says (true, so
 //! the program's threads are profiled). So a thread memprof starts is born while sampling is off, and
-//! switches its own sampling off before sampling can come on: [`spawn`] waits until the new thread has
-//! done so. Where sampling is on (continuously, or during a run), it is paused for the birth: switched off,
-//! the thread born, switched on again, no switch of a run's meanwhile ([`BIRTHS`]); `state` counts the
-//! pauses and their time ([`sampling_paused`]). A thread is born only when needed: a [`Pool`] grows by a
+//! switches its own sampling off before sampling can come on: sampling is switched on (a run, continuous
+//! sampling, the budget's slots: [`with_sampling_switched`]) only once every thread started has done so
+//! ([`UNBORN`]). [`spawn`] itself does not wait, so the program's start does not wait for memprof's threads
+//! to be scheduled. Where sampling is on (continuously, or during a run), it is paused for the birth:
+//! switched off, the thread born, switched on again, no switch of a run's meanwhile ([`BIRTHS`]); `state`
+//! counts the pauses and their time ([`sampling_paused`]). A thread is born only when needed: a [`Pool`] grows by a
 //! thread when a job finds none idle, up to its size, so a program sampled continuously runs the threads
 //! one sampled on demand runs. After each job a pool thread hands its cached memory back to the arenas
 //! (`thread.tcache.flush`), so nothing it allocated stays with it.
@@ -30,14 +32,37 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::jemalloc;
 
-/// How long [`spawn`] waits for the new thread to switch its sampling off.
+/// How long switching sampling on waits for memprof's threads started to switch their own sampling off.
 const BORN_WITHIN: Duration = Duration::from_secs(2);
 
-/// Starts a thread named `name` that runs `work` with sampling off; returns once the thread has switched
-/// its sampling off (or after two seconds, on a machine too loaded to schedule it). Sampling, if on, is
-/// paused meanwhile (see the module's note).
+/// Starts a thread named `name` that runs `work` with sampling off, and returns without waiting for it:
+/// sampling comes on only once the thread has switched its own off (or after two seconds, on a machine too
+/// loaded to schedule it). Sampling, if on, is paused for the birth (see the module's note).
 pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
     born_unsampled(|| start_thread(name, work))
+}
+
+/// How many of memprof's threads were started and have not yet switched their sampling off; signalled by
+/// [`BORN`] when none is left.
+static UNBORN: Mutex<usize> = Mutex::new(0);
+static BORN: Condvar = Condvar::new();
+
+/// Waits until every thread started has switched its sampling off, at most [`BORN_WITHIN`]; a thread not
+/// scheduled by then is no longer waited for (as a thread memprof cannot make is done without).
+fn wait_for_births() {
+    let mut unborn = UNBORN.lock();
+    if *unborn > 0 && BORN.wait_while_for(&mut unborn, |unborn| *unborn > 0, BORN_WITHIN).timed_out() {
+        *unborn = 0;
+    }
+}
+
+/// Counts one thread started as born (unsampled), or never to be.
+fn one_born() {
+    let mut unborn = UNBORN.lock();
+    *unborn = unborn.saturating_sub(1);
+    if *unborn == 0 {
+        BORN.notify_all();
+    }
 }
 
 /// Whether sampling is paused for a birth now (set and cleared while [`BIRTHS`] is held exclusively).
@@ -62,6 +87,7 @@ fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
     let started = Instant::now();
     let born = birth();
     if paused {
+        wait_for_births();
         if let Err(error) = jemalloc::set_profiling_active(true) {
             crate::process::messages::error(&format!(
                 "Sampling could not be switched on again after a memprof thread's birth (prof.active: {error})"
@@ -74,28 +100,25 @@ fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
     born
 }
 
-/// Starts the thread (see [`spawn`]); the caller holds [`BIRTHS`] exclusively, with sampling off.
+/// Starts the thread (see [`spawn`]), counted in [`UNBORN`] until it has switched its sampling off; the
+/// caller holds [`BIRTHS`] exclusively, with sampling off.
 fn start_thread(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    let born = Arc::new((Mutex::new(false), Condvar::new()));
-    let told = Arc::clone(&born);
-    thread::Builder::new().name(name.to_owned()).spawn(move || memprofs_own_thread(told, work))?;
-    let mut unsampled = born.0.lock();
-    if !*unsampled {
-        born.1.wait_while_for(&mut unsampled, |unsampled| !*unsampled, BORN_WITHIN);
+    *UNBORN.lock() += 1;
+    let started = thread::Builder::new().name(name.to_owned()).spawn(move || memprofs_own_thread(work));
+    if started.is_err() {
+        one_born();
     }
-    Ok(())
+    started.map(drop)
 }
 
 /// The body of every memprof thread: unsampled and bound to memprof's arena before anything else, then
 /// `work`. Never inlined, so that a profiler of the whole process (perf, callgrind: the benchmarks split
 /// the program's instructions from memprof's by it) tells memprof's threads by this frame.
 #[inline(never)]
-fn memprofs_own_thread(born: Arc<(Mutex<bool>, Condvar)>, work: impl FnOnce()) {
+fn memprofs_own_thread(work: impl FnOnce()) {
     jemalloc::set_this_thread_sampled(false);
     jemalloc::bind_this_thread_to_own_arena();
-    *born.0.lock() = true;
-    born.1.notify_all();
-    drop(born);
+    one_born();
     work();
 }
 
@@ -109,9 +132,11 @@ const IDLE_LIFETIME: Duration = Duration::from_secs(10);
 /// off: a birth never sees sampling switched under it, so it switches on again only what it paused.
 static BIRTHS: RwLock<()> = RwLock::new(());
 
-/// Runs `switch` (which switches sampling on or off) with no thread being born meanwhile.
+/// Runs `switch` (which switches sampling on or off) with no thread being born meanwhile, once every thread
+/// started has switched its own sampling off.
 pub(crate) fn with_sampling_switched<T>(switch: impl FnOnce() -> T) -> T {
     let _no_births = BIRTHS.write();
+    wait_for_births();
     switch()
 }
 

@@ -7,6 +7,8 @@
 //! Started at start-up, before memprof's other threads allocate, and at most once; it never ends.
 
 use std::ffi::c_int;
+use std::sync::mpsc::SyncSender;
+use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, poll};
 
@@ -50,16 +52,27 @@ pub(crate) fn start(watched: Watched) -> Unwatched {
     }
     let signals_asked = signals.is_some();
     let arenas = watched.arenas;
-    if let Err(error) = super::threads::spawn("memprof-watch", move || watch(arenas, signals)) {
-        unwatched.signals = signals_asked.then(|| std::io::Error::new(error.kind(), error.to_string()));
-        unwatched.arenas = arenas.then_some(error);
+    let (begun, beginning) = std::sync::mpsc::sync_channel(1);
+    match super::threads::spawn("memprof-watch", move || watch(arenas, signals, &begun)) {
+        // The arenas of the threads born after this one are hooked as they are made: the watch begins first.
+        Ok(()) if arenas => drop(beginning.recv_timeout(BEGUN_WITHIN)),
+        Ok(()) => {}
+        Err(error) => {
+            unwatched.signals = signals_asked.then(|| std::io::Error::new(error.kind(), error.to_string()));
+            unwatched.arenas = arenas.then_some(error);
+        }
     }
     unwatched
 }
 
+/// How long start-up waits for the watch to begin (a thread not scheduled by then hooks the arenas made
+/// meanwhile late, and `explain` says its reading may be incomplete).
+const BEGUN_WITHIN: Duration = Duration::from_secs(2);
+
 /// The watch's loop: never returns. Nothing allocated in it: the poll set is a fixed pair.
-fn watch(arenas: bool, mut signals: Option<SignalWatch>) {
+fn watch(arenas: bool, mut signals: Option<SignalWatch>, begun: &SyncSender<()>) {
     let mut arenas = arenas.then(ArenaWatch::begin).flatten();
+    let _ = begun.try_send(());
     loop {
         let wanted = [arenas.as_ref().map(ArenaWatch::announcements), signals.as_ref().map(SignalWatch::arrivals)];
         let Some(any) = wanted.iter().flatten().next().copied() else {

@@ -57,8 +57,23 @@ fn a_thread_born_while_sampling_is_on_pauses_it_and_switches_it_on_again() {
 }
 
 #[test]
-fn a_spawned_thread_has_switched_its_sampling_off_when_spawn_returns() {
+fn a_spawned_thread_switches_its_sampling_off() {
     let (report, reported) = mpsc::channel();
     spawn("memprof-test", move || report.send(jemalloc::this_thread_sampled()).unwrap()).unwrap();
     assert_eq!(reported.recv().unwrap(), Ok(false));
+}
+
+#[test]
+fn sampling_is_switched_only_once_every_thread_started_is_unsampled() {
+    // A birth the scheduler is slow to run: counted as started, unsampled 200 ms later.
+    *UNBORN.lock() += 1;
+    let slow = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(200));
+        one_born();
+    });
+    let started = Instant::now();
+    let unborn_at_the_switch = with_sampling_switched(|| *UNBORN.lock());
+    assert_eq!(unborn_at_the_switch, 0, "switched while a thread was still being born");
+    assert!(started.elapsed() >= Duration::from_millis(150), "did not wait: {:?}", started.elapsed());
+    slow.join().unwrap();
 }
