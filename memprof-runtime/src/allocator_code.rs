@@ -1,87 +1,254 @@
 //! Where this program's allocator code lies: jemalloc's functions and Rust's allocation plumbing
-//! (`__rust_alloc`, `alloc::raw_vec`, the global allocator, ...), read once from the executable's symbol
-//! table. The frame-pointer walk drops the frames in it from the start of every recorded stack, so the
-//! first frame of a raw dump is the allocator's caller: jeprof, reading the dump as it is (the Mesos
-//! workflow), then shows the program's allocating functions in its flat column instead of jemalloc's own
-//! `prof_backtrace`, and samples carry fewer frames.
+//! (`__rust_alloc`, `alloc::raw_vec`, the global allocator, ...), judged from the executable's symbol
+//! table. The walks drop the frames in it from the start of every recorded stack, so the first frame of a
+//! raw dump is the allocator's caller: jeprof, reading the dump as it is (the Mesos workflow), then shows
+//! the program's allocating functions in its flat column instead of jemalloc's own `prof_backtrace`, and
+//! samples carry fewer frames.
+//!
+//! Judging a function means reading its name and demangling it, some 9,000 instructions each, and an
+//! executable has thousands of candidates (every `Vec` and `BTreeMap` method instantiated): judging them
+//! all took some 23 M instructions. So the table is read as addresses only ([`AllocatorCode::of_this_program`]),
+//! and a function is judged when a walk first meets it at the start of a stack: the walk marks it asked for
+//! (an atomic store; it keeps the frame meanwhile), and memprof's counters' thread judges the functions asked
+//! for ([`AllocatorCode::judge_asked`]); a profile written from the record leaves out the leading frames
+//! judged then ([`AllocatorCode::leading_frames`]). A run on demand, whose dumps jemalloc writes from the
+//! walks' stacks as they were, judges every function before sampling starts ([`AllocatorCode::judge_all`]).
 
 use std::fs::File;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use object::{Object, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolIndex, SymbolKind};
 
-/// The allocator's code: sorted, non-overlapping address ranges in this process.
-#[derive(Debug, Default)]
+/// A function not judged, and no walk asked for it.
+const UNKNOWN: u8 = 0;
+/// A function a walk met at the start of a stack, to be judged.
+const ASKED: u8 = 1;
+/// The allocator's code.
+const ALLOCATOR: u8 = 2;
+/// Not the allocator's code.
+const PROGRAM: u8 = 3;
+
+/// The executable's functions, each judged allocator code or not when first needed.
 pub(crate) struct AllocatorCode {
-    ranges: Vec<(usize, usize)>,
+    /// Sorted `[start, end)` address ranges in this process, one per address (aliases share it).
+    functions: Vec<(usize, usize)>,
+    /// Where each function's symbols begin in `symbols` (and the next's, after the last).
+    first_symbol: Vec<u32>,
+    /// The symbol table's indexes of each function's names, function after function.
+    symbols: Vec<u32>,
+    /// Each function's verdict: [`UNKNOWN`], [`ASKED`], [`ALLOCATOR`] or [`PROGRAM`].
+    verdicts: Box<[AtomicU8]>,
+    /// A walk asked for a function since the last [`AllocatorCode::judge_asked`].
+    asked: AtomicBool,
+    /// The executable, mapped for the life of the process: names are read from it when judged.
+    executable: Option<memmap2::Mmap>,
 }
 
+/// The allocator's code of this process, once read.
+static OF_THIS_PROGRAM: OnceLock<AllocatorCode> = OnceLock::new();
+
 impl AllocatorCode {
-    /// Reads this program's symbol table (`/proc/self/exe`); empty where it cannot be read or has no
-    /// symbols (a stripped binary), so that nothing is dropped.
-    pub(crate) fn of_this_program() -> Self {
-        Self::read().unwrap_or_default()
+    /// Reads this program's symbol table (`/proc/self/exe`) as addresses, once; empty where it cannot be
+    /// read or has no symbols (a stripped binary), so that nothing is dropped.
+    pub(crate) fn of_this_program() -> &'static Self {
+        OF_THIS_PROGRAM.get_or_init(|| Self::read().unwrap_or_else(Self::empty))
+    }
+
+    /// The allocator's code of this process, if read already.
+    pub(crate) fn if_read() -> Option<&'static Self> {
+        OF_THIS_PROGRAM.get()
+    }
+
+    fn empty() -> Self {
+        Self {
+            functions: Vec::new(),
+            first_symbol: vec![0],
+            symbols: Vec::new(),
+            verdicts: Box::new([]),
+            asked: AtomicBool::new(false),
+            executable: None,
+        }
     }
 
     fn read() -> Option<Self> {
         let file = File::open("/proc/self/exe").ok()?;
-        // SAFETY: the map is only read, here; a binary rewritten in place would give wrong bytes, which the
-        // parser checks as it reads them.
+        // SAFETY: the map is only read. A running executable cannot be written to (ETXTBSY), and a binary
+        // replaced by another file leaves this one mapped; wrong bytes would be checked by the parser.
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
         let binary = object::File::parse(&*map).ok()?;
-        // The load bias of a position-independent executable: where `malloc` is against where the file says.
-        let malloc = binary.symbols().find(|symbol| symbol.name() == Ok(MALLOC))?;
-        let bias = (tikv_jemalloc_sys::malloc as *const () as usize).wrapping_sub(malloc.address() as usize);
-        let mut ranges: Vec<(usize, usize)> = binary
-            .symbols()
-            .filter(|symbol| symbol.kind() == SymbolKind::Text && symbol.size() > 0)
-            .filter(|symbol| symbol.name().is_ok_and(is_allocator_code))
-            .map(|symbol| {
-                let start = (symbol.address() as usize).wrapping_add(bias);
-                (start, start + symbol.size() as usize)
-            })
-            .collect();
-        ranges.sort_unstable();
-        Some(Self { ranges })
+        // Room for every symbol at once (`.symtab`'s 24-byte entries): grown by doubling, the table cost half a
+        // million instructions more.
+        let entries = binary.section_by_name(".symtab").map_or(0, |table| table.size() / 24) as usize;
+        let mut found: Vec<(usize, usize, u32)> = Vec::with_capacity(entries);
+        found.extend(
+            binary
+                .symbols()
+                .filter(|symbol| symbol.kind() == SymbolKind::Text && symbol.size() > 0)
+                .map(|symbol| (symbol.address() as usize, symbol.size() as usize, symbol.index().0 as u32)),
+        );
+        // Sorted by address as plain integers (the address above, where in `found` below: a file's addresses
+        // fit in 40 bits), twice as fast as sorting the tuples.
+        let mut order: Vec<u64> =
+            found.iter().enumerate().map(|(at, &(address, ..))| ((address as u64) << 24) | at as u64).collect();
+        if found.len() >= 1 << 24 || found.iter().any(|&(address, ..)| address as u64 >= 1 << 40) {
+            return None;
+        }
+        order.sort_unstable();
+        // The load bias of a position-independent executable: where its code is against where the file says.
+        let bias = executable_bias()?;
+        let mut code = Self::empty();
+        code.first_symbol = Vec::with_capacity(found.len() + 1);
+        code.functions = Vec::with_capacity(found.len());
+        code.symbols = Vec::with_capacity(found.len());
+        for key in order {
+            let (address, size, symbol) = found[(key & ((1 << 24) - 1)) as usize];
+            let (start, end) = (address.wrapping_add(bias), address.wrapping_add(bias).wrapping_add(size));
+            match code.functions.last_mut() {
+                // Aliases of one function (`malloc`, `_rjem_malloc`): one range, judged by all its names.
+                Some((last_start, last_end)) if *last_start == start => *last_end = (*last_end).max(end),
+                _ => {
+                    code.first_symbol.push(code.symbols.len() as u32);
+                    code.functions.push((start, end));
+                }
+            }
+            code.symbols.push(symbol);
+        }
+        code.first_symbol.push(code.symbols.len() as u32);
+        code.verdicts = code.functions.iter().map(|_| AtomicU8::new(UNKNOWN)).collect();
+        drop(binary);
+        code.executable = Some(map);
+        Some(code)
     }
 
-    /// Whether the instruction at `address` is in the allocator's code.
-    pub(crate) fn contains(&self, address: usize) -> bool {
-        let after = self.ranges.partition_point(|&(start, _)| start <= address);
-        after > 0 && address < self.ranges[after - 1].1
+    /// The function the instruction at `address` lies in.
+    fn function_at(&self, address: usize) -> Option<usize> {
+        let after = self.functions.partition_point(|&(start, _)| start <= address);
+        (after > 0 && address < self.functions[after - 1].1).then(|| after - 1)
     }
 
-    /// Whether a frame with this return address is in the allocator's code: a return address is the
-    /// instruction after the call, the call itself is the byte before.
+    /// Whether a frame with this return address is known to be in the allocator's code (a return address
+    /// is the instruction after the call, the call itself is the byte before). For the walks: no lock, no
+    /// allocation; a function not judged yet is asked for, and counts as the program's meanwhile.
     pub(crate) fn returns_into(&self, return_address: usize) -> bool {
-        self.contains(return_address.wrapping_sub(1))
+        let Some(function) = self.function_at(return_address.wrapping_sub(1)) else { return false };
+        let verdict = &self.verdicts[function];
+        match verdict.load(Ordering::Relaxed) {
+            ALLOCATOR => true,
+            UNKNOWN => {
+                verdict.store(ASKED, Ordering::Relaxed);
+                self.asked.store(true, Ordering::Release);
+                false
+            }
+            _ => false,
+        }
     }
 
-    /// How many functions are known.
+    /// Judges the functions walks asked for since the last call; cheap when none was.
+    pub(crate) fn judge_asked(&self) {
+        if self.asked.swap(false, Ordering::Acquire) {
+            self.judge(|verdict| verdict == ASKED);
+        }
+    }
+
+    /// Judges every function not judged yet (before a run on demand, whose dumps jemalloc writes).
+    pub(crate) fn judge_all(&self) {
+        self.judge(|verdict| verdict == UNKNOWN || verdict == ASKED);
+    }
+
+    /// Judges the functions whose verdict is `wanted`.
+    fn judge(&self, wanted: impl Fn(u8) -> bool) {
+        self.judged(
+            (0..self.verdicts.len()).filter(|&function| wanted(self.verdicts[function].load(Ordering::Relaxed))),
+        );
+    }
+
+    /// Reads the names of `functions` and records whether each is the allocator's code.
+    fn judged(&self, functions: impl Iterator<Item = usize>) {
+        let Some(binary) = self.executable.as_deref().and_then(|map| object::File::parse(map).ok()) else { return };
+        for function in functions {
+            let verdict = if self.names_allocator_code(&binary, function) { ALLOCATOR } else { PROGRAM };
+            self.verdicts[function].store(verdict, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any of the function's names is the allocator's code.
+    fn names_allocator_code(&self, binary: &object::File<'_>, function: usize) -> bool {
+        let names = &self.symbols[self.first_symbol[function] as usize..self.first_symbol[function + 1] as usize];
+        names.iter().any(|&index| {
+            binary
+                .symbol_by_index(SymbolIndex(index as usize))
+                .ok()
+                .and_then(|symbol| symbol.name_bytes().ok())
+                .is_some_and(|name| {
+                    may_be_allocator_code(name) && std::str::from_utf8(name).is_ok_and(is_allocator_code)
+                })
+        })
+    }
+
+    /// How many of `frames` (return addresses, innermost first) lead the stack in the allocator's code,
+    /// judging those not judged yet; never all of them (the last is kept, as the walks keep it).
+    pub(crate) fn leading_frames(&self, frames: &[usize]) -> usize {
+        let mut leading = 0;
+        while leading + 1 < frames.len() {
+            let Some(function) = self.function_at(frames[leading].wrapping_sub(1)) else { break };
+            if matches!(self.verdicts[function].load(Ordering::Relaxed), UNKNOWN | ASKED) {
+                self.judged(std::iter::once(function));
+            }
+            if self.verdicts[function].load(Ordering::Relaxed) != ALLOCATOR {
+                break;
+            }
+            leading += 1;
+        }
+        leading
+    }
+
+    /// Whether the instruction at `address` is in a function judged the allocator's code.
     #[cfg(test)]
-    fn len(&self) -> usize {
-        self.ranges.len()
+    fn contains(&self, address: usize) -> bool {
+        self.function_at(address).is_some_and(|function| self.verdicts[function].load(Ordering::Relaxed) == ALLOCATOR)
     }
 }
 
-/// jemalloc's `malloc` as this build names it.
-const MALLOC: &str = if cfg!(any(target_os = "android", target_os = "dragonfly", target_vendor = "apple")) {
-    "_rjem_malloc"
-} else {
-    "malloc"
-};
+/// The executable's load bias (the dynamic loader's `dlpi_addr` for the first object it lists, the
+/// executable itself).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn executable_bias() -> Option<usize> {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid `dl_phdr_info`; `data` is the `Option<usize>` passed below.
+        unsafe { *(data as *mut Option<usize>) = Some((*info).dlpi_addr as usize) };
+        1 // the first object is the executable: stop there
+    }
+    let mut bias: Option<usize> = None;
+    // SAFETY: `first` matches the callback's type and treats `data` as the `Option<usize>` it is.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut bias as *mut Option<usize> as *mut libc::c_void) };
+    bias
+}
+
+/// Elsewhere there is no `/proc/self/exe` to read the symbols from either.
+#[cfg(not(target_os = "linux"))]
+fn executable_bias() -> Option<usize> {
+    None
+}
 
 /// Whether a symbol (mangled as the table has it) is the allocator's or Rust's allocation plumbing. Only
 /// names that can be are demangled (the table has tens of thousands), and only as far as the plumbing's
 /// names reach ([`DEMANGLED_PREFIX`]): std's symbols are mangled in Rust's v0 scheme, whose generic
 /// arguments made demangling whole names most of start-up's cost.
 fn is_allocator_code(name: &str) -> bool {
-    may_be_allocator_code(name) && memprof_analysis::is_allocation_plumbing(DemangledPrefix::of(name).as_str())
+    may_be_allocator_code(name.as_bytes())
+        && memprof_analysis::is_allocation_plumbing(DemangledPrefix::of(name).as_str())
 }
 
-/// Whether a mangled name can be the allocator's code (the others are never demangled).
-fn may_be_allocator_code(name: &str) -> bool {
-    name.contains("alloc") || name.contains("rjem") || name.contains("collect") || name.starts_with("je_")
+/// Whether a mangled name can be the allocator's code (the others are never demangled): a search for
+/// each word over the name's bytes (memchr's vectorised substring search).
+fn may_be_allocator_code(name: &[u8]) -> bool {
+    use std::sync::LazyLock;
+    static WORDS: LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+        LazyLock::new(|| ["alloc", "rjem", "collect"].map(memchr::memmem::Finder::new));
+    name.starts_with(b"je_") || WORDS.iter().any(|word| word.find(name).is_some())
 }
 
 /// How much of a demangled name is kept: every plumbing name and prefix fits, with the self type of a
@@ -128,12 +295,43 @@ impl std::fmt::Write for DemangledPrefix {
 mod tests {
     use super::*;
 
+    /// Functions at `ranges` with the verdicts given, and no executable to read names from.
+    fn judged(ranges: &[(usize, usize)], verdicts: &[u8]) -> AllocatorCode {
+        AllocatorCode {
+            functions: ranges.to_vec(),
+            first_symbol: vec![0; ranges.len() + 1],
+            symbols: Vec::new(),
+            verdicts: verdicts.iter().map(|&verdict| AtomicU8::new(verdict)).collect(),
+            asked: AtomicBool::new(false),
+            executable: None,
+        }
+    }
+
     #[test]
     fn ranges_are_looked_up_and_return_addresses_moved_into_the_call() {
-        let code = AllocatorCode { ranges: vec![(0x100, 0x180), (0x200, 0x210)] };
+        let code = judged(&[(0x100, 0x180), (0x200, 0x210)], &[ALLOCATOR, ALLOCATOR]);
         assert!(code.contains(0x100) && code.contains(0x17f) && code.contains(0x20f));
         assert!(!code.contains(0xff) && !code.contains(0x180) && !code.contains(0x210));
         assert!(code.returns_into(0x180) && !code.returns_into(0x100));
+    }
+
+    #[test]
+    fn a_walk_asks_for_a_function_not_judged_and_keeps_its_frame_meanwhile() {
+        let code = judged(&[(0x100, 0x180), (0x200, 0x210)], &[UNKNOWN, PROGRAM]);
+        assert!(!code.returns_into(0x101), "not judged yet: kept");
+        assert_eq!(code.verdicts[0].load(Ordering::Relaxed), ASKED);
+        assert!(code.asked.load(Ordering::Relaxed));
+        assert!(!code.returns_into(0x201));
+        assert_eq!(code.verdicts[1].load(Ordering::Relaxed), PROGRAM, "judged already: not asked again");
+    }
+
+    #[test]
+    fn a_profile_leaves_out_the_leading_frames_judged_the_allocators_and_keeps_one() {
+        let code = judged(&[(0x100, 0x180), (0x200, 0x210), (0x300, 0x310)], &[ALLOCATOR, ALLOCATOR, PROGRAM]);
+        assert_eq!(code.leading_frames(&[0x101, 0x201, 0x301, 0x101]), 2);
+        assert_eq!(code.leading_frames(&[0x301, 0x101]), 0);
+        assert_eq!(code.leading_frames(&[0x101, 0x201]), 1, "the last frame is kept");
+        assert_eq!(code.leading_frames(&[]), 0);
     }
 
     #[test]
@@ -159,15 +357,24 @@ mod tests {
         assert!(names.len() > 1000, "{} symbols", names.len());
         for name in names {
             let whole = memprof_analysis::is_allocation_plumbing(&format!("{:#}", rustc_demangle::demangle(name)));
-            assert_eq!(is_allocator_code(name), may_be_allocator_code(name) && whole, "{name}");
+            assert_eq!(is_allocator_code(name), may_be_allocator_code(name.as_bytes()) && whole, "{name}");
         }
     }
 
     #[test]
-    fn this_programs_allocator_is_found() {
+    fn this_programs_allocator_is_found_when_judged() {
         let code = AllocatorCode::of_this_program();
-        assert!(code.len() > 10, "{} functions", code.len());
-        assert!(code.contains(tikv_jemalloc_sys::malloc as *const () as usize));
-        assert!(!code.contains(ranges_are_looked_up_and_return_addresses_moved_into_the_call as *const () as usize));
+        assert!(code.functions.len() > 1000, "{} functions", code.functions.len());
+        let malloc = tikv_jemalloc_sys::malloc as *const () as usize;
+        let program = ranges_are_looked_up_and_return_addresses_moved_into_the_call as *const () as usize;
+        // A walk meets malloc: asked for, judged by the counters' thread's next call.
+        code.returns_into(malloc + 1);
+        code.judge_asked();
+        assert!(code.contains(malloc));
+        code.judge_all();
+        assert!(!code.contains(program));
+        let judged_allocator =
+            code.verdicts.iter().filter(|verdict| verdict.load(Ordering::Relaxed) == ALLOCATOR).count();
+        assert!(judged_allocator > 10, "{judged_allocator} functions");
     }
 }

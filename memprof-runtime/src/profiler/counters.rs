@@ -115,8 +115,9 @@ pub(crate) fn start() -> std::io::Result<()> {
                     && crate::sampler::throttle::sampling_on().unwrap_or(false)
                 {
                     // What the walks need, when sampling is on from start-up: read here (once), off the
-                    // program's start.
+                    // program's start; then the functions the walks met are judged, each once.
                     crate::stack_walk::prepare_for_samples();
+                    crate::allocator_code::AllocatorCode::of_this_program().judge_asked();
                     crate::sampler::record::read_when_due(record);
                 }
                 autodump::check(&counters);

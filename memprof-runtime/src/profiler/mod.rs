@@ -190,8 +190,10 @@ impl Profiler {
         let window_start = self.record().map(|record| record.next_sequence());
         if window_start.is_none() {
             self.start_sampling_afresh()?;
-            // On demand the run's request waits for what the walks need (continuous: off the start).
+            // On demand the run's request waits for what the walks need (continuous: off the start), every
+            // function judged: jemalloc writes the run's dumps from the stacks as the walks left them.
             crate::stack_walk::prepare_for_samples();
+            crate::allocator_code::AllocatorCode::of_this_program().judge_all();
         }
         let id = books.runs.next_id();
         let deadline = length.map(|length| Instant::now() + length);

@@ -2,7 +2,6 @@
 
 use std::ffi::{c_uint, c_void};
 
-use super::ALLOCATOR_CODE;
 use crate::allocator_code::AllocatorCode;
 
 /// A walk's return addresses written into jemalloc's buffer as they come. The walk starts in jemalloc (the
@@ -26,7 +25,7 @@ impl Filling {
     /// `frames` must have room for `max` pointers, for as long as the filling is used.
     #[inline(always)]
     pub(super) unsafe fn new(frames: *mut *mut c_void, max: c_uint) -> Self {
-        let code = ALLOCATOR_CODE.get();
+        let code = AllocatorCode::if_read();
         Self { frames: frames as *mut usize, max: max as usize, count: 0, in_leading: true, cut: None, code }
     }
 

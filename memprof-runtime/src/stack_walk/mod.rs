@@ -100,10 +100,6 @@ static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
 /// Whether samples are walked by the unwind tables (when not by frame pointers; else by [`PREVIOUS_HOOK`]).
 static UNWIND_TABLES: AtomicBool = AtomicBool::new(false);
 
-/// The allocator's code, whose frames the walk drops from the start of each stack (see
-/// [`super::allocator_code`]); set before the hook is installed.
-static ALLOCATOR_CODE: std::sync::OnceLock<AllocatorCode> = std::sync::OnceLock::new();
-
 /// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is
 /// enabled. Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
 pub(crate) fn install() -> Unwinder {
@@ -155,12 +151,13 @@ pub(crate) fn install() -> Unwinder {
     }
 }
 
-/// Reads where the allocator's code lies (once), so that the walks leave its frames out of every stack:
-/// called before a run switches sampling on, and by memprof's statistics thread while sampling is
-/// continuous (within a second of start-up). Until then the walks keep those frames (the analysis leaves
-/// them out of its own answers anyway). Later calls cost an atomic load.
+/// Reads where the executable's functions lie (once), so that the walks leave the allocator's frames out
+/// of every stack as its functions are judged ([`AllocatorCode`]): called before a run switches sampling
+/// on, and by memprof's statistics thread while sampling is continuous (within a second of start-up).
+/// Until then the walks keep those frames (the analysis leaves them out of its own answers anyway). Later
+/// calls cost an atomic load.
 pub(crate) fn prepare_for_samples() {
-    ALLOCATOR_CODE.get_or_init(AllocatorCode::of_this_program);
+    AllocatorCode::of_this_program();
     // The frame-pointer walk completes broken chains by the tables where it can (else by libgcc's).
     let _ = tables::prepare();
 }

@@ -35,9 +35,12 @@ pub(crate) fn write(stacks: &[StackReading], content: Content, sample_period: u6
     }
     let mut text = format!("heap_v2/{sample_period}\n");
     counts_line(&mut text, &total_live, &total_allocated, sample_period);
+    // A stack walked before its leading functions were judged still has the allocator's frames: left out.
+    let code = crate::allocator_code::AllocatorCode::if_read();
     for (stack, allocated) in &shown {
         text.push('@');
-        for frame in &stack.frames {
+        let leading = code.map_or(0, |code| code.leading_frames(&stack.frames));
+        for frame in &stack.frames[leading..] {
             let _ = write!(text, " {frame:#x}");
         }
         text.push('\n');
