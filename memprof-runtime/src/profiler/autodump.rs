@@ -152,13 +152,13 @@ pub(crate) fn settings_in_force() -> Option<&'static Settings> {
 /// Arms automatic dumps with `settings` (the first settings stay): from the next reading of the counters
 /// on, a dump is taken whenever one is due. The counters' thread must run ([`crate::profiler::counters::start`]).
 ///
-/// The program's live bytes at the counters' first reading (within a second) are the first high-water
-/// mark: the first high-water dump is one step above them, never a dump of a heap at its start (memprof's
-/// own memory is never counted, see [`jemalloc::heap_stats`]). Arming reads nothing: the program's start
-/// does not wait for jemalloc's statistics.
+/// The program's live bytes now are the first high-water mark: the first high-water dump is one step above
+/// them, never a dump of a heap at its start (memprof's own memory is never counted, see
+/// [`jemalloc::heap_stats`]).
 pub(crate) fn arm(settings: Settings) {
     if IN_FORCE.set(settings.clone()).is_ok() {
-        *WATCHER.lock() = Some(Watcher::new(settings));
+        let allocated_now = jemalloc::heap_stats().map_or(0, |counters| counters.allocated as u64);
+        *WATCHER.lock() = Some(Watcher::new(settings, allocated_now));
     }
 }
 
@@ -177,10 +177,10 @@ pub(crate) fn check(counters: &HeapCounters) {
 /// What the watcher remembers between two readings.
 struct Watcher {
     settings: Settings,
-    /// `bytes_allocated_since_start` at the last allocation-interval dump (at first, the first reading).
+    /// `bytes_allocated_since_start` at the last allocation-interval dump.
     allocated_at_last_dump: Option<u64>,
-    /// The program's live bytes at the last high-water dump (at first, the first reading).
-    high_water: Option<u64>,
+    /// The program's live bytes at the last high-water dump (at first, when dumps were armed).
+    high_water: u64,
     /// Whether the resident set was above the threshold at the last reading.
     above_resident_threshold: bool,
     /// The memory limit the threshold is a share of: read at the first reading, off the program's start
@@ -189,11 +189,12 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn new(settings: Settings) -> Self {
+    fn new(settings: Settings, high_water: u64) -> Self {
+        let allocated_at_last_dump = settings.every.and_then(|_| jemalloc::bytes_allocated_since_start().ok());
         Self {
             settings,
-            allocated_at_last_dump: None,
-            high_water: None,
+            allocated_at_last_dump,
+            high_water,
             above_resident_threshold: false,
             memory_limit: std::cell::OnceCell::new(),
         }
@@ -206,7 +207,7 @@ impl Watcher {
         if let Some(every) = self.settings.every
             && let Ok(total) = jemalloc::bytes_allocated_since_start()
         {
-            let since = total.saturating_sub(*self.allocated_at_last_dump.get_or_insert(total));
+            let since = total.saturating_sub(self.allocated_at_last_dump.unwrap_or(total));
             if since >= every {
                 self.allocated_at_last_dump = Some(total);
                 reasons.push(format!("{} MiB allocated since the last interval dump", since >> 20));
@@ -214,10 +215,9 @@ impl Watcher {
         }
         if let Some(step) = self.settings.high_water_step {
             let allocated = counters.allocated as u64;
-            let high_water = *self.high_water.get_or_insert(allocated);
-            let mark = (high_water as f64 * (1.0 + step)).max((high_water + HIGH_WATER_LEAST_RISE) as f64);
+            let mark = (self.high_water as f64 * (1.0 + step)).max((self.high_water + HIGH_WATER_LEAST_RISE) as f64);
             if allocated as f64 > mark {
-                self.high_water = Some(allocated);
+                self.high_water = allocated;
                 reasons.push(format!("new high-water mark, {} MiB allocated", allocated >> 20));
             }
         }
@@ -294,18 +294,17 @@ mod tests {
     #[test]
     fn a_high_water_dump_is_due_at_each_new_mark_a_step_above_the_last() {
         let settings = settings(&[("MEMPROF_DUMP_HIGH_WATER", "10%")]).unwrap().unwrap();
-        let mut watcher = Watcher::new(settings);
+        let mut watcher = Watcher::new(settings, 80 << 20);
         let mut due =
             |mebibytes: usize| watcher.due(&HeapCounters { allocated: mebibytes << 20, ..HeapCounters::default() });
-        assert_eq!(due(80), None, "the program's live bytes at the first reading are the first mark, not a dump");
+        assert_eq!(due(80), None, "the program's live bytes when armed are the first mark, not a dump");
         assert_eq!(due(100).as_deref(), Some("new high-water mark, 100 MiB allocated"));
         assert_eq!(due(109), None, "less than 10% above the last mark");
         assert_eq!(due(50), None);
         assert_eq!(due(111).as_deref(), Some("new high-water mark, 111 MiB allocated"));
-        let mut small = Watcher::new(watcher.settings.clone());
+        let mut small = Watcher::new(watcher.settings.clone(), 200 << 10);
         let mut due =
             |kibibytes: usize| small.due(&HeapCounters { allocated: kibibytes << 10, ..HeapCounters::default() });
-        assert_eq!(due(200), None, "the first mark");
         assert_eq!(due(900), None, "less than 1 MiB above the last mark");
         assert_eq!(due(1300).as_deref(), Some("new high-water mark, 1 MiB allocated"));
     }
