@@ -29,6 +29,17 @@ const ALLOCATOR: u8 = 2;
 /// Not the allocator's code.
 const PROGRAM: u8 = 3;
 
+/// What a walk knows of a frame's function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// The allocator's code: its frame is left out of the start of a stack.
+    Allocator,
+    /// The program's code (or no function of the executable's).
+    Program,
+    /// Not judged yet: asked for, and the frame kept meanwhile.
+    NotYet,
+}
+
 /// The executable's functions, each judged allocator code or not when first needed.
 pub(crate) struct AllocatorCode {
     /// Sorted `[start, end)` address ranges in this process, one per address (aliases share it).
@@ -128,20 +139,21 @@ impl AllocatorCode {
         (after > 0 && address < self.functions[after - 1].1).then(|| after - 1)
     }
 
-    /// Whether a frame with this return address is known to be in the allocator's code (a return address
-    /// is the instruction after the call, the call itself is the byte before). For the walks: no lock, no
-    /// allocation; a function not judged yet is asked for, and counts as the program's meanwhile.
-    pub(crate) fn returns_into(&self, return_address: usize) -> bool {
-        let Some(function) = self.function_at(return_address.wrapping_sub(1)) else { return false };
+    /// What is known of the function a frame with this return address is in (a return address is the
+    /// instruction after the call, the call itself is the byte before). For the walks: no lock, no
+    /// allocation; a function not judged yet is asked for ([`Judged::NotYet`]).
+    pub(crate) fn judged_at(&self, return_address: usize) -> Judged {
+        let Some(function) = self.function_at(return_address.wrapping_sub(1)) else { return Judged::Program };
         let verdict = &self.verdicts[function];
         match verdict.load(Ordering::Relaxed) {
-            ALLOCATOR => true,
+            ALLOCATOR => Judged::Allocator,
+            PROGRAM => Judged::Program,
             UNKNOWN => {
                 verdict.store(ASKED, Ordering::Relaxed);
                 self.asked.store(true, Ordering::Release);
-                false
+                Judged::NotYet
             }
-            _ => false,
+            _ => Judged::NotYet,
         }
     }
 
@@ -202,6 +214,31 @@ impl AllocatorCode {
             leading += 1;
         }
         leading
+    }
+
+    /// Functions at `ranges`, each judged the allocator's (`Some(true)`), the program's (`Some(false)`) or not
+    /// yet (`None`), with no executable to read names from: for tests of what reads the verdicts.
+    #[cfg(test)]
+    pub(crate) fn judged_already(ranges: &[(usize, usize)], verdicts: &[Option<bool>]) -> Self {
+        let verdict = |judged: &Option<bool>| match judged {
+            Some(true) => ALLOCATOR,
+            Some(false) => PROGRAM,
+            None => UNKNOWN,
+        };
+        Self {
+            functions: ranges.to_vec(),
+            first_symbol: vec![0; ranges.len() + 1],
+            symbols: Vec::new(),
+            verdicts: verdicts.iter().map(|judged| AtomicU8::new(verdict(judged))).collect(),
+            asked: AtomicBool::new(false),
+            executable: None,
+        }
+    }
+
+    /// Whether the function at `address` was asked for and is not judged yet.
+    #[cfg(test)]
+    pub(crate) fn asked_for(&self, address: usize) -> bool {
+        self.function_at(address).is_some_and(|function| self.verdicts[function].load(Ordering::Relaxed) == ASKED)
     }
 
     /// Whether the instruction at `address` is in a function judged the allocator's code.
@@ -295,39 +332,31 @@ impl std::fmt::Write for DemangledPrefix {
 mod tests {
     use super::*;
 
-    /// Functions at `ranges` with the verdicts given, and no executable to read names from.
-    fn judged(ranges: &[(usize, usize)], verdicts: &[u8]) -> AllocatorCode {
-        AllocatorCode {
-            functions: ranges.to_vec(),
-            first_symbol: vec![0; ranges.len() + 1],
-            symbols: Vec::new(),
-            verdicts: verdicts.iter().map(|&verdict| AtomicU8::new(verdict)).collect(),
-            asked: AtomicBool::new(false),
-            executable: None,
-        }
-    }
+    const A: Option<bool> = Some(true);
+    const P: Option<bool> = Some(false);
 
     #[test]
     fn ranges_are_looked_up_and_return_addresses_moved_into_the_call() {
-        let code = judged(&[(0x100, 0x180), (0x200, 0x210)], &[ALLOCATOR, ALLOCATOR]);
+        let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210)], &[A, A]);
         assert!(code.contains(0x100) && code.contains(0x17f) && code.contains(0x20f));
         assert!(!code.contains(0xff) && !code.contains(0x180) && !code.contains(0x210));
-        assert!(code.returns_into(0x180) && !code.returns_into(0x100));
+        assert_eq!(code.judged_at(0x180), Judged::Allocator);
+        assert_eq!(code.judged_at(0x100), Judged::Program, "no function of the executable's");
     }
 
     #[test]
     fn a_walk_asks_for_a_function_not_judged_and_keeps_its_frame_meanwhile() {
-        let code = judged(&[(0x100, 0x180), (0x200, 0x210)], &[UNKNOWN, PROGRAM]);
-        assert!(!code.returns_into(0x101), "not judged yet: kept");
-        assert_eq!(code.verdicts[0].load(Ordering::Relaxed), ASKED);
-        assert!(code.asked.load(Ordering::Relaxed));
-        assert!(!code.returns_into(0x201));
+        let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210)], &[None, P]);
+        assert_eq!(code.judged_at(0x101), Judged::NotYet);
+        assert!(code.asked_for(0x101) && code.asked.load(Ordering::Relaxed));
+        assert_eq!(code.judged_at(0x101), Judged::NotYet, "asked already");
+        assert_eq!(code.judged_at(0x201), Judged::Program);
         assert_eq!(code.verdicts[1].load(Ordering::Relaxed), PROGRAM, "judged already: not asked again");
     }
 
     #[test]
     fn a_profile_leaves_out_the_leading_frames_judged_the_allocators_and_keeps_one() {
-        let code = judged(&[(0x100, 0x180), (0x200, 0x210), (0x300, 0x310)], &[ALLOCATOR, ALLOCATOR, PROGRAM]);
+        let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210), (0x300, 0x310)], &[A, A, P]);
         assert_eq!(code.leading_frames(&[0x101, 0x201, 0x301, 0x101]), 2);
         assert_eq!(code.leading_frames(&[0x301, 0x101]), 0);
         assert_eq!(code.leading_frames(&[0x101, 0x201]), 1, "the last frame is kept");
@@ -368,7 +397,7 @@ mod tests {
         let malloc = tikv_jemalloc_sys::malloc as *const () as usize;
         let program = ranges_are_looked_up_and_return_addresses_moved_into_the_call as *const () as usize;
         // A walk meets malloc: asked for, judged by the counters' thread's next call.
-        code.returns_into(malloc + 1);
+        assert_ne!(code.judged_at(malloc + 1), Judged::Program);
         code.judge_asked();
         assert!(code.contains(malloc));
         code.judge_all();
