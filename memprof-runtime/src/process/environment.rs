@@ -177,16 +177,16 @@ pub const ALL: &[Variable] = &[
 /// The prefix of memprof's own variables: one with it near a name of [`ALL`] is a misspelling, reported.
 const PREFIX: &str = "MEMPROF_";
 
-/// The variables memprof reads, as the environment held them when first needed (in memprof's arena: it is
-/// memprof's, never the program's live bytes).
+/// The variables memprof reads, as the environment held them when first needed: a few hundred bytes, made
+/// where the first reader allocates (the program's main thread at start-up, unsampled), not moved to
+/// memprof's arena: that move flushes the thread's cache twice, a sixth of what a start with the switch
+/// off costs.
 static READ: LazyLock<HashMap<OsString, OsString>> = LazyLock::new(|| {
-    crate::jemalloc::in_own_arena(|| {
-        std::env::vars_os()
-            .filter(|(name, _)| {
-                name.to_str().is_some_and(|name| name.starts_with(PREFIX) || ALL.iter().any(|known| known.name == name))
-            })
-            .collect()
-    })
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|name| name.starts_with(PREFIX) || ALL.iter().any(|known| known.name == name))
+        })
+        .collect()
 });
 
 /// The text of variable `name` (one of [`ALL`]), when set and valid UTF-8.
