@@ -43,6 +43,7 @@ mod otlp_push;
 mod process;
 mod profile_root;
 mod profiler;
+mod run_model;
 mod sampler;
 mod stack_walk;
 mod startup;

@@ -107,7 +107,7 @@ pub(crate) fn caption(process: &EarlierProcess) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile_root::records::{KeptProfile, Owner};
+    use crate::run_model::{KeptProfile, Owner};
     use memprof_wire::LastSeen;
     use std::time::{Duration, UNIX_EPOCH};
 

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::{Condvar, Mutex};
 
-pub(crate) use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
+pub(crate) use crate::run_model::{ActiveRun, KeptProfile, Owner};
 pub(crate) use error::control;
 pub use error::{Cause, DumpOf, Error};
 pub(crate) use outcomes::{LookupError, Started, Stopped};

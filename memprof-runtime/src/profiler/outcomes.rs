@@ -1,7 +1,7 @@
 //! What starting, stopping and looking up a run can answer, and the counts of runs.
 
 use super::error::Error;
-use crate::profile_root::records::{ActiveRun, KeptProfile};
+use crate::run_model::{ActiveRun, KeptProfile};
 
 /// A run that ended without a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]

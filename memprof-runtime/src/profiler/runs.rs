@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use super::error::{Cause, DumpOf, Error};
 use super::outcomes::{FailedRun, LookupError, RunCounts};
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
-use crate::profile_root::records::{ActiveRun, KeptProfile, Owner};
+use crate::run_model::{ActiveRun, KeptProfile, Owner};
 
 /// Everything about runs, kept behind the profiler's lock.
 #[derive(Debug)]

@@ -19,9 +19,9 @@ use memprof_wire::{LastSeen, ProfileRecord};
 
 use crate::profile_root::files::Beside;
 use crate::profile_root::last_seen;
-use crate::profile_root::records::{KeptProfile, Owner};
 use crate::profile_root::stale;
 use crate::profile_root::untrusted;
+use crate::run_model::{KeptProfile, Owner};
 
 /// How the reason of the growth kept beside an automatic dump begins (`Owner::Automatic`).
 pub(crate) const GROWTH_REASON: &str = "growth over the last ";

@@ -1,5 +1,6 @@
-//! What is recorded of runs and of the profiles kept: who started a run, the run in progress, a profile on
-//! disk. Shared by the profiler, the records kept beside profiles ([`crate::profile_root::evidence`]) and the endpoints.
+//! The model of runs: who started one ([`Owner`]), the run in progress ([`ActiveRun`]), a profile kept on
+//! disk ([`KeptProfile`]). Plain data, below every layer that speaks of runs: the profiler, what the profile
+//! root keeps beside profiles ([`crate::profile_root::evidence`]) and the endpoints.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
