@@ -30,12 +30,9 @@ fn statistics_are_jemallocs_json() {
     acceptance::statistics_are_jemallocs_json(&Program::service().spawn());
 }
 
-/// The messages list the profiles kept: automatic dumps only at the memory limit, so that the example
-/// service's growth from start-up (a high-water dump a second or so after it starts, sampled continuously)
-/// does not join the run's profile in them while the test reads them.
 #[test]
 fn bad_requests_get_their_status_and_a_clear_message() {
-    acceptance::bad_requests_are_refused_clearly(&Program::service().env("MEMPROF_DUMP_AT_RESIDENT", "100%").spawn());
+    acceptance::bad_requests_are_refused_clearly(&Program::service().spawn());
 }
 
 #[test]
