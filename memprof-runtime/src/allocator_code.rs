@@ -7,12 +7,13 @@
 //!
 //! Judging a function means reading its name and demangling it, some 9,000 instructions each, and an
 //! executable has thousands of candidates (every `Vec` and `BTreeMap` method instantiated): judging them
-//! all took some 23 M instructions. So the table is read as addresses only ([`AllocatorCode::of_this_program`]),
-//! and a function is judged when a walk first meets it at the start of a stack: the walk marks it asked for
-//! (an atomic store; it keeps the frame meanwhile), and memprof's counters' thread judges the functions asked
-//! for ([`AllocatorCode::judge_asked`]); a profile written from the record leaves out the leading frames
-//! judged then ([`AllocatorCode::leading_frames`]). A run on demand, whose dumps jemalloc writes from the
-//! walks' stacks as they were, judges every function before sampling starts ([`AllocatorCode::judge_all`]).
+//! all took some 23 M instructions. So the table is read as addresses only
+//! ([`AllocatorCode::of_this_program`]), and a function is judged when a walk first meets it at the start
+//! of a stack: the walk marks it asked for (an atomic store; it keeps the frame meanwhile), and memprof's
+//! counters' thread judges the functions asked for ([`AllocatorCode::judge_asked`]); a profile written from
+//! the record leaves out the leading frames judged then ([`AllocatorCode::leading_frames`]). A run on
+//! demand, whose dumps jemalloc writes from the walks' stacks as they were, judges every function before
+//! sampling starts ([`AllocatorCode::judge_all`]).
 
 use std::fs::File;
 use std::sync::OnceLock;
@@ -89,8 +90,8 @@ impl AllocatorCode {
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
         let binary = object::File::parse(&*map).ok()?;
-        // Room for every symbol at once (`.symtab`'s 24-byte entries): grown by doubling, the table cost half a
-        // million instructions more.
+        // Room for every symbol at once (`.symtab`'s 24-byte entries): grown by doubling, the table cost
+        // half a million instructions more.
         let entries = binary.section_by_name(".symtab").map_or(0, |table| table.size() / 24) as usize;
         let mut found: Vec<(usize, usize, u32)> = Vec::with_capacity(entries);
         found.extend(

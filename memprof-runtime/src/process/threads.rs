@@ -16,8 +16,8 @@
 //! ([`UNBORN`]). [`spawn`] itself does not wait, so the program's start does not wait for memprof's threads
 //! to be scheduled. Where sampling is on (continuously, or during a run), it is paused for the birth:
 //! switched off, the thread born, switched on again, no switch of a run's meanwhile ([`BIRTHS`]); `state`
-//! counts the pauses and their time ([`sampling_paused`]). A thread is born only when needed: a [`Pool`] grows by a
-//! thread when a job finds none idle, up to its size, so a program sampled continuously runs the threads
+//! counts the pauses and their time ([`sampling_paused`]). A thread is born only when needed: a [`Pool`] grows
+//! by a thread when a job finds none idle, up to its size, so a program sampled continuously runs the threads
 //! one sampled on demand runs. After each job a pool thread hands its cached memory back to the arenas
 //! (`thread.tcache.flush`), so nothing it allocated stays with it.
 
