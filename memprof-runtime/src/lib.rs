@@ -21,7 +21,7 @@
 // - sampler/record/mod.rs, sampler/record/table.rs, sampler/record/spin.rs: jemalloc's sample hooks, the
 //   record's preallocated slots and its spin lock, `pthread_atfork` and the coarse clock;
 // - allocator_code.rs, process/executable.rs: the executable mapped to be read (and its load bias, from the
-//   dynamic loader);
+//   dynamic loader); allocator_code/tests.rs: the same, in a test;
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
 //   lets a forked child die of it; process/lineage.rs: its test's `fork`; process/cpu.rs: the process's
 //   CPU clock;

@@ -1,0 +1,77 @@
+//! The verdicts, the walks' questions and this program's symbols judged.
+
+use super::*;
+
+const A: Option<bool> = Some(true);
+const P: Option<bool> = Some(false);
+
+#[test]
+fn ranges_are_looked_up_and_return_addresses_moved_into_the_call() {
+    let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210)], &[A, A]);
+    assert!(code.contains(0x100) && code.contains(0x17f) && code.contains(0x20f));
+    assert!(!code.contains(0xff) && !code.contains(0x180) && !code.contains(0x210));
+    assert_eq!(code.judged_at(0x180), Judged::Allocator);
+    assert_eq!(code.judged_at(0x100), Judged::Program, "no function of the executable's");
+}
+
+#[test]
+fn a_walk_asks_for_a_function_not_judged_and_keeps_its_frame_meanwhile() {
+    let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210)], &[None, P]);
+    assert_eq!(code.judged_at(0x101), Judged::NotYet);
+    assert!(code.asked_for(0x101) && code.asked.load(Ordering::Relaxed));
+    assert_eq!(code.judged_at(0x101), Judged::NotYet, "asked already");
+    assert_eq!(code.judged_at(0x201), Judged::Program);
+    assert_eq!(code.verdicts[1].load(Ordering::Relaxed), PROGRAM, "judged already: not asked again");
+}
+
+#[test]
+fn a_profile_leaves_out_the_leading_frames_judged_the_allocators_and_keeps_one() {
+    let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210), (0x300, 0x310)], &[A, A, P]);
+    assert_eq!(code.leading_frames(&[0x101, 0x201, 0x301, 0x101]), 2);
+    assert_eq!(code.leading_frames(&[0x301, 0x101]), 0);
+    assert_eq!(code.leading_frames(&[0x101, 0x201]), 1, "the last frame is kept");
+    assert_eq!(code.leading_frames(&[]), 0);
+}
+
+#[test]
+fn names_are_demangled_only_as_far_as_the_plumbing_reaches() {
+    let legacy = "_ZN5alloc7raw_vec11finish_grow17h0123456789abcdefE";
+    assert_eq!(DemangledPrefix::of(legacy).as_str(), "alloc::raw_vec::finish_grow");
+    let long = format!("_ZN5alloc3vec300{}E", "x".repeat(300));
+    let cut = DemangledPrefix::of(&long);
+    assert_eq!(cut.as_str().len(), DEMANGLED_PREFIX);
+    assert!(cut.as_str().starts_with("alloc::vec::xxx"), "{}", cut.as_str());
+    assert!(is_allocator_code(legacy) && is_allocator_code(&long));
+    assert!(!is_allocator_code("_ZN7service12open_session17h0123456789abcdefE"));
+}
+
+#[test]
+fn this_programs_symbols_are_judged_alike_by_their_demangled_prefix_and_whole_name() {
+    let file = File::open("/proc/self/exe").unwrap();
+    // SAFETY: only read, in this test.
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let binary = object::File::parse(&*map).unwrap();
+    let names: Vec<&str> = binary.symbols().filter_map(|symbol| symbol.name().ok()).collect();
+    assert!(names.len() > 1000, "{} symbols", names.len());
+    for name in names {
+        let whole = memprof_analysis::is_allocation_plumbing(&format!("{:#}", rustc_demangle::demangle(name)));
+        assert_eq!(is_allocator_code(name), may_be_allocator_code(name.as_bytes()) && whole, "{name}");
+    }
+}
+
+#[test]
+fn this_programs_allocator_is_found_when_judged() {
+    let code = AllocatorCode::of_this_program();
+    assert!(code.functions.len() > 1000, "{} functions", code.functions.len());
+    let malloc = tikv_jemalloc_sys::malloc as *const () as usize;
+    let program = ranges_are_looked_up_and_return_addresses_moved_into_the_call as *const () as usize;
+    // A walk meets malloc: asked for, judged by the counters' thread's next call.
+    assert_ne!(code.judged_at(malloc + 1), Judged::Program);
+    code.judge_asked();
+    assert!(code.contains(malloc));
+    code.judge_all();
+    assert!(!code.contains(program));
+    let judged_allocator = code.verdicts.iter().filter(|verdict| verdict.load(Ordering::Relaxed) == ALLOCATOR).count();
+    assert!(judged_allocator > 10, "{judged_allocator} functions");
+}
