@@ -45,6 +45,7 @@ mod profile_root;
 mod profiler;
 mod run_model;
 mod sampler;
+mod settings;
 mod stack_walk;
 mod startup;
 #[cfg(test)]

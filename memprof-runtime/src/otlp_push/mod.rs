@@ -1,5 +1,5 @@
 //! OTLP push: the heap profiles of each interval sent to an OpenTelemetry Collector (or any OTLP/HTTP
-//! profiles endpoint: Grafana Pyroscope 2), configured by the SDK's own variables ([`settings`]).
+//! profiles endpoint: Grafana Pyroscope 2), configured by the SDK's own variables ([`crate::settings::otlp`]).
 //!
 //! One memprof thread (unsampled, in memprof's arena) makes an export every interval from the record of
 //! continuous sampling ([`payload`]), queues it ([`queue`]: bounded, the oldest dropped) and sends the
@@ -14,7 +14,6 @@
 mod payload;
 mod queue;
 mod sender;
-pub(crate) mod settings;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +23,8 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::process::messages;
 use crate::sampler::record::table::Table;
+use crate::settings::otlp::PushSettings;
 use queue::{AfterFailure, Export, Queue};
-use settings::PushSettings;
 
 /// The push, once started.
 static PUSH: OnceLock<Push> = OnceLock::new();

@@ -8,8 +8,8 @@ use std::time::SystemTime;
 
 use memprof_analysis::{Analysis, Binaries, Format, RenderOptions};
 
-use super::settings::PushSettings;
 use crate::sampler::record::{self, AllocatedByStack, table::Table};
+use crate::settings::otlp::PushSettings;
 
 /// The most bytes an export's body may have (compressed when configured): a larger one is dropped, said,
 /// and counted, never sent (Collectors refuse bodies past their limit, 20 MiB by default for OTLP/HTTP).

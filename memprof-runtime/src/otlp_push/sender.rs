@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use prost::Message;
 
-use super::settings::PushSettings;
+use crate::settings::otlp::PushSettings;
 
 /// The most of an answer's body read (a partial success's message, an error's text).
 const MOST_ANSWER_BYTES: u64 = 64 * 1024;

@@ -51,12 +51,11 @@ fn start_unsampled(options: Options) -> Guard {
     let active_at_start = crate::jemalloc::profiling_active_at_start();
     let whole_run = environment::path(environment::WHOLE_RUN);
     let lookup = |name: &str| environment::value(name).map(str::to_owned);
-    let push = crate::otlp_push::settings::read(lookup, &crate::process::resource::executable_name()).unwrap_or_else(
-        |error| {
+    let push =
+        crate::settings::otlp::read(lookup, &crate::process::resource::executable_name()).unwrap_or_else(|error| {
             messages::error(&format!("Heap profiles are not pushed over OTLP: {error}"));
             None
-        },
-    );
+        });
     let (choice, sampling_warning) = crate::sampler::sampling::choose(crate::sampler::sampling::Asked {
         option: options.sampling,
         variable: sampling,
@@ -192,7 +191,7 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<
 
 /// Pushes heap profiles over OTLP as `settings` say, from the record of continuous sampling (without it,
 /// there is nothing to push, and the log says why).
-fn start_push(profiler: &'static Profiler, settings: crate::otlp_push::settings::PushSettings) {
+fn start_push(profiler: &'static Profiler, settings: crate::settings::otlp::PushSettings) {
     let Some(record) = profiler.record() else {
         messages::error(&format!(
             "Heap profiles are not pushed over OTLP to {}: sampling is not continuous ({})",

@@ -1,0 +1,3 @@
+//! What the operator and the program configure, resolved once.
+
+pub(crate) mod otlp;
