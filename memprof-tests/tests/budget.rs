@@ -97,6 +97,6 @@ fn the_budget_is_on_by_default_and_one_setting_away() {
     unset.wait_for_line(|line| line == "windows: ready");
     assert_eq!(budget(&unset).map(|budget| budget.share_ppm), Some(5000), "0.5 % of a core by default");
     let wrong = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "lots").spawn();
-    wrong.wait_for_line(|line| line.contains("MEMPROF_SAMPLING_BUDGET=lots is not a share of one core"));
+    wrong.wait_for_line(|line| line.contains("MEMPROF_SAMPLING_BUDGET=\"lots\" is not a share of one core"));
     assert_eq!(budget(&wrong).map(|budget| budget.share_ppm), Some(5000));
 }

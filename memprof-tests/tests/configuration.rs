@@ -37,7 +37,7 @@ fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
         .without_waiting_for_endpoints()
         .spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] ERROR LIBPROCESS_MEMORY_PROFILING=\"yes\" is neither true nor false; heap profiling endpoints are not served"
+        line == "[memprof] ERROR LIBPROCESS_MEMORY_PROFILING=\"yes\" is not `true` or `false`; heap profiling endpoints are not served"
     });
     service.wait_for_line(|line| line.starts_with("service: 0 requests handled"));
     let names = service.thread_names();
@@ -188,7 +188,7 @@ fn a_bad_address_is_reported_and_the_program_runs_on() {
 fn an_unknown_unwinder_is_reported_and_the_walk_is_memprofs_choice() {
     let service = Program::service().env("MEMPROF_UNWINDER", "fast").spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] WARN MEMPROF_UNWINDER=fast is neither unwind-tables nor libgcc, the values it takes: samples walk the stack as memprof chooses"
+        line == "[memprof] ERROR MEMPROF_UNWINDER=\"fast\" is not `unwind-tables` or `libgcc`; samples walk the stack as memprof chooses"
     });
     let walk = service.state().stack_walk;
     assert_eq!(walk.method, "frame pointers", "{walk:?}");

@@ -40,8 +40,8 @@ pub(crate) fn set_up(token: Option<String>, switched_on: bool) -> &'static Conte
 /// `LIBPROCESS_MEMORY_PROFILING`'s switch.
 #[cfg(any(test, feature = "http"))]
 pub(crate) fn context() -> &'static Context {
-    use crate::process::environment;
     CONTEXT.get().unwrap_or_else(|| {
-        set_up(environment::value(environment::TOKEN).map(str::to_owned), environment::switched_on(environment::SWITCH))
+        let settings = crate::settings::get();
+        set_up(settings.token.clone(), settings.switched_on)
     })
 }

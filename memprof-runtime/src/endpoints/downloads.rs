@@ -39,7 +39,7 @@ pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpErro
 }
 
 fn send_raw(context: &Context, profile: KeptProfile) -> Result<Reply, HttpError> {
-    let file = crate::profile_root::untrusted::open_profile(&profile.path, crate::profiler::autodump::retention().1)
+    let file = crate::profile_root::untrusted::open_profile(&profile.path, crate::settings::get().retention.max_bytes)
         .map_err(|error| unreadable(context, &profile, &error))?;
     Ok(Reply::download(file, format!("memprof.{}.heap", profile.id)))
 }
@@ -78,7 +78,7 @@ pub(super) fn otlp(context: &Context, query: &Query) -> Result<Reply, HttpError>
 /// What an OTLP download says of where it comes from: this service and process (OpenTelemetry's resource
 /// conventions, `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` as a push says them), and the profile's time.
 fn otlp_resource(profile: &KeptProfile) -> memprof_analysis::OtlpResource {
-    let service = crate::process::resource::service_attributes_of_this_process().iter().cloned();
+    let service = crate::settings::get().service.iter().cloned();
     let attributes = service.chain(crate::process::resource::process_attributes()).collect();
     crate::process::resource::otlp_resource(attributes, profile.started, profile.stopped)
 }

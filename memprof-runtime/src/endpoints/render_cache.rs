@@ -195,7 +195,7 @@ pub(crate) fn forget_all() {
 /// The text of the profile at `path`: a regular file within the kept profiles' bound, read as input.
 pub(super) fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
     let mut text = String::new();
-    crate::profile_root::untrusted::open_profile(path, crate::profiler::autodump::retention().1)?
+    crate::profile_root::untrusted::open_profile(path, crate::settings::get().retention.max_bytes)?
         .read_to_string(&mut text)?;
     Ok(text)
 }

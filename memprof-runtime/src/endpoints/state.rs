@@ -39,12 +39,12 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
         None if runs.in_memory => "In memory (no writable directory)".to_owned(),
         None => "Not yet generated".to_owned(),
     };
-    let settings = crate::profiler::autodump::settings_in_force().map(|settings| AutomaticDumpSettings {
-        every_bytes: settings.every,
-        high_water_step: settings.high_water_step,
-        resident_share: settings.resident_share,
-        keep: settings.keep,
-        max_bytes: settings.max_bytes,
+    let settings = crate::profiler::autodump::in_force().map(|(triggers, retention)| AutomaticDumpSettings {
+        every_bytes: triggers.every,
+        high_water_step: triggers.high_water_step,
+        resident_share: triggers.resident_share,
+        keep: retention.keep,
+        max_bytes: retention.max_bytes,
     });
     Ok(Reply::json(&State {
         memory_profiler: ProfilerState {

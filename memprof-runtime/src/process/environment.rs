@@ -2,12 +2,12 @@
 //! docs/configuration.md's table of variables is checked against [`ALL`] by a test
 //! (`memprof-tests/tests/documentation.rs`), so neither can name a variable the other does not.
 //!
-//! The environment is read once, the first time memprof needs any of it (`value`, `path`): every
-//! variable of [`ALL`] and every other `MEMPROF_*` (a misspelt one is reported), taken
-//! together, so a setting needed late (the profile root at the first run, `MEMPROF_FINAL_DUMP` at the end)
-//! agrees with those read at start-up, whatever the program did to its environment meanwhile. The two
-//! variables a program names itself (its switch and its token, `#[memprof::main(env = ..)]`) are read by
-//! `named`, once each, at start-up.
+//! The environment is read once, the first time memprof needs any of it: every variable of [`ALL`] and
+//! every other `MEMPROF_*` (a misspelt one is reported), taken together; the settings are resolved from
+//! that reading, once ([`crate::settings`]), so a setting needed late (the profile root at the first run,
+//! `MEMPROF_FINAL_DUMP` at the end) agrees with those read at start-up, whatever the program did to its
+//! environment meanwhile. The two variables a program names itself (its switch and its token,
+//! `#[memprof::main(env = ..)]`) are read at that resolution too.
 //!
 //! ```
 //! let names: Vec<&str> = memprof_runtime::environment::ALL.iter().map(|variable| variable.name).collect();
@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::path::Path;
 use std::sync::LazyLock;
 
 /// A variable and what it does.
@@ -189,32 +188,27 @@ static READ: LazyLock<HashMap<OsString, OsString>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The text of variable `name` (one of [`ALL`]), when set and valid UTF-8.
-pub(crate) fn value(name: &str) -> Option<&'static str> {
-    path(name).and_then(|value| value.to_str())
-}
-
-/// The value of variable `name` (one of [`ALL`]) as a path, any bytes, when set and not empty.
-pub(crate) fn path(name: &str) -> Option<&'static Path> {
-    debug_assert!(ALL.iter().any(|known| known.name == name), "{name} is not in environment::ALL");
-    READ.get(OsStr::new(name)).filter(|value| !value.is_empty()).map(Path::new)
-}
-
-/// A variable the program named itself (its switch, its token): read now, when set and valid UTF-8.
-pub(crate) fn named(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+/// The value of variable `name`, when set and not empty: one of [`ALL`] as the one reading holds it, another
+/// (the switch and the token the program names itself, `#[memprof::main(env = ..)]`) as it is now. Only
+/// the settings' resolution calls it ([`crate::settings`]).
+pub(crate) fn read(name: &str) -> Option<OsString> {
+    let value = if ALL.iter().any(|known| known.name == name) {
+        READ.get(OsStr::new(name)).cloned()
+    } else {
+        std::env::var_os(name)
+    };
+    value.filter(|value| !value.is_empty())
 }
 
 /// The `MEMPROF_*` variables set that memprof does not read but are within two edits of one it does (a
-/// misspelling, which would otherwise do nothing without a word), each with the one meant: reported at
-/// start-up. Others are left alone: `MEMPROF_URL` is the command-line tool's, and tools of the same name
-/// may have their own.
-pub(crate) fn misspelt() -> Vec<String> {
-    let mut misspelt: Vec<String> = READ
+/// misspelling, which would otherwise do nothing without a word), each with the one meant, sorted. Others
+/// are left alone: `MEMPROF_URL` is the command-line tool's, and tools of the same name may have their own.
+pub(crate) fn misspelt() -> Vec<(String, &'static str)> {
+    let mut misspelt: Vec<(String, &'static str)> = READ
         .keys()
         .filter_map(|name| name.to_str())
         .filter(|name| name.starts_with(PREFIX) && !ALL.iter().any(|known| known.name == *name))
-        .filter_map(|name| Some(format!("{name} is not a variable memprof reads: did you mean {}?", nearest(name)?)))
+        .filter_map(|name| Some((name.to_owned(), nearest(name)?)))
         .collect();
     misspelt.sort();
     misspelt
@@ -239,22 +233,6 @@ fn edits(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
-}
-
-/// Whether the variable `name` (the program's switch) asks for the endpoints (`true`); anything but
-/// `true`, `false` or unset is reported.
-pub(crate) fn switched_on(name: &str) -> bool {
-    match named(name) {
-        Some(value) if value == "true" => true,
-        Some(value) if value == "false" || value.is_empty() => false,
-        Some(value) => {
-            crate::process::messages::error(&format!(
-                "{name}={value:?} is neither true nor false; heap profiling endpoints are not served"
-            ));
-            false
-        }
-        None => false,
-    }
 }
 
 #[cfg(test)]

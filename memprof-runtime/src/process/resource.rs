@@ -3,42 +3,44 @@
 //! reads them (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, else `unknown_service:<executable>`), and an
 //! OTLP resource over a time.
 
-use std::sync::LazyLock;
-
 /// The executable's file name (empty when unknown).
 pub(crate) fn executable_name() -> String {
     let executable = crate::process::executable::path().unwrap_or_default();
     executable.rsplit('/').next().unwrap_or_default().to_owned()
 }
 
-/// The service's attributes as the environment gives them (read once), `service.name` first; the SDK's
-/// default name alone when they are malformed (the push, which reads them too, says why at start-up).
-pub(crate) fn service_attributes_of_this_process() -> &'static [(String, String)] {
-    static ATTRIBUTES: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
-        let executable = executable_name();
-        service_attributes(|name| super::environment::value(name).map(str::to_owned), &executable)
-            .unwrap_or_else(|_| vec![("service.name".to_owned(), format!("unknown_service:{executable}"))])
-    });
-    &ATTRIBUTES
+/// The variable of the resource's attributes.
+pub(crate) const ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
+
+/// A value of [`ATTRIBUTES`] that is not its pairs.
+#[derive(Debug)]
+pub(crate) struct MalformedAttributes {
+    /// The value.
+    pub(crate) value: String,
+    /// What it should be, and why it is not.
+    pub(crate) expected: String,
 }
 
-/// The service's attributes read through `lookup` (the environment in production), the SDK's rule:
-/// `OTEL_RESOURCE_ATTRIBUTES`' pairs, `OTEL_SERVICE_NAME` winning over their `service.name`, and without
-/// either `unknown_service:<executable>`; `service.name` first. An error names the malformed variable.
+/// The service's attributes read through `lookup` (the environment's reading, at the settings'
+/// resolution), the SDK's rule: `OTEL_RESOURCE_ATTRIBUTES`' pairs, `OTEL_SERVICE_NAME` winning over their
+/// `service.name`, and without either `unnamed` (`unknown_service:<executable>`); `service.name` first. A
+/// malformed [`ATTRIBUTES`] is answered as its value and what it should be.
 pub(crate) fn service_attributes(
     lookup: impl Fn(&str) -> Option<String>,
-    executable: &str,
-) -> Result<Vec<(String, String)>, String> {
+    unnamed: &str,
+) -> Result<Vec<(String, String)>, MalformedAttributes> {
     let set = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
-    let mut attributes = match set("OTEL_RESOURCE_ATTRIBUTES") {
-        Some(text) => pairs(&text).map_err(|error| format!("OTEL_RESOURCE_ATTRIBUTES: {error}"))?,
+    let mut attributes = match set(ATTRIBUTES) {
+        Some(text) => pairs(&text).map_err(|error| MalformedAttributes {
+            expected: format!("`key=value,...` pairs ({error})"),
+            value: text,
+        })?,
         None => Vec::new(),
     };
     let named = set("OTEL_SERVICE_NAME");
     if named.is_some() || !attributes.iter().any(|(key, _)| key == "service.name") {
         attributes.retain(|(key, _)| key != "service.name");
-        let name = named.unwrap_or_else(|| format!("unknown_service:{executable}"));
-        attributes.insert(0, ("service.name".to_owned(), name));
+        attributes.insert(0, ("service.name".to_owned(), named.unwrap_or_else(|| unnamed.to_owned())));
     }
     Ok(attributes)
 }

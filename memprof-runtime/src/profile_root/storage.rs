@@ -23,21 +23,15 @@ pub(crate) type Dump<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
 
 use crate::process::environment::DIRECTORY as DIRECTORY_VARIABLE;
 
-/// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
-pub(crate) fn parent_directory() -> PathBuf {
-    crate::process::environment::path(DIRECTORY_VARIABLE).map_or_else(std::env::temp_dir, PathBuf::from)
-}
-
-/// Makes `MEMPROF_DIR` (and its missing parents) owner-only when it is set and does not exist, so that
-/// profiles and their views go to disk rather than into memory; answers the directory made, or why it could
-/// not be (`None` when there was nothing to make).
-pub(crate) fn make_parent_directory() -> Option<Result<PathBuf, String>> {
-    let directory = PathBuf::from(crate::process::environment::path(DIRECTORY_VARIABLE)?);
+/// Makes `directory` (`MEMPROF_DIR`, where profile directories are made) and its missing parents
+/// owner-only when it does not exist, so that profiles and their views go to disk rather than into memory;
+/// answers the directory made, or why it could not be (`None` when there was nothing to make).
+pub(crate) fn make_parent_directory(directory: &Path) -> Option<Result<PathBuf, String>> {
     if directory.as_os_str().is_empty() || directory.exists() {
         return None;
     }
-    let made = fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory);
-    Some(made.map(|()| directory.clone()).map_err(|error| {
+    let made = fs::DirBuilder::new().recursive(true).mode(0o700).create(directory);
+    Some(made.map(|()| directory.to_path_buf()).map_err(|error| {
         format!("{DIRECTORY_VARIABLE}={} does not exist and cannot be made ({error})", directory.display())
     }))
 }
@@ -49,6 +43,8 @@ pub(crate) struct ProfileStore {
     /// The text of the label table written beside each profile, when labels were entered (given by the
     /// store's maker: the labels are theirs, not the store's).
     label_table: fn() -> Option<String>,
+    /// Where its directory is made (`MEMPROF_DIR`, else `TMPDIR`, else `/tmp`).
+    parent: PathBuf,
     directory: Option<TempDir>,
     /// The directory's `owner` file, locked while this process lives (see [`crate::profile_root::stale`]).
     owner_lock: Option<File>,
@@ -59,9 +55,11 @@ pub(crate) struct ProfileStore {
 }
 
 impl ProfileStore {
-    /// An empty store, writing `label_table`'s text beside each profile.
-    pub(crate) fn new(label_table: fn() -> Option<String>) -> Self {
+    /// An empty store, making its directory in `parent` and writing `label_table`'s text beside each
+    /// profile.
+    pub(crate) fn new(parent: PathBuf, label_table: fn() -> Option<String>) -> Self {
         ProfileStore {
+            parent,
             label_table,
             directory: None,
             owner_lock: None,
@@ -86,11 +84,11 @@ impl ProfileStore {
             self.directory = None;
         }
         if self.directory.is_none() {
-            let parent = parent_directory();
+            let parent = &self.parent;
             let directory = tempfile::Builder::new()
                 .prefix(stale::DIRECTORY_PREFIX)
                 .permissions(fs::Permissions::from_mode(0o700))
-                .tempdir_in(&parent)
+                .tempdir_in(parent)
                 .map_err(|error| {
                     io::Error::new(
                         error.kind(),

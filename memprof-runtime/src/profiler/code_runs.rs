@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::process::environment::SCOPES as SCOPES_VARIABLE;
 use crate::process::messages;
 use crate::profile_root::files::Beside;
 use crate::profiler::{Error, KeptProfile, Owner, Profiler, Started};
@@ -168,46 +167,16 @@ impl From<&KeptProfile> for Profile {
     }
 }
 
-/// Whether `scope!` blocks profile: decided once, at start-up ([`decide_scopes`]) or at the first scope.
-static SCOPES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-
-/// Decides whether `scope!` blocks profile: as `MEMPROF_SCOPES` says (`true` or `false`), else when
-/// profiling was asked for at run time (`endpoints_on`: the endpoints' switch); answers a warning for a
-/// value of the variable that is neither. A command-line tool run without either switch then profiles
-/// nothing, makes no profile directory and pays one atomic load a scope.
-pub(crate) fn decide_scopes(endpoints_on: bool) -> Option<String> {
-    let (on, warning) = scopes_wanted(endpoints_on);
-    let _ = SCOPES.set(on);
-    warning
-}
-
-/// Whether `scope!` blocks profile; without [`crate::start`], as `MEMPROF_SCOPES` and the endpoints' usual
-/// switch (`LIBPROCESS_MEMORY_PROFILING`) say.
+/// Whether `scope!` blocks profile: as `MEMPROF_SCOPES` says, else when profiling was asked for at run time
+/// (the endpoints' switch). A command-line tool run without either then profiles nothing, makes no profile
+/// directory and pays one atomic load a scope.
 fn scopes_on() -> bool {
-    *SCOPES.get_or_init(|| {
-        scopes_wanted(crate::process::environment::value(crate::process::environment::SWITCH) == Some("true")).0
-    })
-}
-
-/// What `MEMPROF_SCOPES` asks, given the endpoints' switch, and a warning for a value it does not take.
-fn scopes_wanted(endpoints_on: bool) -> (bool, Option<String>) {
-    match crate::process::environment::value(SCOPES_VARIABLE) {
-        Some("true") => (true, None),
-        Some("false") => (false, None),
-        Some(other) => (
-            endpoints_on,
-            Some(format!(
-                "{SCOPES_VARIABLE}={} is neither true nor false; scope! blocks profile {}",
-                crate::profile_root::untrusted::printable(other),
-                if endpoints_on { "as the endpoints' switch is on" } else { "nothing" }
-            )),
-        ),
-        None => (endpoints_on, None),
-    }
+    let settings = crate::settings::get();
+    settings.scopes.unwrap_or(settings.switched_on)
 }
 
 /// The guard `memprof::scope!` holds around its block: a [`Run`], or nothing when `scope!` blocks do not
-/// profile in this process ([`decide_scopes`]) or a run cannot start (the reason reported).
+/// profile in this process ([`scopes_on`]) or a run cannot start (the reason reported).
 ///
 /// ```no_run
 /// let scope = memprof_runtime::Scope::enter("load");

@@ -1,8 +1,6 @@
 //! The profile of a run still active as the program ends: kept at `MEMPROF_FINAL_DUMP` if set, else said
 //! discarded.
 
-use std::path::PathBuf;
-
 use crate::jemalloc;
 use crate::process::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
 use crate::process::messages;
@@ -10,13 +8,13 @@ use crate::profile_root::storage::Dump;
 
 /// Writes the profile of run `id`, active as the program ends, to `MEMPROF_FINAL_DUMP` if set.
 pub(super) fn leave(id: u64, dump: Dump<'_>) {
-    let Some(path) = crate::process::environment::path(FINAL_DUMP_VARIABLE).map(PathBuf::from) else {
+    let Some(path) = crate::settings::get().final_dump.as_ref() else {
         messages::info(&format!(
             "Heap profiling run {id} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)"
         ));
         return;
     };
-    match jemalloc::unsampled(|| dump(&path)) {
+    match jemalloc::unsampled(|| dump(path)) {
         Ok(()) => messages::info(&format!(
             "Heap profiling run {id} was active when the program ended; its profile is at {}",
             path.display()

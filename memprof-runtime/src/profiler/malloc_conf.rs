@@ -144,8 +144,9 @@ impl ConfigReport {
         let sources = jemalloc::config_sources();
         let compiled_in = jemalloc::profiling_compiled_in();
         let profiling_enabled = compiled_in && jemalloc::profiling_enabled();
+        let set = &crate::settings::get().jemalloc_variables;
         let mut warnings = ignored_variable_warnings(sources.environment.as_deref(), |name| {
-            crate::process::environment::value(name).map(str::to_owned)
+            if name == CONFIG_VARIABLES[0] { set.unprefixed.clone() } else { set.prefixed.clone() }
         });
         if !jemalloc::serves_allocations() {
             warnings.push("jemalloc does not serve this program's allocations: its #[global_allocator] is another allocator, so profiles would miss them. Make `tikv_jemallocator::Jemalloc` the global allocator, or let #[memprof::main] install it (drop `allocator = false`).".to_owned());

@@ -92,7 +92,7 @@ static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
         crate::process::lineage::own();
         let config = ConfigReport::read();
         let unwinder = if config.profiling_enabled {
-            crate::stack_walk::install()
+            crate::stack_walk::install(crate::settings::get().unwinder)
         } else {
             Unwinder::Libgcc("heap profiling is disabled".to_owned())
         };
@@ -109,7 +109,10 @@ impl Profiler {
     /// A profiler with no runs, for the `config` jemalloc reported, whose samples walk the stack with
     /// `unwinder`; its profiles go to a directory of their own.
     pub(crate) fn new(config: ConfigReport, unwinder: Unwinder) -> Self {
-        let books = Books { runs: Runs::new(DEFAULT_KEPT_RUNS), store: ProfileStore::new(crate::labels::table_text) };
+        let books = Books {
+            runs: Runs::new(DEFAULT_KEPT_RUNS),
+            store: ProfileStore::new(crate::settings::get().profile_parent.path.clone(), crate::labels::table_text),
+        };
         Profiler {
             books: Mutex::new(books),
             runs_changed: Condvar::new(),

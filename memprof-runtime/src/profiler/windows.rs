@@ -6,7 +6,7 @@ use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, control};
 use crate::jemalloc;
 use crate::process::messages;
 use crate::profile_root::files::Beside;
-use crate::sampler::{budget, record, sampling, throttle};
+use crate::sampler::{record, sampling, throttle};
 
 impl Profiler {
     /// Makes sampling continuous from now on: starts the [`record`], arms the budget of sampling work
@@ -18,16 +18,10 @@ impl Profiler {
         if self.record.get().is_some() {
             return Ok(());
         }
-        let capacity = record::capacity_from_environment().unwrap_or_else(|error| {
-            messages::warn(&format!("{error}; the record holds the default"));
-            record::DEFAULT_CAPACITY
-        });
-        let record = record::start(capacity)
+        let settings = crate::settings::get();
+        let record = record::start(settings.record)
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
-        throttle::arm(budget::from_environment().unwrap_or_else(|error| {
-            messages::warn(&format!("{error}; the budget is 0.5 % of a core"));
-            Some(budget::Budget::DEFAULT)
-        }));
+        throttle::arm(settings.budget);
         self.switch_sampling_on()?;
         let _ = self.record.set(record);
         Ok(())
@@ -94,7 +88,7 @@ impl Profiler {
     /// begins at (`None` where the record cannot be kept: the run has its live view alone, and says why).
     pub(super) fn views_start(&self) -> Option<u64> {
         if self.views_record().is_none() {
-            let capacity = record::capacity_from_environment().unwrap_or(record::DEFAULT_CAPACITY);
+            let capacity = crate::settings::get().record;
             static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
             if let Err(error) = jemalloc::unsampled(|| record::start(capacity))
                 && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)

@@ -25,8 +25,6 @@
 
 use std::time::Duration;
 
-use crate::process::environment::{self, SAMPLING_BUDGET, WHOLE_RUN};
-
 /// How long a slot lasts: sampling is switched on or off for a slot at a time (short, so that a thinned
 /// block, [`Thinning::MOST`]'s included, lasts seconds: the load is judged again within one).
 pub(crate) const SLOT: Duration = Duration::from_millis(10);
@@ -42,20 +40,20 @@ impl Budget {
     /// is not a budget stands for.
     pub(crate) const DEFAULT: Budget = Budget { share: 0.005 };
 
-    /// The budget `MEMPROF_SAMPLING_BUDGET` names (`2%`, `0.5%`, `0.005`), `None` for `off` (never thinned),
-    /// or why the text is not one (a share above 0 and at most 100 %).
-    pub(crate) fn parse(text: &str) -> Result<Option<Budget>, String> {
+    /// The budget `MEMPROF_SAMPLING_BUDGET` names (`2%`, `0.5%`, `0.005`: a share above 0 and at most
+    /// 100 %), `Some(None)` for `off` (never thinned); `None` when the text is not one.
+    pub(crate) fn parse(text: &str) -> Option<Option<Budget>> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("off") {
-            return Ok(None);
+            return Some(None);
         }
         let share = match text.strip_suffix('%') {
             Some(percent) => percent.trim().parse::<f64>().map(|percent| percent / 100.0),
             None => text.parse::<f64>(),
         };
         match share {
-            Ok(share) if share > 0.0 && share <= 1.0 => Ok(Some(Budget { share })),
-            _ => Err("not a share of one core above 0 and at most 100 % (such as `0.5%`), nor `off`".to_owned()),
+            Ok(share) if share > 0.0 && share <= 1.0 => Some(Some(Budget { share })),
+            _ => None,
         }
     }
 
@@ -63,27 +61,6 @@ impl Budget {
     pub(crate) fn share(self) -> f64 {
         self.share
     }
-}
-
-/// The budget the environment asks for ([`chosen`], from `MEMPROF_SAMPLING_BUDGET` and whether
-/// `MEMPROF_WHOLE_RUN` asks for the whole run).
-pub(crate) fn from_environment() -> Result<Option<Budget>, String> {
-    let whole_run = environment::path(WHOLE_RUN).is_some();
-    chosen(environment::value(SAMPLING_BUDGET), whole_run)
-}
-
-/// The budget `text` names, else [`Budget::DEFAULT`], but none by default for a whole run asked for (its
-/// profiles are a run's, and a run asked for is sampled whole, as on demand); `None` for `off`; an error
-/// naming the variable for a value that is not a budget.
-///
-/// ```ignore
-/// assert_eq!(chosen(None, false), Ok(Some(Budget::DEFAULT)));
-/// assert_eq!(chosen(None, true), Ok(None));
-/// ```
-pub(crate) fn chosen(text: Option<&str>, whole_run: bool) -> Result<Option<Budget>, String> {
-    let Some(text) = text else { return Ok((!whole_run).then_some(Budget::DEFAULT)) };
-    Budget::parse(text)
-        .map_err(|error| format!("{SAMPLING_BUDGET}={} is {error}", crate::profile_root::untrusted::printable(text)))
 }
 
 /// What sampling cost over a reading: the work measured in the sampled allocations, and how long sampling

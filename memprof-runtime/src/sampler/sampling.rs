@@ -1,6 +1,6 @@
 //! How sampling runs: on demand (off until a run starts it; a run resets the samples and switches them off
 //! at its end) or continuously (on from start-up; runs are windows over the samples, kept in the
-//! [`crate::sampler::record`]). The choice is read here, from the program's option, `MEMPROF_SAMPLING`,
+//! [`crate::sampler::record`]). The choice is made here, from the program's option, `MEMPROF_SAMPLING`,
 //! jemalloc's `opt.prof_active` and the switch, and nowhere else. With nothing set, sampling is continuous
 //! when the switch is on (the endpoints served: someone may ask about the past) and on demand when it is
 //! off (a command-line tool run thousands of times a day samples nothing).
@@ -29,7 +29,7 @@ pub(crate) struct Choice {
 
 impl Sampling {
     /// Its name in `state`, in `MEMPROF_SAMPLING` and in the attribute's `sampling`.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Sampling::OnDemand => "on-demand",
             Sampling::Continuous => "continuous",
@@ -37,13 +37,13 @@ impl Sampling {
     }
 }
 
-/// What chooses the mode, as read at start-up.
+/// What chooses the mode, as the settings say it at start-up.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Asked<'a> {
+pub(crate) struct Asked {
     /// The program's option (the attribute's `sampling = ...`, `Options::sampling`).
     pub(crate) option: Option<Sampling>,
     /// `MEMPROF_SAMPLING`, which overrides everything else.
-    pub(crate) variable: Option<&'a str>,
+    pub(crate) variable: Option<Sampling>,
     /// Whether `MEMPROF_WHOLE_RUN` asks for the whole run.
     pub(crate) whole_run: bool,
     /// Whether jemalloc started with sampling on (`MALLOC_CONF=prof_active:true`, taken as asking for
@@ -56,29 +56,19 @@ pub(crate) struct Asked<'a> {
     pub(crate) pushing: bool,
 }
 
-/// The mode `asked` chooses; an unknown value of the variable is an error, and the rest chooses.
-pub(crate) fn choose(asked: Asked<'_>) -> (Choice, Option<String>) {
+/// The mode `asked` chooses.
+pub(crate) fn choose(asked: Asked) -> Choice {
     let Asked { option, variable, whole_run, active_at_start, switched_on, pushing } = asked;
-    let mut warning = None;
-    match variable {
-        Some("continuous") => return (choice(Sampling::Continuous, format!("{SAMPLING_VARIABLE}=continuous")), None),
-        Some("on-demand") => return (choice(Sampling::OnDemand, format!("{SAMPLING_VARIABLE}=on-demand")), None),
-        Some(other) => {
-            warning = Some(format!(
-                "{SAMPLING_VARIABLE}={} is not understood (expected `continuous` or `on-demand`); it is ignored",
-                crate::profile_root::untrusted::printable(other)
-            ))
-        }
-        None => {}
+    if let Some(mode) = variable {
+        return choice(mode, format!("{SAMPLING_VARIABLE}={}", mode.name()));
     }
-    let chosen = match option {
+    match option {
         _ if whole_run => choice(Sampling::Continuous, format!("{WHOLE_RUN_VARIABLE}: the whole run is sampled")),
         _ if pushing => choice(Sampling::Continuous, PUSHING_BECAUSE.to_owned()),
         Some(chosen) => choice(chosen, format!("the program's `sampling = \"{}\"`", chosen.name())),
         None if active_at_start => choice(Sampling::Continuous, "MALLOC_CONF's prof_active:true".to_owned()),
         None => default_choice(switched_on),
-    };
-    (chosen, warning)
+    }
 }
 
 /// Why continuous is the default with the switch on, as `state` and the start-up log say it.
@@ -115,44 +105,42 @@ mod tests {
     #[test]
     fn the_variable_overrides_the_program_and_prof_active_asks_for_continuous() {
         let asked = |option, variable, active| Asked { option, variable, active_at_start: active, ..Asked::default() };
-        let mode = |option, variable, active| choose(asked(option, variable, active)).0.mode;
+        let mode = |option, variable, active| choose(asked(option, variable, active)).mode;
         assert_eq!(mode(None, None, false), Sampling::OnDemand, "the switch off");
-        assert_eq!(choose(Asked::default()).0.because, SWITCHED_OFF_BECAUSE, "the default says why");
-        let whole_run = choose(Asked { whole_run: true, ..asked(Some(Sampling::OnDemand), None, false) }).0;
+        assert_eq!(choose(Asked::default()).because, SWITCHED_OFF_BECAUSE, "the default says why");
+        let whole_run = choose(Asked { whole_run: true, ..asked(Some(Sampling::OnDemand), None, false) });
         assert_eq!(whole_run.mode, Sampling::Continuous, "the operator's whole run over the program's word");
-        let first = Asked { whole_run: true, ..asked(None, Some("on-demand"), false) };
-        assert_eq!(choose(first).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING first");
+        let first = Asked { whole_run: true, ..asked(None, Some(Sampling::OnDemand), false) };
+        assert_eq!(choose(first).mode, Sampling::OnDemand, "MEMPROF_SAMPLING first");
         assert_eq!(mode(None, None, true), Sampling::Continuous);
         assert_eq!(
             mode(Some(Sampling::OnDemand), None, true),
             Sampling::OnDemand,
             "the program's word over jemalloc's option"
         );
-        assert_eq!(mode(Some(Sampling::Continuous), Some("on-demand"), true), Sampling::OnDemand);
-        assert_eq!(mode(Some(Sampling::OnDemand), Some("continuous"), false), Sampling::Continuous);
-        let (chosen, warning) = choose(asked(Some(Sampling::Continuous), Some("always\u{1b}[2J"), false));
+        assert_eq!(mode(Some(Sampling::Continuous), Some(Sampling::OnDemand), true), Sampling::OnDemand);
+        assert_eq!(mode(Some(Sampling::OnDemand), Some(Sampling::Continuous), false), Sampling::Continuous);
         assert_eq!(
-            chosen,
+            choose(asked(Some(Sampling::Continuous), None, false)),
             Choice { mode: Sampling::Continuous, because: "the program's `sampling = \"continuous\"`".into() }
         );
-        assert!(warning.unwrap().starts_with("MEMPROF_SAMPLING=always\\u{1b}[2J is not understood"));
     }
 
     #[test]
     fn with_the_switch_on_and_nothing_else_set_sampling_is_continuous() {
         let on = Asked { switched_on: true, ..Asked::default() };
-        assert_eq!(choose(on).0, Choice { mode: Sampling::Continuous, because: DEFAULT_BECAUSE.into() });
+        assert_eq!(choose(on), Choice { mode: Sampling::Continuous, because: DEFAULT_BECAUSE.into() });
         let program_says = Asked { option: Some(Sampling::OnDemand), ..on };
-        assert_eq!(choose(program_says).0.mode, Sampling::OnDemand, "`sampling = \"on-demand\"`");
-        let operator_says = Asked { variable: Some("on-demand"), ..on };
-        assert_eq!(choose(operator_says).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
+        assert_eq!(choose(program_says).mode, Sampling::OnDemand, "`sampling = \"on-demand\"`");
+        let operator_says = Asked { variable: Some(Sampling::OnDemand), ..on };
+        assert_eq!(choose(operator_says).mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 
     #[test]
     fn a_push_samples_from_start_up_unless_the_operator_says_on_demand() {
         let pushing = Asked { pushing: true, option: Some(Sampling::OnDemand), ..Asked::default() };
-        assert_eq!(choose(pushing).0, Choice { mode: Sampling::Continuous, because: PUSHING_BECAUSE.into() });
-        let operator_says = Asked { variable: Some("on-demand"), ..pushing };
-        assert_eq!(choose(operator_says).0.mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
+        assert_eq!(choose(pushing), Choice { mode: Sampling::Continuous, because: PUSHING_BECAUSE.into() });
+        let operator_says = Asked { variable: Some(Sampling::OnDemand), ..pushing };
+        assert_eq!(choose(operator_says).mode, Sampling::OnDemand, "MEMPROF_SAMPLING=on-demand");
     }
 }

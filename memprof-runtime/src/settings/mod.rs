@@ -1,3 +1,196 @@
-//! What the operator and the program configure, resolved once.
+//! What the program and the operator configure, resolved once: [`Settings`], from the program's
+//! [`Options`] (the attribute's arguments) and the environment ([`crate::process::environment`], its one
+//! reading), every value checked here by its [`grammar`] and every malformed one said alike
+//! ([`Problem`]: `NAME="value" is not ...; ...`). The modules are handed typed values: none reads the
+//! environment, and none words a malformed value its own way.
+//!
+//! Resolved at [`crate::start`] with the program's options ([`at_start`]), or, where memprof is needed
+//! first (a `scope!`, a mounted router, a program that never starts it), with the default options
+//! ([`get`]); either way once, and its problems said then.
+//!
+//! ```ignore
+//! let recorded = [("MEMPROF_DUMP_KEEP", "0"), ("LIBPROCESS_MEMORY_PROFILING", "true")];
+//! let settings = Settings::resolve(&Options::new(), &reading(&recorded), "server");
+//! assert!(settings.switched_on);
+//! assert_eq!(settings.problems[0].to_string(),
+//!     "MEMPROF_DUMP_KEEP=\"0\" is not a count from 1 to 65535; 8 dumps are kept");
+//! ```
 
+pub(crate) mod grammar;
 pub(crate) mod otlp;
+mod sources;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+pub(crate) use grammar::Problem;
+
+use crate::sampler::budget::Budget;
+use crate::sampler::record::table::Capacity;
+use crate::sampler::sampling::Sampling;
+use crate::stack_walk::WalkAsked;
+use crate::startup::Options;
+use otlp::PushSettings;
+
+/// Everything memprof is configured with, each value typed and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Settings {
+    /// Whether the endpoints are switched on: the program's switch variable (`env`) is `true`.
+    pub(crate) switched_on: bool,
+    /// The token every request must send: the program's token variable (`token_env`), when set.
+    pub(crate) token: Option<String>,
+    /// The built-in server's address: `MEMPROF_ADDR`, else the program's (`http`).
+    pub(crate) address: String,
+    /// Whether the switch starts the built-in server (`Options::built_in_server`).
+    pub(crate) built_in_server: bool,
+    /// Finished profiles kept, of code's runs and of the operators' each (`keep_runs`).
+    pub(crate) keep_runs: usize,
+    /// Whether SIGTERM and SIGINT end memprof first (`dump_on_sigterm`, `dump_on_sigint`).
+    pub(crate) end_on: EndOn,
+    /// How sampling is asked to run: `MEMPROF_SAMPLING`, the program's choice (the mode is chosen from
+    /// them and what jemalloc started with: [`crate::sampler::sampling::choose`]).
+    pub(crate) sampling: SamplingAsked,
+    /// `MEMPROF_WHOLE_RUN`: where a batch program's whole run is kept at exit.
+    pub(crate) whole_run: Option<PathBuf>,
+    /// `MEMPROF_SCOPES`: whether `scope!` blocks profile, when said (else as the switch).
+    pub(crate) scopes: Option<bool>,
+    /// `MEMPROF_SAMPLING_BUDGET`: the budget of continuous sampling (`None`: never thinned).
+    pub(crate) budget: Option<Budget>,
+    /// `MEMPROF_RECORD_OBJECTS`: the record's size.
+    pub(crate) record: Capacity,
+    /// `MEMPROF_UNWINDER`: the walk the operator chose, whatever frame pointers allow.
+    pub(crate) unwinder: Option<WalkAsked>,
+    /// `MEMPROF_DUMP_EVERY`, `_HIGH_WATER`, `_AT_RESIDENT`: the automatic dumps asked for.
+    pub(crate) automatic_dumps: Option<DumpTriggers>,
+    /// `MEMPROF_DUMP_KEEP`, `MEMPROF_DUMP_MAX_BYTES`: how many dumps (and earlier processes' profiles) stay.
+    pub(crate) retention: Retention,
+    /// Where profile directories are made.
+    pub(crate) profile_parent: ProfileParent,
+    /// `MEMPROF_FINAL_DUMP`: where a run still active at the end leaves its profile.
+    pub(crate) final_dump: Option<PathBuf>,
+    /// The OTLP push (`OTEL_EXPORTER_OTLP_*`, `MEMPROF_OTLP_*`), when an endpoint is set and every value
+    /// is well formed.
+    pub(crate) push: Option<PushSettings>,
+    /// The service's resource attributes (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), `service.name`
+    /// first.
+    pub(crate) service: Vec<(String, String)>,
+    /// jemalloc's own variables as set (`MALLOC_CONF`, `_RJEM_MALLOC_CONF`), to say which it ignored.
+    pub(crate) jemalloc_variables: JemallocVariables,
+    /// What was wrong, in the order read.
+    pub(crate) problems: Vec<Problem>,
+}
+
+/// The signals that end memprof before the program (a final profile, the directory removed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct EndOn {
+    /// SIGTERM.
+    pub(crate) sigterm: bool,
+    /// SIGINT.
+    pub(crate) sigint: bool,
+}
+
+/// How sampling is asked to run, by whom.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SamplingAsked {
+    /// `MEMPROF_SAMPLING`, which overrides every other source.
+    pub(crate) variable: Option<Sampling>,
+    /// The program's (`sampling = ...`, `Options::sampling`).
+    pub(crate) program: Option<Sampling>,
+}
+
+/// What makes an automatic dump (at least one is set).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DumpTriggers {
+    /// Bytes allocated between two dumps.
+    pub(crate) every: Option<u64>,
+    /// Growth over the last high-water dump that makes a new one (0.1 = 10%).
+    pub(crate) high_water_step: Option<f64>,
+    /// Share of the memory limit whose crossing by the resident set makes a dump.
+    pub(crate) resident_share: Option<f64>,
+}
+
+impl DumpTriggers {
+    /// What continuous sampling arms when the environment asks for nothing: a dump at each high water 50 %
+    /// above the last, and when the resident set crosses 90 % of the memory limit (the heap before an OOM
+    /// kill).
+    pub(crate) const CONTINUOUS_DEFAULT: DumpTriggers =
+        DumpTriggers { every: None, high_water_step: Some(0.5), resident_share: Some(0.9) };
+}
+
+/// How many automatic dumps, and how many bytes of them, are kept; the same bounds hold what earlier
+/// processes left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retention {
+    /// Dumps kept at most.
+    pub(crate) keep: usize,
+    /// Bytes of dumps kept at most.
+    pub(crate) max_bytes: u64,
+}
+
+impl Retention {
+    /// 8 dumps, 256 MiB.
+    pub(crate) const DEFAULT: Retention = Retention { keep: 8, max_bytes: 256 << 20 };
+}
+
+/// Where profile directories are made: `MEMPROF_DIR`, else `TMPDIR`, else `/tmp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProfileParent {
+    /// The directory.
+    pub(crate) path: PathBuf,
+    /// Whether `MEMPROF_DIR` named it (then it is made, owner-only, when missing).
+    pub(crate) named: bool,
+}
+
+/// jemalloc's own configuration variables, as set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct JemallocVariables {
+    /// `MALLOC_CONF`.
+    pub(crate) unprefixed: Option<String>,
+    /// `_RJEM_MALLOC_CONF`.
+    pub(crate) prefixed: Option<String>,
+}
+
+/// A reading of the environment: a variable's value, when set and not empty.
+pub(crate) type Reading<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+/// The settings, once resolved.
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// The settings: those [`at_start`] resolved, else resolved now with the default options (memprof needed
+/// before or without [`crate::start`]); their problems said once, when resolved.
+pub(crate) fn get() -> &'static Settings {
+    SETTINGS.get_or_init(|| resolved(&Options::default()))
+}
+
+/// Resolves the settings with the program's `options`, at start-up; `Err` with the settings in force when
+/// memprof was needed before start-up and resolved them with the default options.
+pub(crate) fn at_start(options: &Options) -> Result<&'static Settings, &'static Settings> {
+    let mut fresh = false;
+    let settings = SETTINGS.get_or_init(|| {
+        fresh = true;
+        resolved(options)
+    });
+    if fresh { Ok(settings) } else { Err(settings) }
+}
+
+/// The settings `options` and this process's environment give, their problems said.
+fn resolved(options: &Options) -> Settings {
+    crate::jemalloc::unsampled(|| {
+        let executable = crate::process::resource::executable_name();
+        let mut settings = Settings::resolve(options, &crate::process::environment::read, &executable);
+        let misspelt =
+            crate::process::environment::misspelt().into_iter().map(|(name, meant)| Problem::Misspelt { name, meant });
+        settings.problems.splice(0..0, misspelt);
+        for problem in &settings.problems {
+            if problem.is_error() {
+                crate::process::messages::error(&problem.to_string());
+            } else {
+                crate::process::messages::warn(&problem.to_string());
+            }
+        }
+        settings
+    })
+}

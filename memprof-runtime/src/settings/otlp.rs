@@ -1,10 +1,13 @@
 //! Where and how profiles are pushed, read once from the OpenTelemetry SDK's own variables (so a service
 //! already configured for traces and metrics pushes its profiles to the same Collector) and memprof's two.
+//! Read when the settings are resolved ([`super::Settings::resolve`]), every malformed value a [`Problem`].
 //! Pure: the variables come through a lookup, so every rule is unit-tested without touching the process's
 //! environment.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use super::grammar::{self, Problem};
 use crate::process::environment::{OTLP_EXIT_TIMEOUT, OTLP_INTERVAL};
 
 /// The signal's path under a base endpoint (OTLP/HTTP, `v1development` while profiles are in development).
@@ -20,7 +23,13 @@ pub(crate) const DEFAULT_EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The shortest and longest interval accepted.
-const INTERVALS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(3600));
+const INTERVALS: RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(3600);
+
+/// The variable of the full URL profiles are posted to.
+const PROFILES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT";
+
+/// The variable of the base URL, under which profiles go to [`SIGNAL_PATH`].
+const BASE_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
 /// Everything the push needs to know, read once at start-up.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,12 +53,19 @@ pub(crate) struct PushSettings {
     pub(crate) certificate: Option<std::path::PathBuf>,
 }
 
+/// What a malformed OTLP value means: the push is off (a wrong protocol or endpoint pushed to anyway would
+/// fail at every interval, or reach the wrong place).
+pub(crate) const NOT_PUSHED: &str = "heap profiles are not pushed over OTLP";
+
 /// Reads the settings through `lookup` (the process's environment in production): `Ok(None)` when no
-/// OTLP endpoint is set (nothing is pushed), an error naming the variable when one is malformed.
-/// `executable` names the service when neither `OTEL_SERVICE_NAME` nor the resource attributes do
-/// (`unknown_service:<executable>`, the SDK's rule).
-pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>, executable: &str) -> Result<Option<PushSettings>, String> {
+/// OTLP endpoint is set (nothing is pushed), the problem when a value is malformed. `resource` is the
+/// service's attributes ([`crate::process::resource::service_attributes`]).
+pub(crate) fn read(
+    lookup: impl Fn(&str) -> Option<String>,
+    resource: &[(String, String)],
+) -> Result<Option<PushSettings>, Problem> {
     let set = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
+    let malformed = |name: &str, value: &str, expected: &str| Problem::malformed(name, value, expected, NOT_PUSHED);
     // The signal's own variable first, then the general one (the SDK's precedence).
     let either = |suffix: &str| {
         let specific = format!("OTEL_EXPORTER_OTLP_PROFILES_{suffix}");
@@ -58,60 +74,51 @@ pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>, executable: &str) ->
             set(&general).map(|value| (general, value))
         })
     };
-    let endpoint = match (set("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT"), set("OTEL_EXPORTER_OTLP_ENDPOINT")) {
-        (Some(full), _) => full,
-        (None, Some(base)) => format!("{}{SIGNAL_PATH}", base.trim_end_matches('/')),
+    let (name, endpoint) = match (set(PROFILES_ENDPOINT), set(BASE_ENDPOINT)) {
+        (Some(full), _) => (PROFILES_ENDPOINT, full),
+        (None, Some(base)) => (BASE_ENDPOINT, format!("{}{SIGNAL_PATH}", base.trim_end_matches('/'))),
         (None, None) => return Ok(None),
     };
     if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-        return Err(format!("the OTLP endpoint {endpoint:?} is not an http:// or https:// URL"));
+        return Err(malformed(name, &endpoint, "an http:// or https:// URL"));
     }
     if let Some((name, protocol)) = either("PROTOCOL")
         && protocol != "http/protobuf"
     {
-        return Err(format!(
-            "{name}={protocol:?}: memprof pushes OTLP/HTTP with protobuf bodies (`http/protobuf`, the Collector's port 4318)"
-        ));
+        let expected = "`http/protobuf` (memprof pushes OTLP/HTTP with protobuf bodies, the Collector's port 4318)";
+        return Err(malformed(&name, &protocol, expected));
     }
     let headers = match either("HEADERS") {
-        Some((name, text)) => crate::process::resource::pairs(&text).map_err(|error| format!("{name}: {error}"))?,
+        Some((name, text)) => crate::process::resource::pairs(&text)
+            .map_err(|error| malformed(&name, &text, &format!("`key=value,...` pairs ({error})")))?,
         None => Vec::new(),
     };
     let timeout = match either("TIMEOUT") {
-        Some((name, text)) => match text.parse::<u64>() {
-            Ok(millis) if millis > 0 => Duration::from_millis(millis),
-            _ => return Err(format!("{name}={text:?} is not a positive whole number of milliseconds")),
+        Some((name, text)) => match grammar::count(&text, 1..=u64::MAX) {
+            Some(millis) => Duration::from_millis(millis),
+            None => return Err(malformed(&name, &text, "a positive whole number of milliseconds")),
         },
         None => DEFAULT_TIMEOUT,
     };
     let gzip = match either("COMPRESSION") {
-        Some((_, value)) if value == "gzip" => true,
-        Some((_, value)) if value == "none" => false,
-        Some((name, value)) => return Err(format!("{name}={value:?} is neither gzip nor none")),
+        Some((name, value)) => grammar::word(&value, &[("gzip", true), ("none", false)])
+            .ok_or_else(|| malformed(&name, &value, "`gzip` or `none`"))?,
         None => false,
     };
-    let resource = crate::process::resource::service_attributes(&lookup, executable)?;
-    let length = |name: &str, default: Duration, range: (Duration, Duration)| match set(name) {
+    let length = |name: &str, default: Duration, range: RangeInclusive<Duration>| match set(name) {
         None => Ok(default),
-        Some(text) => crate::profiler::duration::parse(&text)
-            .map_err(|error| error.to_string())
-            .and_then(|length| {
-                if (range.0..=range.1).contains(&length) {
-                    Ok(length)
-                } else {
-                    Err(format!("from {:?} to {:?}", range.0, range.1))
-                }
-            })
-            .map_err(|why| format!("{name}={text:?}: {why}")),
+        Some(text) => grammar::duration(&text, range.clone()).ok_or_else(|| {
+            malformed(name, &text, &format!("a duration from {:?} to {:?}, such as 30s", range.start(), range.end()))
+        }),
     };
     Ok(Some(PushSettings {
         endpoint,
         headers,
         timeout,
         gzip,
-        resource,
+        resource: resource.to_vec(),
         interval: length(OTLP_INTERVAL, DEFAULT_INTERVAL, INTERVALS)?,
-        exit_timeout: length(OTLP_EXIT_TIMEOUT, DEFAULT_EXIT_TIMEOUT, (Duration::ZERO, Duration::from_secs(60)))?,
+        exit_timeout: length(OTLP_EXIT_TIMEOUT, DEFAULT_EXIT_TIMEOUT, Duration::ZERO..=Duration::from_secs(60))?,
         certificate: either("CERTIFICATE").map(|(_, path)| path.into()),
     }))
 }

@@ -100,27 +100,26 @@ static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
 /// Whether samples are walked by the unwind tables (when not by frame pointers; else by [`PREVIOUS_HOOK`]).
 static UNWIND_TABLES: AtomicBool = AtomicBool::new(false);
 
-/// Chooses the walk for this process's samples and installs memprof's hook; call once, when profiling is
-/// enabled. Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
-pub(crate) fn install() -> Unwinder {
-    let chosen = crate::process::environment::value(UNWINDER_VARIABLE);
-    let mut unwinder = match chosen {
-        Some(value @ ("libgcc" | "unwind-tables")) => {
-            let reason = format!("{UNWINDER_VARIABLE}={value}");
-            if value == "libgcc" { Unwinder::Libgcc(reason) } else { Unwinder::UnwindTables(reason) }
-        }
-        _ => {
-            if let Some(value) = chosen {
-                crate::process::messages::warn(&format!(
-                    "{UNWINDER_VARIABLE}={} is neither unwind-tables nor libgcc, the values it takes: samples walk the stack as memprof chooses",
-                    crate::profile_root::untrusted::printable(value)
-                ));
-            }
-            match frame_pointers_agree_with_libgcc() {
-                Ok(()) => Unwinder::FramePointers,
-                Err(reason) => Unwinder::UnwindTables(reason),
-            }
-        }
+/// The walk an operator chose (`MEMPROF_UNWINDER`), whatever frame pointers allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WalkAsked {
+    /// `unwind-tables`.
+    UnwindTables,
+    /// `libgcc`.
+    Libgcc,
+}
+
+/// Chooses the walk for this process's samples (the one `asked`, else frame pointers where they agree with
+/// libgcc, else the unwind tables) and installs memprof's hook; call once, when profiling is enabled.
+/// Labels are recorded unless jemalloc refuses the hook (then the walk is libgcc's, unlabelled).
+pub(crate) fn install(asked: Option<WalkAsked>) -> Unwinder {
+    let mut unwinder = match asked {
+        Some(WalkAsked::Libgcc) => Unwinder::Libgcc(format!("{UNWINDER_VARIABLE}=libgcc")),
+        Some(WalkAsked::UnwindTables) => Unwinder::UnwindTables(format!("{UNWINDER_VARIABLE}=unwind-tables")),
+        None => match frame_pointers_agree_with_libgcc() {
+            Ok(()) => Unwinder::FramePointers,
+            Err(reason) => Unwinder::UnwindTables(reason),
+        },
     };
     // Every sample needs the tables then: indexed now (some microseconds: only their headers are read).
     if let Unwinder::UnwindTables(reason) = &unwinder {

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use options::{DEFAULT_ADDRESS, MAX_KEEP_RUNS, Options};
 
+use crate::http;
 use crate::process::messages;
 use crate::process::watch::Watched;
 use crate::profiler::Profiler;
-use crate::profiler::autodump::Settings;
-use crate::sampler::sampling::{Choice, Sampling};
-use crate::{http, process::environment};
+use crate::sampler::sampling::{Asked, Choice, Sampling};
+use crate::settings::{DumpTriggers, Retention, Settings};
 
 /// Whether [`start`] ran already.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -40,48 +40,39 @@ fn start_unsampled(options: Options) -> Guard {
         messages::warn("memprof::start was called again; only the first call counts");
         return Guard { owns_shutdown: false };
     }
-    let wanted = environment::switched_on(&options.env);
-    if let Some(warning) = crate::profiler::code_runs::decide_scopes(wanted) {
-        messages::warn(&warning);
-    }
-    for misspelt in environment::misspelt() {
-        messages::warn(&misspelt);
-    }
-    let sampling = environment::value(environment::SAMPLING);
+    let settings = crate::settings::at_start(&options).unwrap_or_else(|settings| {
+        messages::warn(
+            "memprof was used before memprof::start (a scope! or a Run first): it runs with the default options, not the program's; call memprof::start first",
+        );
+        settings
+    });
+    let wanted = settings.switched_on;
     let active_at_start = crate::jemalloc::profiling_active_at_start();
-    let whole_run = environment::path(environment::WHOLE_RUN);
-    let lookup = |name: &str| environment::value(name).map(str::to_owned);
-    let push =
-        crate::settings::otlp::read(lookup, &crate::process::resource::executable_name()).unwrap_or_else(|error| {
-            messages::error(&format!("Heap profiles are not pushed over OTLP: {error}"));
-            None
-        });
-    let (choice, sampling_warning) = crate::sampler::sampling::choose(crate::sampler::sampling::Asked {
-        option: options.sampling,
-        variable: sampling,
-        whole_run: whole_run.is_some(),
+    let choice = crate::sampler::sampling::choose(Asked {
+        option: settings.sampling.program,
+        variable: settings.sampling.variable,
+        whole_run: settings.whole_run.is_some(),
         active_at_start,
         switched_on: wanted,
-        pushing: push.is_some(),
+        pushing: settings.push.is_some(),
     });
     let continuous = choice.mode == Sampling::Continuous && crate::jemalloc::profiling_enabled();
     // Sampled continuously, the heap before an OOM kill is kept without being asked for.
-    let automatic_dumps = crate::profiler::autodump::Settings::from_environment().map(|settings| {
-        settings
-            .map(|settings| (settings, false))
-            .or_else(|| continuous.then(|| (Settings::continuous_default(), true)))
-    });
+    let automatic_dumps = settings
+        .automatic_dumps
+        .map(|triggers| (triggers, false))
+        .or_else(|| continuous.then_some((DumpTriggers::CONTINUOUS_DEFAULT, true)));
     // Before memprof's own threads allocate: from now on every range jemalloc maps is recorded, and, where
     // the memory is read (`explain`, the history, the automatic dumps), every arena made later is hooked as
     // it is made, by memprof's watch, which also ends memprof on the signals the program asked it to.
     let signals: Vec<std::ffi::c_int> = [
-        (options.dump_on_sigterm, signal_hook::consts::SIGTERM),
-        (options.dump_on_sigint, signal_hook::consts::SIGINT),
+        (settings.end_on.sigterm, signal_hook::consts::SIGTERM),
+        (settings.end_on.sigint, signal_hook::consts::SIGINT),
     ]
     .into_iter()
     .filter_map(|(asked, signal)| asked.then_some(signal))
     .collect();
-    let arenas = crate::jemalloc::install_range_hooks() && (wanted || matches!(automatic_dumps, Ok(Some(_))));
+    let arenas = crate::jemalloc::install_range_hooks() && (wanted || automatic_dumps.is_some());
     let unwatched = crate::process::watch::start(Watched { arenas, signals, end_memprof: shutdown });
     if let Some(error) = unwatched.arenas {
         messages::warn(&format!("explain will not tell jemalloc's memory apart: cannot start a thread ({error})"));
@@ -93,8 +84,9 @@ fn start_unsampled(options: Options) -> Guard {
     // the endpoints' context) is memprof's: made in its arena, never the program's live bytes.
     crate::jemalloc::in_own_arena(move || {
         let profiler = Profiler::global();
-        profiler.keep_runs(options.keep_runs as usize);
-        match crate::profile_root::storage::make_parent_directory() {
+        profiler.keep_runs(settings.keep_runs);
+        let parent = &settings.profile_parent;
+        match parent.named.then(|| crate::profile_root::storage::make_parent_directory(&parent.path)).flatten() {
             Some(Ok(made)) => messages::info(&format!("Made the profile root {} (owner-only)", made.display())),
             Some(Err(why)) => messages::warn(&format!(
                 "{why}: profiles will be kept in memory, and runs will keep no views (net, allocated, peak)"
@@ -104,8 +96,7 @@ fn start_unsampled(options: Options) -> Guard {
         // The sweep of the profile root (a directory listing of $TMPDIR, at worst) is left off the start: to
         // the counters' thread where it runs (the endpoints on, automatic dumps armed), to the first request
         // or run otherwise; a command-line tool that serves nothing and runs nothing never pays it.
-        let parent = crate::profile_root::storage::parent_directory();
-        profiler.leave_off_the_start(Box::new(move || keep_what_earlier_processes_left(profiler, &parent)));
+        profiler.leave_off_the_start(Box::new(move || keep_what_earlier_processes_left(profiler, &parent.path)));
         // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
         let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
         for warning in &profiler.config.warnings {
@@ -120,10 +111,10 @@ fn start_unsampled(options: Options) -> Guard {
             messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
         }
         match automatic_dumps {
-            Ok(Some((settings, by_default))) if profiler.config.profiling_enabled => {
+            Some((triggers, by_default)) if profiler.config.profiling_enabled => {
                 match crate::profiler::counters::start() {
                     Ok(()) => {
-                        crate::profiler::autodump::arm(settings);
+                        crate::profiler::autodump::arm(triggers, settings.retention);
                         messages::info(if by_default {
                             "Automatic heap dumps are on, as continuous sampling has them: at each high water 50 % above the last, and at 90 % of the memory limit (MEMPROF_DUMP_* to choose)"
                         } else {
@@ -135,21 +126,21 @@ fn start_unsampled(options: Options) -> Guard {
                     )),
                 }
             }
-            Ok(Some(_)) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
-            Ok(None) => {}
-            Err(error) => messages::error(&format!("Automatic heap dumps are off: {error}")),
+            Some(_) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
+            None => {}
         }
-        let context = crate::endpoints::set_up(environment::named(&options.token_env), wanted);
+        let context = crate::endpoints::set_up(settings.token.clone(), wanted);
         // Answering once the rest of start-up is done (the opening dropped as this returns).
-        let _opening = (wanted && options.built_in_server).then(|| start_server(&options, context)).flatten();
+        let _opening =
+            (wanted && settings.built_in_server).then(|| start_server(settings, &options, context)).flatten();
         if profiler.config.profiling_enabled {
-            choose_sampling(profiler, choice, sampling_warning, active_at_start);
+            choose_sampling(profiler, choice, active_at_start);
         }
-        if let Some(push) = push {
-            start_push(profiler, push);
+        if let Some(push) = &settings.push {
+            start_push(profiler, push.clone());
         }
-        if let Some(directory) = whole_run {
-            profiler.open_whole_run(directory.into());
+        if let Some(directory) = &settings.whole_run {
+            profiler.open_whole_run(directory.clone());
         }
         Guard { owns_shutdown: true }
     })
@@ -157,10 +148,7 @@ fn start_unsampled(options: Options) -> Guard {
 
 /// Says how sampling runs (see [`crate::sampler::sampling`]) and makes it continuous if so chosen: last,
 /// once memprof's threads are born.
-fn choose_sampling(profiler: &'static Profiler, choice: Choice, warning: Option<String>, active_at_start: bool) {
-    if let Some(warning) = warning {
-        messages::warn(&warning);
-    }
+fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start: bool) {
     let mut choice = choice;
     // The record's history is read by the counters' thread, born before sampling is on.
     if choice.mode == Sampling::Continuous
@@ -210,7 +198,7 @@ fn start_push(profiler: &'static Profiler, settings: crate::settings::otlp::Push
 /// Keeps what memprof processes that ended without cleaning up left in `parent` (their automatic dumps and
 /// latest run: the heap before an OOM kill), within the automatic dumps' bounds, and says so.
 fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::path::Path) {
-    let (keep, max_bytes) = crate::profiler::autodump::retention();
+    let Retention { keep, max_bytes } = crate::settings::get().retention;
     // The profile root is not memprof's alone: whatever is planted there, the program starts. Every number
     // read there is range-checked (`untrusted`); should a check still be missing, the sweep is skipped.
     let sweep = std::panic::catch_unwind(|| crate::profile_root::evidence::sweep(parent, keep, max_bytes));
@@ -268,9 +256,12 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 }
 
 /// Starts the built-in server, reporting where, or why not: it answers once the opening returned is dropped.
-fn start_server(options: &Options, context: &'static crate::endpoints::Context) -> Option<http::Opening> {
-    let address = environment::value(environment::ADDRESS).map_or_else(|| options.http.clone(), str::to_owned);
-    match http::serve(&address, std::sync::Arc::new(crate::endpoints::Endpoints(context))) {
+fn start_server(
+    settings: &Settings,
+    options: &Options,
+    context: &'static crate::endpoints::Context,
+) -> Option<http::Opening> {
+    match http::serve(&settings.address, std::sync::Arc::new(crate::endpoints::Endpoints(context))) {
         Ok((bound, opening)) => {
             messages::info(&format!(
                 "Serving heap profiling endpoints on http://{bound}{}/",

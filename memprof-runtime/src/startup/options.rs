@@ -19,14 +19,14 @@ use crate::sampler::sampling::Sampling;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    pub(super) http: String,
-    pub(super) env: String,
-    pub(super) token_env: String,
-    pub(super) keep_runs: u32,
-    pub(super) dump_on_sigterm: bool,
-    pub(super) dump_on_sigint: bool,
-    pub(super) built_in_server: bool,
-    pub(super) sampling: Option<Sampling>,
+    pub(crate) http: String,
+    pub(crate) env: String,
+    pub(crate) token_env: String,
+    pub(crate) keep_runs: u32,
+    pub(crate) dump_on_sigterm: bool,
+    pub(crate) dump_on_sigint: bool,
+    pub(crate) built_in_server: bool,
+    pub(crate) sampling: Option<Sampling>,
 }
 
 impl Default for Options {

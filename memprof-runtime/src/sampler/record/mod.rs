@@ -35,7 +35,6 @@ use growth::{Growth, History, Reading};
 use table::{Capacity, Held, Table};
 
 use crate::jemalloc;
-use crate::process::environment::RECORD_OBJECTS;
 use crate::profile_root::storage::write_owner_only;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
@@ -43,21 +42,8 @@ use crate::profile_root::storage::write_owner_only;
 /// touched as it fills.
 pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity::for_objects(1 << 16);
 
-/// The most live sampled objects `MEMPROF_RECORD_OBJECTS` may ask for (512 MiB of slots).
-const MAX_OBJECTS: usize = 1 << 24;
-
-/// The record's size: `MEMPROF_RECORD_OBJECTS` live sampled objects (1024 to 16 Mi), else
-/// [`DEFAULT_CAPACITY`]; a value out of range or not a number is an error naming the variable.
-pub(crate) fn capacity_from_environment() -> Result<Capacity, String> {
-    let Some(text) = crate::process::environment::value(RECORD_OBJECTS) else { return Ok(DEFAULT_CAPACITY) };
-    match text.trim().parse::<usize>() {
-        Ok(objects) if (1024..=MAX_OBJECTS).contains(&objects) => Ok(Capacity::for_objects(objects)),
-        _ => Err(format!(
-            "{RECORD_OBJECTS}={} is not a count from 1024 to {MAX_OBJECTS}",
-            crate::profile_root::untrusted::printable(text)
-        )),
-    }
-}
+/// The live sampled objects `MEMPROF_RECORD_OBJECTS` may ask for (at most 512 MiB of slots).
+pub(crate) const RECORD_OBJECTS_RANGE: std::ops::RangeInclusive<u64> = 1024..=1 << 24;
 
 /// The record, once continuous mode began.
 static RECORD: OnceLock<Table> = OnceLock::new();
@@ -91,7 +77,7 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
     Some(format!(
         "memprof's record of samples was full: it had no room for {} sampled objects and {} samples' stacks \
          since it started (it holds {live} of {} objects and {stacks} of {} stacks), so windows, their views, \
-         the growth it names and Go's scrapes miss them; set {RECORD_OBJECTS} above {} for a larger record",
+         the growth it names and Go's scrapes miss them; set MEMPROF_RECORD_OBJECTS above {} for a larger record",
         dropped.objects,
         dropped.stacks,
         record.max_objects(),

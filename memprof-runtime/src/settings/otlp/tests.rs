@@ -3,7 +3,10 @@ use super::*;
 fn read_from(variables: &[(&str, &str)]) -> Result<Option<PushSettings>, String> {
     let variables: Vec<(String, String)> =
         variables.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
-    read(|name| variables.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone()), "server")
+    let lookup = |name: &str| variables.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone());
+    let service = crate::process::resource::service_attributes(lookup, "unknown_service:server")
+        .map_err(|malformed| format!("{malformed:?}"))?;
+    read(lookup, &service).map_err(|problem| problem.to_string())
 }
 
 #[test]
@@ -82,9 +85,9 @@ fn malformed_values_are_errors_naming_their_variable() {
         (("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"), "OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\""),
         (("OTEL_EXPORTER_OTLP_TIMEOUT", "10s"), "OTEL_EXPORTER_OTLP_TIMEOUT=\"10s\""),
         (("OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "zstd"), "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION=\"zstd\""),
-        (("OTEL_EXPORTER_OTLP_HEADERS", "novalue"), "OTEL_EXPORTER_OTLP_HEADERS: \"novalue\""),
+        (("OTEL_EXPORTER_OTLP_HEADERS", "novalue"), "OTEL_EXPORTER_OTLP_HEADERS=\"novalue\" is not `key=value,...`"),
         (("OTEL_EXPORTER_OTLP_HEADERS", "a=b%0d%0aInjected: 1"), "control character"),
-        (("MEMPROF_OTLP_INTERVAL", "100ms"), "MEMPROF_OTLP_INTERVAL=\"100ms\": from 1s to 3600s"),
+        (("MEMPROF_OTLP_INTERVAL", "100ms"), "MEMPROF_OTLP_INTERVAL=\"100ms\" is not a duration from 1s to 3600s"),
         (("MEMPROF_OTLP_INTERVAL", "15"), "MEMPROF_OTLP_INTERVAL=\"15\""),
     ];
     for (variable, said) in cases {

@@ -1,0 +1,138 @@
+use std::collections::BTreeSet;
+use std::os::unix::ffi::OsStringExt;
+
+use super::*;
+use crate::process::environment::ALL;
+
+/// The settings of the default options and the environment `recorded`.
+fn resolve(recorded: &[(&str, &str)]) -> Settings {
+    resolve_with(&Options::default(), recorded)
+}
+
+fn resolve_with(options: &Options, recorded: &[(&str, &str)]) -> Settings {
+    let reading = |name: &str| -> Option<OsString> {
+        recorded.iter().find(|(key, value)| *key == name && !value.is_empty()).map(|(_, value)| (*value).into())
+    };
+    Settings::resolve(options, &reading, "server")
+}
+
+fn said(settings: &Settings) -> Vec<String> {
+    settings.problems.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn with_nothing_set_every_setting_is_its_default() {
+    let settings = resolve(&[]);
+    assert!(!settings.switched_on && settings.token.is_none() && settings.built_in_server);
+    assert_eq!(settings.address, crate::DEFAULT_ADDRESS);
+    assert_eq!((settings.sampling, settings.scopes, settings.unwinder), (SamplingAsked::default(), None, None));
+    assert_eq!((settings.budget, settings.record), (Some(Budget::DEFAULT), crate::sampler::record::DEFAULT_CAPACITY));
+    assert_eq!((settings.automatic_dumps, settings.retention), (None, Retention::DEFAULT));
+    assert_eq!(settings.profile_parent, ProfileParent { path: "/tmp".into(), named: false });
+    assert_eq!((settings.whole_run, settings.final_dump, settings.push), (None, None, None));
+    assert_eq!(settings.service, [("service.name".to_owned(), "unknown_service:server".to_owned())]);
+    assert_eq!(settings.problems, []);
+}
+
+#[test]
+fn the_environment_wins_over_the_program_and_is_read_typed() {
+    let options = Options::new().http("0.0.0.0:6060").env("PROFILING").token_env("SECRET").sampling(Sampling::OnDemand);
+    let settings = resolve_with(
+        &options,
+        &[
+            ("PROFILING", "true"),
+            ("LIBPROCESS_MEMORY_PROFILING", "false"),
+            ("SECRET", "s3cret"),
+            ("MEMPROF_ADDR", "127.0.0.1:7070"),
+            ("MEMPROF_SAMPLING", "continuous"),
+            ("MEMPROF_UNWINDER", "libgcc"),
+            ("MEMPROF_SCOPES", "false"),
+            ("MEMPROF_RECORD_OBJECTS", "4096"),
+            ("MEMPROF_DUMP_EVERY", "1 GB"),
+            ("MEMPROF_DUMP_AT_RESIDENT", "90%"),
+            ("MEMPROF_DUMP_KEEP", "3"),
+            ("MEMPROF_DIR", "/var/lib/profiles"),
+            ("TMPDIR", "/elsewhere"),
+        ],
+    );
+    assert!(settings.switched_on, "the program's own switch");
+    assert_eq!((settings.token.as_deref(), settings.address.as_str()), (Some("s3cret"), "127.0.0.1:7070"));
+    assert_eq!(
+        settings.sampling,
+        SamplingAsked { variable: Some(Sampling::Continuous), program: Some(Sampling::OnDemand) }
+    );
+    assert_eq!((settings.unwinder, settings.scopes), (Some(WalkAsked::Libgcc), Some(false)));
+    assert_eq!(settings.record, Capacity::for_objects(4096));
+    assert_eq!(
+        settings.automatic_dumps,
+        Some(DumpTriggers { every: Some(1_000_000_000), high_water_step: None, resident_share: Some(0.9) })
+    );
+    assert_eq!(settings.retention, Retention { keep: 3, max_bytes: 256 << 20 });
+    assert_eq!(settings.profile_parent, ProfileParent { path: "/var/lib/profiles".into(), named: true });
+    assert_eq!(settings.problems, []);
+}
+
+#[test]
+fn a_whole_run_has_no_budget_unless_one_is_asked_for() {
+    assert_eq!(resolve(&[("MEMPROF_WHOLE_RUN", "/out")]).budget, None, "a run asked for is sampled whole");
+    let asked = resolve(&[("MEMPROF_WHOLE_RUN", "/out"), ("MEMPROF_SAMPLING_BUDGET", "2%")]);
+    assert_eq!(asked.budget, Budget::parse("2%").unwrap());
+    assert_eq!(resolve(&[("MEMPROF_SAMPLING_BUDGET", "off")]).budget, None);
+    let malformed = resolve(&[("MEMPROF_WHOLE_RUN", "/out"), ("MEMPROF_SAMPLING_BUDGET", "lots")]);
+    assert_eq!(malformed.budget, Some(Budget::DEFAULT), "a malformed budget is the default, said");
+}
+
+#[test]
+fn every_malformed_value_is_said_alike_and_its_default_kept() {
+    let cases = [
+        ("LIBPROCESS_MEMORY_PROFILING", "yes", "`true` or `false`; heap profiling endpoints are not served"),
+        ("MEMPROF_SAMPLING", "always", "`continuous` or `on-demand`; it is ignored"),
+        ("MEMPROF_SCOPES", "maybe", "`true` or `false`; scope! blocks profile nothing"),
+        ("MEMPROF_UNWINDER", "fast", "`unwind-tables` or `libgcc`; samples walk the stack as memprof chooses"),
+        ("MEMPROF_RECORD_OBJECTS", "10", "a count from 1024 to 16777216; the record holds 65536 objects"),
+        ("MEMPROF_DUMP_EVERY", "lots", "a size such as 1GiB; it is ignored"),
+        ("MEMPROF_DUMP_HIGH_WATER", "10", "a percentage from 0.1% to 1000%, such as 10%; it is ignored"),
+        ("MEMPROF_DUMP_AT_RESIDENT", "120%", "a percentage from 0.1% to 100%, such as 90%; it is ignored"),
+        ("MEMPROF_DUMP_KEEP", "0", "a count from 1 to 65535; 8 are kept"),
+        ("MEMPROF_DUMP_MAX_BYTES", "-1", "a size such as 256MiB; 256 MiB are kept"),
+        (
+            "MEMPROF_SAMPLING_BUDGET",
+            "lots",
+            "a share of one core above 0 and at most 100 % (such as `0.5%`), nor `off`; the budget is 0.5 % of a core",
+        ),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "novalue",
+            "`key=value,...` pairs (\"novalue\" is not key=value); profiles name the service unknown_service:server",
+        ),
+    ];
+    for (name, value, rest) in cases {
+        let settings = resolve(&[(name, value)]);
+        assert_eq!(said(&settings), [format!("{name}={value:?} is not {rest}")], "{name}");
+        let defaults = resolve(&[]);
+        assert_eq!(Settings { problems: Vec::new(), ..settings }, defaults, "{name}: the default kept");
+    }
+    let otlp = resolve(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
+    assert_eq!(otlp.push, None);
+    assert!(said(&otlp)[0].starts_with("OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\" is not `http/protobuf`"), "{otlp:?}");
+    assert!(said(&otlp)[0].ends_with("; heap profiles are not pushed over OTLP"), "{otlp:?}");
+}
+
+#[test]
+fn text_that_is_not_utf8_is_said_and_a_path_may_be_any_bytes() {
+    let bytes = || OsString::from_vec(b"\xff\xfe".to_vec());
+    let reading = |name: &str| (name == "MEMPROF_SAMPLING" || name == "MEMPROF_FINAL_DUMP").then(bytes);
+    let settings = Settings::resolve(&Options::default(), &reading, "server");
+    assert_eq!(settings.sampling.variable, None);
+    assert_eq!(said(&settings), ["MEMPROF_SAMPLING=\"\u{fffd}\u{fffd}\" is not UTF-8 text; it is ignored"]);
+    assert_eq!(settings.final_dump, Some(PathBuf::from(bytes())));
+}
+
+/// Every variable of the environment's list is read by the resolution, and nothing else is: the list (and
+/// docs/configuration.md, checked against it by tests/documentation.rs) and [`Settings`] stay one.
+#[test]
+fn the_settings_read_every_listed_variable_and_no_other() {
+    let read: BTreeSet<String> = sources::names_read().into_iter().collect();
+    let listed: BTreeSet<String> = ALL.iter().map(|variable| variable.name.to_owned()).collect();
+    assert_eq!(read, listed);
+}
