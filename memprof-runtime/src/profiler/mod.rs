@@ -44,10 +44,8 @@ use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
 use crate::sampler::{record, sampling};
+use crate::settings::options::DEFAULT_KEPT_RUNS;
 use crate::stack_walk::Unwinder;
-
-/// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
-pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
 
 /// The runs' records and the files they name, changed together under one lock.
 #[derive(Debug)]

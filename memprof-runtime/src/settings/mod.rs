@@ -17,6 +17,7 @@
 //! ```
 
 pub(crate) mod grammar;
+pub(crate) mod options;
 pub(crate) mod otlp;
 mod sources;
 #[cfg(test)]
@@ -32,7 +33,7 @@ use crate::sampler::budget::Budget;
 use crate::sampler::record::table::Capacity;
 use crate::sampler::sampling::Sampling;
 use crate::stack_walk::WalkAsked;
-use crate::startup::Options;
+use options::Options;
 use otlp::PushSettings;
 
 /// Everything memprof is configured with, each value typed and checked.

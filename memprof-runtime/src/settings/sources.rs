@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::grammar::{self, Problem};
+use super::options::Options;
 use super::{DumpTriggers, EndOn, JemallocVariables, ProfileParent, Reading, Retention, SamplingAsked, Settings, otlp};
 use crate::process::environment as variables;
 use crate::process::resource::ATTRIBUTES;
@@ -16,7 +17,6 @@ use crate::sampler::record::table::Capacity;
 use crate::sampler::record::{DEFAULT_CAPACITY, RECORD_OBJECTS_RANGE};
 use crate::sampler::sampling::Sampling;
 use crate::stack_walk::WalkAsked;
-use crate::startup::Options;
 
 /// What is read of one reading, and the problems met.
 struct Reader<'a> {

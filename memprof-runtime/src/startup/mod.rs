@@ -3,11 +3,9 @@
 //! program's own signal handler. `#[memprof::main]` calls [`start`] first thing in `main`; a program that
 //! sets up its logger first calls it itself, after the logger.
 
-mod options;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use options::{DEFAULT_ADDRESS, MAX_KEEP_RUNS, Options};
+pub use crate::settings::options::{DEFAULT_ADDRESS, MAX_KEEP_RUNS, Options};
 
 use crate::http;
 use crate::process::messages;

@@ -1,8 +1,10 @@
 //! What a program chooses of memprof: [`Options`], the attribute's arguments as builder calls.
 
 use crate::process::environment;
-use crate::profiler::DEFAULT_KEPT_RUNS;
 use crate::sampler::sampling::Sampling;
+
+/// How many finished profiles are kept on disk and downloadable, unless `keep_runs` says otherwise.
+pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
 
 /// How memprof serves a program: where, when, with which token, how many profiles it keeps, and whether a
 /// SIGTERM leaves a final profile. Every setting has a default; the builder methods change one each.
