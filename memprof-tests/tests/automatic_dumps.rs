@@ -61,13 +61,16 @@ fn a_resident_threshold_dumps_once_per_crossing() {
     assert_eq!(automatic_dumps(&service, 1).len(), 1);
 }
 
+/// A malformed value is said as every setting's is, and ignored: the service, sampled continuously, keeps
+/// the automatic dumps continuous sampling has by default (none by bytes allocated).
 #[test]
-fn malformed_automatic_dump_settings_are_reported_and_the_program_runs_on() {
+fn a_malformed_automatic_dump_setting_is_reported_and_ignored() {
     let service = Program::service().env("MEMPROF_DUMP_EVERY", "lots").spawn();
     service.wait_for_line(|line| {
-        line == "[memprof] ERROR Automatic heap dumps are off: MEMPROF_DUMP_EVERY=\"lots\" is not a size such as 1GiB"
+        line == "[memprof] ERROR MEMPROF_DUMP_EVERY=\"lots\" is not a size such as 1GiB; it is ignored"
     });
-    assert_eq!(service.state().automatic_dumps.settings, None);
+    let settings = service.state().automatic_dumps.settings.expect("continuous sampling's automatic dumps");
+    assert_eq!((settings.every_bytes, settings.high_water_step), (None, Some(0.5)));
 }
 
 #[test]
