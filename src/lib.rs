@@ -25,7 +25,7 @@ compile_error!(
 /// Arms jemalloc heap profiling for the whole program and serves the profiling endpoints when asked to.
 ///
 /// Arguments, all optional:
-/// - `http = "127.0.0.1:5050"`: where to serve; `MEMPROF_ADDR` overrides it at run time (port 0: any free
+/// - `http = "127.0.0.1:5050"`: where to serve; `MEMPROF_HTTP` overrides it at run time (port 0: any free
 ///   port; the bound address is logged).
 /// - `env = "LIBPROCESS_MEMORY_PROFILING"`: the endpoints are served only when this variable is `true`.
 /// - `token_env = "PROFILER_TOKEN"`: the variable holding the access token (default `MEMPROF_TOKEN`); when it
@@ -45,8 +45,8 @@ compile_error!(
 ///   with every run a window over it (Go's and TiKV's way, for the questions about the past: the weekend's
 ///   leak, the heap before an OOM kill): the words of `MEMPROF_SAMPLING`, which overrides it. Unset,
 ///   sampling is continuous when the switch is on and on demand when it is off (continuous either way if
-///   `MALLOC_CONF` has `prof_active:true`) ([`Options::sampling`]). `continuous = true` or `false` is its
-///   older spelling.
+///   `MALLOC_CONF` has `prof_active:true`) ([`Options::sampling`]). The older `continuous = true` is
+///   refused with this spelling.
 /// - `crate = "::memprof"`: where the `memprof` crate is, for crates that re-export it.
 ///
 /// It goes on `fn main()` or `fn main() -> Result<..>`. For an async runtime, put it below the runtime's

@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `dump_on_sigint`, `sampling`, `continuous`, `crate`";
+const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `dump_on_sigint`, `sampling`, `crate`";
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
 /// The most finished profiles kept: the runtime's `MAX_KEEP_RUNS` is this (through `__max_keep_runs!`).
@@ -25,9 +25,8 @@ struct Configuration {
     allocator: bool,
     dump_on_sigterm: Option<bool>,
     dump_on_sigint: Option<bool>,
-    /// `sampling = "continuous"` (true) or `"on-demand"` (false), or the older `continuous = true|false`,
-    /// with the key given.
-    sampling: Option<(bool, &'static str)>,
+    /// `sampling = "continuous"` (true) or `"on-demand"` (false).
+    sampling: Option<bool>,
     krate: syn::Path,
 }
 
@@ -150,21 +149,12 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
             "dump_on_sigint" => {
                 boolean(&key, value, DUMP_ON_SIGINT_MEANING).map(|dump| configuration.dump_on_sigint = Some(dump))
             }
-            "sampling" | "continuous" => {
-                let continuous =
-                    if key == "sampling" { sampling_word(value) } else { boolean(&key, value, CONTINUOUS_MEANING) };
-                continuous.and_then(|continuous| match configuration.sampling {
-                    Some((_, given)) => Err(syn::Error::new(
-                        meta.path().span(),
-                        format!("`{key}` says again what `{given}` said: give `sampling` alone"),
-                    )),
-                    None => {
-                        configuration.sampling =
-                            Some((continuous, if key == "sampling" { "sampling" } else { "continuous" }));
-                        Ok(())
-                    }
-                })
-            }
+            "sampling" => sampling_word(value).map(|continuous| configuration.sampling = Some(continuous)),
+            // One word for the mode everywhere (the attribute, `Options::sampling`, `MEMPROF_SAMPLING`, `state`).
+            "continuous" => Err(syn::Error::new(
+                meta.path().span(),
+                "`continuous` is the older spelling of `sampling`: write `sampling = \"continuous\"` (or \"on-demand\")",
+            )),
             "crate" => string_literal(value, "a path such as \"::memprof\"")
                 .and_then(|text| {
                     syn::parse_str(&text).map_err(|_| {
@@ -229,9 +219,6 @@ fn check_variable_name(key: &str, text: &str, span: Span) -> syn::Result<String>
 const LG_PROF_SAMPLE_MEANING: &str = "log2 of the mean bytes between samples; 19 = 512 KiB";
 const KEEP_RUNS_MEANING: &str = "finished profiles kept for download; default 4";
 const ALLOCATOR_MEANING: &str = "whether to install jemalloc as the global allocator and export its malloc_conf; `false` where the program has its own";
-const CONTINUOUS_MEANING: &str =
-    "whether sampling is on from start-up, with runs as windows over it; the older spelling of `sampling`";
-
 /// `sampling`'s value: `"continuous"` (true) or `"on-demand"` (false), the words of `MEMPROF_SAMPLING`.
 fn sampling_word(value: &Expr) -> syn::Result<bool> {
     let wrong = || {
@@ -301,7 +288,7 @@ fn expand(function: ItemFn, configuration: &Configuration) -> TokenStream {
     options.extend(configuration.keep_runs.map(|count| option_call("keep_runs", quote!(#count))));
     options.extend(configuration.dump_on_sigterm.map(|dump| option_call("dump_on_sigterm", quote!(#dump))));
     options.extend(configuration.dump_on_sigint.map(|dump| option_call("dump_on_sigint", quote!(#dump))));
-    options.extend(configuration.sampling.map(|(continuous, _)| {
+    options.extend(configuration.sampling.map(|continuous| {
         let mode = if continuous { quote!(Continuous) } else { quote!(OnDemand) };
         option_call("sampling", quote!(#krate::__private::Sampling::#mode))
     }));

@@ -71,7 +71,7 @@ fn main() {
 
 fn measure(name: &str, binary: &Path, scratch: &Scratch) {
     let program =
-        Launch::new(binary).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0").spawn();
+        Launch::new(binary).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_HTTP", "127.0.0.1:0").spawn();
     let mut render_times = Vec::new();
     let mut extra_rss = Vec::new();
     let mut last = 0;

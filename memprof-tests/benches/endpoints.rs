@@ -66,7 +66,7 @@ fn host() -> Program {
     Launch::new(std::env::current_exe().unwrap())
         .env("MEMPROF_BENCH_HOST", "1")
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .spawn()
 }
 

@@ -70,7 +70,7 @@ fn measure(interval: Option<u64>) -> (f64, f64, f64, f64) {
     let mut host = Launch::new(std::env::current_exe().unwrap())
         .env("MEMPROF_BENCH_HOST", "1")
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .spawn();
     let cpu_before = memprof_cpu_ticks(&host);
     let started = Instant::now();

@@ -147,7 +147,7 @@ fn spread(rounds: &[(u128, u128)]) -> String {
 /// default) with every allocation sampled.
 fn hook_instructions(binary: &std::path::Path, unwinder: &str, count: usize, depth: u32) -> u64 {
     let mut run = std::process::Command::new(binary);
-    run.env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0");
+    run.env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_HTTP", "127.0.0.1:0");
     run.env("MALLOC_CONF", "lg_prof_sample:0").env("MEMPROF_UNWINDER", unwinder);
     // Every allocation walked: the budget of sampling work, which would thin them, is off.
     run.env("MEMPROF_SAMPLING_BUDGET", "off");

@@ -88,7 +88,7 @@ fn with_environment(command: &mut Command, environment: Environment) -> &mut Com
         command.env_remove(name);
     }
     if !environment.is_empty() {
-        command.env(SWITCH, "true").env("MEMPROF_ADDR", "127.0.0.1:0");
+        command.env(SWITCH, "true").env("MEMPROF_HTTP", "127.0.0.1:0");
     }
     command.envs(environment.iter().copied())
 }

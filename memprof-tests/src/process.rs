@@ -78,7 +78,7 @@ impl Program {
     pub fn service() -> Launch {
         Launch::new(built_binary("service"))
             .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MEMPROF_HTTP", "127.0.0.1:0")
     }
 
     /// The `explained` test program (src/bin/explained.rs) with `arguments` (its state), serving the
@@ -86,7 +86,7 @@ impl Program {
     pub fn explained(arguments: &[&str]) -> Launch {
         Launch::new(built_binary("explained"))
             .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MEMPROF_HTTP", "127.0.0.1:0")
             .args(arguments)
     }
 
@@ -95,7 +95,7 @@ impl Program {
     pub fn windows() -> Launch {
         Launch::new(built_binary("windows"))
             .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MEMPROF_HTTP", "127.0.0.1:0")
             .with_stdin()
     }
 

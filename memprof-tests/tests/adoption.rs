@@ -154,7 +154,7 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     let missing = || {
         Launch::new(adopters().join("missing-conf"))
             .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MEMPROF_HTTP", "127.0.0.1:0")
     };
     let advice = "Heap profiling is disabled: jemalloc was not asked to profile. Add `memprof::malloc_conf!();` at the crate root of the binary (beside its #[global_allocator]), which exports malloc_conf=\"prof:true,prof_active:false\"; or start the program with MALLOC_CONF=prof:true,prof_active:false.";
     let shown =

@@ -322,7 +322,7 @@ fn a_program_whose_file_was_replaced_is_symbolized_from_its_running_image() {
     std::fs::copy(built_binary("service"), &copy).unwrap();
     let service = memprof_tests::process::Launch::new(&copy)
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .spawn();
     let id = finished_run(&service);
     // A new build in its place: written beside it and renamed over it, as deploys do.

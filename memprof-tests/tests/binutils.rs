@@ -27,7 +27,7 @@ fn the_example_services_frames_are_binutils_frames() {
 fn a_tokio_programs_frames_under_tracing_spans_are_binutils_frames() {
     let program = Launch::new(built_binary("labelled"))
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .env("MALLOC_CONF", "lg_prof_sample:13")
         .args(["tracing"])
         .spawn();

@@ -56,7 +56,7 @@ fn without_the_enabled_feature_nothing_of_the_profiler_is_compiled() {
 
     let mut service = Launch::new(&binary)
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .env("SERVICE_SECONDS", "1")
         .without_waiting_for_endpoints()
         .spawn();

@@ -12,7 +12,7 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
         // A port held here: a service that tried to listen on it would say it cannot (a port merely free
         // when checked could be taken by anything meanwhile).
         let taken = TcpListener::bind("127.0.0.1:0").unwrap();
-        let launch = Program::service().env("MEMPROF_ADDR", taken.local_addr().unwrap().to_string());
+        let launch = Program::service().env("MEMPROF_HTTP", taken.local_addr().unwrap().to_string());
         let launch = match setting {
             Some(value) => launch.env("LIBPROCESS_MEMORY_PROFILING", value),
             None => launch.env_remove("LIBPROCESS_MEMORY_PROFILING"),
@@ -32,7 +32,7 @@ fn an_unrecognised_switch_value_is_reported_and_serves_nothing() {
     // A port held here: a service that tried to listen on it would say it cannot.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let service = Program::service()
-        .env("MEMPROF_ADDR", taken.local_addr().unwrap().to_string())
+        .env("MEMPROF_HTTP", taken.local_addr().unwrap().to_string())
         .env("LIBPROCESS_MEMORY_PROFILING", "yes")
         .without_waiting_for_endpoints()
         .spawn();
@@ -160,7 +160,7 @@ fn a_port_in_use_is_reported_and_the_program_runs_on() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap();
     let mut service =
-        Program::service().env("MEMPROF_ADDR", address.to_string()).without_waiting_for_endpoints().spawn();
+        Program::service().env("MEMPROF_HTTP", address.to_string()).without_waiting_for_endpoints().spawn();
     let warning = service.wait_for_line(|line| line.contains("Heap profiling endpoints are not served"));
     assert!(
         warning.starts_with(&format!(
@@ -175,7 +175,7 @@ fn a_port_in_use_is_reported_and_the_program_runs_on() {
 
 #[test]
 fn a_bad_address_is_reported_and_the_program_runs_on() {
-    let mut service = Program::service().env("MEMPROF_ADDR", "not-an-address").without_waiting_for_endpoints().spawn();
+    let mut service = Program::service().env("MEMPROF_HTTP", "not-an-address").without_waiting_for_endpoints().spawn();
     service.wait_for_line(|line| {
         line.starts_with("[memprof] ERROR Heap profiling endpoints are not served: cannot listen on not-an-address")
     });

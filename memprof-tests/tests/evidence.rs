@@ -229,7 +229,7 @@ fn a_live_process_in_another_pid_namespace_keeps_its_profiles() {
             built_binary("service").into(),
         ])
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .env("MEMPROF_DIR", &parent)
         .spawn();
     let directory = directory_with_a_run(&contained);
@@ -336,7 +336,7 @@ fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bo
             .env("GROW", "0")
             .env("MEMPROF_DIR", &parent)
             .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MEMPROF_HTTP", "127.0.0.1:0")
     };
     let service = restarted().spawn();
     let said = service.wait_for_line(|line| line.contains("earlier process that ended without cleaning up"));
@@ -398,7 +398,7 @@ fn sampled_continuously_an_oom_killed_process_leaves_its_heap_and_what_grew_unas
         .env("GROW", "0")
         .env("MEMPROF_DIR", &parent)
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .spawn();
     let processes = earlier(&service);
     let profiles = processes[0]["profiles"].as_array().unwrap();

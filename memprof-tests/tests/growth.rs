@@ -132,7 +132,7 @@ fn without_debug_info_the_function_named_is_said_to_maybe_be_a_dependencys() {
     );
     let program = memprof_tests::process::Launch::new(&stripped)
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .env("MEMPROF_SAMPLING", "continuous")
         .args(["leak"])
         .spawn();

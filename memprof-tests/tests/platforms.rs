@@ -18,7 +18,7 @@ fn a_static_musl_service_profiles_with_either_walk_and_names_it() {
     ];
     for (unwinder, walk) in walks {
         let mut launch =
-            Launch::new(service).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_ADDR", "127.0.0.1:0");
+            Launch::new(service).env("LIBPROCESS_MEMORY_PROFILING", "true").env("MEMPROF_HTTP", "127.0.0.1:0");
         if let Some(unwinder) = unwinder {
             launch = launch.env("MEMPROF_UNWINDER", unwinder);
         }
@@ -46,7 +46,7 @@ fn an_aarch64_service_under_qemu_walks_and_names_its_frames_as_binutils_does() {
             .args([&aarch64.service])
             .env("QEMU_LD_PREFIX", memprof_tests::platforms::AARCH64_LIBRARIES)
             .env("LIBPROCESS_MEMORY_PROFILING", "true")
-            .env("MEMPROF_ADDR", "127.0.0.1:0")
+            .env("MEMPROF_HTTP", "127.0.0.1:0")
             .env("MALLOC_CONF", "lg_prof_sample:14")
             .env("MEMPROF_UNWINDER", unwinder)
             .spawn();

@@ -136,7 +136,7 @@ fn hundreds_of_dead_directories_are_swept_under_a_low_open_files_limit() {
         .args(["-c", &format!("ulimit -n 256 && exec {}", service.display())])
         .env("MEMPROF_DIR", &parent)
         .env("LIBPROCESS_MEMORY_PROFILING", "true")
-        .env("MEMPROF_ADDR", "127.0.0.1:0")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
         .spawn();
     restarted.wait_for_line(|line| line.contains("Removed 600 profile directories left in "));
     let left = std::fs::read_dir(&parent)

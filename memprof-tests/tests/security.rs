@@ -105,7 +105,7 @@ fn without_a_token_auth_is_off() {
 
 #[test]
 fn an_open_port_beyond_loopback_is_reported() {
-    let service = Program::service().env("MEMPROF_ADDR", "0.0.0.0:0").spawn();
+    let service = Program::service().env("MEMPROF_HTTP", "0.0.0.0:0").spawn();
     service.wait_for_line(|line| {
         line.starts_with("[memprof] WARN The heap profiling endpoints on 0.0.0.0:")
             && line.ends_with("set MEMPROF_TOKEN to require a token, or bind 127.0.0.1")

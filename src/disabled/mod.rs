@@ -59,6 +59,7 @@ impl Options {
     }
 
     /// Whether sampling is continuous; ignored.
+    #[deprecated(since = "0.1.0", note = "use `.sampling(Sampling::Continuous)` or `.sampling(Sampling::OnDemand)`")]
     pub fn continuous(self, _enabled: bool) -> Self {
         self
     }

@@ -107,7 +107,7 @@ fn without_arguments_the_runtime_defaults_apply() {
 #[test]
 fn a_program_with_its_own_allocator_gets_no_allocator_and_no_malloc_conf() {
     let output = main(
-        quote!(allocator = false, dump_on_sigterm = true, dump_on_sigint = true, continuous = true),
+        quote!(allocator = false, dump_on_sigterm = true, dump_on_sigint = true, sampling = "continuous"),
         quote!(
             fn main() {}
         ),
@@ -133,7 +133,7 @@ fn allocator_false_refuses_a_sampling_rate_it_could_not_export() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].starts_with("`lg_prof_sample` goes into the malloc_conf that `allocator = false` leaves out"));
     let errors = errors_of(
-        quote!(allocator = "no", dump_on_sigterm = 1, continuous = "yes"),
+        quote!(allocator = "no", dump_on_sigterm = 1, sampling = true),
         quote!(
             fn main() {}
         ),
@@ -141,12 +141,12 @@ fn allocator_false_refuses_a_sampling_rate_it_could_not_export() {
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(errors[0].starts_with("`allocator` must be `true` or `false`"), "{errors:?}");
     assert!(errors[1].starts_with("`dump_on_sigterm` must be `true` or `false`"), "{errors:?}");
-    assert!(errors[2].starts_with("`continuous` must be `true` or `false`"), "{errors:?}");
+    assert!(errors[2].starts_with(r#"`sampling` must be \"continuous\""#), "{errors:?}");
 }
 
 #[cfg(feature = "enabled")]
 #[test]
-fn sampling_takes_the_variables_words_and_continuous_is_its_older_spelling() {
+fn sampling_takes_the_variables_words_and_the_older_continuous_is_refused_with_the_new_spelling() {
     let expanded = |args: TokenStream| {
         main(
             args,
@@ -159,9 +159,6 @@ fn sampling_takes_the_variables_words_and_continuous_is_its_older_spelling() {
     assert!(
         expanded(quote!(sampling = "on-demand"))
             .contains(". sampling (:: memprof :: __private :: Sampling :: OnDemand)")
-    );
-    assert!(
-        expanded(quote!(continuous = false)).contains(". sampling (:: memprof :: __private :: Sampling :: OnDemand)")
     );
     let errors = errors_of(
         quote!(sampling = "always"),
@@ -177,7 +174,10 @@ fn sampling_takes_the_variables_words_and_continuous_is_its_older_spelling() {
             fn main() {}
         ),
     );
-    assert_eq!(errors, ["`continuous` says again what `sampling` said: give `sampling` alone"]);
+    assert_eq!(
+        errors,
+        [r#"`continuous` is the older spelling of `sampling`: write `sampling = \"continuous\"` (or \"on-demand\")"#]
+    );
 }
 
 #[test]

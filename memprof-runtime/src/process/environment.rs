@@ -11,7 +11,7 @@
 //!
 //! ```
 //! let names: Vec<&str> = memprof_runtime::environment::ALL.iter().map(|variable| variable.name).collect();
-//! assert!(names.contains(&"MEMPROF_ADDR"));
+//! assert!(names.contains(&"MEMPROF_HTTP"));
 //! ```
 
 use std::collections::HashMap;
@@ -29,8 +29,10 @@ pub struct Variable {
 
 /// Switches the built-in server on with `true` (unless the program names another variable).
 pub const SWITCH: &str = "LIBPROCESS_MEMORY_PROFILING";
-/// The built-in server's address, overriding the program's.
-pub const ADDRESS: &str = "MEMPROF_ADDR";
+/// The built-in server's address, overriding the program's (the attribute's `http`).
+pub const HTTP: &str = "MEMPROF_HTTP";
+/// The older name of [`HTTP`], read while that is unset (and said).
+pub const OLDER_HTTP: &str = "MEMPROF_ADDR";
 /// The access token (unless the program names another variable).
 pub const TOKEN: &str = "MEMPROF_TOKEN";
 /// Where a run still active at the end leaves its profile.
@@ -71,7 +73,11 @@ pub const PREFIXED_MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
 /// Every variable memprof reads.
 pub const ALL: &[Variable] = &[
     Variable { name: SWITCH, meaning: "`true` serves the built-in endpoints (the program may name another variable)" },
-    Variable { name: ADDRESS, meaning: "the built-in server's address, over the program's own" },
+    Variable { name: HTTP, meaning: "the built-in server's address, over the program's own (the attribute's `http`)" },
+    Variable {
+        name: OLDER_HTTP,
+        meaning: "the older name of `MEMPROF_HTTP`: read while that is unset, and said at start",
+    },
     Variable { name: TOKEN, meaning: "the token every request must send (the program may name another variable)" },
     Variable { name: FINAL_DUMP, meaning: "where a run still active when the program ends leaves its profile" },
     Variable { name: DIRECTORY, meaning: "where profile directories are made (else TMPDIR, else /tmp)" },

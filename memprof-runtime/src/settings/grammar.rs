@@ -25,6 +25,13 @@ pub(crate) enum Problem {
         /// What is done instead, such as "it is ignored".
         instead: String,
     },
+    /// A variable set under its older name, read while the new one is unset.
+    Renamed {
+        /// The older name, set.
+        older: &'static str,
+        /// The name now.
+        name: &'static str,
+    },
     /// A `MEMPROF_*` variable memprof does not read, within two edits of one it does.
     Misspelt {
         /// The variable set.
@@ -57,6 +64,9 @@ impl fmt::Display for Problem {
         match self {
             Problem::Malformed { name, value, expected, instead } => {
                 write!(formatter, "{name}={value:?} is not {expected}; {instead}")
+            }
+            Problem::Renamed { older, name } => {
+                write!(formatter, "{older} is the older name of {name}: it is read while {name} is unset; rename it")
             }
             Problem::Misspelt { name, meant } => {
                 write!(formatter, "{name} is not a variable memprof reads: did you mean {meant}?")

@@ -65,7 +65,7 @@ impl Options {
     }
 
     /// The address of the built-in server (`host:port`; port 0 picks a free one, which is logged).
-    /// `MEMPROF_ADDR` overrides it at run time.
+    /// `MEMPROF_HTTP` overrides it at run time.
     pub fn http(mut self, address: impl Into<String>) -> Self {
         self.http = address.into();
         self
@@ -124,12 +124,9 @@ impl Options {
     }
 
     /// The older spelling of [`Options::sampling`]: `true` is [`Sampling::Continuous`], `false`
-    /// [`Sampling::OnDemand`] (the attribute's `continuous = true` likewise).
-    ///
-    /// ```
-    /// let options = memprof_runtime::Options::new().continuous(false);
-    /// # drop(options);
-    /// ```
+    /// [`Sampling::OnDemand`]. The mode has one word everywhere now (`sampling`, `MEMPROF_SAMPLING`,
+    /// `state`); the attribute refuses its `continuous = ..` with the new spelling.
+    #[deprecated(since = "0.1.0", note = "use `.sampling(Sampling::Continuous)` or `.sampling(Sampling::OnDemand)`")]
     pub fn continuous(self, enabled: bool) -> Self {
         self.sampling(if enabled { Sampling::Continuous } else { Sampling::OnDemand })
     }

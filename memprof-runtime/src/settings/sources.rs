@@ -73,7 +73,12 @@ impl Settings {
             .parsed(&options.env, grammar::boolean, "`true` or `false`", "heap profiling endpoints are not served")
             .unwrap_or(false);
         let token = read.text(&options.token_env, "every request is refused");
-        let address = read.text(variables::ADDRESS, "the program's address is served").unwrap_or(options.http.clone());
+        let address = read.text(variables::HTTP, "the program's address is served").or_else(|| {
+            let older = read.text(variables::OLDER_HTTP, "the program's address is served")?;
+            read.said(Problem::Renamed { older: variables::OLDER_HTTP, name: variables::HTTP });
+            Some(older)
+        });
+        let address = address.unwrap_or(options.http.clone());
         let sampling = SamplingAsked {
             variable: read.parsed(
                 variables::SAMPLING,

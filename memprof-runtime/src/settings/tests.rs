@@ -43,7 +43,8 @@ fn the_environment_wins_over_the_program_and_is_read_typed() {
             ("PROFILING", "true"),
             ("LIBPROCESS_MEMORY_PROFILING", "false"),
             ("SECRET", "s3cret"),
-            ("MEMPROF_ADDR", "127.0.0.1:7070"),
+            ("MEMPROF_HTTP", "127.0.0.1:7070"),
+            ("MEMPROF_ADDR", "127.0.0.1:8080"),
             ("MEMPROF_SAMPLING", "continuous"),
             ("MEMPROF_UNWINDER", "libgcc"),
             ("MEMPROF_SCOPES", "false"),
@@ -70,6 +71,17 @@ fn the_environment_wins_over_the_program_and_is_read_typed() {
     assert_eq!(settings.retention, Retention { keep: 3, max_bytes: 256 << 20 });
     assert_eq!(settings.profile_parent, ProfileParent { path: "/var/lib/profiles".into(), named: true });
     assert_eq!(settings.problems, []);
+}
+
+#[test]
+fn the_older_name_of_a_variable_is_read_and_said() {
+    let older = resolve(&[("MEMPROF_ADDR", "127.0.0.1:8080")]);
+    assert_eq!(older.address, "127.0.0.1:8080");
+    assert_eq!(
+        said(&older),
+        ["MEMPROF_ADDR is the older name of MEMPROF_HTTP: it is read while MEMPROF_HTTP is unset; rename it"]
+    );
+    assert!(!older.problems[0].is_error());
 }
 
 #[test]
