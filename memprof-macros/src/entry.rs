@@ -8,7 +8,18 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, ItemFn, Lit, Meta, Token};
 
 /// The keys the attribute takes, for error messages.
-const KEYS: &str = "`http`, `env`, `token_env`, `lg_prof_sample`, `keep_runs`, `allocator`, `dump_on_sigterm`, `dump_on_sigint`, `sampling`, `crate`";
+pub(crate) const ARGUMENTS: [&str; 10] = [
+    "http",
+    "env",
+    "token_env",
+    "lg_prof_sample",
+    "keep_runs",
+    "allocator",
+    "dump_on_sigterm",
+    "dump_on_sigint",
+    "sampling",
+    "crate",
+];
 /// jemalloc's bound for `lg_prof_sample`: the sample interval must fit in a `u64`.
 const MAX_LG_PROF_SAMPLE: u32 = 63;
 /// The most finished profiles kept: the runtime's `MAX_KEEP_RUNS` is this (through `__max_keep_runs!`).
@@ -167,7 +178,10 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
                 .map(|path| configuration.krate = path),
             _ => Err(syn::Error::new(
                 meta.path().span(),
-                format!("unknown argument `{key}` of `#[memprof::main]`; expected one of: {KEYS}"),
+                format!(
+                    "unknown argument `{key}` of `#[memprof::main]`; expected one of: {}",
+                    ARGUMENTS.map(|argument| format!("`{argument}`")).join(", ")
+                ),
             )),
         };
         if let Err(error) = result {

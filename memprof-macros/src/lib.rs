@@ -13,6 +13,15 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     entry::main(args.into(), item.into()).into()
 }
 
+/// The attribute's arguments, as an array of string literals: for the test that keeps
+/// docs/configuration.md's table of them true. Not a public API.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __attribute_arguments(_: TokenStream) -> TokenStream {
+    let arguments = entry::ARGUMENTS;
+    quote::quote!([#(#arguments),*]).into()
+}
+
 /// The most finished profiles memprof keeps (`keep_runs`), as a `u32` literal: declared once, here, where
 /// the attribute refuses more, and read by the runtime (`memprof_runtime::MAX_KEEP_RUNS`), which a
 /// proc-macro crate cannot otherwise share a constant with. Not a public API.

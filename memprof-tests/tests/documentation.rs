@@ -122,6 +122,22 @@ fn the_configuration_lists_every_environment_variable_and_no_other() {
     assert_eq!(documented, read);
 }
 
+/// The table at the head of docs/configuration.md has a row for each of the attribute's arguments, and
+/// none for an argument it does not take (rows of variables are in it too: they are not arguments).
+#[test]
+fn the_configuration_lists_every_attribute_argument_and_no_other() {
+    let configuration = std::fs::read_to_string(docs::workspace().join("docs/configuration.md")).unwrap();
+    let table =
+        configuration.lines().skip_while(|line| !line.starts_with('|')).take_while(|line| line.starts_with('|'));
+    let documented: BTreeSet<&str> = table
+        .skip(2)
+        .filter_map(|row| row.trim_start_matches('|').trim_start().strip_prefix('`')?.split([' ', '`']).next())
+        .filter(|key| key.chars().all(|character| character.is_ascii_lowercase() || character == '_'))
+        .collect();
+    let taken: BTreeSet<&str> = memprof_macros::__attribute_arguments!().into_iter().collect();
+    assert_eq!(documented, taken);
+}
+
 /// The Parca and Grafana Alloy blocks point at what memprof serves: their target is the example's
 /// address, each enabled profile's path answers a gzip pprof profile with Go's allocation sample types from
 /// the example sampled continuously, and every profile type memprof does not serve is switched off.
