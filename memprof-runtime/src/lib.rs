@@ -170,8 +170,8 @@ pub mod __fuzzing {
     }
 
     /// What a start-up reads in a dead process's directory (an owner line, a profile's record, a last-seen
-    /// record), from the same bytes: never a panic. Then the bytes, cut at each `0xff`, become the files of
-    /// an ended process of this program (its `ended` mark, its last-seen record, two profiles' records, their
+    /// note), from the same bytes: never a panic. Then the bytes, cut at each `0xff`, become the files of
+    /// an ended process of this program (its `ended` mark, its last-seen note, two profiles' records, their
     /// profiles' names), and the start-up sweep and the earlier processes as `state` describes them, captions
     /// included, are made from that directory: never a panic either.
     pub fn profile_root_files(bytes: &[u8]) {

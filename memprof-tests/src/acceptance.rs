@@ -198,7 +198,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into())
         .collect();
     // Both programs the checks run against label their allocations: the label table is kept beside; and
-    // the process's last-seen record, which the next start reads if this process is killed; and the run's
+    // the process's last-seen note, which the next start reads if this process is killed; and the run's
     // views from the record of samples (net growth, allocations, peak).
     names.sort();
     let id = latest_run.id;
@@ -210,11 +210,11 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
     expected.sort();
     assert_eq!(
         names, expected,
-        "the profile, its record, its label table, its views, the last-seen record and the owner file, nothing else"
+        "the profile, its record, its label table, its views, the last-seen note and the owner file, nothing else"
     );
     assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
     let last_seen = std::fs::metadata(Path::new(directory).join("last-seen.json")).unwrap();
-    assert_eq!(last_seen.permissions().mode() & 0o777, 0o600, "the last-seen record is the owner's only");
+    assert_eq!(last_seen.permissions().mode() & 0o777, 0o600, "the last-seen note is the owner's only");
 }
 
 /// A timed run ends by itself; its profile stays downloadable during the next run.

@@ -96,12 +96,12 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
     assert_eq!(restarted.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
 }
 
-/// The last-seen record in `directory`, once it satisfies `wanted` (it is rewritten every 5 s).
+/// The last-seen note in `directory`, once it satisfies `wanted` (it is rewritten every 5 s).
 fn last_seen_when(directory: &Path, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    wait_until(&format!("such a last-seen record in {}", directory.display()), PATIENCE, || {
-        let record = std::fs::read(directory.join("last-seen.json")).map_err(|error| error.to_string())?;
-        let record: serde_json::Value = serde_json::from_slice(&record).map_err(|error| error.to_string())?;
-        if wanted(&record) { Ok(record) } else { Err(record.to_string()) }
+    wait_until(&format!("such a last-seen note in {}", directory.display()), PATIENCE, || {
+        let bytes = std::fs::read(directory.join("last-seen.json")).map_err(|error| error.to_string())?;
+        let note: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| error.to_string())?;
+        if wanted(&note) { Ok(note) } else { Err(note.to_string()) }
     })
 }
 
@@ -114,7 +114,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     let directory = directory_with_a_run(&killed);
     let older = killed.state().latest_run.expect("a latest run").id;
     let active = start(&killed, "1mins");
-    let seen = last_seen_when(&directory, |record| record["active_run"]["id"].as_u64() == Some(active));
+    let seen = last_seen_when(&directory, |note| note["active_run"]["id"].as_u64() == Some(active));
     let killed_pid = killed.pid();
     killed.signal("KILL");
     killed.wait_for_exit();
@@ -124,7 +124,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     assert_eq!(processes.len(), 1, "{processes:#?}");
     let process = &processes[0];
     assert_eq!(process["pid"], killed_pid);
-    assert_eq!(process["last_seen"], seen, "the last-seen record survives the restart");
+    assert_eq!(process["last_seen"], seen, "the last-seen note survives the restart");
     assert!(seen["allocated_bytes"].as_u64().unwrap() > 1 << 20 && seen["rss_bytes"].as_u64().unwrap() > 1 << 20);
     assert_eq!(process["lost_run"]["id"].as_u64(), Some(active), "{process:#?}");
     let profile = &process["profiles"][0];
@@ -147,7 +147,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     }
 }
 
-/// The last-seen record is written when a run starts (not only every 5 s): a run started just before a
+/// The last-seen note is written when a run starts (not only every 5 s): a run started just before a
 /// `kill -9` is named after the restart, and its directory is kept as evidence.
 #[test]
 fn a_run_started_just_before_a_kill_is_named_after_the_restart() {

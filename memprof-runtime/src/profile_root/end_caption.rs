@@ -78,7 +78,7 @@ pub(crate) fn caption(process: &EarlierProcess) -> String {
             ));
         }
         (Some(_), None) => sentences.push(
-            "Here is its newest profile; when the process was last seen is not known (it predates the record)."
+            "Here is its newest profile; when the process was last seen is not known (it predates the last-seen note)."
                 .to_owned(),
         ),
         (None, _) => sentences.push("No profile of it was kept.".to_owned()),
@@ -178,6 +178,6 @@ mod tests {
         let after = caption(&process(vec![(9, "http", 1195.0, Some(23 * MIB))], Some(seen(1192.0, MIB / 2, None))));
         assert!(after.ends_with("Its newest profile (http) was taken after its last record and holds 23.0 MiB live: it is the latest sign of it."), "{after}");
         let unknown = caption(&process(vec![(1, "automatic: high water", 10.0, None)], None));
-        assert!(unknown.ends_with("when the process was last seen is not known (it predates the record)."));
+        assert!(unknown.ends_with("when the process was last seen is not known (it predates the last-seen note)."));
     }
 }

@@ -1,4 +1,4 @@
-//! The process's record of itself, refreshed every [`PERIOD`] while it lives (`last-seen.json` in its
+//! The process's note of itself (its last-seen note), refreshed every [`PERIOD`] while it lives (`last-seen.json` in its
 //! profile directory): when it was last seen, how big it was, the run active then. After a `kill -9` or an
 //! OOM kill the next process reads it to say what the kept profiles show of the end: how long before it
 //! they were taken, how much of the last heap they hold, and which run was lost.
@@ -19,7 +19,7 @@ pub(crate) const FILE: &str = "last-seen.json";
 /// How often it is written.
 pub(crate) const PERIOD: Duration = Duration::from_secs(5);
 
-/// The longest file read: a record is a few hundred bytes.
+/// The longest file read: a note is a few hundred bytes.
 const LONGEST: u64 = 4096;
 
 /// The process now, with the run active now and its memory counters read now.
@@ -34,8 +34,8 @@ pub(crate) fn now(active_run: Option<ActiveRun>, counters: &HeapCounters) -> Las
     }
 }
 
-/// The record an ended process left in `directory`, if it left a readable one (its times ones a working
-/// clock gives: a record naming another is not memprof's, and read as none).
+/// The note an ended process left in `directory`, if it left a readable one (its times ones a working
+/// clock gives: a note naming another is not memprof's, and read as none).
 pub(crate) fn read(directory: &Path) -> Option<LastSeen> {
     let seen: LastSeen = serde_json::from_slice(&untrusted::read_small(&directory.join(FILE), LONGEST).ok()?).ok()?;
     let run_started = seen.active_run.as_ref().map(|run| run.started);
@@ -49,7 +49,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_record_is_read_back_and_anything_else_is_not_one() {
+    fn a_note_is_read_back_and_anything_else_is_not_one() {
         let directory = tempfile::tempdir().unwrap();
         let seen = LastSeen {
             time: 1_795_000_000.5,
@@ -74,7 +74,7 @@ mod tests {
         assert_eq!(read(directory.path()), None, "a FIFO is not waited on");
         std::fs::remove_file(directory.path().join(FILE)).unwrap();
         std::fs::write(directory.path().join(FILE), vec![b' '; 1 << 20]).unwrap();
-        assert_eq!(read(directory.path()), None, "read no further than a record's size");
+        assert_eq!(read(directory.path()), None, "read no further than a note's size");
         for planted in [
             LastSeen { time: 1e19, ..seen.clone() },
             LastSeen {

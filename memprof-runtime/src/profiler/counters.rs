@@ -5,7 +5,7 @@
 //! the last [`CLASSES_WATCHED`]), the resident set by class ([`crate::memory`]) goes with a reading as often
 //! as reading it costs at most [`CLASSES_SHARE`] of a core: every second for a process of a few thousand
 //! mappings, less often for more; nobody watching, the kernel's smaps are not read at all. Every
-//! [`last_seen::PERIOD`] it writes the process's last-seen record, which the next process reads if this
+//! [`last_seen::PERIOD`] it writes the process's last-seen note, which the next process reads if this
 //! one is killed.
 //!
 //! Reading jemalloc's counters advances its `epoch`, which merges every arena's statistics (some 750,000
@@ -123,7 +123,7 @@ pub(crate) fn start() -> std::io::Result<()> {
                 autodump::check(&counters);
                 if now >= last_seen_due {
                     last_seen_due = now + last_seen::PERIOD;
-                    crate::profiler::Profiler::global().record_last_seen(counters);
+                    crate::profiler::Profiler::global().note_last_seen(counters);
                 }
             }
             // Sampled continuously past its budget, sampling is thinned slot by slot meanwhile.

@@ -297,9 +297,9 @@ impl Profiler {
         finished
     }
 
-    /// Writes the process's last-seen record in its profile directory (see [`crate::profile_root::last_seen`]); nothing
+    /// Writes the process's last-seen note in its profile directory (see [`crate::profile_root::last_seen`]); nothing
     /// when no directory can be written (profiles kept in memory). `counters` are the program's, read now.
-    pub(crate) fn record_last_seen(&self, counters: memprof_wire::HeapCounters) {
+    pub(crate) fn note_last_seen(&self, counters: memprof_wire::HeapCounters) {
         write_last_seen(&mut self.books.lock(), Some(counters));
     }
 
@@ -336,7 +336,7 @@ impl Profiler {
     }
 }
 
-/// Writes the process's last-seen record with the run active now (see [`Profiler::record_last_seen`]); also
+/// Writes the process's last-seen note with the run active now (see [`Profiler::note_last_seen`]); also
 /// when a run starts and ends, so that a run started just before a kill is named after the restart.
 /// `counters`: the program's memory counters read now (none when they could not be read: nothing written).
 fn write_last_seen(books: &mut Books, counters: Option<memprof_wire::HeapCounters>) {
