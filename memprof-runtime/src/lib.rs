@@ -169,16 +169,16 @@ pub mod __fuzzing {
         }
     }
 
-    /// What a start-up reads in a dead process's directory (an owner line, a profile's record, a last-seen
+    /// What a start-up reads in a dead process's directory (an owner line, a profile's provenance, a last-seen
     /// note), from the same bytes: never a panic. Then the bytes, cut at each `0xff`, become the files of
-    /// an ended process of this program (its `ended` mark, its last-seen note, two profiles' records, their
+    /// an ended process of this program (its `ended` mark, its last-seen note, two profiles' provenance notes, their
     /// profiles' names), and the start-up sweep and the earlier processes as `state` describes them, captions
     /// included, are made from that directory: never a panic either.
     pub fn profile_root_files(bytes: &[u8]) {
         if let Ok(text) = std::str::from_utf8(bytes) {
             let _ = crate::profile_root::stale::parse_owner(text);
         }
-        let _ = serde_json::from_slice::<memprof_wire::ProfileRecord>(bytes);
+        let _ = serde_json::from_slice::<memprof_wire::Provenance>(bytes);
         let _ = serde_json::from_slice::<memprof_wire::LastSeen>(bytes);
         let Ok(parent) = tempfile::tempdir() else { return };
         let directory = parent.path().join("memprof.fuzzed");
@@ -192,8 +192,8 @@ pub mod __fuzzing {
         let mut names = names.split_whitespace().filter(|name| !name.contains('/') && !name.starts_with('.'));
         let (first_name, second_name) =
             (names.next().unwrap_or("automatic.1.heap"), names.next().unwrap_or("profile.2.heap"));
-        // A third profile whose record is memprof's, so that the process is this program's and is listed.
-        let ours = memprof_wire::ProfileRecord {
+        // A third profile whose provenance is memprof's, so that the process is this program's and is listed.
+        let ours = memprof_wire::Provenance {
             id: 3,
             started_by: "http".to_owned(),
             started: 1_795_000_000.0,
@@ -214,8 +214,9 @@ pub mod __fuzzing {
         for (name, contents) in files {
             let _ = std::fs::write(directory.join(name), contents);
         }
-        for (name, record) in [(first_name, first), (second_name, second)] {
-            let _ = std::fs::write(crate::profile_root::files::Beside::Record.of(&directory.join(name)), record);
+        for (name, provenance) in [(first_name, first), (second_name, second)] {
+            let _ =
+                std::fs::write(crate::profile_root::files::Beside::Provenance.of(&directory.join(name)), provenance);
         }
         let sweep = crate::profile_root::evidence::sweep(parent.path(), 4, 1 << 20);
         for process in &sweep.kept {

@@ -210,7 +210,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
     expected.sort();
     assert_eq!(
         names, expected,
-        "the profile, its record, its label table, its views, the last-seen note and the owner file, nothing else"
+        "the profile, its provenance, its label table, its views, the last-seen note and the owner file, nothing else"
     );
     assert_eq!(files[0].permissions().mode() & 0o777, 0o600, "the profile is the owner's only");
     let last_seen = std::fs::metadata(Path::new(directory).join("last-seen.json")).unwrap();

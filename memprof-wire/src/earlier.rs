@@ -1,5 +1,5 @@
 //! What is known of processes that ended without cleaning up (killed at an OOM, say): their kept
-//! profiles, the record beside each, and what each process last wrote of itself.
+//! profiles, the provenance beside each, and what each process last wrote of itself.
 
 use serde::{Deserialize, Serialize};
 
@@ -82,7 +82,7 @@ pub struct EarlierProfile {
 /// What is recorded beside each kept profile (`<name>.json`), so that a later process can tell what it
 /// was after this one is gone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileRecord {
+pub struct Provenance {
     /// The profile's id.
     pub id: u64,
     /// Who started it (as [`KeptProfile::started_by`]).

@@ -21,7 +21,7 @@ pub mod paths;
 mod runs;
 mod state;
 
-pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, ProfileRecord};
+pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, Provenance};
 pub use error::{Cause, DumpOf, Error};
 pub use explain::{
     ClassBytes, Container, DecaySettings, Evidence, Explanation, GrowingStack, HeldAge, LabelledBytes, MemoryClass,

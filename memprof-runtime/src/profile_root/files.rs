@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Beside {
     /// Who made it, with which build ([`crate::profile_root::evidence`]).
-    Record,
+    Provenance,
     /// The label table, named as memprof-analysis reads it offline ([`memprof_analysis::labels_path`]).
     Labels,
     /// What grew during a window (its net growth is this less [`Beside::Shrunk`]).
@@ -29,12 +29,12 @@ pub(crate) enum Beside {
 impl Beside {
     /// Every side file.
     pub(crate) const ALL: [Beside; 6] =
-        [Beside::Record, Beside::Labels, Beside::Grown, Beside::Shrunk, Beside::Allocated, Beside::Peak];
+        [Beside::Provenance, Beside::Labels, Beside::Grown, Beside::Shrunk, Beside::Allocated, Beside::Peak];
 
     /// This side file of the heap profile at `profile`.
     pub(crate) fn of(self, profile: &Path) -> PathBuf {
         match self {
-            Beside::Record => profile.with_extension("json"),
+            Beside::Provenance => profile.with_extension("json"),
             Beside::Labels => memprof_analysis::labels_path(profile),
             Beside::Grown => profile.with_extension("net-grown"),
             Beside::Shrunk => profile.with_extension("net-shrunk"),

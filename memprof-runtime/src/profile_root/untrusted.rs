@@ -75,7 +75,7 @@ pub(crate) fn read_small_text(path: &Path, limit: u64) -> io::Result<String> {
 /// later one was not written by memprof on a working clock.
 pub(crate) const LATEST_UNIX_SECONDS: f64 = 4_102_444_800.0;
 
-/// The time `seconds` after the Unix epoch, as a file of the profile root names one (a profile's record, the
+/// The time `seconds` after the Unix epoch, as a file of the profile root names one (a profile's provenance, the
 /// last-seen note, an `ended` mark); `None` when it is not a time such a file can hold (negative, not a
 /// number, or after [`LATEST_UNIX_SECONDS`]), so that no number read there reaches arithmetic that panics
 /// (`UNIX_EPOCH + Duration::from_secs(u64::MAX)` does).

@@ -55,7 +55,7 @@ impl Profiler {
 fn keep_automatic(books: &mut Books, id: u64, owner: Owner, path: PathBuf, keep: usize, max_bytes: u64) -> KeptProfile {
     let now = SystemTime::now();
     let dump = KeptProfile { id, owner, started: now, stopped: now, path };
-    crate::profile_root::evidence::record(&dump);
+    crate::profile_root::evidence::write_provenance(&dump);
     let size = |dump: &KeptProfile| std::fs::metadata(&dump.path).map_or(0, |metadata| metadata.len());
     let evicted = books.runs.automatic_dump(dump.clone(), keep, max_bytes, size);
     books.forget(evicted);

@@ -286,7 +286,7 @@ impl Profiler {
                     stopped: SystemTime::now(),
                     path,
                 };
-                crate::profile_root::evidence::record(&finished);
+                crate::profile_root::evidence::write_provenance(&finished);
                 let evicted = books.runs.finished(finished.clone());
                 books.forget(evicted);
                 Ok(finished)

@@ -6,7 +6,7 @@
 //! the automatic dumps' bounds (`MEMPROF_DUMP_KEEP` files, `MEMPROF_DUMP_MAX_BYTES` bytes), the oldest
 //! removed first. They stay until an operator clears them (`clear_earlier`).
 //!
-//! Beside each profile a process keeps, it writes a record (`<name>.json`, [`ProfileRecord`]): who started
+//! Beside each profile a process keeps, it writes its provenance (`<name>.json`, [`Provenance`]): who started
 //! it, when, and the program and its build, so that a later build does not symbolize it wrongly, and a
 //! process lists only its own program's earlier processes (another program sharing the directory, `/tmp`
 //! say, finds its own at its next start; its directories are salvaged, never listed or bounded here).
@@ -15,7 +15,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use memprof_wire::{LastSeen, ProfileRecord};
+use memprof_wire::{LastSeen, Provenance};
 
 use crate::profile_root::files::Beside;
 use crate::profile_root::last_seen;
@@ -105,7 +105,7 @@ pub(crate) fn sweep(parent: &Path, keep: usize, max_bytes: u64) -> Sweep {
 }
 
 /// Keeps an ended process's evidence in its directory (automatic dumps, the newest run's profile, their
-/// records) and removes the rest; `false` when there is no evidence (the directory is left to remove).
+/// provenance) and removes the rest; `false` when there is no evidence (the directory is left to remove).
 fn salvage(directory: &Path) -> bool {
     if directory.join(ENDED_FILE).is_file() {
         return true;
@@ -142,14 +142,14 @@ fn profile_id(name: &str, prefix: &str) -> Option<u64> {
     (name == profile_name(prefix, id)).then_some(id)
 }
 
-/// The longest record read beside a profile: a few hundred bytes when memprof writes it.
-const RECORD_LIMIT: u64 = 64 * 1024;
+/// The longest provenance read beside a profile: a few hundred bytes when memprof writes it.
+const PROVENANCE_LIMIT: u64 = 64 * 1024;
 
 fn profile_name(prefix: &str, id: u64) -> String {
     format!("{prefix}{id}.heap")
 }
 
-/// The profile that file `name` is kept beside: its record (`X.json` records `X.heap`) or its label table
+/// The profile that file `name` is kept beside: its provenance (`X.json` is `X.heap`'s) or its label table
 /// (`X.heap.labels`).
 fn beside_of(name: &str) -> Option<String> {
     match name.strip_suffix(".labels") {
@@ -159,8 +159,8 @@ fn beside_of(name: &str) -> Option<String> {
 }
 
 /// Records who made `profile` and with which build, beside it.
-pub(crate) fn record(profile: &KeptProfile) {
-    let record = ProfileRecord {
+pub(crate) fn write_provenance(profile: &KeptProfile) {
+    let provenance = Provenance {
         id: profile.id,
         started_by: profile.owner.name(),
         started: untrusted::unix_seconds(profile.started),
@@ -170,8 +170,8 @@ pub(crate) fn record(profile: &KeptProfile) {
         build_id: crate::process::executable::build_id(),
         allocated: crate::jemalloc::heap_stats().ok().map(|counters| counters.allocated as u64),
     };
-    if let Ok(json) = serde_json::to_vec(&record) {
-        let _ = fs::write(Beside::Record.of(&profile.path), json);
+    if let Ok(json) = serde_json::to_vec(&provenance) {
+        let _ = fs::write(Beside::Provenance.of(&profile.path), json);
     }
 }
 
@@ -186,7 +186,7 @@ fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
             let ended_before = untrusted::unix_time(ended.trim().parse::<u64>().ok()? as f64)?;
             let mut profiles = profiles_in(&directory, this_build.as_deref(), max_bytes);
             let last_seen = last_seen::read(&directory);
-            // Another program's (or, without records, nobody can tell whose): left for its own program.
+            // Another program's (or, without provenance, nobody can tell whose): left for its own program.
             let program = profiles
                 .iter()
                 .find_map(|profile| profile.binary.clone())
@@ -205,7 +205,7 @@ fn earlier_processes(parent: &Path, max_bytes: u64) -> Vec<EarlierProcess> {
 /// Whether a profile written by `theirs` is this service's: the same program file name, wherever it is
 /// installed (`/opt/app-1.2/bin/app` and `/opt/app-1.3/bin/app`: a new version in a versioned directory or a
 /// new container image is the same service, and its other build is flagged as such by the build id).
-/// Without a record, nobody can tell whose it is: left for its own program.
+/// Without its provenance, nobody can tell whose it is: left for its own program.
 fn same_service(theirs: Option<&str>, ours: Option<&str>) -> bool {
     let name = |path: &str| Path::new(path).file_name().map(std::ffi::OsStr::to_owned);
     match (theirs, ours) {
@@ -218,7 +218,7 @@ fn newest(process: &EarlierProcess) -> SystemTime {
     process.profiles.first().map_or(process.ended_before, |profile| profile.profile.stopped)
 }
 
-/// The profiles kept in an ended process's directory, with what their records say: regular files named as
+/// The profiles kept in an ended process's directory, with what their provenance says: regular files named as
 /// memprof names them, of at most `max_bytes`.
 fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Vec<EarlierProfile> {
     let Ok(entries) = fs::read_dir(directory) else {
@@ -233,21 +233,22 @@ fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Ve
             let metadata =
                 entry.metadata().ok().filter(|metadata| metadata.is_file() && metadata.len() <= max_bytes)?;
             let path = entry.path();
-            let record = read_record(&Beside::Record.of(&path));
+            let provenance = read_provenance(&Beside::Provenance.of(&path));
             let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
-            let (started_by, (started, stopped)) = match &record {
-                Some((record, times)) => (record.started_by.clone(), *times),
+            let (started_by, (started, stopped)) = match &provenance {
+                Some((provenance, times)) => (provenance.started_by.clone(), *times),
                 None => (String::from("unknown"), (modified, modified)),
             };
-            let record = record.map(|(record, _)| record);
-            let same_build = match (record.as_ref().and_then(|record| record.build_id.as_deref()), this_build) {
-                (Some(theirs), Some(ours)) => theirs == ours,
-                _ => true,
-            };
+            let provenance = provenance.map(|(provenance, _)| provenance);
+            let same_build =
+                match (provenance.as_ref().and_then(|provenance| provenance.build_id.as_deref()), this_build) {
+                    (Some(theirs), Some(ours)) => theirs == ours,
+                    _ => true,
+                };
             Some(EarlierProfile {
                 profile: KeptProfile { id, owner: Owner::Earlier(started_by), started, stopped, path },
-                allocated: record.as_ref().and_then(|record| record.allocated),
-                binary: record.and_then(|record| record.binary),
+                allocated: provenance.as_ref().and_then(|provenance| provenance.allocated),
+                binary: provenance.and_then(|provenance| provenance.binary),
                 same_build,
                 bytes: metadata.len(),
             })
@@ -255,12 +256,12 @@ fn profiles_in(directory: &Path, this_build: Option<&str>, max_bytes: u64) -> Ve
         .collect()
 }
 
-/// The record beside a kept profile, with its start and stop times; `None` when it is not one memprof wrote
-/// (too long, not a record, or a time out of range: judged as a missing record).
-fn read_record(path: &Path) -> Option<(ProfileRecord, (SystemTime, SystemTime))> {
-    let record: ProfileRecord = serde_json::from_slice(&untrusted::read_small(path, RECORD_LIMIT).ok()?).ok()?;
-    let times = (untrusted::unix_time(record.started)?, untrusted::unix_time(record.stopped)?);
-    Some((record, times))
+/// The provenance beside a kept profile, with its start and stop times; `None` when it is not one memprof wrote
+/// (too long, not a provenance, or a time out of range: judged as missing).
+fn read_provenance(path: &Path) -> Option<(Provenance, (SystemTime, SystemTime))> {
+    let provenance: Provenance = serde_json::from_slice(&untrusted::read_small(path, PROVENANCE_LIMIT).ok()?).ok()?;
+    let times = (untrusted::unix_time(provenance.started)?, untrusted::unix_time(provenance.stopped)?);
+    Some((provenance, times))
 }
 
 /// Removes the oldest profiles beyond `keep` files or `max_bytes` bytes in all (the newest always stays);
@@ -287,7 +288,7 @@ fn bound(processes: &mut [EarlierProcess], keep: usize, max_bytes: u64) -> usize
         }
         let profile = process.profiles.remove(position);
         let _ = fs::remove_file(&profile.profile.path);
-        let _ = fs::remove_file(Beside::Record.of(&profile.profile.path));
+        let _ = fs::remove_file(Beside::Provenance.of(&profile.profile.path));
         let _ = fs::remove_file(Beside::Labels.of(&profile.profile.path));
         removed += 1;
     }

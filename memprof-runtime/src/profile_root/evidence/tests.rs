@@ -14,8 +14,8 @@ fn ended(parent: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
     directory
 }
 
-fn record(id: u64, stopped: f64, build: &str) -> String {
-    serde_json::to_string(&ProfileRecord {
+fn provenance(id: u64, stopped: f64, build: &str) -> String {
+    serde_json::to_string(&Provenance {
         id,
         started_by: format!("automatic: dump {id}"),
         started: stopped,
@@ -37,13 +37,13 @@ fn an_ended_process_keeps_its_automatic_dumps_and_newest_run_and_nothing_else() 
         "memprof.killed",
         &[
             ("automatic.5.heap", "heap_v2/1\n"),
-            ("automatic.5.json", &record(5, 1000.0, &ours)),
+            ("automatic.5.json", &provenance(5, 1000.0, &ours)),
             ("automatic.5.heap.labels", "memprof-labels/1\n"),
             ("profile.3.heap", "heap_v2/1\n"),
             ("profile.3.heap.labels", "memprof-labels/1\n"),
-            ("profile.3.json", &record(3, 900.0, &ours)),
+            ("profile.3.json", &provenance(3, 900.0, &ours)),
             ("profile.4.heap", "heap_v2/1\n"),
-            ("profile.4.json", &record(4, 950.0, "another-build")),
+            ("profile.4.json", &provenance(4, 950.0, "another-build")),
             (".automatic.6.heap.partial", "heap_v2/1"),
             ("snapshot.7.heap", "heap_v2/1\n"),
         ],
@@ -91,7 +91,7 @@ fn earlier_processes_together_keep_within_the_bounds_oldest_going_first() {
                 let stopped = (process * 100 + dump) as f64;
                 [
                     (format!("automatic.{id}.heap"), "heap_v2/1\n".repeat(10)),
-                    (format!("automatic.{id}.json"), record(id, stopped, &ours)),
+                    (format!("automatic.{id}.json"), provenance(id, stopped, &ours)),
                 ]
             })
             .collect();
@@ -117,11 +117,12 @@ fn earlier_processes_together_keep_within_the_bounds_oldest_going_first() {
 fn another_programs_earlier_processes_are_salvaged_but_left_to_it() {
     let parent = tempfile::tempdir().unwrap();
     let ours = crate::process::executable::build_id().unwrap();
-    let record = record(5, 1000.0, &ours).replace(&crate::process::executable::path().unwrap(), "/srv/another-program");
+    let provenance =
+        provenance(5, 1000.0, &ours).replace(&crate::process::executable::path().unwrap(), "/srv/another-program");
     let theirs = ended(
         parent.path(),
         "memprof.theirs",
-        &[("automatic.5.heap", "heap_v2/1\n"), ("automatic.5.json", &record), ("snapshot.6.heap", "x")],
+        &[("automatic.5.heap", "heap_v2/1\n"), ("automatic.5.json", &provenance), ("snapshot.6.heap", "x")],
     );
     let sweep = sweep(parent.path(), 1, 1);
     assert!(sweep.kept.is_empty());
@@ -150,13 +151,13 @@ fn numbers_out_of_range_in_planted_files_are_unreadable_files_not_a_crash() {
         &[
             ("ended", "18446744073709551615\n"),
             ("automatic.5.heap", "heap_v2/1\n"),
-            ("automatic.5.json", &record(5, 1000.0, &ours)),
+            ("automatic.5.json", &provenance(5, 1000.0, &ours)),
         ],
     );
-    // A kept profile whose record's times are 1e19 and -1 (a panic in the conversion to a time): the profile
-    // stays, its record read as missing.
-    let far = record(7, 1000.0, &ours).replace("\"stopped\":1000.0", "\"stopped\":1e19");
-    let before = record(8, 1000.0, &ours).replace("\"started\":1000.0", "\"started\":-1.0");
+    // A kept profile whose provenance's times are 1e19 and -1 (a panic in the conversion to a time): the profile
+    // stays, its provenance read as missing.
+    let far = provenance(7, 1000.0, &ours).replace("\"stopped\":1000.0", "\"stopped\":1e19");
+    let before = provenance(8, 1000.0, &ours).replace("\"started\":1000.0", "\"started\":-1.0");
     assert!(far.contains("1e19") && before.contains("-1.0"), "{far} {before}");
     ended(
         parent.path(),
@@ -166,9 +167,9 @@ fn numbers_out_of_range_in_planted_files_are_unreadable_files_not_a_crash() {
             ("automatic.7.json", &far),
             ("automatic.8.heap", "heap_v2/1\n"),
             ("automatic.8.json", &before),
-            // A readable record says whose the process is (without one, it is left for its own program).
+            // A readable provenance says whose the process is (without one, it is left for its own program).
             ("automatic.9.heap", "heap_v2/1\n"),
-            ("automatic.9.json", &record(9, 1000.0, &ours)),
+            ("automatic.9.json", &provenance(9, 1000.0, &ours)),
         ],
     );
     let sweep = sweep(parent.path(), 8, u64::MAX);
