@@ -1,4 +1,4 @@
-//! Direct controls, as libmtev's `/mtev/heap_profile` and Traffic Server's `memory_profile` plugin offer
+//! Switches by hand, as libmtev's `/mtev/heap_profile` and Traffic Server's `memory_profile` plugin offer
 //! them: read the switches, turn sampling on and off by hand, dump the heap right now.
 //!
 //! Switching on by hand is a run like the others (owner `manual`, no timer): it gets an id, and switching

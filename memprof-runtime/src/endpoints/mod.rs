@@ -294,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn only_state_and_stop_are_control_requests() {
+    fn only_state_and_stop_are_urgent_requests() {
         let urgent = |target: &str| is_urgent(&request("GET", target));
         assert!(urgent("/memory-profiler/state") && urgent("/memory-profiler/state/?x=1"));
         assert!(urgent("/memory-profiler/stop"));

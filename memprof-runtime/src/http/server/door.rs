@@ -1,5 +1,5 @@
 //! The door: a connection that finds no place waits here, on the accept loop's thread, with no thread of
-//! its own. Its request's head is read as it comes (the sockets are polled, never waited on); a control
+//! its own. Its request's head is read as it comes (the sockets are polled, never waited on); an urgent
 //! request (`state`, `stop`) is answered at the door at once, any other waits for a place for up to
 //! [`PLACE_PATIENCE`], then gets 503. So no flood of clients, stalled or busy, keeps the operator's `state`
 //! or `stop` out, and a newcomer never needs to throw out a connection whose request is on its way.
