@@ -57,6 +57,9 @@ impl Reader<'_> {
     }
 }
 
+/// The token of a token variable set to bytes that are not text: one no request can send.
+const UNSENDABLE_TOKEN: &str = "\n";
+
 /// The words of the sampling mode, as `MEMPROF_SAMPLING`, the attribute and `state` say them.
 const SAMPLING_WORDS: [(&str, Sampling); 2] =
     [(Sampling::Continuous.name(), Sampling::Continuous), (Sampling::OnDemand.name(), Sampling::OnDemand)];
@@ -72,7 +75,10 @@ impl Settings {
         let switched_on = read
             .parsed(&options.env, grammar::boolean, "`true` or `false`", "heap profiling endpoints are not served")
             .unwrap_or(false);
-        let token = read.text(&options.token_env, "every request is refused");
+        // A token set but unreadable protects as a token does: no request can send a line break in a header.
+        let token = read
+            .text(&options.token_env, "every request is refused")
+            .or_else(|| (read.reading)(&options.token_env).map(|_| UNSENDABLE_TOKEN.to_owned()));
         let address = read.text(variables::HTTP, "the program's address is served").or_else(|| {
             let older = read.text(variables::OLDER_HTTP, "the program's address is served")?;
             read.said(Problem::Renamed { older: variables::OLDER_HTTP, name: variables::HTTP });

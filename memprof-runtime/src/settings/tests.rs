@@ -140,6 +140,14 @@ fn text_that_is_not_utf8_is_said_and_a_path_may_be_any_bytes() {
     assert_eq!(settings.final_dump, Some(PathBuf::from(bytes())));
 }
 
+#[test]
+fn a_token_that_is_not_text_refuses_every_request_rather_than_none() {
+    let reading = |name: &str| (name == "MEMPROF_TOKEN").then(|| OsString::from_vec(b"\xff".to_vec()));
+    let settings = Settings::resolve(&Options::default(), &reading, "server");
+    assert_eq!(settings.token.as_deref(), Some("\n"), "a token no header can carry");
+    assert_eq!(said(&settings), ["MEMPROF_TOKEN=\"\u{fffd}\" is not UTF-8 text; every request is refused"]);
+}
+
 /// Every variable of the environment's list is read by the resolution, and nothing else is: the list (and
 /// docs/configuration.md, checked against it by tests/documentation.rs) and [`Settings`] stay one.
 #[test]
