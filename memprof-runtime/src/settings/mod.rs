@@ -43,6 +43,8 @@ pub(crate) struct Settings {
     pub(crate) switched_on: bool,
     /// The token every request must send: the program's token variable (`token_env`), when set.
     pub(crate) token: Option<String>,
+    /// The name of that variable, for messages.
+    pub(crate) token_variable: String,
     /// The built-in server's address: `MEMPROF_HTTP` (or its older name, `MEMPROF_ADDR`), else the program's (`http`).
     pub(crate) address: String,
     /// Whether the switch starts the built-in server (`Options::built_in_server`).

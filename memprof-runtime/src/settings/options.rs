@@ -21,14 +21,14 @@ pub(crate) const DEFAULT_KEPT_RUNS: usize = 4;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    pub(crate) http: String,
-    pub(crate) env: String,
-    pub(crate) token_env: String,
-    pub(crate) keep_runs: u32,
-    pub(crate) dump_on_sigterm: bool,
-    pub(crate) dump_on_sigint: bool,
-    pub(crate) built_in_server: bool,
-    pub(crate) sampling: Option<Sampling>,
+    pub(in crate::settings) http: String,
+    pub(in crate::settings) env: String,
+    pub(in crate::settings) token_env: String,
+    pub(in crate::settings) keep_runs: u32,
+    pub(in crate::settings) dump_on_sigterm: bool,
+    pub(in crate::settings) dump_on_sigint: bool,
+    pub(in crate::settings) built_in_server: bool,
+    pub(in crate::settings) sampling: Option<Sampling>,
 }
 
 impl Default for Options {

@@ -166,6 +166,7 @@ impl Settings {
         Settings {
             switched_on,
             token,
+            token_variable: options.token_env.clone(),
             address,
             built_in_server: options.built_in_server,
             keep_runs: options.keep_runs as usize,

@@ -129,8 +129,7 @@ fn start_unsampled(options: Options) -> Guard {
         }
         let context = crate::endpoints::set_up(settings.token.clone(), wanted);
         // Answering once the rest of start-up is done (the opening dropped as this returns).
-        let _opening =
-            (wanted && settings.built_in_server).then(|| start_server(settings, &options, context)).flatten();
+        let _opening = (wanted && settings.built_in_server).then(|| start_server(settings, context)).flatten();
         if profiler.config.profiling_enabled {
             choose_sampling(profiler, choice, active_at_start);
         }
@@ -254,11 +253,7 @@ fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::p
 }
 
 /// Starts the built-in server, reporting where, or why not: it answers once the opening returned is dropped.
-fn start_server(
-    settings: &Settings,
-    options: &Options,
-    context: &'static crate::endpoints::Context,
-) -> Option<http::Opening> {
+fn start_server(settings: &Settings, context: &'static crate::endpoints::Context) -> Option<http::Opening> {
     match http::serve(&settings.address, std::sync::Arc::new(crate::endpoints::Endpoints(context))) {
         Ok((bound, opening)) => {
             messages::info(&format!(
@@ -268,7 +263,7 @@ fn start_server(
             if context.token.is_none() && !bound.ip().is_loopback() {
                 messages::warn(&format!(
                     "The heap profiling endpoints on {bound} are open to anyone who can reach it: profiles show code addresses and the heap's shape, and runs spend CPU and disk; set {} to require a token, or bind 127.0.0.1",
-                    options.token_env
+                    settings.token_variable
                 ));
             }
             Some(opening)
