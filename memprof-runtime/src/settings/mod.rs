@@ -13,7 +13,7 @@
 //! let settings = Settings::resolve(&Options::new(), &reading(&recorded), "server");
 //! assert!(settings.switched_on);
 //! assert_eq!(settings.problems[0].to_string(),
-//!     "MEMPROF_DUMP_KEEP=\"0\" is not a count from 1 to 65535; 8 dumps are kept");
+//!     "MEMPROF_DUMP_KEEP=\"0\" is not a count from 1 to 65535; 8 are kept");
 //! ```
 
 pub(crate) mod grammar;

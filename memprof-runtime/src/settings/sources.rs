@@ -109,7 +109,7 @@ impl Settings {
             variables::SAMPLING_BUDGET,
             Budget::parse,
             "a share of one core above 0 and at most 100 % (such as `0.5%`), nor `off`",
-            "the budget is 0.5 % of a core",
+            &format!("the budget is {} % of a core", Budget::DEFAULT.share() * 100.0),
         ) {
             Some(budget) => budget,
             None if whole_run.is_some() && (read.reading)(variables::SAMPLING_BUDGET).is_none() => None,
@@ -136,11 +136,16 @@ impl Settings {
                     variables::DUMP_KEEP,
                     |text| grammar::count(text, 1..=65_535),
                     "a count from 1 to 65535",
-                    "8 are kept",
+                    &format!("{} are kept", Retention::DEFAULT.keep),
                 )
                 .map_or(Retention::DEFAULT.keep, |keep| keep as usize),
             max_bytes: read
-                .parsed(variables::DUMP_MAX_BYTES, grammar::size, "a size such as 256MiB", "256 MiB are kept")
+                .parsed(
+                    variables::DUMP_MAX_BYTES,
+                    grammar::size,
+                    "a size such as 256MiB",
+                    &format!("{} MiB are kept", Retention::DEFAULT.max_bytes >> 20),
+                )
                 .unwrap_or(Retention::DEFAULT.max_bytes),
         };
         let profile_parent = match read.path(variables::DIRECTORY) {
