@@ -4,7 +4,7 @@
 //!
 //! The environment is read once, the first time memprof needs any of it: every variable of [`ALL`] and
 //! every other `MEMPROF_*` (a misspelt one is reported), taken together; the settings are resolved from
-//! that reading, once ([`crate::settings`]), so a setting needed late (the profile root at the first run,
+//! that reading, once (by the runtime's settings), so a setting needed late (the profile root at the first run,
 //! `MEMPROF_FINAL_DUMP` at the end) agrees with those read at start-up, whatever the program did to its
 //! environment meanwhile. The two variables a program names itself (its switch and its token,
 //! `#[memprof::main(env = ..)]`) are read at that resolution too.
