@@ -291,12 +291,42 @@ pub fn statistics_are_jemallocs_json(service: &Program) {
     assert!(jemalloc["stats"]["allocated"].as_u64().unwrap() > 0);
 }
 
+/// Before any run, no profile is kept but the automatic dumps: sampled continuously, a service that grew
+/// half again since start-up has one, taken at a reading of the counters' own, which may fall between two
+/// requests. So each answer is checked against the dumps `state` listed just before it and just after:
+/// none, "no heap profile yet"; else the latest is served, and an id not kept lists them.
+fn before_any_run_the_profiles_kept_are_the_automatic_dumps(service: &Program) {
+    let dumps = || -> Vec<u64> { service.state().automatic_dumps.dumps.iter().rev().map(|dump| dump.id).collect() };
+    let (before, latest, after) = (dumps(), service.get("/memory-profiler/download/raw"), dumps());
+    let none_yet = "No heap profile has been generated yet; start a run with /memory-profiler/start?duration=30secs.\n";
+    let answer = (latest.status, latest.text());
+    assert!(
+        (before.is_empty() && answer == (404, none_yet.to_owned()))
+            || (!after.is_empty() && answer.0 == 200 && answer.1.starts_with("heap_v2/")),
+        "the latest profile: {} {} (dumps: {before:?}, then {after:?})",
+        answer.0,
+        answer.1
+    );
+    let (before, named, after) = (dumps(), service.get("/memory-profiler/download/raw?id=42"), dumps());
+    let said = |dumps: &[u64]| match dumps {
+        [] => "No heap profile with id 42; none has been generated yet.\n".to_owned(),
+        ids => {
+            let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+            format!("No heap profile with id 42; the profiles kept are {}.\n", ids.join(", "))
+        }
+    };
+    let text = named.text();
+    assert!(
+        named.status == 404 && (text == said(&before) || text == said(&after)),
+        "id 42: {} {text} (dumps: {before:?}, then {after:?})",
+        named.status
+    );
+}
+
 /// Every error path, with its exact status and message.
 pub fn bad_requests_are_refused_clearly(service: &Program) {
     let units = "'ns', 'us', 'ms', 's' or 'secs', 'm' or 'mins', 'h' or 'hrs', 'd' or 'days', 'w' or 'weeks'";
     let cases: &[(&str, &str, u16, String)] = &[
-        ("GET", "/memory-profiler/download/raw", 404, "No heap profile has been generated yet; start a run with /memory-profiler/start?duration=30secs.".into()),
-        ("GET", "/memory-profiler/download/raw?id=42", 404, "No heap profile with id 42; none has been generated yet.".into()),
         ("GET", "/memory-profiler/download/raw?id=abc", 400, "Invalid parameter 'id': 'abc' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
         ("GET", "/memory-profiler/download/text?id=-1", 400, "Invalid parameter 'id': '-1' is not a run id; ids are whole numbers, listed by /memory-profiler/state.".into()),
         ("GET", "/memory-profiler/start?duration=600", 400, format!("Could not parse parameter 'duration': '600' has no unit; write a number followed by one of {units}, such as '30secs'.")),
@@ -319,6 +349,7 @@ pub fn bad_requests_are_refused_clearly(service: &Program) {
         ("POST", "/memory-profiler/statistics", 405, "Method POST is not allowed here; use GET, HEAD.".into()),
         ("GET", "/memory-profiler/../etc/passwd", 404, "No endpoint at '/memory-profiler/../etc/passwd'; the endpoints are /memory-profiler, /memory-profiler/memory, /memory-profiler/start, /memory-profiler/stop, /memory-profiler/state, /memory-profiler/statistics, /memory-profiler/heap_profile, /memory-profiler/download/raw, /memory-profiler/download/labels, /memory-profiler/labels, /memory-profiler/download/text, /memory-profiler/download/graph, /memory-profiler/download/flamegraph, /memory-profiler/download/collapsed, /memory-profiler/download/pprof, /memory-profiler/download/otlp, /memory-profiler/pprof/heap, /memory-profiler/pprof/cmdline, /memory-profiler/pprof/symbol, /debug/pprof/heap, /debug/pprof/allocs, /metrics, /debug/pprof/symbol, /memory-profiler/clear_earlier, /memory-profiler/explain, /memory-profiler/purge, /memory-profiler/decay, /memory-profiler/growing.".into()),
     ];
+    before_any_run_the_profiles_kept_are_the_automatic_dumps(service);
     for (method, target, status, message) in cases {
         let response = crate::http::request(service.address(), method, target);
         assert_eq!((response.status, response.text()), (*status, format!("{message}\n")), "{method} {target}");
