@@ -3,7 +3,7 @@
 //! timer, by `stop`, or by the code that started them: on demand one at a time; continuously, windows that
 //! may overlap (an HTTP run and any number of `scope!`s).
 //!
-//! On demand (the default with the switch off; see [`sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
+//! On demand (the default with the switch off; see [`mode`]), a run resets jemalloc's samples (`prof.reset`) so its profile
 //! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
 //! [`ProfileStore`] and switches sampling off. Continuously (the default with the switch on) sampling stays on from start-up and a run is
 //! a window over it: it resets nothing, and its profile is what the [`record`] holds of the objects sampled
@@ -19,6 +19,7 @@ mod error;
 mod final_dump;
 mod left_off;
 pub(crate) mod malloc_conf;
+pub(crate) mod mode;
 mod outcomes;
 mod runs;
 mod timer;
@@ -43,7 +44,7 @@ use crate::process::messages;
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
-use crate::sampler::{record, sampling};
+use crate::sampler::record;
 use crate::settings::options::DEFAULT_KEPT_RUNS;
 use crate::stack_walk::Unwinder;
 
@@ -75,10 +76,8 @@ pub(crate) struct Profiler {
     /// Work left off the program's start: the profile root's sweep, done by whichever needs it first (see
     /// [`Profiler::leave_off_the_start`]).
     left_off: left_off::LeftOff,
-    /// The record of sampled objects, once sampling is continuous.
-    record: OnceLock<&'static record::table::Table>,
-    /// How sampling runs, and why, once chosen at start-up.
-    sampling: OnceLock<sampling::Choice>,
+    /// How sampling runs (with, continuously, the record of samples), and why: chosen once, at start-up.
+    mode: OnceLock<(mode::Mode, String)>,
     /// What each stack held when each open window started, by window id: its net growth's base.
     window_bases: Mutex<std::collections::HashMap<u64, record::Base>>,
 }
@@ -117,8 +116,7 @@ impl Profiler {
             config,
             unwinder,
             left_off: left_off::LeftOff::default(),
-            record: OnceLock::new(),
-            sampling: OnceLock::new(),
+            mode: OnceLock::new(),
             window_bases: Mutex::new(std::collections::HashMap::new()),
         }
     }

@@ -1,47 +1,14 @@
-//! Continuous sampling's side of the profiler: switching it on with the record, how sampling was chosen,
-//! windows opened by code beside the HTTP run and the base of their net growth, and how a run's or the
-//! heap's profile is written (the record's window, or jemalloc's dump).
+//! Windows over the record of samples: opened by code beside the HTTP run, the base of their net growth and
+//! the views every run keeps, and how a run's or the heap's profile is written (the record's window, or
+//! jemalloc's dump). How sampling runs is [`super::mode`]'s.
 
-use super::{ActiveRun, Error, KeptProfile, Owner, Profiler, control};
+use super::{ActiveRun, Error, KeptProfile, Owner, Profiler};
 use crate::jemalloc;
 use crate::process::messages;
 use crate::profile_root::files::Beside;
-use crate::sampler::{record, sampling, throttle};
+use crate::sampler::record;
 
 impl Profiler {
-    /// Makes sampling continuous from now on: starts the [`record`], arms the budget of sampling work
-    /// ([`budget`]), then switches sampling on for good.
-    /// Runs are windows from then on.
-    pub(crate) fn sample_continuously(&self) -> Result<(), Error> {
-        self.check_available()?;
-        let _books = self.books.lock();
-        if self.record.get().is_some() {
-            return Ok(());
-        }
-        let settings = crate::settings::get();
-        let record = record::start(settings.record)
-            .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
-        throttle::arm(settings.budget);
-        self.switch_sampling_on()?;
-        let _ = self.record.set(record);
-        Ok(())
-    }
-
-    /// Remembers how sampling runs, and why (the first choice stays).
-    pub(crate) fn chose_sampling(&self, choice: sampling::Choice) {
-        let _ = self.sampling.set(choice);
-    }
-
-    /// How sampling runs, and why; on demand before start-up chose.
-    pub(crate) fn sampling(&self) -> sampling::Choice {
-        self.sampling.get().cloned().unwrap_or_else(|| sampling::default_choice(false))
-    }
-
-    /// The record of sampled objects, when sampling is continuous.
-    pub(crate) fn record(&self) -> Option<&'static record::table::Table> {
-        self.record.get().copied()
-    }
-
     /// How the profile of a run starting at `window_start` is written: the record's window, or jemalloc's dump.
     pub(super) fn run_dump(
         &self,
@@ -75,12 +42,6 @@ impl Profiler {
         let window = books.runs.open_window(id, owner, since);
         self.remember_base(id, Some(since));
         Ok(Some(window))
-    }
-
-    /// The record the views of runs and windows are written from (net growth, allocations, peak):
-    /// continuous sampling's, or the one the first run on demand started ([`Self::views_start`]).
-    pub(crate) fn views_record(&self) -> Option<&'static record::table::Table> {
-        self.record().or_else(record::started)
     }
 
     /// On demand, starts the record of samples before the first run samples (once), so that runs too keep

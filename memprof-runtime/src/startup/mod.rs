@@ -146,7 +146,6 @@ fn start_unsampled(options: Options) -> Guard {
 /// Says how sampling runs (see [`crate::sampler::sampling`]) and makes it continuous if so chosen: last,
 /// once memprof's threads are born.
 fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start: bool) {
-    let mut choice = choice;
     // The record's history is read by the counters' thread, born before sampling is on.
     if choice.mode == Sampling::Continuous
         && let Err(error) = crate::profiler::counters::start()
@@ -154,7 +153,7 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start:
         messages::warn(&format!("Leaks will not be named from the record: cannot start a thread ({error})"));
     }
     match choice.mode {
-        Sampling::Continuous => match profiler.sample_continuously() {
+        Sampling::Continuous => match profiler.sample_continuously(choice.because.clone()) {
             Ok(()) => messages::info(&format!(
                 "Sampling is continuous ({}): every 2^{} bytes from now on; runs are windows over it",
                 choice.because,
@@ -162,16 +161,19 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start:
             )),
             Err(error) => {
                 messages::error(&format!("Sampling is not continuous ({}): {error}", choice.because));
-                choice = Choice { mode: Sampling::OnDemand, because: format!("continuous sampling failed: {error}") };
+                profiler.sample_on_demand(format!("continuous sampling failed: {error}"));
             }
         },
-        Sampling::OnDemand if active_at_start => messages::warn(&format!(
-            "Heap profiling was switched on at start-up by the jemalloc configuration, but sampling is on demand ({}): memprof will not start or stop runs over it.",
-            choice.because
-        )),
-        Sampling::OnDemand => {}
+        Sampling::OnDemand => {
+            if active_at_start {
+                messages::warn(&format!(
+                    "Heap profiling was switched on at start-up by the jemalloc configuration, but sampling is on demand ({}): memprof will not start or stop runs over it.",
+                    choice.because
+                ));
+            }
+            profiler.sample_on_demand(choice.because);
+        }
     }
-    profiler.chose_sampling(choice);
 }
 
 /// Pushes heap profiles over OTLP as `settings` say, from the record of continuous sampling (without it,
