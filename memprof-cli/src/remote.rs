@@ -322,14 +322,14 @@ fn describe_state(state: &State) -> String {
         (true, false) => format!("profiling: enabled, sampling off{period}"),
         (false, _) => "profiling: disabled in this process".to_owned(),
     });
-    if let Some(budget) = profiler.sampling.budget.as_ref().filter(|budget| budget.most_one_slot_in > 1) {
+    if let Some(budget) = profiler.sampling.budget.as_ref().filter(|budget| budget.most_thinned_by > 1) {
         lines.push(format!(
             "sampling thinned to keep within {} % of a core: on in one time slot of {} now (a sample every {} KiB \
              on average), of up to {} for {:.1} s since start-up",
             f64::from(budget.share_ppm) / 10_000.0,
-            budget.one_slot_in,
+            budget.thinned_by,
             budget.interval_bytes / 1024,
-            budget.most_one_slot_in,
+            budget.most_thinned_by,
             budget.thinned_ms as f64 / 1000.0
         ));
     }

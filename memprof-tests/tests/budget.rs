@@ -28,10 +28,10 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
         Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING_BUDGET", "0.1%").spawn();
     program.wait_for_line(|line| line == "windows: ready");
     let idle = budget(&program).expect("a budget, sampling continuously");
-    assert_eq!((idle.share_ppm, idle.one_slot_in, idle.interval_bytes), (1000, 1, 1 << 14), "{idle:?}");
+    assert_eq!((idle.share_ppm, idle.thinned_by, idle.interval_bytes), (1000, 1, 1 << 14), "{idle:?}");
     program.tell("busy 3", "windows: done busy 3");
     let thinned = budget(&program).unwrap();
-    assert!((4..=1024).contains(&thinned.most_one_slot_in), "{thinned:?}");
+    assert!((4..=1024).contains(&thinned.most_thinned_by), "{thinned:?}");
     assert!(thinned.thinned_ms > 0, "{thinned:?}");
     let (status, said, _) = memprof_tool(&program, &["state"]);
     assert_eq!(status, 0, "{said}");
@@ -48,7 +48,7 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     assert!(text.contains("sampling was thinned to keep within its budget (0.1 % of a core"), "{text}");
     let unthinned = wait_until("sampling to be unthinned after the load", PATIENCE, || {
         let now = budget(&program).unwrap();
-        if now.one_slot_in == 1 { Ok(now) } else { Err(format!("{now:?}")) }
+        if now.thinned_by == 1 { Ok(now) } else { Err(format!("{now:?}")) }
     });
     assert_eq!(unthinned.interval_bytes, 1 << 14, "{unthinned:?}");
     program.tell("grow", "windows: done grow");
@@ -75,7 +75,7 @@ fn thinned_the_bytes_allocated_still_add_up() {
     let said = program.wait_for_line(|line| line.starts_with("windows: paced ") && line.ends_with(" bytes"));
     let allocated: f64 = said["windows: paced ".len()..].trim_end_matches(" bytes").parse().unwrap();
     let thinned = budget(&program).unwrap();
-    assert!(thinned.most_one_slot_in >= 2, "thinned: {thinned:?}");
+    assert!(thinned.most_thinned_by >= 2, "thinned: {thinned:?}");
     let Some(delta) = tools::pprofcheck(&first.body, &second.body, "allocated_at_a_pace") else { return };
     let counted = delta["function_delta"]["alloc_space"].as_f64().unwrap();
     assert!(

@@ -191,17 +191,17 @@ pub struct OtlpPush {
 }
 
 /// `state.memory_profiler.sampling.budget`: past a share of one core, sampling is on in one time slot of
-/// every `one_slot_in` (drawn at random), and each sample taken then stands for that many times more.
+/// every `thinned_by` (drawn at random), and each sample taken then stands for that many times more.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SamplingBudget {
     /// The share of one core sampling may take, in millionths (5000: 0.5 %).
     pub share_ppm: u32,
-    /// Sampling is on in one slot of this many now (1: always on).
-    pub one_slot_in: u32,
-    /// The mean interval between samples now, in bytes: 2^lg_sample times `one_slot_in`.
+    /// How much sampling is thinned now (1: not thinned): each sample stands for this many times more.
+    pub thinned_by: u32,
+    /// The mean interval between samples now, in bytes: 2^lg_sample times `thinned_by`.
     pub interval_bytes: u64,
-    /// The most sampling was thinned since start-up (one slot in this many).
-    pub most_one_slot_in: u32,
+    /// The most sampling was thinned since start-up.
+    pub most_thinned_by: u32,
     /// How long sampling was thinned in all since start-up, in milliseconds.
     pub thinned_ms: u64,
 }

@@ -128,9 +128,9 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
             let lg_sample = jemalloc::lg_sample().unwrap_or_default();
             SamplingBudget {
                 share_ppm: (report.budget.share() * 1e6).round() as u32,
-                one_slot_in: report.now.block(),
-                interval_bytes: (1u64 << lg_sample) * u64::from(report.now.block()),
-                most_one_slot_in: report.most.block(),
+                thinned_by: report.now.factor(),
+                interval_bytes: (1u64 << lg_sample) * u64::from(report.now.factor()),
+                most_thinned_by: report.most.factor(),
                 thinned_ms: report.thinned.as_millis() as u64,
             }
         }),

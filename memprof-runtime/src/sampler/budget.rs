@@ -132,13 +132,13 @@ impl Thinning {
     }
 
     /// How many slots a block holds: 2^n.
-    pub(crate) fn block(self) -> u32 {
+    pub(crate) fn factor(self) -> u32 {
         1 << self.0
     }
 
     /// What a sample taken at this thinning stands for, beside what its size makes it stand for: 2^n.
     pub(crate) fn weight(self) -> f64 {
-        f64::from(self.block())
+        f64::from(self.factor())
     }
 
     /// The thinning after a reading `spent` at this one, against `budget`: at once the least that fits the
@@ -241,7 +241,7 @@ impl Schedule {
         self.next_block = None;
         if thinning != self.thinning {
             self.thinning = thinning;
-            self.now = thinning.block() - 1;
+            self.now = thinning.factor() - 1;
         }
     }
 
@@ -253,12 +253,12 @@ impl Schedule {
     /// Moves to the next slot: whether sampling is on in it.
     pub(crate) fn next_slot(&mut self) -> bool {
         self.now += 1;
-        if self.now >= self.thinning.block() {
+        if self.now >= self.thinning.factor() {
             if let Some(thinning) = self.next_block.take() {
                 self.thinning = thinning;
             }
             self.now = 0;
-            self.on_at = (self.draw() % u64::from(self.thinning.block())) as u32;
+            self.on_at = (self.draw() % u64::from(self.thinning.factor())) as u32;
         }
         self.now == self.on_at
     }

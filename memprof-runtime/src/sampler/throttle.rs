@@ -138,9 +138,9 @@ pub(crate) fn thinned_note() -> Option<String> {
          slot of up to {} for {:.1} s in all since start-up (one in {} now); each sample taken then stands for that \
          many times more, so totals stay unbiased, with more noise",
         report.budget.share() * 100.0,
-        report.most.block(),
+        report.most.factor(),
         report.thinned.as_secs_f64(),
-        report.now.block()
+        report.now.factor()
     ))
 }
 
