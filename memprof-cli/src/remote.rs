@@ -324,8 +324,8 @@ fn describe_state(state: &State) -> String {
     });
     if let Some(budget) = profiler.sampling.budget.as_ref().filter(|budget| budget.most_thinned_by > 1) {
         lines.push(format!(
-            "sampling thinned to keep within {} % of a core: on in one time slot of {} now (a sample every {} KiB \
-             on average), of up to {} for {:.1} s since start-up",
+            "sampling thinned to keep within {} % of a core: its interval {} times jemalloc's now (a sample every \
+             {} KiB on average), up to {} times for {:.1} s since start-up",
             f64::from(budget.share_ppm) / 10_000.0,
             budget.thinned_by,
             budget.interval_bytes / 1024,

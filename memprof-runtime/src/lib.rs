@@ -23,8 +23,7 @@
 // - allocator_code.rs, process/executable.rs: the executable mapped to be read (and its load bias, from the
 //   dynamic loader); allocator_code/tests.rs: the same, in a test;
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
-//   lets a forked child die of it; process/lineage.rs: its test's `fork`; process/cpu.rs: the process's
-//   CPU clock;
+//   lets a forked child die of it; process/lineage.rs: its test's `fork`;
 // - memory/residency.rs: `mincore`;
 // - http/server/door.rs, http/connection.rs: `poll` and a socket's send buffer.
 #![deny(unsafe_code)]

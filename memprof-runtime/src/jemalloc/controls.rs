@@ -275,8 +275,9 @@ controls! {
     PROF_ACTIVE: ReadWrite bool = c"prof.active";
     /// Whether threads created from now on are sampled (memprof never clears it).
     PROF_THREAD_ACTIVE_INIT: ReadOnly bool = c"prof.thread_active_init";
-    /// log2 of the mean bytes between samples.
-    PROF_LG_SAMPLE: ReadOnly usize = c"prof.lg_sample";
+    /// log2 of the mean bytes between samples, as configured (memprof's budget lengthens the interval in
+    /// force, `prof.lg_sample`, from it).
+    OPT_LG_PROF_SAMPLE: ReadOnly usize = c"opt.lg_prof_sample";
     /// Drops every sample taken so far, with the sampling rate to keep.
     PROF_RESET: WriteOnly usize = c"prof.reset";
     /// Writes the heap profile to the file named.

@@ -83,12 +83,14 @@ pub(crate) fn set_profiling_active(active: bool) -> Result<bool, CtlError> {
     PROF_ACTIVE.update(active)
 }
 
-/// `prof.lg_sample`: the current sampling rate, log2 of the mean bytes between samples.
+/// `opt.lg_prof_sample`: the sampling interval configured, log2 of the mean bytes between samples (what
+/// continuous sampling's budget thins from, [`crate::sampler::throttle`]: the interval in force is
+/// `prof.lg_sample`).
 pub(crate) fn lg_sample() -> Result<usize, CtlError> {
-    PROF_LG_SAMPLE.read()
+    OPT_LG_PROF_SAMPLE.read()
 }
 
-/// `prof.reset`: drops every sample taken so far, keeping the sampling rate `lg_sample`.
+/// `prof.reset`: drops every sample taken so far, drawing sampling distances at `lg_sample` from now on.
 pub(crate) fn reset_samples(lg_sample: usize) -> Result<(), CtlError> {
     PROF_RESET.write(lg_sample)
 }

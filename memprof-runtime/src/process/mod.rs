@@ -2,11 +2,10 @@
 //! ([`executable`]), the environment variables memprof reads ([`environment`]), the cgroup's memory limit
 //! ([`cgroup`]), messages to the operator ([`messages`]), the opt-in end on SIGTERM and SIGINT ([`signals`]) and the thread that
 //! waits for them and for new arenas ([`watch`]),
-//! which process memprof belongs to, for the children of `fork` ([`lineage`]), the CPU time it has taken
-//! ([`cpu`]), and what OpenTelemetry's resources say of it ([`resource`]).
+//! which process memprof belongs to, for the children of `fork` ([`lineage`]), and what OpenTelemetry's
+//! resources say of it ([`resource`]).
 
 pub(crate) mod cgroup;
-pub(crate) mod cpu;
 pub mod environment;
 pub(crate) mod executable;
 pub(crate) mod lineage;

@@ -30,6 +30,10 @@
 //!   sampled allocation's walk at a chosen depth (benches/stacks.rs counts its instructions);
 //! - `busy S`: allocates and frees 4 KiB blocks without pause for S seconds (`allocated_busily`): a load
 //!   sampled past memprof's budget (tests/budget.rs); prints `windows: busy <bytes> bytes`;
+//! - `storm T S N`: N threads allocate and free blocks of S bytes without pause for T seconds
+//!   (`stormed`), then the main thread keeps 64 MiB in 1 MiB blocks (`kept_after_the_storm`): a burst
+//!   sampling is thinned through, and what comes right after it (tests/budget.rs); prints
+//!   `windows: storm <bytes> bytes`, what the threads allocated;
 //! - `paced S`: the same, 16 blocks a millisecond (`allocated_at_a_pace`): a steady load sampling costs a
 //!   few per cent of a core in a debug build; prints `windows: paced <bytes> bytes`;
 //! - `latencies rust|c N`: allocates and frees N blocks of 4 KiB one at a time, by Rust or through the C
@@ -93,6 +97,14 @@ fn main() {
                 let bytes =
                     allocated_busily(std::time::Duration::from_secs(other["busy ".len()..].parse().expect("busy S")));
                 println!("windows: busy {bytes} bytes");
+            }
+            other if other.starts_with("storm ") => {
+                let words: Vec<u64> =
+                    other["storm ".len()..].split(' ').map(|word| word.parse().expect("storm T S N")).collect();
+                let [seconds, size, threads] = words[..] else { panic!("storm T S N") };
+                let bytes = storm(std::time::Duration::from_secs(seconds), size as usize, threads as usize);
+                kept.push(kept_after_the_storm(64 * MIB));
+                println!("windows: storm {bytes} bytes");
             }
             other if other.starts_with("paced ") => {
                 let bytes = allocated_at_a_pace(std::time::Duration::from_secs(
@@ -342,6 +354,32 @@ fn allocated_busily(time: std::time::Duration) -> usize {
         bytes += 256 * 4096;
     }
     bytes
+}
+
+/// `threads` threads allocating and freeing blocks of `size` bytes in [`stormed`] for `time`: the bytes
+/// they allocated.
+fn storm(time: std::time::Duration, size: usize, threads: usize) -> u64 {
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(move || stormed(started, time, size))).collect();
+        workers.into_iter().map(|worker| worker.join().unwrap()).sum()
+    })
+}
+
+/// Blocks of `size` bytes allocated and freed without pause until `time` after `started`: the bytes.
+#[inline(never)]
+fn stormed(started: std::time::Instant, time: std::time::Duration, size: usize) -> u64 {
+    let mut bytes = 0;
+    while started.elapsed() < time {
+        (0..64).for_each(|_| drop(black_box(vec![1u8; size])));
+        bytes += 64 * size as u64;
+    }
+    bytes
+}
+
+#[inline(never)]
+fn kept_after_the_storm(total: usize) -> Vec<Vec<u8>> {
+    (0..total / MIB).map(|_| black_box(vec![1u8; MIB])).collect()
 }
 
 /// Blocks of 4 KiB allocated and freed one at a time, 16 a millisecond, for `time`: the bytes allocated.

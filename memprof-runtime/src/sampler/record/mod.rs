@@ -130,7 +130,8 @@ unsafe extern "C" fn sampled(
         // `usize` have the same layout.
         unsafe { std::slice::from_raw_parts(backtrace.cast::<usize>(), length as usize) }
     };
-    record.sampled(address as usize, usable as u64, frames, clock_seconds(), crate::sampler::throttle::thinning());
+    let thinning = crate::sampler::throttle::thinning_of_this_sample();
+    record.sampled(address as usize, usable as u64, frames, clock_seconds(), thinning);
     crate::sampler::throttle::work_ended();
 }
 

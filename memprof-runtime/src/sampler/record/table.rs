@@ -228,8 +228,8 @@ impl Table {
         self.next_sequence.0.load(Ordering::Relaxed) + self.freed.0.load(Ordering::Relaxed)
     }
 
-    /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`, sampled at
-    /// `thinning` (it stands for that much more). Never allocates.
+    /// Records a sampled object at `address` of `bytes`, allocated by `frames` at `time`, drawn at
+    /// `thinning` (an interval that much longer). Never allocates.
     pub(crate) fn sampled(&self, address: usize, bytes: u64, frames: &[usize], time: u32, thinning: Thinning) {
         let sequence = self.next_sequence.0.fetch_add(1, Ordering::AcqRel);
         // The work that needs no lock is done before taking one: the hash, the unbiasing.
@@ -261,9 +261,10 @@ impl Table {
         }
     }
 
-    /// How many objects a sampled object of `bytes` taken at `thinning` stands for.
+    /// How many objects a sampled object of `bytes` drawn at `thinning` stands for: the unbiasing at the
+    /// interval it was drawn at.
     fn scale(&self, bytes: u64, thinning: Thinning) -> f64 {
-        unbias(bytes, self.sample_period) * thinning.weight()
+        unbias(bytes, self.sample_period * thinning.weight())
     }
 
     fn scale_of(&self, object: &Object) -> f64 {

@@ -7,7 +7,7 @@ use super::Totals;
 use crate::sampler::budget::Thinning;
 
 /// A live sampled object: where, from which stack, how big, and when (sequence number, record time and the
-/// thinning in force).
+/// thinning it was drawn at).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Object {
     /// 0: empty.
@@ -19,7 +19,7 @@ pub(super) struct Object {
 }
 
 /// When an object was sampled (the record's seconds, 28 bits: eight years, then the last of them) and the
-/// thinning in force (4 bits), in the four bytes of a slot: a slot stays 32 bytes.
+/// thinning it was drawn at (4 bits), in the four bytes of a slot: a slot stays 32 bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Stamp(u32);
 

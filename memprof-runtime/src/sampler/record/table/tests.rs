@@ -142,19 +142,24 @@ fn idle_stacks_holding_nothing_are_given_back_when_nearly_full() {
     table.end_peak(place);
 }
 
-/// A sample taken while sampling was thinned to one slot in 2^n stands for 2^n times what one taken
-/// unthinned does, in what its stack holds and allocated, until it is freed; its time stays its own.
+/// A sample drawn while sampling was thinned to 2^n times the interval stands for what that interval makes
+/// it stand for (a small object about 2^n times what one drawn unthinned does; an object far above the
+/// interval about one, either way), in what its stack holds and allocated, until it is freed; its time
+/// stays its own.
 #[test]
-fn a_thinned_sample_weighs_as_its_thinning_says() {
+fn a_thinned_sample_weighs_as_its_interval_says() {
     let table = table(1024, 16, 256);
     table.sampled(0x1000, 4096, &[0xa], 7, Thinning::NONE);
     table.sampled(0x2000, 4096, &[0xb], 7, Thinning::of(3));
-    let one = unbias(4096, PERIOD as f64);
+    table.sampled(0x3000, 64 << 20, &[0xc], 7, Thinning::of(3));
+    let (one, thinned) = (unbias(4096, PERIOD as f64), unbias(4096, 8.0 * PERIOD as f64));
+    assert!((thinned / one / 8.0 - 1.0).abs() < 0.01, "{thinned} against {one}");
     let held = table.held(10, 2);
     assert!((held[0].live.unbiased_objects - one).abs() < 1e-9);
-    assert!((held[1].live.unbiased_objects - 8.0 * one).abs() < 1e-9, "{held:?}");
-    assert!((held[1].older_bytes - 8.0 * one * 4096.0).abs() < 1e-6, "3 s old, older than 2: {held:?}");
-    assert!((table.allocated()[1].1.unbiased_bytes - 8.0 * one * 4096.0).abs() < 1e-6);
+    assert!((held[1].live.unbiased_objects - thinned).abs() < 1e-9, "{held:?}");
+    assert!((held[1].older_bytes - thinned * 4096.0).abs() < 1e-6, "3 s old, older than 2: {held:?}");
+    assert!((held[2].live.unbiased_objects - 1.0).abs() < 0.02, "64 MiB at a 4 MiB interval: {held:?}");
+    assert!((table.allocated()[1].1.unbiased_bytes - thinned * 4096.0).abs() < 1e-6);
     table.freed(0x2000);
     assert_eq!(table.held(10, 2)[1].live, Totals::default(), "freed: its weight goes with it");
 }
