@@ -3,7 +3,7 @@
 
 use std::net::{TcpListener, TcpStream};
 
-use memprof_tests::process::Program;
+use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::Scratch;
 
 #[test]
@@ -27,6 +27,39 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
         assert_eq!(memprofs, ["memprof-watch"], "{setting:?}: {names:?}");
         assert!(!service.output().iter().any(|line| line.starts_with("[memprof]")), "{:?}", service.output());
     }
+}
+
+/// A command-line tool with the attribute, run with the switch off (unset or `false`) and nothing else set,
+/// says nothing: twenty runs print the tool's own line alone and nothing on stderr (a walk chosen by a
+/// variable is not said either, where the tool printed it each run before). `MEMPROF_LOG=info` makes
+/// memprof speak; with the switch on it speaks, and `state` keeps what it said.
+#[test]
+fn a_program_whose_switch_is_off_says_nothing_unless_asked() {
+    let run = |environment: &[(&str, &str)]| {
+        let output = std::process::Command::new(built_binary("quiet"))
+            .env_clear()
+            .envs(environment.iter().copied())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    // The walk chosen by a variable is said at start, where anything is.
+    let walk = ("MEMPROF_UNWINDER", "libgcc");
+    for round in 0..20 {
+        let environment: &[(&str, &str)] = match round % 3 {
+            0 => &[],
+            1 => &[("LIBPROCESS_MEMORY_PROFILING", "false")],
+            _ => &[walk],
+        };
+        assert_eq!(run(environment), ("quiet: hello\n".to_owned(), String::new()), "{environment:?}");
+    }
+    let (_, said) = run(&[walk, ("MEMPROF_LOG", "info")]);
+    assert_eq!(said, "[memprof] INFO Samples walk the stack with libgcc: MEMPROF_UNWINDER=libgcc\n");
+    let service = Program::service().spawn();
+    let messages = service.state().messages;
+    assert!(messages.iter().any(|message| message.starts_with("INFO Serving heap profiling endpoints on http://")));
+    assert!(service.output().iter().any(|line| line.starts_with("[memprof] INFO Serving")), "{:?}", service.output());
 }
 
 #[test]

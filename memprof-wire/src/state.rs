@@ -57,6 +57,11 @@ pub struct ProfilerState {
     pub otlp_push: Option<OtlpPush>,
     /// Problems an operator should know about.
     pub warnings: Vec<String>,
+    /// The latest messages memprof said since start-up (`INFO ...`, `WARN ...`, `ERROR ...`), oldest first,
+    /// and those it kept to itself: with the switch off and nothing else asking for profiling it says
+    /// nothing, unless `MEMPROF_LOG` asks.
+    #[serde(default)]
+    pub messages: Vec<String>,
     /// Profiles kept from earlier processes that ended without cleaning up (killed, crashed), newest
     /// process first: the heap before an OOM kill, say.
     #[serde(default)]

@@ -57,6 +57,9 @@ pub const SAMPLING: &str = "MEMPROF_SAMPLING";
 pub const WHOLE_RUN: &str = "MEMPROF_WHOLE_RUN";
 /// `true` or `false`: whether `scope!` blocks profile, over the endpoints' switch.
 pub const SCOPES: &str = "MEMPROF_SCOPES";
+/// `off`, `error`, `warn` or `info`: the most detailed of memprof's messages said (on stderr, or through the
+/// program's logger).
+pub const LOG: &str = "MEMPROF_LOG";
 /// The share of one core continuous sampling may take before it is thinned, or `off`.
 pub const SAMPLING_BUDGET: &str = "MEMPROF_SAMPLING_BUDGET";
 /// How many live sampled objects the continuous record holds.
@@ -79,6 +82,10 @@ pub const ALL: &[Variable] = &[
         meaning: "the older name of `MEMPROF_HTTP`: read while that is unset, and said at start",
     },
     Variable { name: TOKEN, meaning: "the token every request must send (the program may name another variable)" },
+    Variable {
+        name: LOG,
+        meaning: "`off`, `error`, `warn` or `info`: the messages memprof says (default `info` where profiling is asked for, `off` where nothing is: the switch off, no other setting)",
+    },
     Variable { name: FINAL_DUMP, meaning: "where a run still active when the program ends leaves its profile" },
     Variable { name: DIRECTORY, meaning: "where profile directories are made (else TMPDIR, else /tmp)" },
     Variable { name: "TMPDIR", meaning: "where profile directories are made without MEMPROF_DIR" },

@@ -1,5 +1,12 @@
 //! Messages to the operator: through the `log` crate when the program installed a logger, else on stderr,
-//! so a warning about profiling is never silently lost.
+//! so a warning about profiling is never silently lost; none where nothing asked memprof to profile (a
+//! command-line tool run with the switch off says nothing), unless `MEMPROF_LOG` asks. Every message is
+//! kept too, the latest [`KEPT`], for `state` ([`said`]).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
 
 /// Reports a condition that makes what the operator asked for impossible: no profiling at all, no endpoints
 /// where they were asked for, automatic dumps asked for wrongly. At the `error` level, which a logger shows
@@ -18,7 +25,41 @@ pub(crate) fn info(message: &str) {
     emit(log::Level::Info, message);
 }
 
+/// How many messages are kept for `state`: the latest.
+pub(crate) const KEPT: usize = 32;
+
+/// The most detailed level said (a `log::LevelFilter` as a number): every level until the settings say.
+static SAID_UP_TO: AtomicUsize = AtomicUsize::new(log::LevelFilter::Info as usize);
+
+/// The latest messages, said or not, each with its level.
+static LATEST: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+
+/// Says messages up to `level` from now on (the settings' [`crate::settings::Settings::said_up_to`]).
+pub(crate) fn say_up_to(level: log::LevelFilter) {
+    SAID_UP_TO.store(level as usize, Ordering::Relaxed);
+}
+
+/// The latest messages, said or not, oldest first: `LEVEL message`.
+///
+/// ```ignore
+/// messages::info("Serving heap profiling endpoints on http://127.0.0.1:5050/memory-profiler/");
+/// assert!(messages::said().last().unwrap().starts_with("INFO Serving"));
+/// ```
+pub(crate) fn said() -> Vec<String> {
+    LATEST.lock().iter().cloned().collect()
+}
+
 fn emit(level: log::Level, message: &str) {
+    {
+        let mut latest = LATEST.lock();
+        if latest.len() == KEPT {
+            latest.pop_front();
+        }
+        latest.push_back(format!("{level} {message}"));
+    }
+    if level as usize > SAID_UP_TO.load(Ordering::Relaxed) {
+        return;
+    }
     if log::max_level() == log::LevelFilter::Off {
         eprintln!("[memprof] {level} {message}");
     } else {

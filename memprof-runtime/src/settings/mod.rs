@@ -82,8 +82,32 @@ pub(crate) struct Settings {
     pub(crate) service: Vec<(String, String)>,
     /// jemalloc's own variables as set (`MALLOC_CONF`, `_RJEM_MALLOC_CONF`), to say which it ignored.
     pub(crate) jemalloc_variables: JemallocVariables,
+    /// `MEMPROF_LOG`: the most detailed of memprof's messages said, when set.
+    pub(crate) log: Option<log::LevelFilter>,
     /// What was wrong, in the order read.
     pub(crate) problems: Vec<Problem>,
+}
+
+impl Settings {
+    /// Whether anything asks memprof to profile: the switch, a whole run, an OTLP endpoint, automatic
+    /// dumps, continuous sampling or `scope!` blocks asked for by a variable.
+    pub(crate) fn profiling_asked(&self) -> bool {
+        self.switched_on
+            || self.whole_run.is_some()
+            || self.push.is_some()
+            || self.automatic_dumps.is_some()
+            || self.sampling.variable == Some(crate::sampler::sampling::Sampling::Continuous)
+            || self.scopes == Some(true)
+    }
+
+    /// The most detailed of memprof's messages said: `MEMPROF_LOG`'s, else all of them where profiling is
+    /// asked for or a setting is wrong (the switch set to `yes`, a misspelt variable: someone meant
+    /// something), none where nothing is (a command-line tool run with the switch off prints nothing; what
+    /// memprof would have said is kept for `state`).
+    pub(crate) fn said_up_to(&self) -> log::LevelFilter {
+        let speaks = self.profiling_asked() || !self.problems.is_empty();
+        self.log.unwrap_or(if speaks { log::LevelFilter::Info } else { log::LevelFilter::Off })
+    }
 }
 
 /// The signals that end memprof before the program (a final profile, the directory removed).
@@ -187,6 +211,7 @@ fn resolved(options: &Options) -> Settings {
         let misspelt =
             crate::process::environment::misspelt().into_iter().map(|(name, meant)| Problem::Misspelt { name, meant });
         settings.problems.splice(0..0, misspelt);
+        crate::process::messages::say_up_to(settings.said_up_to());
         for problem in &settings.problems {
             if problem.is_error() {
                 crate::process::messages::error(&problem.to_string());

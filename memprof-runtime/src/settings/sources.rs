@@ -64,6 +64,14 @@ const UNSENDABLE_TOKEN: &str = "\n";
 const SAMPLING_WORDS: [(&str, Sampling); 2] =
     [(Sampling::Continuous.name(), Sampling::Continuous), (Sampling::OnDemand.name(), Sampling::OnDemand)];
 
+/// The levels `MEMPROF_LOG` names.
+const LOG_WORDS: [(&str, log::LevelFilter); 4] = [
+    ("off", log::LevelFilter::Off),
+    ("error", log::LevelFilter::Error),
+    ("warn", log::LevelFilter::Warn),
+    ("info", log::LevelFilter::Info),
+];
+
 /// The walks `MEMPROF_UNWINDER` names.
 const WALK_WORDS: [(&str, WalkAsked); 2] = [("unwind-tables", WalkAsked::UnwindTables), ("libgcc", WalkAsked::Libgcc)];
 
@@ -164,6 +172,12 @@ impl Settings {
             read.said(problem);
             None
         });
+        let log = read.parsed(
+            variables::LOG,
+            |text| grammar::word(&text.to_ascii_lowercase(), &LOG_WORDS),
+            &grammar::expected_words(&LOG_WORDS),
+            "memprof speaks where profiling is asked for",
+        );
         let jemalloc_variables = JemallocVariables {
             unprefixed: read.text(variables::MALLOC_CONF, "it is ignored"),
             prefixed: read.text(variables::PREFIXED_MALLOC_CONF, "it is ignored"),
@@ -189,6 +203,7 @@ impl Settings {
             push,
             service,
             jemalloc_variables,
+            log,
             problems: read.problems.into_inner(),
         }
     }

@@ -156,3 +156,32 @@ fn the_settings_read_every_listed_variable_and_no_other() {
     let listed: BTreeSet<String> = ALL.iter().map(|variable| variable.name.to_owned()).collect();
     assert_eq!(read, listed);
 }
+
+/// With nothing asking for profiling memprof says nothing; anything that asks (or a setting set wrongly)
+/// makes it say everything;
+/// `MEMPROF_LOG` says how much, whatever is asked; a level that is not one is said, and the default stands.
+#[test]
+fn memprof_speaks_where_profiling_is_asked_for_or_memprof_log_says() {
+    use log::LevelFilter::{Info, Off, Warn};
+    assert_eq!(resolve(&[]).said_up_to(), Off, "the switch unset: a command-line tool");
+    assert_eq!(resolve(&[("MEMPROF_SCOPES", "false"), ("MEMPROF_SAMPLING", "on-demand")]).said_up_to(), Off);
+    for asking in [
+        ("LIBPROCESS_MEMORY_PROFILING", "true"),
+        ("MEMPROF_WHOLE_RUN", "/var/tmp/run"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("MEMPROF_DUMP_AT_RESIDENT", "90%"),
+        ("MEMPROF_SAMPLING", "continuous"),
+        ("MEMPROF_SCOPES", "true"),
+    ] {
+        assert_eq!(resolve(&[asking]).said_up_to(), Info, "{asking:?}");
+    }
+    assert_eq!(resolve(&[("LIBPROCESS_MEMORY_PROFILING", "yes")]).said_up_to(), Info, "a switch set wrongly");
+    assert_eq!(resolve(&[("MEMPROF_LOG", "WARN")]).said_up_to(), Warn);
+    assert_eq!(resolve(&[("MEMPROF_LOG", "off"), ("LIBPROCESS_MEMORY_PROFILING", "true")]).said_up_to(), Off);
+    let wrong = resolve(&[("MEMPROF_LOG", "loud"), ("LIBPROCESS_MEMORY_PROFILING", "true")]);
+    assert_eq!(wrong.said_up_to(), Info);
+    assert_eq!(
+        said(&wrong),
+        ["MEMPROF_LOG=\"loud\" is not `off`, `error`, `warn` or `info`; memprof speaks where profiling is asked for"]
+    );
+}
