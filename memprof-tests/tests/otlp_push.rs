@@ -270,3 +270,85 @@ fn a_collector_that_never_answers_costs_a_bounded_queue_and_the_service_serves_o
     assert!(grown < 2 << 20, "memprof's arena grew {grown} bytes while exports were dropped: {later:?}");
     assert_eq!(service.get("/memory-profiler/state").status, 200);
 }
+
+/// A collector that pushes back with one fixed answer (`head`, a status line and headers) to every request:
+/// the requests it got, counted as they come.
+struct PushingBack {
+    address: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl PushingBack {
+    fn start(head: &'static str) -> PushingBack {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|read| read > 0) && line != "\r\n" {
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                    line.clear();
+                }
+                let _ = reader.take(length).read_to_end(&mut Vec::new());
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ =
+                    stream.write_all(format!("{head}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes());
+            }
+        });
+        PushingBack { address, requests }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Collectors that push back, each with its own service exporting every second: 429 with `Retry-After: 0`
+/// (0 is not "now": memprof's backoff stands), 503 with `Retry-After: 120` (followed, whatever the queue
+/// holds), 429 without one. Over 20 s memprof sends each at most 12, 2 and 12 requests (it sent 4,896 in 20 s
+/// to the first when 0 meant now), and `state` and `/metrics` say the backoff in force.
+#[test]
+fn collectors_that_push_back_are_not_flooded() {
+    let collectors = [
+        ("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0", 12),
+        ("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 120", 2),
+        ("HTTP/1.1 429 Too Many Requests", 12),
+    ]
+    .map(|(head, most)| (PushingBack::start(head), most, head));
+    let services: Vec<Program> = collectors
+        .iter()
+        .map(|(collector, ..)| {
+            Program::service()
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", collector.address))
+                .env("MEMPROF_OTLP_INTERVAL", "1secs")
+                .spawn()
+        })
+        .collect();
+    let started = Instant::now();
+    wait_until("every collector to be tried", PATIENCE, || {
+        let tried: Vec<usize> = collectors.iter().map(|(collector, ..)| collector.requests()).collect();
+        if tried.iter().all(|&requests| requests > 0) { Ok(()) } else { Err(format!("{tried:?}")) }
+    });
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(started.elapsed()));
+    for ((collector, most, head), service) in collectors.iter().zip(&services) {
+        let requests = collector.requests();
+        let push = service.state().otlp_push.expect("state says the push");
+        println!("{head:?}: {requests} requests in 20 s, {push:?}");
+        assert!((1..=*most).contains(&requests), "{head:?}: {requests} requests in 20 s, {push:?}");
+        assert!(push.backoff_ms > 0 && push.retried >= 1 && push.sent == 0, "{head:?}: {push:?}");
+        let status = &head["HTTP/1.1 ".len()..][..3];
+        assert!(push.last_error.as_deref().is_some_and(|why| why.contains(status)), "{head:?}: {push:?}");
+        let metrics = service.get("/metrics").text();
+        assert!(metrics.contains("\nmemprof_otlp_backoff_seconds "), "{metrics}");
+    }
+}

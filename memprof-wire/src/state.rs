@@ -189,6 +189,10 @@ pub struct OtlpPush {
     pub rejected_profiles: u64,
     /// Exports waiting to be sent.
     pub queued: usize,
+    /// How long until the next send may go, in milliseconds: the backoff after failures (doubling from a
+    /// second to a minute, jittered, or the collector's longer `Retry-After`), 0 when none is in force.
+    #[serde(default)]
+    pub backoff_ms: u64,
     /// Why the last failure failed.
     pub last_error: Option<String>,
     /// When an export was last accepted, seconds since the Unix epoch.

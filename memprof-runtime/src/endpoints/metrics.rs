@@ -121,6 +121,12 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
             push.rejected_profiles as f64,
         );
         metric("memprof_otlp_queued_exports", "gauge", "OTLP exports waiting to be sent.", push.queued as f64);
+        metric(
+            "memprof_otlp_backoff_seconds",
+            "gauge",
+            "How long until the next OTLP send may go: the backoff after failures, or the collector's Retry-After.",
+            push.backoff_ms as f64 / 1000.0,
+        );
     }
     // The record of samples: continuous sampling's, or on demand the one the first run started.
     if let Some(record) = profiler.views_record() {

@@ -3,7 +3,8 @@
 //!
 //! One memprof thread (unsampled, in memprof's arena) makes an export every interval from the record of
 //! continuous sampling ([`payload`]), queues it ([`queue`]: bounded, the oldest dropped) and sends the
-//! queue's head ([`sender`]), trying again after the server's `Retry-After` or a backoff. The program
+//! queue's head ([`sender`]), after any failure not before the queue's backoff ends (jittered, doubling,
+//! lengthened by the server's `Retry-After`), whichever export is at the head. The program
 //! never waits for it: nothing the program does takes its lock. As the program ends ([`at_exit`]), the
 //! last interval is made and everything queued sent within the exit deadline, so a batch job that ends
 //! by itself leaves its profile with the Collector and still exits on time when the Collector is gone.
@@ -132,6 +133,7 @@ impl Push {
             dropped: load(&self.tally.dropped),
             rejected_profiles: load(&self.tally.rejected_profiles),
             queued: state.queue.len(),
+            backoff_ms: state.queue.backoff(Instant::now()).as_millis() as u64,
             last_error: state.last_error.clone(),
             last_sent: Some(load(&self.tally.last_sent_unix_ms)).filter(|&ms| ms > 0).map(|ms| ms as f64 / 1000.0),
         }
@@ -149,7 +151,7 @@ impl Push {
                     if state.ending.is_some() {
                         break;
                     }
-                    let due = state.queue.head().map_or(next_export, |head| head.next_try.min(next_export));
+                    let due = state.queue.due(Instant::now()).map_or(next_export, |due| due.min(next_export));
                     if Instant::now() >= due {
                         break;
                     }
@@ -182,7 +184,8 @@ impl Push {
                 // Intervals missed (a machine suspended) are not made up: the next is one interval away.
                 next_export = now + self.settings.interval;
             }
-            if self.state.lock().queue.head().is_some_and(|head| head.next_try <= Instant::now()) {
+            let now = Instant::now();
+            if self.state.lock().queue.due(now).is_some_and(|due| due <= now) {
                 self.send_head(agent, None);
             }
         }
@@ -192,7 +195,7 @@ impl Push {
     fn make(&self, interval: &mut payload::Interval) {
         match payload::make(self.record, interval, &self.settings) {
             Ok(made) => {
-                let dropped = self.state.lock().queue.push(Export::new(made.body, made.profiles, Instant::now()));
+                let dropped = self.state.lock().queue.push(Export::new(made.body, made.profiles));
                 if dropped > 0 {
                     self.tally.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
                     self.failed("exports waiting to be sent were dropped for newer ones: the queue was full", false);
@@ -227,7 +230,7 @@ impl Push {
         let mut state = self.state.lock();
         match answer {
             sender::Answer::Accepted { rejected, message } => {
-                state.queue.pop();
+                state.queue.pop(true);
                 drop(state);
                 self.tally.sent.fetch_add(1, Ordering::Relaxed);
                 self.tally.sent_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
@@ -243,7 +246,7 @@ impl Push {
                 true
             }
             sender::Answer::Refused { why } => {
-                state.queue.pop();
+                state.queue.pop(false);
                 drop(state);
                 self.tally.refused.fetch_add(1, Ordering::Relaxed);
                 self.failed(&why, true);
@@ -256,7 +259,7 @@ impl Push {
                 let after_failure = state.queue.failed(Instant::now(), after, jitter);
                 drop(state);
                 match after_failure {
-                    Some(AfterFailure::GivenUp) => {
+                    Some(AfterFailure::GivenUp(_)) => {
                         self.tally.dropped.fetch_add(1, Ordering::Relaxed);
                         self.failed(
                             &format!("{why}; the export was dropped after {:?} of tries", queue::GIVE_UP_AFTER),
@@ -274,12 +277,16 @@ impl Push {
         }
     }
 
-    /// Remembers why an export failed; says it in the log when a run of failures begins (`ongoing`: the
-    /// exports keep failing until one succeeds), or at once for a one-off.
+    /// Remembers why an export failed (a one-off keeps the reason of a run of failures in progress); says
+    /// it in the log when a run of failures begins (`ongoing`: the exports keep failing until one
+    /// succeeds), or at once for a one-off.
     fn failed(&self, why: &str, ongoing: bool) {
         let mut state = self.state.lock();
         let first = !state.failing;
-        state.last_error = Some(why.to_owned());
+        // A one-off during a run of failures (the queue full meanwhile) leaves the run's reason said.
+        if ongoing || first {
+            state.last_error = Some(why.to_owned());
+        }
         state.failing |= ongoing;
         drop(state);
         if first {
