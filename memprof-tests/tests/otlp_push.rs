@@ -352,3 +352,24 @@ fn collectors_that_push_back_are_not_flooded() {
         assert!(metrics.contains("\nmemprof_otlp_backoff_seconds "), "{metrics}");
     }
 }
+
+/// Headers that would contradict the client (`Host`, `Content-Length`: every push failed, retried forever)
+/// are refused at start, said once with what is done instead, and no push runs, so none is ever sent.
+#[test]
+fn the_clients_own_headers_are_refused_at_start_and_never_sent() {
+    let collector = PushingBack::start("HTTP/1.1 200 OK");
+    let service = Program::service()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", collector.address))
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "Host=evil.example,Content-Length=5")
+        .env("MEMPROF_OTLP_INTERVAL", "1secs")
+        .spawn();
+    let said = service.wait_for_line(|line| line.contains("OTEL_EXPORTER_OTLP_HEADERS="));
+    assert!(
+        said.starts_with("[memprof] ERROR ")
+            && said.contains("Host is the client's own header")
+            && said.ends_with("; heap profiles are not pushed over OTLP"),
+        "{said}"
+    );
+    assert_eq!(service.state().otlp_push, None, "no push runs");
+    assert_eq!(collector.requests(), 0);
+}

@@ -32,7 +32,7 @@ pub(crate) const OVERFLOW_LABEL: (&str, &str) = ("memprof_overflow", "too many l
 /// How many (labels in force, labels entered) pairs are remembered for the fast path.
 const MAX_TRANSITIONS: usize = 16 * MAX_LABEL_SETS as usize;
 
-/// The longest label value kept, in bytes; longer ones are cut at a character boundary.
+/// The longest label key and value kept, in bytes; longer ones are cut (a value at a character boundary).
 pub(crate) const MAX_VALUE_BYTES: usize = 256;
 
 /// Entering `pairs` where set `parent` is in force gives set `id`.
@@ -206,10 +206,14 @@ fn locked<G>(within: impl FnOnce() -> Option<G>, wait: impl FnOnce() -> G) -> Op
     guard
 }
 
-/// A key as pprof tags and `?by=` take it: ASCII letters, digits and `_` (others become `_`), never empty.
+/// A key as pprof tags and `?by=` take it: ASCII letters, digits and `_` (others become `_`), never empty,
+/// at most [`MAX_VALUE_BYTES`] (a 100,000-byte key was kept and sent whole).
 fn sanitized_key(key: &str) -> String {
-    let key: String =
-        key.chars().map(|character| if character.is_ascii_alphanumeric() { character } else { '_' }).collect();
+    let key: String = key
+        .chars()
+        .take(MAX_VALUE_BYTES)
+        .map(|character| if character.is_ascii_alphanumeric() { character } else { '_' })
+        .collect();
     if key.is_empty() { "_".to_owned() } else { key }
 }
 
@@ -264,5 +268,8 @@ mod tests {
         assert_eq!(key, "a_key_with_dots");
         assert_eq!(value.len(), MAX_VALUE_BYTES);
         assert!(long.starts_with(value));
+        let id = intern(0, &[(&"k".repeat(100_000), "v")]);
+        let set = snapshot().get(id).unwrap().clone();
+        assert_eq!(set.iter().next().unwrap().0, &"k".repeat(MAX_VALUE_BYTES), "keys are cut alike");
     }
 }

@@ -12,9 +12,14 @@ pub(crate) fn executable_name() -> String {
 /// The variable of the resource's attributes.
 pub(crate) const ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 
-/// A value of [`ATTRIBUTES`] that is not its pairs.
+/// The variable of the service's name.
+const SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+
+/// A value of [`ATTRIBUTES`] that is not its pairs, or of `OTEL_SERVICE_NAME` that is no name.
 #[derive(Debug)]
 pub(crate) struct MalformedAttributes {
+    /// The variable.
+    pub(crate) name: &'static str,
     /// The value.
     pub(crate) value: String,
     /// What it should be, and why it is not.
@@ -32,12 +37,17 @@ pub(crate) fn service_attributes(
     let set = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
     let mut attributes = match set(ATTRIBUTES) {
         Some(text) => pairs(&text).map_err(|error| MalformedAttributes {
+            name: ATTRIBUTES,
             expected: format!("`key=value,...` pairs ({error})"),
             value: text,
         })?,
         None => Vec::new(),
     };
-    let named = set("OTEL_SERVICE_NAME");
+    let named = set(SERVICE_NAME);
+    if let Some(named) = named.as_ref().filter(|named| named.chars().any(char::is_control)) {
+        let expected = "a name without control characters".to_owned();
+        return Err(MalformedAttributes { name: SERVICE_NAME, value: named.clone(), expected });
+    }
     if named.is_some() || !attributes.iter().any(|(key, _)| key == "service.name") {
         attributes.retain(|(key, _)| key != "service.name");
         attributes.insert(0, ("service.name".to_owned(), named.unwrap_or_else(|| unnamed.to_owned())));

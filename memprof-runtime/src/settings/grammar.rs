@@ -104,6 +104,21 @@ pub(crate) fn count(text: &str, range: RangeInclusive<u64>) -> Option<u64> {
     text.trim().parse::<u64>().ok().filter(|count| range.contains(count))
 }
 
+/// A path a setting names: absolute, or explicitly relative (`./`, `../`), without control characters;
+/// any other bytes (a path need not be UTF-8). `None` when it is not one: a value such as `-1`, `5 parsecs`
+/// or `10\n20` is a mistake, not a directory to make in the working directory.
+///
+/// ```ignore
+/// assert_eq!(path(b"/var/tmp/run"), Some(PathBuf::from("/var/tmp/run")));
+/// assert_eq!(path(b"5 parsecs"), None);
+/// ```
+pub(crate) fn path(bytes: &[u8]) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let explicit = [&b"/"[..], b"./", b"../"].iter().any(|start| bytes.starts_with(start));
+    let control = bytes.iter().any(|byte| byte.is_ascii_control());
+    (explicit && !control).then(|| std::ffi::OsStr::from_bytes(bytes).into())
+}
+
 /// `true` or `false`.
 pub(crate) fn boolean(text: &str) -> Option<bool> {
     match text.trim() {

@@ -79,7 +79,7 @@ pub(crate) fn read(
         (None, Some(base)) => (BASE_ENDPOINT, format!("{}{SIGNAL_PATH}", base.trim_end_matches('/'))),
         (None, None) => return Ok(None),
     };
-    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+    if !is_url(&endpoint) {
         return Err(malformed(name, &endpoint, "an http:// or https:// URL"));
     }
     if let Some((name, protocol)) = either("PROTOCOL")
@@ -90,7 +90,8 @@ pub(crate) fn read(
     }
     let headers = match either("HEADERS") {
         Some((name, text)) => crate::process::resource::pairs(&text)
-            .map_err(|error| malformed(&name, &text, &format!("`key=value,...` pairs ({error})")))?,
+            .and_then(|pairs| pairs.into_iter().map(header).collect())
+            .map_err(|error| malformed(&name, &text, &format!("`key=value,...` headers ({error})")))?,
         None => Vec::new(),
     };
     let timeout = match either("TIMEOUT") {
@@ -121,6 +122,32 @@ pub(crate) fn read(
         exit_timeout: length(OTLP_EXIT_TIMEOUT, DEFAULT_EXIT_TIMEOUT, Duration::ZERO..=Duration::from_secs(60))?,
         certificate: either("CERTIFICATE").map(|(_, path)| path.into()),
     }))
+}
+
+/// Whether `endpoint` is an `http` or `https` URL with a host that a request can be sent to (a space or a
+/// control character in it would fail every push, not the start).
+fn is_url(endpoint: &str) -> bool {
+    endpoint.parse::<ureq::http::Uri>().is_ok_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|host| !host.is_empty())
+    })
+}
+
+/// The headers the client writes itself, which a configured header would contradict (a second `Host`, a
+/// `Content-Length` that is not the body's: every push failed, tried again forever).
+const CLIENTS_OWN: [&str; 6] =
+    ["host", "content-length", "content-type", "content-encoding", "transfer-encoding", "connection"];
+
+/// `pair` as a header a push may send: its name an HTTP token (RFC 9110's `tchar`s) and none of the
+/// client's own ([`CLIENTS_OWN`]); its value without control characters (already refused by the pairs).
+fn header((name, value): (String, String)) -> Result<(String, String), String> {
+    const TOKEN_PUNCTUATION: &str = "!#$%&'*+-.^_`|~";
+    if !name.chars().all(|character| character.is_ascii_alphanumeric() || TOKEN_PUNCTUATION.contains(character)) {
+        return Err(format!("{name:?} is not a header name"));
+    }
+    if CLIENTS_OWN.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(format!("{name} is the client's own header"));
+    }
+    Ok((name, value))
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ use super::grammar::{self, Problem};
 use super::options::Options;
 use super::{DumpTriggers, EndOn, JemallocVariables, ProfileParent, Reading, Retention, SamplingAsked, Settings, otlp};
 use crate::process::environment as variables;
-use crate::process::resource::ATTRIBUTES;
 use crate::sampler::budget::Budget;
 use crate::sampler::record::table::Capacity;
 use crate::sampler::record::{DEFAULT_CAPACITY, RECORD_OBJECTS_RANGE};
@@ -25,9 +24,21 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// The value of `name` as a path, any bytes.
-    fn path(&self, name: &str) -> Option<PathBuf> {
-        (self.reading)(name).map(PathBuf::from)
+    /// The value of `name` as a path ([`grammar::path`]: any bytes); blank is unset, and a value that is no
+    /// path a problem saying `instead`.
+    fn path(&self, name: &str, instead: &str) -> Option<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let value = (self.reading)(name)?;
+        let bytes = value.as_bytes();
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        let path = grammar::path(bytes);
+        if path.is_none() {
+            let expected = "an absolute path (or one starting ./ or ../) without control characters";
+            self.said(Problem::malformed(name, &value.to_string_lossy(), expected, instead));
+        }
+        path
     }
 
     /// The value of `name` as text; a value that is not UTF-8 is a problem.
@@ -102,7 +113,7 @@ impl Settings {
             ),
             program: options.sampling,
         };
-        let whole_run = read.path(variables::WHOLE_RUN);
+        let whole_run = read.path(variables::WHOLE_RUN, "no whole run is kept");
         let scopes = read.parsed(
             variables::SCOPES,
             grammar::boolean,
@@ -156,16 +167,19 @@ impl Settings {
                 )
                 .unwrap_or(Retention::DEFAULT.max_bytes),
         };
-        let profile_parent = match read.path(variables::DIRECTORY) {
+        let profile_parent = match read.path(variables::DIRECTORY, "profile directories are made in TMPDIR") {
             Some(path) => ProfileParent { path, named: true },
-            None => ProfileParent { path: read.path("TMPDIR").unwrap_or_else(|| "/tmp".into()), named: false },
+            None => ProfileParent {
+                path: read.path("TMPDIR", "profile directories are made in /tmp").unwrap_or_else(|| "/tmp".into()),
+                named: false,
+            },
         };
-        let final_dump = read.path(variables::FINAL_DUMP);
+        let final_dump = read.path(variables::FINAL_DUMP, "no final dump is left");
         let unnamed = format!("unknown_service:{executable}");
         let service = crate::process::resource::service_attributes(|name| read.text(name, "it is ignored"), &unnamed)
             .unwrap_or_else(|malformed| {
                 let instead = format!("profiles name the service {unnamed}");
-                read.said(Problem::malformed(ATTRIBUTES, &malformed.value, &malformed.expected, &instead));
+                read.said(Problem::malformed(malformed.name, &malformed.value, &malformed.expected, &instead));
                 vec![("service.name".to_owned(), unnamed.clone())]
             });
         let push = otlp::read(|name| read.text(name, otlp::NOT_PUSHED), &service).unwrap_or_else(|problem| {

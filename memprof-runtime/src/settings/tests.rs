@@ -132,11 +132,11 @@ fn every_malformed_value_is_said_alike_and_its_default_kept() {
 
 #[test]
 fn text_that_is_not_utf8_is_said_and_a_path_may_be_any_bytes() {
-    let bytes = || OsString::from_vec(b"\xff\xfe".to_vec());
+    let bytes = || OsString::from_vec(b"/\xff\xfe".to_vec());
     let reading = |name: &str| (name == "MEMPROF_SAMPLING" || name == "MEMPROF_FINAL_DUMP").then(bytes);
     let settings = Settings::resolve(&Options::default(), &reading, "server");
     assert_eq!(settings.sampling.variable, None);
-    assert_eq!(said(&settings), ["MEMPROF_SAMPLING=\"\u{fffd}\u{fffd}\" is not UTF-8 text; it is ignored"]);
+    assert_eq!(said(&settings), ["MEMPROF_SAMPLING=\"/\u{fffd}\u{fffd}\" is not UTF-8 text; it is ignored"]);
     assert_eq!(settings.final_dump, Some(PathBuf::from(bytes())));
 }
 
@@ -184,4 +184,32 @@ fn memprof_speaks_where_profiling_is_asked_for_or_memprof_log_says() {
         said(&wrong),
         ["MEMPROF_LOG=\"loud\" is not `off`, `error`, `warn` or `info`; memprof speaks where profiling is asked for"]
     );
+}
+
+/// A path setting that is blank is unset; one that is not a path (a number, words, a line break) is said
+/// and ignored, never made a directory in the working directory; a path is taken as it is, any bytes.
+#[test]
+fn path_settings_take_paths_and_say_what_is_not_one() {
+    assert_eq!(resolve(&[("MEMPROF_WHOLE_RUN", " ")]).whole_run, None);
+    assert_eq!(said(&resolve(&[("MEMPROF_WHOLE_RUN", " ")])), Vec::<String>::new());
+    for wrong in ["-1", "0", "5 parsecs", "/tmp/10\n20", "runs"] {
+        let settings = resolve(&[("MEMPROF_WHOLE_RUN", wrong)]);
+        assert_eq!(settings.whole_run, None, "{wrong:?}");
+        let problems = said(&settings);
+        assert!(
+            problems.len() == 1
+                && problems[0].starts_with("MEMPROF_WHOLE_RUN=")
+                && problems[0].ends_with("; no whole run is kept"),
+            "{wrong:?}: {problems:?}"
+        );
+    }
+    for right in ["/var/tmp/run", "./runs", "../runs"] {
+        assert_eq!(resolve(&[("MEMPROF_WHOLE_RUN", right)]).whole_run, Some(right.into()), "{right}");
+    }
+    let elsewhere = resolve(&[("MEMPROF_DIR", "profiles"), ("TMPDIR", "/var/tmp"), ("MEMPROF_FINAL_DUMP", "1")]);
+    assert_eq!(elsewhere.profile_parent, ProfileParent { path: "/var/tmp".into(), named: false });
+    assert_eq!((&elsewhere.final_dump, said(&elsewhere).len()), (&None, 2), "{:?}", said(&elsewhere));
+    let reading = |name: &str| (name == "MEMPROF_DIR").then(|| OsString::from_vec(b"/srv/\xffprofiles".to_vec()));
+    let bytes = Settings::resolve(&Options::default(), &reading, "server");
+    assert_eq!(bytes.profile_parent.path.as_os_str().len(), 14, "not UTF-8, and a path all the same");
 }

@@ -96,3 +96,35 @@ fn malformed_values_are_errors_naming_their_variable() {
     }
     assert!(read_from(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]).is_ok());
 }
+
+/// What would fail every push, or contradict the client, is refused at start instead: header names that
+/// are not HTTP tokens, the client's own headers, endpoints that are not URLs, a service name with a
+/// control character. Each names its variable, and the push is off.
+#[test]
+fn what_would_fail_every_push_is_refused_at_start() {
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+    for (headers, said) in [
+        ("Host=evil.example,Content-Length=5", "Host is the client's own header"),
+        ("content-type=text/plain", "content-type is the client's own header"),
+        ("Transfer-Encoding=chunked", "the client's own"),
+        ("Connection=close", "the client's own"),
+        ("Content-Encoding=br", "the client's own"),
+        ("bad key=v", "\"bad key\" is not a header name"),
+        ("k%3Ax=v", "\"k:x\" is not a header name"),
+    ] {
+        let error = read_from(&[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", headers)]).unwrap_err();
+        assert!(error.starts_with("OTEL_EXPORTER_OTLP_HEADERS=") && error.contains(said), "{headers}: {error}");
+        assert!(error.ends_with(NOT_PUSHED), "{error}");
+    }
+    let fine = read_from(&[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", "X-Scope-OrgID=tenant%201,api-key=k")]);
+    assert_eq!(
+        fine.unwrap().unwrap().headers,
+        [("X-Scope-OrgID".to_owned(), "tenant 1".to_owned()), ("api-key".to_owned(), "k".to_owned())]
+    );
+    for wrong in ["http://h/a b", "http://", "ftp://c:21", "https:///path", "http://c:4318/\u{7f}"] {
+        let error = read_from(&[("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", wrong)]).unwrap_err();
+        assert!(error.contains("is not an http:// or https:// URL"), "{wrong}: {error}");
+    }
+    let named = read_from(&[endpoint, ("OTEL_SERVICE_NAME", "api\nInjected: 1")]).unwrap_err();
+    assert!(named.contains("OTEL_SERVICE_NAME") && named.contains("control characters"), "{named}");
+}
