@@ -74,6 +74,8 @@ fn the_example_service_pushes_each_intervals_profiles_to_the_real_collector() {
         assert_eq!(types, ["alloc_objects/count", "alloc_space/bytes", "inuse_objects/count", "inuse_space/bytes"]);
         for profile in profiles {
             assert_eq!(profile["period"], 65536, "{profile}");
+            assert_eq!(profile["attributes"]["memprof.sampling.interval_bytes.configured"], "65536", "{profile}");
+            assert!(profile["attributes"]["memprof.sampling.budget_share"].is_null(), "no budget: {profile}");
             assert_eq!(
                 (&profile["time_unix_nano"], &profile["duration_nano"]),
                 (&profiles[0]["time_unix_nano"], &profiles[0]["duration_nano"])
@@ -372,4 +374,32 @@ fn the_clients_own_headers_are_refused_at_start_and_never_sent() {
     );
     assert_eq!(service.state().otlp_push, None, "no push runs");
     assert_eq!(collector.requests(), 0);
+}
+
+/// Thinned through a storm, the exports say so: each profile's `memprof.sampling.*` attributes, read by the
+/// Collector's pdata, give the budget, the configured interval and the longest in force since start-up
+/// (its `period` stays the configured one: each sample weighs what the interval it was drawn at says).
+#[test]
+fn an_export_after_thinning_says_how_it_was_sampled() {
+    let Some(collector) = Collector::start() else { return };
+    let program = Program::windows()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env("MEMPROF_OTLP_INTERVAL", "1secs")
+        .spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    program.tell("storm 2 64 4", "windows: done storm 2 64 4");
+    let thinned = program.state().sampling.budget.expect("a budget");
+    assert!(thinned.most_thinned_by > 1, "{thinned:?}");
+    let after = collector.exports().len() + 1;
+    let exports = collector.wait_for_exports(after);
+    let Some(summary) = read(&exports[after - 1]) else { return };
+    for profile in summary["profiles"].as_array().unwrap() {
+        let attributes = &profile["attributes"];
+        let number = |key: &str| attributes[key].as_str().unwrap_or_else(|| panic!("{key}: {profile}")).parse::<f64>();
+        assert_eq!(number("memprof.sampling.interval_bytes.configured"), Ok(524288.0), "{profile}");
+        assert_eq!(number("memprof.sampling.budget_share"), Ok(0.005), "{profile}");
+        assert!(number("memprof.sampling.interval_bytes.most").unwrap() > 524288.0, "{profile}");
+        assert!(number("memprof.sampling.thinned_seconds").unwrap() > 0.0, "{profile}");
+        assert_eq!(profile["period"], 524288, "{profile}");
+    }
 }

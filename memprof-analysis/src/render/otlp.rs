@@ -85,6 +85,8 @@ mod proto {
         pub(super) period: i64,
         #[prost(bytes = "vec", tag = "7")]
         pub(super) profile_id: Vec<u8>,
+        #[prost(int32, repeated, tag = "11")]
+        pub(super) attribute_indices: Vec<i32>,
     }
 
     #[derive(Clone, Copy, PartialEq, prost::Message)]
@@ -256,6 +258,8 @@ pub struct OtlpResource {
     pub time_unix_nano: u64,
     /// How long the profiles' time lasted, nanoseconds.
     pub duration_nano: u64,
+    /// Every profile's own attributes (how it was sampled: `memprof.sampling.*`), in order.
+    pub profile_attributes: Vec<(String, String)>,
 }
 
 /// `analysis` as an `ExportProfilesServiceRequest`, protobuf-encoded (uncompressed: OTLP/HTTP compresses
@@ -328,6 +332,8 @@ fn build(analysis: &Analysis, resource: &OtlpResource) -> proto::ExportProfilesS
         ]);
     }
     let period_type = Some(dictionary.value_type("space", "bytes"));
+    let profile_attributes: Vec<i32> =
+        resource.profile_attributes.iter().map(|(key, value)| dictionary.attribute(key, value)).collect();
     let profiles = kinds
         .into_iter()
         .map(|(kind, unit, value)| proto::Profile {
@@ -347,6 +353,7 @@ fn build(analysis: &Analysis, resource: &OtlpResource) -> proto::ExportProfilesS
             period_type,
             period: analysis.sample_period as i64,
             profile_id: Vec::new(),
+            attribute_indices: profile_attributes.clone(),
         })
         .collect();
     let attributes = resource

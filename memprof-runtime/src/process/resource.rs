@@ -102,5 +102,6 @@ pub(crate) fn otlp_resource(
         attributes,
         time_unix_nano: started,
         duration_nano: stopped.saturating_sub(started),
+        profile_attributes: crate::sampler::throttle::sampling_attributes(),
     }
 }

@@ -165,6 +165,29 @@ pub(crate) fn thinned_note() -> Option<String> {
     ))
 }
 
+/// How profiles were sampled, as OTLP profile attributes: jemalloc's configured interval, and with a
+/// budget armed, the budget, the interval now and the longest since start-up, and how long sampling was
+/// thinned (a pushed export's `period` is the configured interval; each sample weighs what its own said).
+pub(crate) fn sampling_attributes() -> Vec<(String, String)> {
+    let configured = jemalloc::lg_sample().map_or(0, |lg_sample| 1u64 << lg_sample);
+    let mut attributes = vec![("memprof.sampling.interval_bytes.configured".to_owned(), configured.to_string())];
+    if let Some(report) = report() {
+        attributes.extend([
+            ("memprof.sampling.budget_share".to_owned(), report.budget.share().to_string()),
+            (
+                "memprof.sampling.interval_bytes.now".to_owned(),
+                (configured * u64::from(report.now.factor())).to_string(),
+            ),
+            (
+                "memprof.sampling.interval_bytes.most".to_owned(),
+                (configured * u64::from(report.most.factor())).to_string(),
+            ),
+            ("memprof.sampling.thinned_seconds".to_owned(), format!("{:.1}", report.thinned.as_secs_f64())),
+        ]);
+    }
+    attributes
+}
+
 /// Makes jemalloc draw sampling distances at `thinning` from now on (`prof.reset`: jemalloc's own samples
 /// are dropped, memprof's record keeps every one), unless it does already.
 fn thin(thinning: Thinning) {

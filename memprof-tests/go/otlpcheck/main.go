@@ -34,6 +34,8 @@ type profileSummary struct {
 	Period   int64  `json:"period"`
 	Time     uint64 `json:"time_unix_nano"`
 	Duration uint64 `json:"duration_nano"`
+	// The profile's own attributes (how it was sampled), key to value.
+	Attributes map[string]string `json:"attributes"`
 }
 
 func fail(format string, arguments ...any) {
@@ -100,6 +102,15 @@ func summarize(profile pprofile.Profile, dictionary pprofile.ProfilesDictionary,
 	result := profileSummary{
 		Type: kind, Unit: str(profile.SampleType().UnitStrindex()), Samples: profile.Samples().Len(),
 		Period: profile.Period(), Time: uint64(profile.Time()), Duration: profile.DurationNano(),
+		Attributes: map[string]string{},
+	}
+	for i := 0; i < profile.AttributeIndices().Len(); i++ {
+		index := int(profile.AttributeIndices().At(i))
+		if index >= dictionary.AttributeTable().Len() {
+			fail("%s: attribute index %d of %d", kind, index, dictionary.AttributeTable().Len())
+		}
+		attribute := dictionary.AttributeTable().At(index)
+		result.Attributes[str(attribute.KeyStrindex())] = attribute.Value().AsString()
 	}
 	byFunction := map[string]int64{}
 	for i := 0; i < profile.Samples().Len(); i++ {

@@ -44,6 +44,7 @@ fn a_profile_a_sample_type_sharing_one_dictionary_whose_entries_0_are_empty() {
         attributes: vec![("service.name".into(), "app".into())],
         time_unix_nano: 1_795_000_000_000_000_000,
         duration_nano: 15_000_000_000,
+        profile_attributes: vec![("memprof.sampling.interval_bytes".into(), "524288".into())],
     };
     let request = build(&analysis(), &resource);
     let decoded = proto::ExportProfilesServiceRequest::decode(&render(&analysis(), &resource)[..]).unwrap();
@@ -86,6 +87,12 @@ fn a_profile_a_sample_type_sharing_one_dictionary_whose_entries_0_are_empty() {
     let build_id = &dictionary.attribute_table[mapping.attribute_indices[0] as usize];
     assert_eq!(string(build_id.key_strindex), "process.executable.build_id.gnu");
     assert_eq!(build_id.value.as_ref().unwrap().string_value, "ab01");
+    // How every profile was sampled, an attribute of each.
+    for profile in &scope.profiles {
+        let sampling = &dictionary.attribute_table[profile.attribute_indices[0] as usize];
+        assert_eq!(string(sampling.key_strindex), "memprof.sampling.interval_bytes");
+        assert_eq!(sampling.value.as_ref().unwrap().string_value, "524288");
+    }
     let attributes = &request.resource_profiles[0].resource.as_ref().unwrap().attributes;
     assert_eq!(
         (attributes[0].key.as_str(), attributes[0].value.as_ref().unwrap().string_value.as_str()),
