@@ -1,4 +1,5 @@
-//! Where the real example service keeps its profiles when no directory is writable: in memory.
+//! Where the real example service keeps its profiles when no directory is writable: in memory; and where
+//! a program that drops root keeps them after.
 
 use memprof_tests::process::Program;
 
@@ -24,4 +25,53 @@ fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
         service.get_json("/memory-profiler/stop");
     }
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={id}")).status, 404);
+}
+
+/// A program that starts as root, makes its profile directory, then drops to nobody (as DNS servers,
+/// proxies and many daemons do after binding) keeps working: the next run's profile goes where the process
+/// can now write (a new directory, else memory), downloads with and without its id, `explain` answers,
+/// an immediate dump is served, and `state` says why profiles moved. Before, every write failed
+/// ("Permission denied"), the download said "no heap profile yet" and `state` said nothing.
+#[test]
+fn after_the_program_drops_root_runs_explain_and_dumps_still_work() {
+    // SAFETY: reads the test's effective user id.
+    if unsafe { libc::geteuid() } != 0 {
+        memprof_tests::tools::skipped("dropping root needs root");
+        return;
+    }
+    // Profiles go to memory where nothing can be made (the test's TMPDIR is root's), to a new directory
+    // where one can (a shared directory, world-writable and sticky as /tmp is).
+    let shared = memprof_tests::tools::Scratch::new("shared-profile-root");
+    std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    for (launch, moved) in [
+        (Program::windows(), "Heap profiles are kept in memory: the profile directory "),
+        (Program::windows().env("MEMPROF_DIR", shared.path()), "; profiles are kept in "),
+    ] {
+        let program = launch.spawn();
+        program.wait_for_line(|line| line == "windows: ready");
+        let before = program.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+        program.get_json("/memory-profiler/stop");
+        assert_eq!(program.get(&format!("/memory-profiler/download/raw?id={before}")).status, 200);
+        program.tell("drop-root", "windows: done drop-root");
+        program.wait_for_line(|line| line == "windows: now uid 65534");
+        let id = program.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+        program.tell("grow", "windows: done grow");
+        let stopped = program.get_json("/memory-profiler/stop");
+        assert_eq!(stopped["id"].as_u64(), Some(id), "{stopped}");
+        for download in [format!("/memory-profiler/download/text?id={id}"), "/memory-profiler/download/text".to_owned()]
+        {
+            let text = program.get(&download);
+            assert_eq!(text.status, 200, "{download}: {}", text.text());
+            assert!(text.text().contains("grown_in_the_window"), "{download}: {}", text.text());
+        }
+        let explain = program.get("/memory-profiler/explain");
+        assert_eq!(explain.status, 200, "{}", explain.text());
+        let dump = program.get("/memory-profiler/heap_profile?trigger_dump=true");
+        assert!(dump.text().starts_with("heap_v2/"), "{}", dump.text());
+        let warnings = program.state().warnings;
+        assert!(
+            warnings.iter().any(|warning| warning.contains("can no longer be written") && warning.contains(moved)),
+            "{moved}: {warnings:?}"
+        );
+    }
 }

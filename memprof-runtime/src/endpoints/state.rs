@@ -78,7 +78,7 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
             otlp_push: crate::otlp_push::report(),
-            warnings: warnings(config, profiler.record(), active),
+            warnings: warnings(config, profiler.record(), active).into_iter().chain(runs.warnings()).collect(),
             messages: crate::process::messages::said(),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
             labels: LabelCounts {

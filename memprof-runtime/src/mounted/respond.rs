@@ -48,6 +48,7 @@ fn announce(context: &Context) {
         return;
     }
     if !context.switched_on {
+        messages::someone_asked();
         messages::info(&format!(
             "Heap profiling endpoints mounted on the program's own server are off (answered 404): set {}=true to serve them",
             environment::SWITCH

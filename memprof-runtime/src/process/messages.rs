@@ -4,7 +4,7 @@
 //! kept too, the latest [`KEPT`], for `state` ([`said`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -34,9 +34,22 @@ static SAID_UP_TO: AtomicUsize = AtomicUsize::new(log::LevelFilter::Info as usiz
 /// The latest messages, said or not, each with its level.
 static LATEST: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
 
-/// Says messages up to `level` from now on (the settings' [`crate::settings::Settings::said_up_to`]).
-pub(crate) fn say_up_to(level: log::LevelFilter) {
+/// Whether `MEMPROF_LOG` chose the level (then nothing changes it).
+static CHOSEN: AtomicBool = AtomicBool::new(false);
+
+/// Says messages up to `level` from now on (the settings' [`crate::settings::Settings::said_up_to`]),
+/// `chosen` by `MEMPROF_LOG` or not.
+pub(crate) fn say_up_to(level: log::LevelFilter, chosen: bool) {
     SAID_UP_TO.store(level as usize, Ordering::Relaxed);
+    CHOSEN.store(chosen, Ordering::Relaxed);
+}
+
+/// Someone asked memprof something (a request to its endpoints mounted on the program's server, with the
+/// switch off): from now on it says what it has to, unless `MEMPROF_LOG` chose otherwise.
+pub(crate) fn someone_asked() {
+    if !CHOSEN.load(Ordering::Relaxed) {
+        SAID_UP_TO.fetch_max(log::LevelFilter::Info as usize, Ordering::Relaxed);
+    }
 }
 
 /// The latest messages, said or not, oldest first: `LEVEL message`.

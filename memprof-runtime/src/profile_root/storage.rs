@@ -52,6 +52,9 @@ pub(crate) struct ProfileStore {
     in_memory: HashMap<PathBuf, File>,
     /// Whether the fall-back to memory was reported already.
     reported_in_memory: bool,
+    /// Why profiles are not where they were (a directory the process can no longer write, say after it
+    /// changed its user), for `state`'s warnings.
+    moved: Option<String>,
 }
 
 impl ProfileStore {
@@ -65,7 +68,13 @@ impl ProfileStore {
             owner_lock: None,
             in_memory: HashMap::new(),
             reported_in_memory: false,
+            moved: None,
         }
+    }
+
+    /// Why profiles are kept elsewhere than they were, or in memory, if they are.
+    pub(crate) fn warning(&self) -> Option<&str> {
+        self.moved.as_deref()
     }
 
     /// Where the profiles are: the directory, or `None` before the first one or when they are in memory.
@@ -140,10 +149,46 @@ impl ProfileStore {
     }
 
     fn dump_as(&mut self, name: &str, dump: Dump<'_>) -> io::Result<PathBuf> {
-        let directory = match self.ensure_directory() {
-            Ok(directory) => directory.to_owned(),
-            Err(error) => return self.dump_in_memory(name, &error, dump),
-        };
+        match self.dump_in_directory(name, dump) {
+            Err(error) if error.kind() == io::ErrorKind::PermissionDenied && self.directory.is_some() => {
+                // The directory was writable and is no longer: the process changed its user (a daemon that
+                // drops root after binding), or someone changed its mode. A new one is made as the process
+                // now is, else the profiles go to memory; the profiles kept in the old one stay there.
+                let old = self.directory.take().map(TempDir::keep);
+                self.owner_lock = None;
+                let old = old.map_or_else(String::new, |old| old.display().to_string());
+                let moved = match self.dump_in_directory(name, dump) {
+                    Ok(finished) => {
+                        self.say_moved(format!(
+                            "The profile directory {old} can no longer be written ({error}: did the process change its user?); profiles are kept in {} from now on, and those kept before stay in the old one",
+                            self.path().map_or_else(String::new, |path| path.display().to_string())
+                        ));
+                        return Ok(finished);
+                    }
+                    Err(again) => format!(
+                        "the profile directory {old} can no longer be written ({error}: did the process change its user?), nor can a new one be made ({again})"
+                    ),
+                };
+                self.directory = None;
+                // Said as the profiles go to memory; kept for `state`.
+                let finished = self.dump_in_memory(name, &io::Error::new(error.kind(), moved.clone()), dump)?;
+                self.moved = Some(format!("Heap profiles are kept in memory: {moved}"));
+                Ok(finished)
+            }
+            Err(error) if self.directory.is_none() => self.dump_in_memory(name, &error, dump),
+            written => written,
+        }
+    }
+
+    /// Says why profiles moved, and keeps it for `state`.
+    fn say_moved(&mut self, why: String) {
+        messages::warn(&why);
+        self.moved = Some(why);
+    }
+
+    /// Writes a profile with `dump` in the directory (made if need be).
+    fn dump_in_directory(&mut self, name: &str, dump: Dump<'_>) -> io::Result<PathBuf> {
+        let directory = self.ensure_directory()?.to_owned();
         let partial = directory.join(format!(".{name}.partial"));
         let finished = directory.join(name);
         let written = dump(&partial).and_then(|()| check_profile(&partial));

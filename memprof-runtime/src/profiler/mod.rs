@@ -139,7 +139,9 @@ impl Profiler {
     /// A copy of the runs' records, taken under the lock and read without it.
     pub(crate) fn overview(&self) -> Overview {
         let books = self.books.lock();
-        books.runs.overview(books.store.path().map(PathBuf::from), books.store.in_memory())
+        let mut overview = books.runs.overview(books.store.path().map(PathBuf::from), books.store.in_memory());
+        overview.store_warning = books.store.warning().map(str::to_owned);
+        overview
     }
 
     /// Keeps the `count` newest profiles (at least one) from now on.

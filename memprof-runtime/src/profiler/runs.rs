@@ -64,12 +64,26 @@ pub(crate) struct Overview {
     pub(crate) directory: Option<PathBuf>,
     /// Whether profiles are kept in memory, for want of a writable directory.
     pub(crate) in_memory: bool,
+    /// Why profiles are not where they were (the store's word), if they are not.
+    pub(crate) store_warning: Option<String>,
 }
 
 impl Overview {
     /// The newest finished run.
     pub(crate) fn latest(&self) -> Option<&KeptProfile> {
         self.finished.last()
+    }
+
+    /// What the books warn of: profiles kept elsewhere than they were (a directory the process can no
+    /// longer write), and a run that failed after the latest profile (its download says why too).
+    pub(crate) fn warnings(&self) -> impl Iterator<Item = String> + use<> {
+        let latest = self.finished.iter().chain(&self.automatic).max_by_key(|profile| profile.id);
+        let failed = self
+            .last_failure
+            .as_ref()
+            .filter(|failure| latest.is_none_or(|latest| latest.id < failure.id))
+            .map(|failure| format!("Run {} failed: {}", failure.id, failure.error));
+        self.store_warning.clone().into_iter().chain(failed)
     }
 }
 
@@ -261,7 +275,11 @@ impl Runs {
             let earlier =
                 self.earlier.first().and_then(|process| process.profiles.first()).map(|earlier| &earlier.profile);
             let latest = self.finished.back().or(self.automatic.back());
-            return latest.or(earlier).cloned().ok_or(LookupError::NoneYet);
+            // With nothing kept, a run that failed is what there is to say (never "none yet").
+            return latest.or(earlier).cloned().ok_or_else(|| match &self.last_failure {
+                Some(failure) => LookupError::Failed(failure.error.clone()),
+                None => LookupError::NoneYet,
+            });
         };
         if let Some(profile) = self.find(id) {
             return Ok(profile.clone());
@@ -303,6 +321,7 @@ impl Runs {
             counts: self.counts,
             directory,
             in_memory,
+            store_warning: None,
         }
     }
 }

@@ -211,7 +211,7 @@ fn resolved(options: &Options) -> Settings {
         let misspelt =
             crate::process::environment::misspelt().into_iter().map(|(name, meant)| Problem::Misspelt { name, meant });
         settings.problems.splice(0..0, misspelt);
-        crate::process::messages::say_up_to(settings.said_up_to());
+        crate::process::messages::say_up_to(settings.said_up_to(), settings.log.is_some());
         for problem in &settings.problems {
             if problem.is_error() {
                 crate::process::messages::error(&problem.to_string());

@@ -17,6 +17,8 @@
 //!   ended: `windows: child ended by signal 15 in <ms> ms`, `exited with <code>`, or `still running after 5 s`;
 //! - `command-child`: spawns `sleep 30` with `std::process::Command`, sends it SIGTERM and runs `true`:
 //!   `windows: command children: sleep <how it ended>, true <how it ended>`;
+//! - `drop-root`: changes the process's user and group to nobody (65534), as a daemon does after binding
+//!   (`setgid`, then `setuid`: every thread's); prints `windows: now uid <uid>`;
 //! - `threads`: 1000 threads, four at a time, each holding 64 KiB until it ends;
 //! - `hold N`: keeps N objects of 64 bytes more (`held_objects`), for the record's memory
 //!   (benches/record.rs);
@@ -69,6 +71,15 @@ fn main() {
             "sigterm-child" => println!("windows: child {}", sigterm_child()),
             "command-child" => println!("windows: command children: {}", command_children()),
             "threads" => threads(1000),
+            "drop-root" => {
+                // SAFETY: plain system calls; glibc applies them to every thread of the process.
+                let changed = unsafe {
+                    libc::setgroups(0, std::ptr::null()) == 0 && libc::setgid(65534) == 0 && libc::setuid(65534) == 0
+                };
+                assert!(changed, "windows: cannot drop root: {}", std::io::Error::last_os_error());
+                // SAFETY: reads the process's real user id.
+                println!("windows: now uid {}", unsafe { libc::getuid() });
+            }
             "through-c" => through_c.push(allocated_through_c(16 * MIB)),
             "peak" => {
                 drop(held_at_the_peak(48 * MIB));

@@ -88,9 +88,21 @@ fn lookups_say_why_a_profile_cannot_be_served() {
     let error = runs.failed(second, Cause::message("disk full"));
     let disk_full = Cause::message("disk full");
     assert_eq!(error, Error::Dump { of: DumpOf::Run { id: second, previous: Some(first) }, error: disk_full });
-    assert_eq!(runs.lookup(Some(second)), Err(LookupError::Failed(error)));
+    assert_eq!(runs.lookup(Some(second)), Err(LookupError::Failed(error.clone())));
     assert_eq!(runs.lookup(Some(7)), Err(LookupError::NotKept { id: 7, kept: vec![first] }));
     assert_eq!(runs.lookup(None).map(|profile| profile.id), Ok(first), "the failed run left the latest");
+    let warnings: Vec<String> = runs.overview(None, false).warnings().collect();
+    assert_eq!(warnings, [format!("Run {second} failed: {error}")], "failed after the latest: said in state");
+    // With nothing kept, the download without an id says why the run failed, never "none yet".
+    let mut fresh = Runs::new(4);
+    let only = begin(&mut fresh, Owner::Http);
+    fresh.end();
+    let error = fresh.failed(only, Cause::message("Permission denied"));
+    assert_eq!(fresh.lookup(None), Err(LookupError::Failed(error)));
+    let next = begin(&mut fresh, Owner::Http);
+    finish(&mut fresh);
+    assert_eq!(fresh.lookup(None).map(|profile| profile.id), Ok(next));
+    assert_eq!(fresh.overview(None, false).warnings().count(), 0, "a later run succeeded");
 }
 
 #[test]
