@@ -11,16 +11,11 @@
 //! Run it with `LIBPROCESS_MEMORY_PROFILING=true` and drive it like Mesos's libprocess profiler:
 //! `curl '127.0.0.1:5050/memory-profiler/start?duration=30secs'`, then `.../download/raw`.
 //!
-//! The default feature `enabled` compiles the profiler in. Without it (`default-features = false`) the
-//! attribute leaves `main` as written, `scope!` is just its block, and neither jemalloc nor an HTTP server
-//! is compiled.
+//! The default feature `enabled` compiles the profiler in, on Linux. Without it (`default-features = false`),
+//! and on every other platform (Windows, macOS, the BSDs: a crate using memprof builds there unchanged),
+//! the attribute leaves `main` as written, `scope!` is just its block, and neither jemalloc nor an HTTP
+//! server is compiled.
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
-
-#[cfg(all(feature = "enabled", not(unix)))]
-compile_error!(
-    "memprof profiles with jemalloc on Unix (Linux, macOS, the BSDs); on this target depend on memprof with \
-     `default-features = false`, which compiles the profiler out and keeps every use of it compiling"
-);
 
 /// Arms jemalloc heap profiling for the whole program and serves the profiling endpoints when asked to.
 ///
@@ -79,7 +74,7 @@ compile_error!(
 #[doc(inline)]
 pub use memprof_macros::main;
 
-#[cfg(feature = "enabled")]
+#[cfg(profiling)]
 #[doc(inline)]
 pub use memprof_runtime::{Guard, Options, Profile, Run, Sampling, shutdown, start};
 /// Why a run could not be started or finished (compiled out: always [`Error::Unavailable`]).
@@ -107,9 +102,9 @@ pub mod analysis {
     };
 }
 
-#[cfg(not(feature = "enabled"))]
+#[cfg(not(profiling))]
 mod disabled;
-#[cfg(not(feature = "enabled"))]
+#[cfg(not(profiling))]
 pub use disabled::{Guard, Options, Profile, Run, Sampling, shutdown, start};
 
 /// Allocation labels: heap profiles split by tenant, route or task. Everything allocated while labels are in
@@ -127,18 +122,18 @@ pub use disabled::{Guard, Options, Profile, Run, Sampling, shutdown, start};
 /// # drop((session, task));
 /// ```
 pub mod labels {
-    #[cfg(feature = "enabled")]
+    #[cfg(profiling)]
     #[doc(inline)]
     pub use memprof_runtime::labels::{Entered, Labelled, Labels, MAX_LABEL_SETS, WithLabels, enter, with};
 
-    #[cfg(not(feature = "enabled"))]
+    #[cfg(not(profiling))]
     pub use crate::disabled::labels::{Entered, Labelled, Labels, MAX_LABEL_SETS, WithLabels, enter, with};
 
-    #[cfg(all(feature = "tracing", feature = "enabled"))]
+    #[cfg(all(feature = "tracing", profiling))]
     #[doc(inline)]
     pub use memprof_runtime::labels::LabelLayer;
 
-    #[cfg(all(feature = "tracing", not(feature = "enabled")))]
+    #[cfg(all(feature = "tracing", not(profiling)))]
     pub use crate::disabled::labels::LabelLayer;
 }
 
@@ -146,11 +141,11 @@ pub mod labels {
 /// (feature `http`). Compiled out (without `enabled`), every request is answered 404.
 #[cfg(feature = "http")]
 pub mod endpoints {
-    #[cfg(feature = "enabled")]
+    #[cfg(profiling)]
     #[doc(inline)]
     pub use memprof_runtime::mounted::respond;
 
-    #[cfg(not(feature = "enabled"))]
+    #[cfg(not(profiling))]
     pub use crate::disabled::respond;
 }
 
@@ -162,14 +157,14 @@ pub mod endpoints {
 /// empty routers.
 #[cfg(feature = "axum")]
 pub mod axum {
-    #[cfg(feature = "enabled")]
+    #[cfg(profiling)]
     #[doc(inline)]
     pub use memprof_runtime::labels::{RouteLabelled, RouteLabels, route_labels};
-    #[cfg(feature = "enabled")]
+    #[cfg(profiling)]
     #[doc(inline)]
     pub use memprof_runtime::mounted::axum::{MAX_IN_FLIGHT, debug_pprof_router, metrics_router, router, routes};
 
-    #[cfg(not(feature = "enabled"))]
+    #[cfg(not(profiling))]
     pub use crate::disabled::{
         MAX_IN_FLIGHT, RouteLabelled, RouteLabels, debug_pprof_router, metrics_router, route_labels, router, routes,
     };
@@ -196,17 +191,17 @@ pub mod axum {
     impl RouterExt for ::axum::Router {
         #[inline]
         fn memprof_endpoints(self) -> Self {
-            #[cfg(feature = "enabled")]
+            #[cfg(profiling)]
             return self.merge(routes());
-            #[cfg(not(feature = "enabled"))]
+            #[cfg(not(profiling))]
             self
         }
 
         #[inline]
         fn memprof_route_labels(self) -> Self {
-            #[cfg(feature = "enabled")]
+            #[cfg(profiling)]
             return self.layer(route_labels());
-            #[cfg(not(feature = "enabled"))]
+            #[cfg(not(profiling))]
             self
         }
     }
@@ -227,11 +222,11 @@ pub mod axum {
 /// ```
 #[cfg(feature = "tower")]
 pub mod tower {
-    #[cfg(feature = "enabled")]
+    #[cfg(profiling)]
     #[doc(inline)]
     pub use memprof_runtime::labels::{RequestLabelled, RequestLabels, request_labels};
 
-    #[cfg(not(feature = "enabled"))]
+    #[cfg(not(profiling))]
     pub use crate::disabled::{RequestLabelled, RequestLabels, request_labels};
 }
 
@@ -248,7 +243,7 @@ pub mod tower {
 ///     let _memprof = memprof::start(memprof::Options::new().http("127.0.0.1:6060"));
 /// }
 /// ```
-#[cfg(feature = "enabled")]
+#[cfg(profiling)]
 #[macro_export]
 macro_rules! allocator {
     ($($conf:literal)?) => {
@@ -258,7 +253,7 @@ macro_rules! allocator {
 }
 
 /// Compiled out (the `enabled` feature is off): nothing.
-#[cfg(not(feature = "enabled"))]
+#[cfg(not(profiling))]
 #[macro_export]
 macro_rules! allocator {
     ($($conf:literal)?) => {};
@@ -280,7 +275,7 @@ macro_rules! allocator {
 /// #[memprof::main(allocator = false)]
 /// fn main() {}
 /// ```
-#[cfg(feature = "enabled")]
+#[cfg(profiling)]
 #[macro_export]
 macro_rules! malloc_conf {
     () => {
@@ -292,7 +287,7 @@ macro_rules! malloc_conf {
 }
 
 /// Compiled out (the `enabled` feature is off): nothing.
-#[cfg(not(feature = "enabled"))]
+#[cfg(not(profiling))]
 #[macro_export]
 macro_rules! malloc_conf {
     ($($conf:literal)?) => {};
@@ -321,7 +316,7 @@ macro_rules! malloc_conf {
 /// }
 /// # }
 /// ```
-#[cfg(feature = "enabled")]
+#[cfg(profiling)]
 #[macro_export]
 macro_rules! scope {
     ($label:expr, $body:expr $(,)?) => {{
@@ -336,7 +331,7 @@ macro_rules! scope {
 /// let sum: u64 = memprof::scope!("sum", (0..10u64).sum());
 /// assert_eq!(sum, 45);
 /// ```
-#[cfg(not(feature = "enabled"))]
+#[cfg(not(profiling))]
 #[macro_export]
 macro_rules! scope {
     ($label:expr, $body:expr $(,)?) => {
@@ -347,9 +342,24 @@ macro_rules! scope {
 /// What the expansion of `#[memprof::main]` and `scope!` names; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    #[cfg(feature = "enabled")]
+    #[cfg(profiling)]
     pub use memprof_runtime::{
         __private::{MallocConf, allocator, malloc_conf},
         Options, Sampling, Scope, start,
     };
+
+    // `enabled` on a platform memprof does not profile on: the attribute's expansion (made by a proc-macro
+    // built for the host) names these, and they do nothing but say so where the switch is on.
+    #[cfg(all(feature = "enabled", not(profiling)))]
+    pub use crate::{
+        __memprof_nothing as allocator, __memprof_nothing as malloc_conf, Options, Sampling,
+        disabled::start_where_nothing_profiles as start,
+    };
+}
+
+/// Expands to nothing, whatever it is given: the allocator and `malloc_conf` where memprof does not profile.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __memprof_nothing {
+    ($($anything:tt)*) => {};
 }

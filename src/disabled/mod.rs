@@ -14,7 +14,9 @@ pub use runs::{Profile, Run};
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
-    _private: (),
+    /// The switch variable named (`env`), if any: said where `enabled` is on a platform memprof does not
+    /// profile on.
+    switch: Option<String>,
 }
 
 impl Options {
@@ -28,9 +30,10 @@ impl Options {
         self
     }
 
-    /// The variable that switches the built-in server on; ignored.
-    pub fn env(self, _variable: impl Into<String>) -> Self {
-        self
+    /// The variable that switches the built-in server on; ignored (but where memprof does not profile with
+    /// `enabled` on, a switch set `true` is told so).
+    pub fn env(self, variable: impl Into<String>) -> Self {
+        Options { switch: Some(variable.into()) }
     }
 
     /// The variable holding the access token; ignored.
@@ -100,6 +103,22 @@ impl Sampling {
 /// ```
 pub fn start(_options: Options) -> Guard {
     Guard { _private: () }
+}
+
+/// [`start`] where `enabled` is on but memprof does not profile (Windows, macOS, the BSDs): says once, on
+/// stderr, when the switch is `true`, that heap profiling is not available here; else nothing.
+#[cfg(feature = "enabled")]
+#[doc(hidden)]
+pub fn start_where_nothing_profiles(options: Options) -> Guard {
+    // The runtime's default switch (memprof-runtime's `environment::SWITCH`).
+    let switch = options.switch.as_deref().unwrap_or("LIBPROCESS_MEMORY_PROFILING");
+    if std::env::var(switch).is_ok_and(|value| value.trim() == "true") {
+        eprintln!(
+            "[memprof] WARN {switch}=true, but heap profiling is not available on this platform (memprof profiles on \
+             Linux); the program runs without it"
+        );
+    }
+    start(options)
 }
 
 /// Compiled out: does nothing.

@@ -57,12 +57,19 @@ impl Binaries {
 
 /// `/proc/self/exe` when the file at `mapped` is not this process's executable (a different file now, or
 /// none: `/proc/self/maps` then says `(deleted)`).
+#[cfg(unix)]
 fn running_image(mapped: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     const EXE: &str = "/proc/self/exe";
     let running = std::fs::metadata(EXE).ok()?;
     let same = std::fs::metadata(mapped).is_ok_and(|file| (file.dev(), file.ino()) == (running.dev(), running.ino()));
     (!same).then(|| PathBuf::from(EXE))
+}
+
+/// Elsewhere there is no `/proc/self/exe`: the mapped file is read as it is.
+#[cfg(not(unix))]
+fn running_image(_mapped: &str) -> Option<PathBuf> {
+    None
 }
 
 #[cfg(test)]

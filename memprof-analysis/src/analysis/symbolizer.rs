@@ -143,8 +143,12 @@ fn release_pages(map: &Mmap, read: Option<&[u8]>) {
         }
     };
     // SAFETY: the mapping is read-only and never written: dropping its pages loses nothing, they are read
-    // again from the file when touched.
+    // again from the file when touched. (Unix only: elsewhere, where profiles are read but not made, the
+    // pages stay until the map is dropped.)
+    #[cfg(unix)]
     let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, length) };
+    #[cfg(not(unix))]
+    let _ = (start, length);
 }
 
 /// The ELF virtual address of a file offset: through the loadable segment that maps it.

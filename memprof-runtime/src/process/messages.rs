@@ -46,6 +46,7 @@ pub(crate) fn say_up_to(level: log::LevelFilter, chosen: bool) {
 
 /// Someone asked memprof something (a request to its endpoints mounted on the program's server, with the
 /// switch off): from now on it says what it has to, unless `MEMPROF_LOG` chose otherwise.
+#[cfg(feature = "http")]
 pub(crate) fn someone_asked() {
     if !CHOSEN.load(Ordering::Relaxed) {
         SAID_UP_TO.fetch_max(log::LevelFilter::Info as usize, Ordering::Relaxed);
