@@ -1,7 +1,9 @@
 //! Where the real example service keeps its profiles when no directory is writable: in memory; and where
 //! a program that drops root keeps them after.
 
+use memprof_tests::http::PATIENCE;
 use memprof_tests::process::Program;
+use memprof_tests::waiting::wait_until;
 
 #[test]
 fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
@@ -30,7 +32,8 @@ fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
 /// A program that starts as root, makes its profile directory, then drops to nobody (as DNS servers,
 /// proxies and many daemons do after binding) keeps working: the next run's profile goes where the process
 /// can now write (a new directory, else memory), downloads with and without its id, `explain` answers,
-/// an immediate dump is served, and `state` says why profiles moved. Before, every write failed
+/// an immediate dump and an automatic one are served, `state` says why profiles moved, and a run active
+/// at SIGTERM leaves its final dump where the operator said (a path the new user can write). Before, every write failed
 /// ("Permission denied"), the download said "no heap profile yet" and `state` said nothing.
 #[test]
 fn after_the_program_drops_root_runs_explain_and_dumps_still_work() {
@@ -43,11 +46,15 @@ fn after_the_program_drops_root_runs_explain_and_dumps_still_work() {
     // where one can (a shared directory, world-writable and sticky as /tmp is).
     let shared = memprof_tests::tools::Scratch::new("shared-profile-root");
     std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let final_dump = shared.join("final.heap");
     for (launch, moved) in [
         (Program::windows(), "Heap profiles are kept in memory: the profile directory "),
-        (Program::windows().env("MEMPROF_DIR", shared.path()), "; profiles are kept in "),
+        (
+            Program::windows().env("MEMPROF_DIR", shared.path()).env("MEMPROF_FINAL_DUMP", &final_dump),
+            "; profiles are kept in ",
+        ),
     ] {
-        let program = launch.spawn();
+        let mut program = launch.env("MEMPROF_DUMP_EVERY", "8MiB").spawn();
         program.wait_for_line(|line| line == "windows: ready");
         let before = program.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
         program.get_json("/memory-profiler/stop");
@@ -73,5 +80,20 @@ fn after_the_program_drops_root_runs_explain_and_dumps_still_work() {
             warnings.iter().any(|warning| warning.contains("can no longer be written") && warning.contains(moved)),
             "{moved}: {warnings:?}"
         );
+        // The automatic dump of what was allocated since (16 MiB, past 8 MiB): taken after the drop, served.
+        let automatic = wait_until("an automatic dump after the drop", PATIENCE, || {
+            let dumps = program.state().automatic_dumps.dumps;
+            dumps.into_iter().find(|dump| dump.id > id).ok_or_else(|| "none yet".to_owned())
+        });
+        let raw = program.get(&format!("/memory-profiler/download/raw?id={}", automatic.id));
+        assert!(raw.text().starts_with("heap_v2/"), "{}", raw.text());
+        if moved.starts_with("; ") {
+            // A run active as SIGTERM ends the program leaves its final dump where the operator said.
+            program.get_json("/memory-profiler/start?duration=1mins");
+            program.signal("TERM");
+            program.wait_for_exit();
+            let left = std::fs::read_to_string(&final_dump).unwrap_or_default();
+            assert!(left.starts_with("heap_v2/"), "{:#?}", program.output());
+        }
     }
 }
