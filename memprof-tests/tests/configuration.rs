@@ -31,8 +31,8 @@ fn without_the_switch_variable_there_is_no_thread_and_no_port() {
 
 /// A command-line tool with the attribute, run with the switch off (unset or `false`) and nothing else set,
 /// says nothing: twenty runs print the tool's own line alone and nothing on stderr (a walk chosen by a
-/// variable is not said either, where the tool printed it each run before). `MEMPROF_LOG=info` makes
-/// memprof speak; with the switch on it speaks, and `state` keeps what it said.
+/// variable is not even installed: nothing samples). `MEMPROF_LOG=info` makes memprof speak (here of the
+/// profile root it made, `MEMPROF_DIR`); with the switch on it speaks, and `state` keeps what it said.
 #[test]
 fn a_program_whose_switch_is_off_says_nothing_unless_asked() {
     let run = |environment: &[(&str, &str)]| {
@@ -44,18 +44,21 @@ fn a_program_whose_switch_is_off_says_nothing_unless_asked() {
         assert!(output.status.success(), "{output:?}");
         (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
     };
-    // The walk chosen by a variable is said at start, where anything is.
-    let walk = ("MEMPROF_UNWINDER", "libgcc");
+    let scratch = Scratch::new("quiet-profile-root");
+    let root = scratch.join("made");
+    let root = root.to_str().unwrap();
     for round in 0..20 {
-        let environment: &[(&str, &str)] = match round % 3 {
+        let environment: &[(&str, &str)] = match round % 4 {
             0 => &[],
             1 => &[("LIBPROCESS_MEMORY_PROFILING", "false")],
-            _ => &[walk],
+            2 => &[("MEMPROF_UNWINDER", "libgcc")],
+            _ => &[("MEMPROF_DIR", root)],
         };
         assert_eq!(run(environment), ("quiet: hello\n".to_owned(), String::new()), "{environment:?}");
     }
-    let (_, said) = run(&[walk, ("MEMPROF_LOG", "info")]);
-    assert_eq!(said, "[memprof] INFO Samples walk the stack with libgcc: MEMPROF_UNWINDER=libgcc\n");
+    std::fs::remove_dir(root).unwrap();
+    let (_, said) = run(&[("MEMPROF_DIR", root), ("MEMPROF_LOG", "info")]);
+    assert_eq!(said, format!("[memprof] INFO Made the profile root {root} (owner-only)\n"));
     let service = Program::service().spawn();
     let messages = service.state().messages;
     assert!(messages.iter().any(|message| message.starts_with("INFO Serving heap profiling endpoints on http://")));

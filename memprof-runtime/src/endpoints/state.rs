@@ -71,8 +71,8 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
             started_externally: active && runs.current.is_none() && profiler.record().is_none(),
             lg_prof_sample: lg_sample,
             stack_walk: StackWalk {
-                method: profiler.unwinder.name().to_owned(),
-                why: profiler.unwinder.why().map(str::to_owned),
+                method: profiler.unwinder().name().to_owned(),
+                why: profiler.unwinder().why().map(str::to_owned),
                 completed_by_unwinder: crate::stack_walk::completed_walks(),
             },
             sampling: sampling(profiler),

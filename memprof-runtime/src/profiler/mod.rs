@@ -71,8 +71,9 @@ pub(crate) struct Profiler {
     /// Wakes the timer when a run starts or ends.
     runs_changed: Condvar,
     pub(crate) config: ConfigReport,
-    /// How samples walk the stack.
-    pub(crate) unwinder: Unwinder,
+    /// How samples walk the stack: chosen, its tables indexed and its hook installed when sampling can
+    /// first happen ([`Profiler::unwinder`]), never in a program that never samples.
+    unwinder: OnceLock<Unwinder>,
     /// Work left off the program's start: the profile root's sweep, done by whichever needs it first (see
     /// [`Profiler::leave_off_the_start`]).
     left_off: left_off::LeftOff,
@@ -87,25 +88,37 @@ pub(crate) struct Profiler {
 static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
     jemalloc::unsampled(|| {
         crate::process::lineage::own();
-        let config = ConfigReport::read();
-        let unwinder = if config.profiling_enabled {
-            crate::stack_walk::install(crate::settings::get().unwinder)
-        } else {
-            Unwinder::Libgcc("heap profiling is disabled".to_owned())
-        };
-        Profiler::new(config, unwinder)
+        Profiler::new(ConfigReport::read(), OnceLock::new())
     })
 });
 
 impl Profiler {
-    /// The profiler of this process; the first call reads jemalloc's configuration and installs the walk.
+    /// The profiler of this process; the first call reads jemalloc's configuration.
     pub(crate) fn global() -> &'static Profiler {
         &PROFILER
     }
 
+    /// How samples walk the stack: the first call chooses the walk (the frame-pointer check against
+    /// libgcc), indexes the unwind tables if they are needed and installs memprof's hook, unsampled. Called
+    /// before sampling is first switched on, and where profiling is asked for at start (to say the walk).
+    pub(crate) fn unwinder(&self) -> &Unwinder {
+        self.unwinder.get_or_init(|| {
+            // memprof's own: unsampled, and its tables in memprof's arena, whoever asks first.
+            jemalloc::unsampled(|| {
+                jemalloc::in_own_arena(|| {
+                    if self.config.profiling_enabled {
+                        crate::stack_walk::install(crate::settings::get().unwinder)
+                    } else {
+                        Unwinder::Libgcc("heap profiling is disabled".to_owned())
+                    }
+                })
+            })
+        })
+    }
+
     /// A profiler with no runs, for the `config` jemalloc reported, whose samples walk the stack with
-    /// `unwinder`; its profiles go to a directory of their own.
-    pub(crate) fn new(config: ConfigReport, unwinder: Unwinder) -> Self {
+    /// `unwinder` (installed when first needed, if empty); its profiles go to a directory of their own.
+    pub(crate) fn new(config: ConfigReport, unwinder: OnceLock<Unwinder>) -> Self {
         let books = Books {
             runs: Runs::new(DEFAULT_KEPT_RUNS),
             store: ProfileStore::new(crate::settings::get().profile_parent.path.clone(), crate::labels::table_text),
@@ -174,6 +187,7 @@ impl Profiler {
     }
 
     fn switch_sampling_on(&self) -> Result<(), Error> {
+        self.unwinder();
         crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true))
             .map(|_| ())
             .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))

@@ -103,10 +103,14 @@ fn start_unsampled(options: Options) -> Guard {
         for note in profiler.config.notes() {
             messages::info(&note);
         }
-        if let Some(reason) = profiler.unwinder.why()
+        // The walk is chosen and installed where sampling may happen from the start (profiling asked for,
+        // or jemalloc sampling already), else when sampling is first switched on: a command-line tool run
+        // with the switch off never pays the frame-pointer check or the tables' index.
+        if (settings.profiling_asked() || active_at_start)
             && profiler.config.profiling_enabled
+            && let Some(reason) = profiler.unwinder().why()
         {
-            messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder.name()));
+            messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder().name()));
         }
         match automatic_dumps {
             Some((triggers, by_default)) if profiler.config.profiling_enabled => {
