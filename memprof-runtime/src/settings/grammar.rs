@@ -75,22 +75,9 @@ impl fmt::Display for Problem {
     }
 }
 
-/// `1048576`, `512KiB`, `64MiB`, `1GiB` (or `KB`, `MB`, `GB` in powers of 1000), at least 1 byte.
+/// A size in memprof-wire's grammar (`512KiB`, `64MiB`, `1GB`), at least 1 byte.
 pub(crate) fn size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text.find(|character: char| !character.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        _ => return None,
-    };
-    number.parse::<u64>().ok()?.checked_mul(scale).filter(|&bytes| bytes >= 1)
+    memprof_wire::size::parse(text)
 }
 
 /// `10%` as 0.1, within `range` (shares, not percentages).
