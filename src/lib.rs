@@ -74,9 +74,52 @@
 #[doc(inline)]
 pub use memprof_macros::main;
 
+/// A test whose heap budgets are checked after its body: what it allocated, freed, held at its peak and
+/// left live, measured exactly on its own thread ([`measure`]), so tests run in parallel in one binary each
+/// measure their own.
+///
+/// Budgets, any of them, comma-separated: `allocated`, `freed`, `live`, `peak` (bytes: a size such as
+/// `"1 MiB"`, `"256 KiB"`, `"1GB"`, or a whole number), `allocated_objects`, `freed_objects` (counts),
+/// each with `<=`, `<`, `==`, `>=` or `>`. `crate = "::memprof"` names where the crate is, for crates that
+/// re-export it. A broken budget fails the test with the budget, the measure and the functions that
+/// allocated the most in it (sampled while it ran; see `MEMPROF_MEASURE_SAMPLE`). A malformed budget is a
+/// compile error on its tokens.
+///
+/// It adds `#[test]` unless a test attribute is already there (`#[should_panic]`, `#[ignore]` and the like
+/// stay as written). An async test goes below its runtime's attribute, measured over every poll on
+/// whichever thread ran it. The test crate's allocator must be memprof's: [`global_allocator!`] at its
+/// root. Compiled out, the test runs and its budgets are not checked (said once).
+///
+/// ```no_run
+/// memprof::global_allocator!();
+///
+/// #[memprof::test(allocated <= "64 KiB", peak <= "16 KiB", live == 0)]
+/// fn parsing_a_line_stays_small() {
+///     let fields: Vec<&str> = "a,b,c".split(',').collect();
+///     assert_eq!(fields.len(), 3);
+/// }
+///
+/// #[memprof::test(peak <= "4 KiB", live == 0)]
+/// #[tokio::test(flavor = "multi_thread")]
+/// async fn a_handler_frees_what_it_allocates() {
+///     let body = vec![0u8; 4096];
+///     tokio::task::yield_now().await;
+///     drop(body);
+/// }
+/// # fn main() {}
+/// ```
+#[doc(inline)]
+pub use memprof_macros::test;
+
+/// What a block or a future allocated ([`measure`], [`measure_future`]).
+#[doc(inline)]
+pub use memprof_wire::usage::{AllocatingStack, Measured, Usage};
+
 #[cfg(profiling)]
 #[doc(inline)]
-pub use memprof_runtime::{Guard, Options, Profile, Run, Sampling, shutdown, start};
+pub use memprof_runtime::{
+    Guard, MeasuredFuture, Options, Profile, Run, Sampling, measure, measure_future, shutdown, start,
+};
 /// Why a run could not be started or finished (compiled out: always [`Error::Unavailable`]).
 #[doc(inline)]
 pub use memprof_wire::{Cause, DumpOf, Error};
@@ -105,7 +148,7 @@ pub mod analysis {
 #[cfg(not(profiling))]
 mod disabled;
 #[cfg(not(profiling))]
-pub use disabled::{Guard, Options, Profile, Run, Sampling, shutdown, start};
+pub use disabled::{Guard, MeasuredFuture, Options, Profile, Run, Sampling, measure, measure_future, shutdown, start};
 
 /// Allocation labels: heap profiles split by tenant, route or task. Everything allocated while labels are in
 /// force is recorded with them; every format can split (`?by=tenant`) or filter (`?label=tenant:acme`) by
@@ -230,13 +273,14 @@ pub mod tower {
     pub use crate::disabled::{RequestLabelled, RequestLabels, request_labels};
 }
 
-/// Makes jemalloc the global allocator, armed for heap profiling, for a program that calls [`start`]
-/// itself instead of using `#[memprof::main]` (to set up its logger first, say). Goes at the crate root of
-/// the binary. The configuration string defaults to `prof:true,prof_active:false`; any other must keep
+/// Makes jemalloc the global allocator, armed for heap profiling and counting each thread's objects for
+/// [`measure`], as `#[memprof::main]` installs it: for a crate without the attribute (a test crate, whose
+/// heap budgets [`test`] checks; a program that calls [`start`] itself, to set up its logger first). Goes at
+/// the crate root. The configuration string defaults to `prof:true,prof_active:false`; any other must keep
 /// `prof:true`. Compiled out, it is nothing.
 ///
 /// ```no_run
-/// memprof::allocator!();
+/// memprof::global_allocator!();
 ///
 /// fn main() {
 ///     // env_logger::init();  // first: memprof's start-up messages then go to the logger
@@ -245,7 +289,7 @@ pub mod tower {
 /// ```
 #[cfg(profiling)]
 #[macro_export]
-macro_rules! allocator {
+macro_rules! global_allocator {
     ($($conf:literal)?) => {
         $crate::__private::allocator!();
         $crate::malloc_conf!($($conf)?);
@@ -255,8 +299,16 @@ macro_rules! allocator {
 /// Compiled out (the `enabled` feature is off): nothing.
 #[cfg(not(profiling))]
 #[macro_export]
-macro_rules! allocator {
+macro_rules! global_allocator {
     ($($conf:literal)?) => {};
+}
+
+/// The older name of [`global_allocator!`], the same macro.
+#[macro_export]
+macro_rules! allocator {
+    ($($conf:literal)?) => {
+        $crate::global_allocator!($($conf)?);
+    };
 }
 
 /// Exports the `malloc_conf` symbol jemalloc reads before its first allocation, for a program that
@@ -342,11 +394,14 @@ macro_rules! scope {
 /// What the expansion of `#[memprof::main]` and `scope!` names; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    #[cfg(not(profiling))]
+    pub use crate::disabled::{budgeted, budgeted_future};
     #[cfg(profiling)]
     pub use memprof_runtime::{
-        __private::{MallocConf, allocator, malloc_conf},
+        __private::{MallocConf, allocator, budgeted, budgeted_future, malloc_conf},
         Options, Sampling, Scope, start,
     };
+    pub use memprof_wire::usage::{Budget, Comparison, Quantity};
 
     // `enabled` on a platform memprof does not profile on: the attribute's expansion (made by a proc-macro
     // built for the host) names these, and they do nothing but say so where the switch is on.

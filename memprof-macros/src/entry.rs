@@ -43,17 +43,17 @@ struct Configuration {
 
 /// Errors collected so that a user sees all of them at once (serde_derive's `Ctxt`).
 #[derive(Default)]
-struct Errors(Option<syn::Error>);
+pub(crate) struct Errors(pub(crate) Option<syn::Error>);
 
 impl Errors {
-    fn push(&mut self, error: syn::Error) {
+    pub(crate) fn push(&mut self, error: syn::Error) {
         match &mut self.0 {
             Some(first) => first.combine(error),
             None => self.0 = Some(error),
         }
     }
 
-    fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+    pub(crate) fn at(&mut self, span: Span, message: impl std::fmt::Display) {
         self.push(syn::Error::new(span, message));
     }
 }
@@ -77,7 +77,8 @@ pub(crate) fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
+/// The item unchanged, with the errors beside it.
+pub(crate) fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
     let errors = errors.0.map(|error| error.into_compile_error());
     quote! { #item #errors }
 }
@@ -166,16 +167,7 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
                 meta.path().span(),
                 "`continuous` is the older spelling of `sampling`: write `sampling = \"continuous\"` (or \"on-demand\")",
             )),
-            "crate" => string_literal(value, "a path such as \"::memprof\"")
-                .and_then(|text| {
-                    syn::parse_str(&text).map_err(|_| {
-                        syn::Error::new(
-                            value.span(),
-                            format!("`crate` must be a path, such as \"::memprof\", not \"{text}\""),
-                        )
-                    })
-                })
-                .map(|path| configuration.krate = path),
+            "crate" => crate_path(value).map(|path| configuration.krate = path),
             _ => Err(syn::Error::new(
                 meta.path().span(),
                 format!(
@@ -195,6 +187,14 @@ fn parse_arguments(args: TokenStream, errors: &mut Errors) -> Option<Configurati
         );
     }
     Some(configuration)
+}
+
+/// `crate = "::memprof"`'s value: where the `memprof` crate is, for crates that re-export it.
+pub(crate) fn crate_path(value: &Expr) -> syn::Result<syn::Path> {
+    let text = string_literal(value, "a path such as \"::memprof\"")?;
+    syn::parse_str(&text).map_err(|_| {
+        syn::Error::new(value.span(), format!("`crate` must be a path, such as \"::memprof\", not \"{text}\""))
+    })
 }
 
 fn string_literal(value: &Expr, what: &str) -> syn::Result<String> {

@@ -1,6 +1,7 @@
-//! The `#[memprof::main]` attribute. Use it through the `memprof` crate, which documents it.
+//! The `#[memprof::main]` and `#[memprof::test]` attributes. Use them through the `memprof` crate, which documents it.
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+mod budgets;
 mod entry;
 
 use proc_macro::TokenStream;
@@ -11,6 +12,12 @@ use quote::ToTokens;
 #[proc_macro_attribute]
 pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     entry::main(args.into(), item.into()).into()
+}
+
+/// A test whose heap budgets are checked after its body. See `memprof::test`.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    budgets::test(args.into(), item.into()).into()
 }
 
 /// The attribute's arguments, as an array of string literals: for the test that keeps

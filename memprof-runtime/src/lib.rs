@@ -25,6 +25,8 @@
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
 //   lets a forked child die of it; process/lineage.rs: its test's `fork`;
 // - memory/residency.rs: `mincore`;
+// - measure/counting.rs, measure/segment.rs: the counting global allocator (jemalloc's calls) and jemalloc's
+//   per-thread byte counters, read through the pointers it gives;
 // - http/server/door.rs, http/connection.rs: `poll` and a socket's send buffer.
 #![deny(unsafe_code)]
 // On other targets the crate is empty: the `memprof` facade says why (`compile_error!`).
@@ -35,6 +37,7 @@ mod endpoints;
 mod http;
 mod jemalloc;
 pub mod labels;
+mod measure;
 mod memory;
 #[cfg(feature = "http")]
 pub mod mounted;
@@ -51,6 +54,7 @@ mod startup;
 mod testing;
 
 /// Parsing, symbolizing, splitting and rendering heap profiles: memprof-analysis, as the endpoints use it.
+pub use measure::{Allocator, MeasuredFuture, measure, measure_future};
 pub use memprof_analysis as analysis;
 pub use process::environment;
 pub use profiler::code_runs::{Profile, Run, Scope};
@@ -64,6 +68,7 @@ pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, star
 #[allow(unsafe_code)]
 mod profiling_armed {
     crate::malloc_conf!(crate::MallocConf::PROFILING);
+    crate::allocator!();
 }
 
 #[cfg(test)]
@@ -234,7 +239,9 @@ pub mod __fuzzing {
 /// What the expansion of `#[memprof::main]` names; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::Allocator;
     pub use crate::MallocConf;
+    pub use crate::measure::{budgeted, budgeted_future};
     pub use crate::{allocator, malloc_conf};
-    pub use tikv_jemallocator::Jemalloc;
+    pub use memprof_wire::usage::{Budget, Comparison, Quantity};
 }

@@ -4,6 +4,7 @@
 pub mod acceptance;
 pub mod adopters;
 pub mod binutils;
+pub mod blocks;
 pub mod collector;
 pub mod docs;
 pub mod explained;

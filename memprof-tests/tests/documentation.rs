@@ -74,7 +74,8 @@ fn the_dependency_blocks_name_this_workspaces_crates() {
         .unwrap_or_else(|| runtime["dependencies"]["tikv-jemallocator"]["version"].as_str().unwrap().to_owned());
     for block in docs::checked_by("the_dependency_blocks_name_this_workspaces_crates") {
         let parsed: toml::Table = block.text.parse().unwrap_or_else(|error| panic!("{}: {error}", block.place()));
-        let dependencies = parsed.get("dependencies").and_then(toml::Value::as_table).unwrap_or(&parsed);
+        let table = parsed.get("dependencies").or_else(|| parsed.get("dev-dependencies"));
+        let dependencies = table.and_then(toml::Value::as_table).unwrap_or(&parsed);
         let memprof = &dependencies["memprof"];
         let wanted = memprof.as_str().or_else(|| memprof.get("version")?.as_str()).unwrap();
         assert!(version.starts_with(wanted), "{}: memprof {wanted} is not {version}", block.place());

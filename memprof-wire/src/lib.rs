@@ -1,5 +1,5 @@
 //! What memprof's endpoints say, as typed values: the paths ([`paths`]), the grammars of durations
-//! ([`duration`]) and sizes ([`size`]) and the JSON answers of `start`,
+//! ([`duration`]) and sizes ([`size`]), what a block allocated ([`usage`]), and the JSON answers of `start`,
 //! `stop`, `state`, `heap_profile` and `memory`, serialized by the server and read back by the `memprof`
 //! tool and anyone else's client. The field names are Mesos's where Mesos has the field.
 //!
@@ -21,6 +21,7 @@ pub mod paths;
 mod runs;
 pub mod size;
 mod state;
+pub mod usage;
 
 pub use earlier::{ActiveRun, EarlierProcess, EarlierProfile, LastSeen, Provenance};
 pub use error::{Cause, DumpOf, Error};

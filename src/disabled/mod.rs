@@ -2,8 +2,11 @@
 //! nothing, so a program that calls [`start`], starts a [`Run`] or mounts the routers builds either way.
 
 pub(crate) mod labels;
+mod measure;
 mod runs;
 
+pub use measure::{budgeted, budgeted_future};
+pub use measure::{MeasuredFuture, measure, measure_future};
 pub use runs::{Profile, Run};
 
 /// The settings [`start`] takes; compiled out, they are kept nowhere.

@@ -290,6 +290,10 @@ controls! {
     HOOKS_PROF_SAMPLE_FREE: WriteOnly *const c_void = c"experimental.hooks.prof_sample_free";
     /// Bytes the calling thread has allocated.
     THREAD_ALLOCATED: ReadOnly u64 = c"thread.allocated";
+    /// Where the calling thread's count of bytes allocated lives (valid for the thread's life).
+    THREAD_ALLOCATEDP: ReadOnly *mut u64 = c"thread.allocatedp";
+    /// Where the calling thread's count of bytes freed lives (valid for the thread's life).
+    THREAD_DEALLOCATEDP: ReadOnly *mut u64 = c"thread.deallocatedp";
     /// Whether the calling thread's allocations are sampled.
     THREAD_PROF_ACTIVE: ReadWrite bool = c"thread.prof.active";
     /// The arena the calling thread allocates from.

@@ -68,6 +68,15 @@ pub(crate) fn serves_allocations() -> bool {
     after.is_ok_and(|after| after != before)
 }
 
+/// `thread.allocatedp` and `thread.deallocatedp`: where jemalloc counts the bytes the calling thread
+/// allocated and freed (in size classes), to read at no cost for as long as the thread lives; `None` where
+/// jemalloc was built without statistics.
+pub(crate) fn this_threads_byte_counters() -> Option<(*const u64, *const u64)> {
+    let allocated = THREAD_ALLOCATEDP.read().ok()?;
+    let freed = THREAD_DEALLOCATEDP.read().ok()?;
+    (!allocated.is_null() && !freed.is_null()).then_some((allocated.cast_const(), freed.cast_const()))
+}
+
 /// `prof.active`: whether allocations are being sampled now.
 pub(crate) fn profiling_active() -> Result<bool, CtlError> {
     PROF_ACTIVE.read()

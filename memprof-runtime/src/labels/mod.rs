@@ -123,6 +123,17 @@ pub fn enter(labels: &[(&str, &str)]) -> Entered {
     Entered { previous: replace(id), _not_send: PhantomData }
 }
 
+/// The label set of `labels` added to those in force on this thread, interned: its id, to put in force
+/// later ([`enter_interned`]).
+pub(crate) fn interned(labels: &[(&str, &str)]) -> u32 {
+    table::intern(current(), labels)
+}
+
+/// Puts the interned label set `id` in force on this thread until the guard is dropped.
+pub(crate) fn enter_interned(id: u32) -> Entered {
+    Entered { previous: replace(id), _not_send: PhantomData }
+}
+
 /// Labels made once and entered many times: for a hot loop, where hashing the labels at each entry
 /// ([`with`], [`enter`]) would cost more than the work they label. Entering them where no other labels are
 /// in force is two thread-local writes; inside other labels it is [`enter`]'s lookup.

@@ -64,6 +64,8 @@ pub const LOG: &str = "MEMPROF_LOG";
 pub const SAMPLING_BUDGET: &str = "MEMPROF_SAMPLING_BUDGET";
 /// How many live sampled objects the continuous record holds.
 pub const RECORD_OBJECTS: &str = "MEMPROF_RECORD_OBJECTS";
+/// The mean bytes between samples while `memprof::measure` runs in a program that did not start memprof.
+pub const MEASURE_SAMPLE: &str = "MEMPROF_MEASURE_SAMPLE";
 /// How often the interval's heap profiles are pushed over OTLP.
 pub const OTLP_INTERVAL: &str = "MEMPROF_OTLP_INTERVAL";
 /// How long an ending program waits for its last OTLP push.
@@ -117,6 +119,10 @@ pub const ALL: &[Variable] = &[
     Variable {
         name: SAMPLING_BUDGET,
         meaning: "the share of one core continuous sampling may take, such as `2%` (default `0.5%`, none for a whole run; `off`: no bound)",
+    },
+    Variable {
+        name: MEASURE_SAMPLE,
+        meaning: "the mean bytes between samples of measured blocks in a program that did not start memprof (a test binary), for the stacks a broken heap budget names (default 64KiB; `off`: no stacks)",
     },
     Variable {
         name: RECORD_OBJECTS,

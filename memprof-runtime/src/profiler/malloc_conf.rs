@@ -59,7 +59,8 @@ pub const PROFILING_CONF: &str = match PROFILING_CONF_C.to_str() {
 /// [`PROFILING_CONF`] as jemalloc reads it.
 const PROFILING_CONF_C: &std::ffi::CStr = c"prof:true,prof_active:false";
 
-/// Makes tikv-jemallocator the global allocator. Expanded by `#[memprof::main]` (unless
+/// Makes jemalloc (memprof's [`crate::Allocator`]: tikv-jemallocator, each thread's objects counted) the
+/// global allocator. Expanded by `#[memprof::main]` (unless
 /// `allocator = false`) and by `memprof::allocator!()`.
 ///
 /// ```ignore
@@ -70,7 +71,7 @@ const PROFILING_CONF_C: &std::ffi::CStr = c"prof:true,prof_active:false";
 macro_rules! allocator {
     () => {
         #[global_allocator]
-        static __MEMPROF_ALLOCATOR: $crate::__private::Jemalloc = $crate::__private::Jemalloc;
+        static __MEMPROF_ALLOCATOR: $crate::__private::Allocator = $crate::__private::Allocator;
     };
 }
 

@@ -64,6 +64,9 @@ pub(crate) struct Settings {
     pub(crate) budget: Option<Budget>,
     /// `MEMPROF_RECORD_OBJECTS`: the record's size.
     pub(crate) record: Capacity,
+    /// `MEMPROF_MEASURE_SAMPLE`: log2 of the mean bytes between samples of measured blocks where memprof
+    /// was not started (`None`: measures are not sampled).
+    pub(crate) measure_lg_sample: Option<u32>,
     /// `MEMPROF_UNWINDER`: the walk the operator chose, whatever frame pointers allow.
     pub(crate) unwinder: Option<WalkAsked>,
     /// `MEMPROF_DUMP_EVERY`, `_HIGH_WATER`, `_AT_RESIDENT`: the automatic dumps asked for.

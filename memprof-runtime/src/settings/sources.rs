@@ -14,6 +14,9 @@ use crate::process::environment as variables;
 use crate::sampler::budget::Budget;
 use crate::sampler::record::table::Capacity;
 use crate::sampler::record::{DEFAULT_CAPACITY, RECORD_OBJECTS_RANGE};
+
+/// log2 of the mean bytes between samples of measured blocks where memprof was not started: 64 KiB.
+const DEFAULT_MEASURE_LG_SAMPLE: u32 = 16;
 use crate::sampler::sampling::Sampling;
 use crate::stack_walk::WalkAsked;
 
@@ -142,6 +145,17 @@ impl Settings {
                 &format!("the record holds {} objects", DEFAULT_CAPACITY.objects),
             )
             .map_or(DEFAULT_CAPACITY, |objects| Capacity::for_objects(objects as usize));
+        let measure_lg_sample = read
+            .parsed(
+                variables::MEASURE_SAMPLE,
+                |text| match text.trim() {
+                    "off" => Some(None),
+                    text => grammar::size(text).map(|bytes| Some(bytes.max(1).ilog2())),
+                },
+                "a size such as 64KiB (rounded down to a power of two), or off",
+                "measured blocks are sampled every 64 KiB",
+            )
+            .unwrap_or(Some(DEFAULT_MEASURE_LG_SAMPLE));
         let unwinder = read.parsed(
             variables::UNWINDER,
             |text| grammar::word(text, &WALK_WORDS),
@@ -209,6 +223,7 @@ impl Settings {
             scopes,
             budget,
             record,
+            measure_lg_sample,
             unwinder,
             automatic_dumps,
             retention,

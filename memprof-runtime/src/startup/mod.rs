@@ -17,6 +17,11 @@ use crate::settings::{DumpTriggers, Retention, Settings};
 /// Whether [`start`] ran already.
 static STARTED: AtomicBool = AtomicBool::new(false);
 
+/// Whether the program started memprof ([`start`]): then sampling is its settings', never a measure's.
+pub(crate) fn was_started() -> bool {
+    STARTED.load(Ordering::SeqCst)
+}
+
 /// Sets memprof up: reports jemalloc's configuration (through the program's logger, if it installed one
 /// before), removes profile directories that memprof processes which no longer exist left behind, starts
 /// automatic dumps if asked to, and serves the endpoints when the `env` variable is `true`. Never panics

@@ -52,10 +52,16 @@ static RECORD: OnceLock<Table> = OnceLock::new();
 /// hooks. Call before sampling is switched on: objects sampled earlier are not in it. Once; later calls
 /// answer the first's record.
 pub(crate) fn start(capacity: Capacity) -> Result<&'static Table, jemalloc::CtlError> {
+    start_at(capacity, jemalloc::lg_sample()?)
+}
+
+/// Starts keeping the record, as [`start`] does, of samples taken every 2^`lg_sample` bytes on average (the
+/// interval sampling runs at: a measure's, where memprof was not started).
+pub(crate) fn start_at(capacity: Capacity, lg_sample: usize) -> Result<&'static Table, jemalloc::CtlError> {
     if let Some(record) = RECORD.get() {
         return Ok(record);
     }
-    let sample_period = 1u64 << jemalloc::lg_sample()?;
+    let sample_period = 1u64 << lg_sample;
     let record =
         RECORD.get_or_init(|| jemalloc::unsampled(|| jemalloc::in_own_arena(|| Table::new(capacity, sample_period))));
     // SAFETY: the three handlers are `extern "C"` functions that only take and release the table's lock.
@@ -165,7 +171,7 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
 
 /// `stacks` (frames, and the unbiased counts they hold) as a `heap_v2` dump with this process's mappings,
 /// unsampled (period 1): the counts are read back as they are.
-fn unsampled_dump(stacks: impl Iterator<Item = (Vec<usize>, table::Totals)>) -> io::Result<String> {
+pub(crate) fn unsampled_dump(stacks: impl Iterator<Item = (Vec<usize>, table::Totals)>) -> io::Result<String> {
     let stacks: Vec<table::StackReading> = stacks
         .map(|(frames, live)| table::StackReading {
             frames,

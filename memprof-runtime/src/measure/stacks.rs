@@ -1,0 +1,127 @@
+//! The functions that allocated the most in a measured block, from its samples.
+//!
+//! A measured block is labelled while it runs (`memprof.measure=<n>`, a label set of its own), so that its
+//! samples in memprof's record are its own even with other measures running beside it. In a program that
+//! started memprof, the record is its continuous sampling's (no measure changes how the program samples);
+//! in one that did not (a test binary), the first measure starts sampling at `MEMPROF_MEASURE_SAMPLE`
+//! (64 KiB by default), with the record, for the rest of the process.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memprof_analysis::{Analysis, Binaries, LabelSets};
+use memprof_wire::usage::AllocatingStack;
+
+use crate::jemalloc;
+use crate::labels::Entered;
+use crate::sampler::record::{self, table::Table};
+
+/// How many functions a measure names.
+const NAMED: usize = 5;
+
+/// A measured block's label, where its samples are recorded.
+pub(super) struct Sampled {
+    record: &'static Table,
+    label: u32,
+}
+
+impl Sampled {
+    /// A label of its own for a block about to be measured, if its samples can be recorded.
+    pub(super) fn begin() -> Option<Sampled> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let record = sampling()?;
+        let number = NEXT.fetch_add(1, Ordering::Relaxed).to_string();
+        let label =
+            jemalloc::unsampled(|| jemalloc::in_own_arena(|| crate::labels::interned(&[("memprof.measure", &number)])));
+        Some(Sampled { record, label })
+    }
+
+    /// The block's label in force on this thread until the guard drops.
+    pub(super) fn enter(&self) -> Entered {
+        crate::labels::enter_interned(self.label)
+    }
+
+    /// The functions that allocated the most under the block's label, the most first (unsampled, in
+    /// memprof's arena: none of this work is the program's).
+    pub(super) fn stacks(self) -> Vec<AllocatingStack> {
+        jemalloc::unsampled(|| jemalloc::in_own_arena(|| self.read()))
+    }
+
+    fn read(&self) -> Vec<AllocatingStack> {
+        let label = memprof_analysis::label_address(self.label) as usize;
+        let readings = self.record.read(0, record::clock_seconds(), u32::MAX);
+        let mine = readings
+            .into_iter()
+            .filter(|reading| reading.frames.last() == Some(&label) && reading.allocated.unbiased_bytes >= 1.0)
+            .map(|reading| {
+                let totals = reading.allocated;
+                (reading.frames, record::table::Totals::unsampled(totals.unbiased_objects, totals.unbiased_bytes))
+            })
+            .collect::<Vec<_>>();
+        if mine.is_empty() {
+            return Vec::new();
+        }
+        let Ok(text) = record::unsampled_dump(mine.into_iter()) else { return Vec::new() };
+        let Ok(analysis) = Analysis::of_dump(&text, &Binaries::this_process(), &LabelSets::default()) else {
+            return Vec::new();
+        };
+        named(&analysis)
+    }
+}
+
+/// The allocating functions of `analysis`'s samples ([`Analysis::allocating_frame`]), their bytes summed,
+/// the most first, each with the frames of its largest sample.
+fn named(analysis: &Analysis) -> Vec<AllocatingStack> {
+    let mut by_function: HashMap<String, (AllocatingStack, f64)> = HashMap::new();
+    for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
+        let function =
+            analysis.allocating_frame(sample).map_or_else(|| "?".to_owned(), |frame| frame.function.to_string());
+        // memprof's own frames (the measure, the budget's check) are not the program's.
+        let frames = || {
+            let shown = analysis.shown_frames(sample, false);
+            shown.iter().map(|frame| frame.function.to_string()).filter(|name| !is_memprofs(name)).collect()
+        };
+        let (stack, largest) = by_function
+            .entry(function.clone())
+            .or_insert_with(|| (AllocatingStack { function, bytes: 0.0, frames: frames() }, sample.bytes));
+        stack.bytes += sample.bytes;
+        if sample.bytes > *largest {
+            *largest = sample.bytes;
+            stack.frames = frames();
+        }
+    }
+    let mut stacks: Vec<AllocatingStack> = by_function.into_values().map(|(stack, _)| stack).collect();
+    stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+    stacks.truncate(NAMED);
+    stacks
+}
+
+/// Whether a function is memprof's own: its runtime's, or a method of its types (`<memprof_runtime::...>`).
+fn is_memprofs(function: &str) -> bool {
+    function.trim_start_matches('<').starts_with("memprof_runtime::")
+}
+
+/// The record measures' samples go to, if they can be sampled: the program's continuous sampling where it
+/// started memprof; else sampling started for measures, once, where `MEMPROF_MEASURE_SAMPLE` allows.
+fn sampling() -> Option<&'static Table> {
+    if crate::startup::was_started() {
+        return record::started().filter(|_| jemalloc::profiling_active().unwrap_or(false));
+    }
+    static FOR_MEASURES: OnceLock<Option<&'static Table>> = OnceLock::new();
+    *FOR_MEASURES.get_or_init(|| jemalloc::unsampled(start_for_measures))
+}
+
+/// Starts sampling for measures: the walk, the record, the interval, sampling on.
+fn start_for_measures() -> Option<&'static Table> {
+    let settings = crate::settings::get();
+    let lg_sample = settings.measure_lg_sample? as usize;
+    if !jemalloc::profiling_enabled() || jemalloc::profiling_active().unwrap_or(true) {
+        return None;
+    }
+    crate::profiler::Profiler::global().unwinder();
+    let record = record::start_at(settings.record, lg_sample).ok()?;
+    jemalloc::reset_samples(lg_sample).ok()?;
+    crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true)).ok()?;
+    Some(record)
+}
