@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use memprof_tests::process::{Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
@@ -123,4 +124,83 @@ fn stripped_binaries_are_symbolized_with_their_unstripped_build_or_split_debug_i
     assert!(succeeded, "{stderr}");
     assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
     assert!(!text.contains("\n# "), "nothing to note: {text}");
+}
+
+/// A stripped binary whose debug info a debuginfod server has (elfutils' own, `debuginfod -F`): found by
+/// its build id through `DEBUGINFOD_URLS`, kept in the client cache, names and lines as unstripped; what
+/// the server does not have leaves the binary's offsets, with the note.
+#[test]
+fn stripped_binaries_are_symbolized_from_a_debuginfod_server() {
+    let (Some(objcopy), Some(debuginfod)) =
+        (tools::find("objcopy", "binutils"), tools::find("debuginfod", "debuginfod"))
+    else {
+        return;
+    };
+    let scratch = Scratch::new("debuginfod");
+    let dump = scratch.join("service.heap");
+    dump_of_the_service(&dump);
+    let dump = dump.to_str().unwrap();
+    let original = built_binary("service");
+    let served = scratch.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let debug = served.join("service.debug");
+    tools::run(&objcopy, &["--only-keep-debug", original.to_str().unwrap(), debug.to_str().unwrap()], &[]);
+    std::fs::create_dir_all(scratch.join("stripped")).unwrap();
+    let stripped = scratch.join("stripped/service");
+    tools::run(&objcopy, &["--strip-all", original.to_str().unwrap(), stripped.to_str().unwrap()], &[]);
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let database = scratch.join("debuginfod.sqlite");
+    let mut server = Command::new(&debuginfod)
+        .args(["-F", "-p", &port.to_string(), "-d", database.to_str().unwrap(), "-t", "1"])
+        .arg(&served)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("debuginfod starts");
+    let base = format!("http://127.0.0.1:{port}");
+    let id = build_id_of(&original);
+    memprof_tests::waiting::wait_until("debuginfod to serve the debug file", Duration::from_secs(60), || {
+        let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        match memprof_tests::http::try_get(address, &format!("/buildid/{id}/debuginfo")) {
+            Some(answer) if answer.status == 200 => Ok(()),
+            Some(answer) => Err(format!("HTTP {}", answer.status)),
+            None => Err("not listening".to_owned()),
+        }
+    });
+
+    let cache = scratch.join("cache");
+    let symbolize = |urls: &str| {
+        let output = Command::new(built_binary("memprof-tool"))
+            .args(["analyze", dump, "--binary", stripped.to_str().unwrap(), "--lines"])
+            .env("DEBUGINFOD_URLS", urls)
+            .env("DEBUGINFOD_CACHE_PATH", &cache)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let text = symbolize(&format!("http://127.0.0.1:1/nothing-here {base}"));
+    assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
+    assert!(!text.contains("\n# "), "nothing to note: {text}");
+    assert!(cache.join(&id).join("debuginfo").is_file(), "kept in elfutils' client cache");
+
+    // From the cache, with the server gone.
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let text = symbolize(&base);
+    assert!(text.lines().any(|line| line.contains("service::open_session ")), "{text}");
+
+    // A cached file that is not that binary's is not used (and no server has it): offsets, and the note.
+    std::fs::write(cache.join(&id).join("debuginfo"), b"not the debug info").unwrap();
+    let text = symbolize(&base);
+    assert!(!text.contains("open_session") && text.contains("it is stripped"), "{text}");
+}
+
+/// The GNU build id of the binary at `path`, in lowercase hexadecimal.
+fn build_id_of(path: &Path) -> String {
+    use object::Object;
+    let bytes = std::fs::read(path).unwrap();
+    let binary = object::File::parse(&*bytes).unwrap();
+    binary.build_id().unwrap().expect("a build id").iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -5,8 +5,8 @@ pub(crate) mod labels;
 mod measure;
 mod runs;
 
-pub use measure::{budgeted, budgeted_future};
 pub use measure::{MeasuredFuture, measure, measure_future};
+pub use measure::{budgeted, budgeted_future};
 pub use runs::{Profile, Run};
 
 /// The settings [`start`] takes; compiled out, they are kept nowhere.

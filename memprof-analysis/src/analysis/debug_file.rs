@@ -1,6 +1,7 @@
 //! Split debug info, found where gdb looks for it: by GNU build id under `/usr/lib/debug/.build-id/`, then by
 //! the `.gnu_debuglink` name beside the binary, in its `.debug/` directory and under `/usr/lib/debug/`.
-//! A debuglink candidate counts only if its CRC-32 is the one the binary recorded.
+//! A debuglink candidate counts only if its CRC-32 is the one the binary recorded. Then, by build id, from
+//! the debuginfod servers of `DEBUGINFOD_URLS` ([`super::debuginfod`]).
 
 use std::fs::File;
 use std::io::Read;
@@ -13,7 +14,9 @@ const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// The separate debug file of `binary` (at `path`), if one is installed.
 pub(crate) fn find(path: &Path, binary: &object::File<'_>) -> Option<PathBuf> {
-    by_build_id(binary).or_else(|| by_debuglink(path, binary))
+    by_build_id(binary)
+        .or_else(|| by_debuglink(path, binary))
+        .or_else(|| super::debuginfod::find(binary.build_id().ok()??))
 }
 
 fn by_build_id(binary: &object::File<'_>) -> Option<PathBuf> {

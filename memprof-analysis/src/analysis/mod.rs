@@ -16,6 +16,7 @@
 mod binaries;
 mod build;
 mod debug_file;
+mod debuginfod;
 mod derived;
 mod model;
 mod module;

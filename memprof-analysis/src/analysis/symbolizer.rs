@@ -112,7 +112,7 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
 }
 
 #[allow(unsafe_code)]
-fn map_file(path: &Path) -> Result<Mmap, String> {
+pub(super) fn map_file(path: &Path) -> Result<Mmap, String> {
     let file = File::open(path).map_err(|error| format!("cannot open {} ({error})", path.display()))?;
     // SAFETY: the map is only read, and only while `resolve` runs. A binary rewritten in place meanwhile
     // would show wrong bytes to the parser, which checks every offset it reads (object and gimli never

@@ -1,11 +1,12 @@
-//! The global allocator memprof installs: jemalloc, with each thread's allocations and frees counted, and,
-//! while a measure runs on the thread, its high-water mark watched.
+//! The global allocator memprof installs: jemalloc, with each thread's allocations and frees counted, and its
+//! high-water mark watched, while a measure runs on the thread.
 //!
 //! jemalloc counts each thread's bytes (`thread.allocatedp`, read at no cost) but not its objects, and its
-//! own peak (`thread.peak`) is brought up to date only every 64 KiB allocated. So each allocation adds one
-//! to a thread-local count (one increment, no branch taken), and, while a measure runs on the thread, reads
-//! jemalloc's two byte counters to raise the thread's peak ([`Watch`]). Nothing here allocates, locks or
-//! calls jemalloc beyond the allocation itself.
+//! own peak (`thread.peak`) is brought up to date only every 64 KiB allocated. So while a measure runs on a
+//! thread, each allocation there adds one to a thread-local count and reads jemalloc's two byte counters to
+//! raise the thread's peak ([`Watch`]). Elsewhere an allocation or a free pays one thread-local load and a
+//! branch not taken (counted under callgrind in BENCHMARKS.md).
+//! Nothing here allocates, locks or calls jemalloc beyond the allocation itself.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
@@ -25,9 +26,9 @@ pub struct Allocator;
 
 /// A thread's counts, and its watch of the peak while a measure runs on it.
 pub(super) struct ThreadCounts {
-    /// Allocations and reallocations through [`Allocator`] on this thread.
+    /// Allocations and reallocations through [`Allocator`] on this thread while it was watched.
     pub(super) allocations: Cell<u64>,
-    /// Frees and reallocations.
+    /// Frees and reallocations, while it was watched.
     pub(super) frees: Cell<u64>,
     /// Whether a measure runs on this thread: then each allocation raises [`ThreadCounts::watch`]'s peak.
     pub(super) watching: Cell<bool>,
@@ -94,18 +95,27 @@ thread_local! {
 #[inline]
 fn allocated() {
     COUNTS.with(|counts| {
-        counts.allocations.set(counts.allocations.get().wrapping_add(1));
         if counts.watching.get() {
-            let mut watch = counts.watch.get();
-            watch.see(&counts.not_counted);
-            counts.watch.set(watch);
+            counted_allocation(counts);
         }
     });
 }
 
+#[inline(never)]
+fn counted_allocation(counts: &ThreadCounts) {
+    counts.allocations.set(counts.allocations.get().wrapping_add(1));
+    let mut watch = counts.watch.get();
+    watch.see(&counts.not_counted);
+    counts.watch.set(watch);
+}
+
 #[inline]
 fn freed() {
-    COUNTS.with(|counts| counts.frees.set(counts.frees.get().wrapping_add(1)));
+    COUNTS.with(|counts| {
+        if counts.watching.get() {
+            counts.frees.set(counts.frees.get().wrapping_add(1));
+        }
+    });
 }
 
 // SAFETY: every call is jemalloc's, with the caller's arguments; the counting around it touches only

@@ -92,6 +92,19 @@ pub const ALL: &[Variable] = &[
     Variable { name: DIRECTORY, meaning: "where profile directories are made (else TMPDIR, else /tmp)" },
     Variable { name: "TMPDIR", meaning: "where profile directories are made without MEMPROF_DIR" },
     Variable {
+        name: "DEBUGINFOD_URLS",
+        meaning: "debuginfod servers (space-separated base URLs) asked by build id for a stripped binary's debug info",
+    },
+    Variable {
+        name: "DEBUGINFOD_CACHE_PATH",
+        meaning: "where debug info from debuginfod servers is kept (else $XDG_CACHE_HOME/debuginfod_client, else ~/.cache/debuginfod_client)",
+    },
+    Variable { name: "DEBUGINFOD_TIMEOUT", meaning: "seconds a debuginfod server may take to answer (default 30)" },
+    Variable {
+        name: "DEBUGINFOD_MAXSIZE",
+        meaning: "the largest debug file downloaded from a debuginfod server, in bytes (default 4 GiB)",
+    },
+    Variable {
         name: UNWINDER,
         meaning: "`unwind-tables` or `libgcc`: how samples walk the stack, whatever frame pointers allow",
     },
