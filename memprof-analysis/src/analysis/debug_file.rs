@@ -14,9 +14,10 @@ const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// The separate debug file of `binary` (at `path`), if one is installed.
 pub(crate) fn find(path: &Path, binary: &object::File<'_>) -> Option<PathBuf> {
-    by_build_id(binary)
-        .or_else(|| by_debuglink(path, binary))
-        .or_else(|| super::debuginfod::find(binary.build_id().ok()??))
+    let found = by_build_id(binary).or_else(|| by_debuglink(path, binary));
+    #[cfg(target_os = "linux")]
+    let found = found.or_else(|| super::debuginfod::find(binary.build_id().ok()??));
+    found
 }
 
 fn by_build_id(binary: &object::File<'_>) -> Option<PathBuf> {
