@@ -54,6 +54,8 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "memprof_runtime::stack_walk::",
     "memprof_runtime::profiler::unwinder::",
     "memprof_runtime::unwinder::",
+    // memprof's global allocator, counting for measures, around tikv-jemallocator's.
+    "memprof_runtime::measure::counting::",
     // `collect` only allocates through the `FromIterator` of the collection it builds.
     "core::iter::traits::iterator::Iterator::collect",
     // Formatting only allocates through the `fmt::Write` it writes to (a `String`, for `format!`); `?` on
@@ -84,7 +86,9 @@ const PLUMBING_FILES: &[&str] = &[
 pub(crate) fn is_plumbing_frame(function: &str, file: Option<&str>) -> bool {
     let file = file.unwrap_or_default();
     let short_collect = function.starts_with("collect<") && file.ends_with("/library/core/src/iter/traits/iterator.rs");
-    is_plumbing(function) || short_collect || PLUMBING_FILES.iter().any(|part| file.contains(part))
+    // memprof's global allocator, from a path dependency or a registry's `memprof-runtime-<version>`.
+    let counting = file.ends_with("/src/measure/counting.rs") && file.contains("/memprof-runtime");
+    is_plumbing(function) || short_collect || counting || PLUMBING_FILES.iter().any(|part| file.contains(part))
 }
 
 /// Whether a frame's function belongs to the allocator or Rust's allocation plumbing.
@@ -133,6 +137,8 @@ mod tests {
             "<alloc::vec::Vec<T> as core::clone::Clone>::clone",
             "<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
             "<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::alloc",
+            "<memprof_runtime::measure::counting::Allocator as core::alloc::global::GlobalAlloc>::alloc",
+            "memprof_runtime::measure::counting::allocated",
             "core::fmt::write",
             "<core::result::Result<(), core::fmt::Error> as core::ops::try_trait::Try>::branch",
             "alloc::fmt::format::format_inner",
@@ -158,6 +164,8 @@ mod tests {
         assert!(is_plumbing_frame("with_capacity_in<u64, alloc::alloc::Global>", Some(&alloc_file)));
         let registry = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f";
         assert!(is_plumbing_frame("alloc", Some(&format!("{registry}/tikv-jemallocator-0.7.0/src/lib.rs"))));
+        assert!(is_plumbing_frame("alloc", Some(&format!("{registry}/memprof-runtime-0.1.0/src/measure/counting.rs"))));
+        assert!(!is_plumbing_frame("alloc", Some("/srv/app/src/measure/counting.rs")));
         let iterator = format!("{library}/core/src/iter/traits/iterator.rs");
         assert!(is_plumbing_frame("collect<alloc::vec::Vec<u64>>", Some(&iterator)));
         assert!(!is_plumbing_frame("fold<u64, (), F>", Some(&iterator)));
