@@ -29,6 +29,15 @@ pub use analysis::{
     function_names_in_this_process, is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
+
+/// The environment variables symbolizing reads (with the `debuginfod` feature, on Linux): elfutils'
+/// debuginfod client's, for stripped binaries' debug info.
+///
+/// ```
+/// assert!(memprof_analysis::DEBUGINFOD_VARIABLES.contains(&"DEBUGINFOD_URLS"));
+/// ```
+pub const DEBUGINFOD_VARIABLES: [&str; 4] =
+    ["DEBUGINFOD_URLS", "DEBUGINFOD_CACHE_PATH", "DEBUGINFOD_TIMEOUT", "DEBUGINFOD_MAXSIZE"];
 pub use labels::{
     LABEL_ADDRESS_BASE, LabelSet, LabelSets, NO_LABEL, NO_LABEL_SPELLED, label_address, label_id, labels_path,
 };

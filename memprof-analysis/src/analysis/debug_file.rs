@@ -15,7 +15,7 @@ const DEBUG_ROOT: &str = "/usr/lib/debug";
 /// The separate debug file of `binary` (at `path`), if one is installed.
 pub(crate) fn find(path: &Path, binary: &object::File<'_>) -> Option<PathBuf> {
     let found = by_build_id(binary).or_else(|| by_debuglink(path, binary));
-    #[cfg(target_os = "linux")]
+    #[cfg(all(feature = "debuginfod", target_os = "linux"))]
     let found = found.or_else(|| super::debuginfod::find(binary.build_id().ok()??));
     found
 }

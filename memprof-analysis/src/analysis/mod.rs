@@ -16,7 +16,7 @@
 mod binaries;
 mod build;
 mod debug_file;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "debuginfod", target_os = "linux"))]
 mod debuginfod;
 mod derived;
 mod model;

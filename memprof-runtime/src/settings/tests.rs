@@ -148,11 +148,13 @@ fn a_token_that_is_not_text_refuses_every_request_rather_than_none() {
     assert_eq!(said(&settings), ["MEMPROF_TOKEN=\"\u{fffd}\" is not UTF-8 text; every request is refused"]);
 }
 
-/// Every variable of the environment's list is read by the resolution, and nothing else is: the list (and
-/// docs/configuration.md, checked against it by tests/documentation.rs) and [`Settings`] stay one.
+/// Every variable of the environment's list is read by the resolution (or by the symbolizing, debuginfod's),
+/// and nothing else is: the list (and docs/configuration.md, checked against it by tests/documentation.rs)
+/// and [`Settings`] stay one.
 #[test]
 fn the_settings_read_every_listed_variable_and_no_other() {
-    let read: BTreeSet<String> = sources::names_read().into_iter().collect();
+    let mut read: BTreeSet<String> = sources::names_read().into_iter().collect();
+    read.extend(memprof_analysis::DEBUGINFOD_VARIABLES.map(str::to_owned));
     let listed: BTreeSet<String> = ALL.iter().map(|variable| variable.name.to_owned()).collect();
     assert_eq!(read, listed);
 }
