@@ -7,22 +7,24 @@ use std::sync::LazyLock;
 
 use object::Object;
 
-/// The executable's path and build id, read once (unsampled: the first caller is a dump, in a run).
-static THIS: LazyLock<(Option<String>, Option<String>)> = LazyLock::new(|| {
-    crate::jemalloc::unsampled(|| {
-        let path = std::fs::read_link("/proc/self/exe").ok().map(|path| path.display().to_string());
-        (path, read_build_id())
-    })
+/// The executable's path, read once (unsampled: the first caller may be a dump, in a run).
+static PATH: LazyLock<Option<String>> = LazyLock::new(|| {
+    crate::jemalloc::unsampled(|| std::fs::read_link("/proc/self/exe").ok().map(|path| path.display().to_string()))
 });
+
+/// The executable's build id, read once, when first asked for: the parse of the executable's headers
+/// touches some 50 pages, which a program that never keeps a profile (the start-up's own owner line names
+/// the path only) never pays.
+static BUILD_ID: LazyLock<Option<String>> = LazyLock::new(|| crate::jemalloc::unsampled(read_build_id));
 
 /// The executable's path.
 pub(crate) fn path() -> Option<String> {
-    THIS.0.clone()
+    PATH.clone()
 }
 
 /// The executable's GNU build id in hexadecimal; `None` when it has none (`-Wl,--build-id=none`).
 pub(crate) fn build_id() -> Option<String> {
-    THIS.1.clone()
+    BUILD_ID.clone()
 }
 
 fn read_build_id() -> Option<String> {
