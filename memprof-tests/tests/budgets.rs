@@ -204,3 +204,15 @@ fn usage_prints_its_figures() {
     let (_, usage): (Vec<u8>, Usage) = memprof::measure(|| Vec::with_capacity(4096));
     assert!(usage.to_string().starts_with("allocated 4096 B (4.0 KiB) in 1 object, freed 0 B"), "{usage}");
 }
+
+/// The example measures exactly: the scratch buffer is 64 KiB, one object, freed.
+#[test]
+fn the_measure_example_prints_exact_figures() {
+    let output = Command::new(env!("CARGO_BIN_EXE_measure")).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let scratch = "a scratch buffer: allocated 65536 B (64.0 KiB) in 1 object, freed 65536 B (64.0 KiB) in 1 object, \
+                   live 0 B, peak 65536 B (64.0 KiB)";
+    assert!(printed.lines().any(|line| line == scratch), "{printed}");
+    assert!(printed.starts_with("an index of 1000 entries: allocated "), "{printed}");
+}

@@ -37,6 +37,9 @@ fn without_the_enabled_feature_nothing_of_the_profiler_is_compiled() {
         // Names `Run`, `Profile` and `Error`, whose stand-ins compile in their place.
         "--example",
         "scope",
+        // Measures, and installs memprof's allocator (nothing, compiled out).
+        "--example",
+        "measure",
         "--target-dir",
         target.to_str().unwrap(),
     ]);
@@ -65,6 +68,12 @@ fn without_the_enabled_feature_nothing_of_the_profiler_is_compiled() {
     assert_eq!(output.first().map(String::as_str), Some("service: serving requests"), "{output:#?}");
     assert_eq!(output.last().map(String::as_str), Some("service: done"), "{output:#?}");
     assert!(!output.iter().any(|line| line.contains("memprof")), "{output:#?}");
+
+    // A measure runs its block and says it measured nothing.
+    let measure = std::process::Command::new(target.join("debug").join("examples").join("measure")).output().unwrap();
+    assert!(measure.status.success());
+    let printed = String::from_utf8(measure.stdout).unwrap();
+    assert!(printed.starts_with("an index of 1000 entries: not measured: memprof is compiled out"), "{printed}");
 }
 
 /// The axum example compiled out (memprof's `axum` feature kept, `enabled` off): every use it makes of
