@@ -98,7 +98,12 @@ pub use memprof_macros::main;
 ///     let fields: Vec<&str> = "a,b,c".split(',').collect();
 ///     assert_eq!(fields.len(), 3);
 /// }
+/// # fn main() {}
+/// ```
 ///
+/// An async test, with its runtime's attribute below (here tokio's, a dependency of the test crate):
+///
+/// ```ignore
 /// #[memprof::test(peak <= "4 KiB", live == 0)]
 /// #[tokio::test(flavor = "multi_thread")]
 /// async fn a_handler_frees_what_it_allocates() {
@@ -106,7 +111,6 @@ pub use memprof_macros::main;
 ///     tokio::task::yield_now().await;
 ///     drop(body);
 /// }
-/// # fn main() {}
 /// ```
 #[doc(inline)]
 pub use memprof_macros::test;

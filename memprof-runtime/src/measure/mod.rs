@@ -62,9 +62,13 @@ pub fn measure<T>(block: impl FnOnce() -> T) -> (T, Usage) {
 ///
 /// ```
 /// # #[global_allocator] static A: memprof_runtime::Allocator = memprof_runtime::Allocator;
-/// # let runtime = std::future::ready(());
-/// let future = memprof_runtime::measure_future(async { vec![0u8; 4096].len() });
-/// # let _ = future;
+/// use std::task::{Context, Poll, Waker};
+///
+/// let mut future = std::pin::pin!(memprof_runtime::measure_future(async { vec![0u8; 4096] }));
+/// let Poll::Ready((buffer, usage)) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+///     unreachable!("nothing to wait for")
+/// };
+/// assert_eq!((buffer.len(), usage.allocated_bytes, usage.live_bytes), (4096, 4096, 4096));
 /// ```
 pub fn measure_future<F: Future>(future: F) -> MeasuredFuture<F> {
     MeasuredFuture { future, so_far: None, sampled: not_counted(stacks::Sampled::begin) }
