@@ -41,5 +41,6 @@ pub(crate) fn module_with_short_names() -> Module {
         short_inline_name: Some("to_vec<u8>".into()),
         problem: None,
         read_from: None,
+        debug_info_from: None,
     }
 }

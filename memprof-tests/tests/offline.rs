@@ -169,32 +169,97 @@ fn stripped_binaries_are_symbolized_from_a_debuginfod_server() {
         }
     });
 
-    let cache = scratch.join("cache");
-    let symbolize = |urls: &str| {
+    let symbolize = |urls: &str, cache: &Path, environment: &[(&str, &str)]| {
         let output = Command::new(built_binary("memprof-tool"))
             .args(["analyze", dump, "--binary", stripped.to_str().unwrap(), "--lines"])
             .env("DEBUGINFOD_URLS", urls)
-            .env("DEBUGINFOD_CACHE_PATH", &cache)
+            .env("DEBUGINFOD_CACHE_PATH", cache)
+            .envs(environment.iter().copied())
             .output()
             .unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap()
     };
-    let text = symbolize(&format!("http://127.0.0.1:1/nothing-here {base}"));
-    assert!(text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:")), "{text}");
-    assert!(!text.contains("\n# "), "nothing to note: {text}");
+    let named =
+        |text: &str| text.lines().any(|line| line.contains("service::open_session ") && line.contains("service.rs:"));
+    let unnamed = |text: &str| !text.contains("open_session") && text.contains("it is stripped");
+
+    // Too large for DEBUGINFOD_MAXSIZE: refused, nothing kept.
+    let small = scratch.join("cache-small");
+    let text = symbolize(&base, &small, &[("DEBUGINFOD_MAXSIZE", "4096")]);
+    assert!(unnamed(&text), "{text}");
+    assert!(!small.join(&id).join("debuginfo").exists());
+
+    // A server that does not answer, tried first: given up after DEBUGINFOD_TIMEOUT, then the next server.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().take(4).collect();
+        std::thread::sleep(Duration::from_secs(120));
+        drop(held);
+    });
+    let cache = scratch.join("cache");
+    let began = std::time::Instant::now();
+    let text = symbolize(
+        &format!("{silent_url} http://127.0.0.1:1/nothing-here {base}"),
+        &cache,
+        &[("DEBUGINFOD_TIMEOUT", "2")],
+    );
+    assert!(began.elapsed() < Duration::from_secs(60), "{:?}", began.elapsed());
+    assert!(named(&text), "{text}");
+    assert!(
+        text.contains(&format!(
+            "names in {} (read for {}) from the debug info of the debuginfod server {base}",
+            stripped.display(),
+            original.display()
+        )),
+        "{text}"
+    );
     assert!(cache.join(&id).join("debuginfo").is_file(), "kept in elfutils' client cache");
+
+    // In the process: the stripped service names its own functions with the server's debug info, and says
+    // where they came from.
+    let service = memprof_tests::process::Launch::new(&stripped)
+        .env("LIBPROCESS_MEMORY_PROFILING", "true")
+        .env("MEMPROF_HTTP", "127.0.0.1:0")
+        .env("MALLOC_CONF", "lg_prof_sample:14")
+        .env("DEBUGINFOD_URLS", &base)
+        .env("DEBUGINFOD_CACHE_PATH", scratch.join("cache-service").to_str().unwrap())
+        .spawn();
+    let run = memprof_tests::acceptance::finished_run_holding(&service, "2secs", "service::open_session");
+    let text = service.get(&format!("/memory-profiler/download/text?id={run}")).text();
+    assert!(text.contains(&format!("from the debug info of the debuginfod server {base}")), "{text}");
+    drop(service);
 
     // From the cache, with the server gone.
     server.kill().unwrap();
     server.wait().unwrap();
-    let text = symbolize(&base);
-    assert!(text.lines().any(|line| line.contains("service::open_session ")), "{text}");
+    let text = symbolize(&base, &cache, &[]);
+    assert!(named(&text) && text.contains("from the debug info of debuginfod's cache"), "{text}");
+
+    // A server that sends another binary: refused by its build id.
+    let impostor = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let impostor_url = format!("http://{}", impostor.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let body = std::fs::read("/bin/true").unwrap();
+        for stream in impostor.incoming().take(4) {
+            use std::io::{Read, Write};
+            let mut stream = stream.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&body));
+        }
+    });
+    let fresh = scratch.join("cache-impostor");
+    let text = symbolize(&impostor_url, &fresh, &[]);
+    assert!(unnamed(&text), "{text}");
+    assert!(!fresh.join(&id).join("debuginfo").exists());
 
     // A cached file that is not that binary's is not used (and no server has it): offsets, and the note.
     std::fs::write(cache.join(&id).join("debuginfo"), b"not the debug info").unwrap();
-    let text = symbolize(&base);
-    assert!(!text.contains("open_session") && text.contains("it is stripped"), "{text}");
+    let text = symbolize(&base, &cache, &[]);
+    assert!(unnamed(&text), "{text}");
 }
 
 /// The GNU build id of the binary at `path`, in lowercase hexadecimal.

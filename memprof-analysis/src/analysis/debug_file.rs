@@ -12,11 +12,15 @@ use object::Object;
 /// Where distributions install debug info.
 const DEBUG_ROOT: &str = "/usr/lib/debug";
 
-/// The separate debug file of `binary` (at `path`), if one is installed.
-pub(crate) fn find(path: &Path, binary: &object::File<'_>) -> Option<PathBuf> {
-    let found = by_build_id(binary).or_else(|| by_debuglink(path, binary));
+/// The separate debug file of `binary` (at `path`), if one is installed, or a debuginfod server has it
+/// (then with where it came from, for the notes).
+pub(crate) fn find(path: &Path, binary: &object::File<'_>) -> Option<(PathBuf, Option<String>)> {
+    let found = by_build_id(binary).or_else(|| by_debuglink(path, binary)).map(|file| (file, None));
     #[cfg(all(feature = "debuginfod", target_os = "linux"))]
-    let found = found.or_else(|| super::debuginfod::find(binary.build_id().ok()??));
+    let found = found.or_else(|| {
+        let (file, from) = super::debuginfod::find(binary.build_id().ok()??)?;
+        Some((file, Some(from)))
+    });
     found
 }
 

@@ -28,8 +28,9 @@ const DEFAULT_MAX_SIZE: u64 = 4 << 30;
 static MISSES: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
 
 /// The debug file of the binary with GNU build id `build_id`, from the cache or a server of
-/// `DEBUGINFOD_URLS`; `None` when none is set, none has it, or what came is not that binary's.
-pub(crate) fn find(build_id: &[u8]) -> Option<PathBuf> {
+/// `DEBUGINFOD_URLS`, with where it came from (said beside the names); `None` when none is set, none has
+/// it, or what came is not that binary's.
+pub(crate) fn find(build_id: &[u8]) -> Option<(PathBuf, String)> {
     let urls = std::env::var("DEBUGINFOD_URLS").ok()?;
     let servers: Vec<&str> = urls.split_whitespace().filter(|url| url.starts_with("http")).collect();
     if servers.is_empty() || build_id.is_empty() {
@@ -38,12 +39,18 @@ pub(crate) fn find(build_id: &[u8]) -> Option<PathBuf> {
     let id: String = build_id.iter().map(|byte| format!("{byte:02x}")).collect();
     let file = cache_directory()?.join(&id).join("debuginfo");
     if is_the_debug_file(&file, build_id) {
-        return Some(file);
+        let from = format!("debuginfod's cache ({})", file.display());
+        return Some((file, from));
     }
     if missed_lately(&id) {
         return None;
     }
-    let found = servers.iter().find_map(|server| download(server, &id, &file, build_id).ok()).map(|()| file);
+    let found = servers
+        .iter()
+        .find_map(|server| {
+            download(server, &id, &file, build_id).ok().map(|()| format!("the debuginfod server {server}"))
+        })
+        .map(|from| (file, from));
     if found.is_none() {
         MISSES
             .lock()

@@ -29,6 +29,9 @@ pub struct Module {
     pub problem: Option<String>,
     /// The file read in its place (`memprof analyze --binary`), when it is not `path`.
     pub read_from: Option<String>,
+    /// Where its debug info came from, when not from the binary or the machine's debug directories: a
+    /// debuginfod server of `DEBUGINFOD_URLS` (or that client's cache), said in the notes.
+    pub debug_info_from: Option<String>,
 }
 
 impl Module {
@@ -39,7 +42,7 @@ impl Module {
     /// # let module = memprof_analysis::Module {
     /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: Some(vec![0xd6, 0x6b, 0x0f]),
     /// #     has_functions: true, has_lines: true, is_main_program: true, unnamed_addresses: 0,
-    /// #     short_inline_name: None, problem: None, read_from: None };
+    /// #     short_inline_name: None, problem: None, read_from: None, debug_info_from: None };
     /// assert_eq!(module.build_id_hex(), "d66b0f");
     /// assert_eq!(memprof_analysis::Module { build_id: None, ..module }.build_id_hex(), "");
     /// ```
@@ -54,7 +57,7 @@ impl Module {
     /// # let module = memprof_analysis::Module {
     /// #     path: String::new(), start: 0x1000, end: 0x2000, file_offset: 0x400, build_id: None,
     /// #     has_functions: true, has_lines: true, is_main_program: true, unnamed_addresses: 0,
-    /// #     short_inline_name: None, problem: None, read_from: None };
+    /// #     short_inline_name: None, problem: None, read_from: None, debug_info_from: None };
     /// assert_eq!(module.offset_of(0x1010), Some(0x410));
     /// assert_eq!(module.offset_of(0x10), None);
     /// let hostile = memprof_analysis::Module { file_offset: u64::MAX, ..module };
@@ -72,7 +75,7 @@ impl Module {
     /// # let mut module = memprof_analysis::Module {
     /// #     path: String::new(), start: 0, end: 0, file_offset: 0, build_id: None, has_functions: true,
     /// #     has_lines: true, is_main_program: true, unnamed_addresses: 0, short_inline_name: None,
-    /// #     problem: None, read_from: None };
+    /// #     problem: None, read_from: None, debug_info_from: None };
     /// module.path = "/srv/service".into();
     /// assert_eq!(module.note(), None);
     /// module.short_inline_name = Some("build<alloc::string::String>".into());
@@ -95,6 +98,15 @@ impl Module {
     ///     ..module
     /// };
     /// assert_eq!(libc.note(), None);
+    /// // Names from a debuginfod server's debug info: said where they came from.
+    /// let fetched = memprof_analysis::Module {
+    ///     debug_info_from: Some("the debuginfod server https://debuginfod.example".into()),
+    ///     ..libc
+    /// };
+    /// assert_eq!(
+    ///     fetched.note().unwrap(),
+    ///     "names in /usr/lib/x86_64-linux-gnu/libc.so.6 from the debug info of the debuginfod server https://debuginfod.example"
+    /// );
     /// ```
     pub fn note(&self) -> Option<String> {
         // What the reader can act on: the file given in the binary's place, when one was.
@@ -122,7 +134,10 @@ impl Module {
                  or lines; build it with debug = \"limited\""
             ));
         }
-        let name = self.short_inline_name.as_ref()?;
+        let Some(name) = &self.short_inline_name else {
+            let from = self.debug_info_from.as_ref()?;
+            return Some(format!("names in {path} from the debug info of {from}"));
+        };
         Some(format!(
             "short names in {path}: inlined functions are named without their path ({name}), as its \
              debug = \"line-tables-only\" DWARF names them; build it with debug = \"limited\" for whole paths"

@@ -52,6 +52,7 @@ impl Symbolized {
             short_inline_name: None,
             problem: None,
             read_from: None,
+            debug_info_from: None,
         });
         self.modules.len() - 1
     }
@@ -82,6 +83,7 @@ impl Symbolized {
                         module.has_lines = resolved.has_lines;
                         module.short_inline_name.clone_from(&resolved.short_inline_name);
                         module.problem.clone_from(&resolved.refused);
+                        module.debug_info_from.clone_from(&resolved.debug_info_from);
                     }
                     Err(problem) => module.problem = Some(problem.clone()),
                 }

@@ -40,6 +40,8 @@ pub(crate) struct Resolved {
     pub(crate) short_inline_name: Option<String>,
     /// A section not read for the size it claims (its names are missing), said in the notes.
     pub(crate) refused: Option<String>,
+    /// Where the debug info came from when a debuginfod server (or its cache) gave it, said in the notes.
+    pub(crate) debug_info_from: Option<String>,
 }
 
 /// Resolves `file_offsets` (offsets into the file at `path`, already moved back into the calling
@@ -63,8 +65,11 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
     let map = map_file(path)?;
     let binary = object::File::parse(&*map).map_err(|error| format!("{} is not a binary ({error})", path.display()))?;
     let addresses: Vec<Option<u64>> = file_offsets.iter().map(|&offset| virtual_address(&binary, offset)).collect();
-    let separate_debug = if has_dwarf(&binary) { None } else { debug_file::find(path, &binary) };
-    let separate_debug = separate_debug.and_then(|path| map_file(&path).ok());
+    let found = if has_dwarf(&binary) { None } else { debug_file::find(path, &binary) };
+    let (separate_debug, debug_info_from) = match found {
+        Some((file, from)) => (map_file(&file).ok(), from),
+        None => (None, None),
+    };
     let debug_binary = separate_debug.as_deref().and_then(|data| object::File::parse(data).ok());
     let dwarf_source = debug_binary.as_ref().filter(|debug| has_dwarf(debug)).unwrap_or(&binary);
 
@@ -94,6 +99,7 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         has_lines: sections.has_dwarf(),
         short_inline_name: short_names.example(),
         refused: sections.refused.take(),
+        debug_info_from,
     };
     for (address, frames) in addresses.iter().zip(frames.iter_mut()) {
         let symbol =
@@ -219,6 +225,7 @@ struct Cache {
 struct CachedBinary {
     build_id: Option<Vec<u8>>,
     refused: Option<String>,
+    debug_info_from: Option<String>,
     has_functions: bool,
     has_lines: bool,
     short_inline_name: Option<String>,
@@ -243,6 +250,7 @@ impl Cache {
         Some(Resolved {
             build_id: binary.build_id.clone(),
             refused: binary.refused.clone(),
+            debug_info_from: binary.debug_info_from.clone(),
             frames,
             has_functions: binary.has_functions,
             has_lines: binary.has_lines,
@@ -261,6 +269,7 @@ impl Cache {
         let binary = self.binaries.entry(identity).or_insert_with(|| CachedBinary {
             build_id: resolved.build_id.clone(),
             refused: resolved.refused.clone(),
+            debug_info_from: resolved.debug_info_from.clone(),
             has_functions: resolved.has_functions,
             has_lines: resolved.has_lines,
             short_inline_name: None,
