@@ -129,8 +129,9 @@ pub use memprof_runtime::{
 pub use memprof_wire::{Cause, DumpOf, Error};
 
 /// Reading heap profiles in a program of its own (memprof-analysis): parse a jemalloc dump, symbolize it,
-/// split it by label and render it in any format. Compiled out too: reading profiles needs no profiler (a
-/// tool built without it reads them alike).
+/// split it by label and render it in any format (feature `analysis`, on with `enabled`). Reading profiles
+/// needs no profiler: a tool built with `default-features = false, features = ["analysis"]` reads them
+/// alike.
 ///
 /// ```no_run
 /// use memprof::analysis::{Analysis, Binaries, Format, HeapProfile, RenderOptions};
@@ -140,6 +141,7 @@ pub use memprof_wire::{Cause, DumpOf, Error};
 /// let text = Format::Text.render(&analysis, None, &RenderOptions::default())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg(feature = "analysis")]
 pub mod analysis {
     #[doc(inline)]
     pub use memprof_analysis::{
