@@ -34,9 +34,9 @@ pub(super) struct ThreadCounts {
     pub(super) watching: Cell<bool>,
     /// The innermost measure's watch of the peak.
     pub(super) watch: Cell<Watch>,
-    /// What memprof's own work on this thread allocated and freed ([`super::segment::not_counted`]):
-    /// bytes allocated, bytes freed, allocations, frees, left out of every measure.
-    pub(super) not_counted: [Cell<u64>; 4],
+    /// The bytes memprof's own work on this thread allocated and freed ([`super::segment::not_counted`]),
+    /// left out of every measure (its objects are never counted: the thread is not watched meanwhile).
+    pub(super) not_counted: [Cell<u64>; 2],
 }
 
 /// What raises a measure's peak: jemalloc's byte counters of the thread, and the live bytes at its start.
@@ -58,7 +58,7 @@ impl Watch {
 
     /// Allocated minus freed on this thread now, per jemalloc (0 without its counters), memprof's own work
     /// left out (`not_counted`, this thread's).
-    pub(super) fn live(&self, not_counted: &[Cell<u64>; 4]) -> u64 {
+    pub(super) fn live(&self, not_counted: &[Cell<u64>; 2]) -> u64 {
         if self.allocated.is_null() {
             return 0;
         }
@@ -70,7 +70,7 @@ impl Watch {
 
     /// Raises the peak to what is live now, if higher.
     #[inline]
-    fn see(&mut self, not_counted: &[Cell<u64>; 4]) {
+    fn see(&mut self, not_counted: &[Cell<u64>; 2]) {
         let above = self.live(not_counted).wrapping_sub(self.base) as i64;
         if above > self.peak {
             self.peak = above;
@@ -87,7 +87,7 @@ thread_local! {
             frees: Cell::new(0),
             watching: Cell::new(false),
             watch: Cell::new(Watch::NONE),
-            not_counted: [const { Cell::new(0) }; 4],
+            not_counted: [const { Cell::new(0) }; 2],
         }
     };
 }

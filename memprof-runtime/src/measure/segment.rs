@@ -39,18 +39,17 @@ impl Reading {
     fn now(counters: Option<(*const u64, *const u64)>) -> Reading {
         let raw = Reading::raw(counters);
         COUNTS.with(|counts| {
-            let [allocated, freed, allocations, frees] = counts.not_counted.each_ref().map(Cell::get);
+            let [allocated, freed] = counts.not_counted.each_ref().map(Cell::get);
             Reading {
                 allocated_bytes: raw.allocated_bytes.wrapping_sub(allocated),
                 freed_bytes: raw.freed_bytes.wrapping_sub(freed),
-                allocations: raw.allocations.wrapping_sub(allocations),
-                frees: raw.frees.wrapping_sub(frees),
+                ..raw
             }
         })
     }
 
-    fn fields(&self) -> [u64; 4] {
-        [self.allocated_bytes, self.freed_bytes, self.allocations, self.frees]
+    fn bytes(&self) -> [u64; 2] {
+        [self.allocated_bytes, self.freed_bytes]
     }
 }
 
@@ -80,7 +79,7 @@ pub(super) fn not_counted<T>(work: impl FnOnce() -> T) -> T {
     let value = work();
     let after = Reading::raw(counters);
     COUNTS.with(|counts| {
-        for ((total, after), before) in counts.not_counted.iter().zip(after.fields()).zip(before.fields()) {
+        for ((total, after), before) in counts.not_counted.iter().zip(after.bytes()).zip(before.bytes()) {
             total.set(total.get().wrapping_add(after.wrapping_sub(before)));
         }
         counts.watching.set(watching);
