@@ -216,3 +216,20 @@ fn the_measure_example_prints_exact_figures() {
     assert!(printed.lines().any(|line| line == scratch), "{printed}");
     assert!(printed.starts_with("an index of 1000 entries: allocated "), "{printed}");
 }
+
+/// A measure's stacks are its own: not those of a measure before it (whose label number it may reuse),
+/// also past the bound on label sets (more measures than a process records label sets).
+#[test]
+fn each_measure_names_only_its_own_functions_past_the_bound_on_label_sets() {
+    for _ in 0..memprof::labels::MAX_LABEL_SETS + 100 {
+        drop(memprof::measure(|| drop(vec![0u8; 64])));
+    }
+    let (cache, first) = memprof::measure(|| fill_the_cache(16_384));
+    drop(cache);
+    let (records, second) = memprof::measure(|| parse_records(1024));
+    drop(records);
+    let named = |usage: &Usage| usage.stacks.iter().map(|stack| stack.function.clone()).collect::<Vec<_>>();
+    assert!(named(&first).iter().any(|function| function.contains("fill_the_cache")), "{first}");
+    assert!(named(&second).iter().any(|function| function.contains("parse_records")), "{second}");
+    assert!(!named(&second).iter().any(|function| function.contains("fill_the_cache")), "{second}");
+}

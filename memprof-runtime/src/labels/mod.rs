@@ -44,6 +44,7 @@ pub use axum::{RouteLabelled, RouteLabels, UNMATCHED_ROUTE, route_labels};
 pub use future::{Labelled, WithLabels};
 pub(crate) use in_force::current;
 use in_force::replace;
+pub(crate) use table::OVERFLOW;
 pub(crate) use table::snapshot as table_now;
 use table::snapshot;
 pub use table::{MAX_LABEL_SETS, counts};

@@ -1,13 +1,16 @@
 //! The functions that allocated the most in a measured block, from its samples.
 //!
-//! A measured block is labelled while it runs (`memprof.measure=<n>`, a label set of its own), so that its
-//! samples in memprof's record are its own even with other measures running beside it. In a program that
-//! started memprof, the record is its continuous sampling's (no measure changes how the program samples);
-//! in one that did not (a test binary), the first measure starts sampling at `MEMPROF_MEASURE_SAMPLE`
-//! (64 KiB by default), with the record, for the rest of the process.
+//! A measured block is labelled while it runs (`memprof.measure=<n>`, a number no measure running beside
+//! it has, reused once it ends), so that its samples in memprof's record are its own; what the label's
+//! stacks had allocated when it began is taken off. In a program that started memprof, the record is its
+//! continuous sampling's (no measure changes how the program samples); in one that did not (a test
+//! binary), the first measure starts sampling at `MEMPROF_MEASURE_SAMPLE` (64 KiB by default), with the
+//! record, for the rest of the process.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
+
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memprof_analysis::{Analysis, Binaries, LabelSets};
@@ -15,26 +18,42 @@ use memprof_wire::usage::AllocatingStack;
 
 use crate::jemalloc;
 use crate::labels::Entered;
-use crate::sampler::record::{self, table::Table};
+use crate::sampler::record::{self, table::Table, table::Totals};
 
 /// How many functions a measure names.
 const NAMED: usize = 5;
 
-/// A measured block's label, where its samples are recorded.
+/// A measured block's label, where its samples are recorded, and what its stacks had allocated under that
+/// label before it began (the label's number is reused once a measure ends).
 pub(super) struct Sampled {
     record: &'static Table,
+    number: u64,
     label: u32,
+    before: HashMap<Vec<usize>, Totals>,
 }
 
+/// The label numbers of measures that ended, to reuse: a process records at most
+/// [`crate::labels::MAX_LABEL_SETS`] label sets, so a number a measure is not what a test suite of
+/// thousands of measures (or a service measuring each request) could afford.
+static FREE_NUMBERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
 impl Sampled {
-    /// A label of its own for a block about to be measured, if its samples can be recorded.
+    /// A label of its own for a block about to be measured, if its samples can be recorded: one no measure
+    /// running now has (its number reused from an ended one), with what its stacks allocated so far.
     pub(super) fn begin() -> Option<Sampled> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let record = sampling()?;
-        let number = NEXT.fetch_add(1, Ordering::Relaxed).to_string();
-        let label =
-            jemalloc::unsampled(|| jemalloc::in_own_arena(|| crate::labels::interned(&[("memprof.measure", &number)])));
-        Some(Sampled { record, label })
+        let number = FREE_NUMBERS.lock().pop().unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed));
+        let sampled = jemalloc::unsampled(|| {
+            jemalloc::in_own_arena(|| {
+                let label = crate::labels::interned(&[("memprof.measure", &number.to_string())]);
+                let mut sampled = Sampled { record, number, label, before: HashMap::new() };
+                sampled.before = sampled.allocated();
+                sampled
+            })
+        });
+        // Past the bound on label sets, every new set is the one overflow set: not the block's own.
+        (sampled.label != crate::labels::OVERFLOW).then_some(sampled)
     }
 
     /// The block's label in force on this thread until the guard drops.
@@ -48,15 +67,26 @@ impl Sampled {
         jemalloc::unsampled(|| jemalloc::in_own_arena(|| self.read()))
     }
 
-    fn read(&self) -> Vec<AllocatingStack> {
+    /// What each stack under the block's label allocated since start-up, by its frames.
+    fn allocated(&self) -> HashMap<Vec<usize>, Totals> {
         let label = memprof_analysis::label_address(self.label) as usize;
         let readings = self.record.read(0, record::clock_seconds(), u32::MAX);
-        let mine = readings
+        readings
             .into_iter()
-            .filter(|reading| reading.frames.last() == Some(&label) && reading.allocated.unbiased_bytes >= 1.0)
-            .map(|reading| {
-                let totals = reading.allocated;
-                (reading.frames, record::table::Totals::unsampled(totals.unbiased_objects, totals.unbiased_bytes))
+            .filter(|reading| reading.frames.last() == Some(&label))
+            .map(|reading| (reading.frames, reading.allocated))
+            .collect()
+    }
+
+    fn read(&self) -> Vec<AllocatingStack> {
+        let mine = self
+            .allocated()
+            .into_iter()
+            .filter_map(|(frames, totals)| {
+                let before = self.before.get(&frames).copied().unwrap_or_default();
+                let bytes = totals.unbiased_bytes - before.unbiased_bytes;
+                let objects = totals.unbiased_objects - before.unbiased_objects;
+                (bytes >= 1.0).then(|| (frames, Totals::unsampled(objects, bytes)))
             })
             .collect::<Vec<_>>();
         if mine.is_empty() {
@@ -67,6 +97,13 @@ impl Sampled {
             return Vec::new();
         };
         named(&analysis)
+    }
+}
+
+impl Drop for Sampled {
+    /// The label's number is free again once the measure ends (or its future is dropped unfinished).
+    fn drop(&mut self) {
+        FREE_NUMBERS.lock().push(self.number);
     }
 }
 
