@@ -251,7 +251,7 @@ fn a_labelled_leak_is_named_with_its_split_by_label() {
 
 /// A leak that goes on at 8 MiB a second is a leak within 30 s of the program's start, named by the
 /// program's function; `/growing` and `memprof_growing_bytes` name it alike once the record's history can
-/// tell (three readings, 5 s apart: until then `explain` names the stacks holding the most).
+/// tell (six readings, 5 s apart: until then `explain` names the stacks holding the most).
 #[test]
 fn a_fast_leak_is_named_within_30_seconds_alike_everywhere() {
     let program = Program::explained(&["leak", "8"]).env("MEMPROF_SAMPLING", "continuous").spawn();
@@ -274,4 +274,59 @@ fn a_fast_leak_is_named_within_30_seconds_alike_everywhere() {
             && metrics.contains("\nmemprof_growing_bytes{function=\"explained::leak_slowly\"} ");
         if alike { Ok(()) } else { Err(format!("{verdict:#?}\n{growing:#?}")) }
     });
+}
+
+/// A cache filling under requests whose buffers come and go (live bytes fall in one reading of three): a
+/// leak going on, never "healthy", within 40 s of its start; at one moment (one reading of the record's
+/// history) `explain`, `/growing` and `memprof_growing_bytes` name the filling function with the same bytes;
+/// and `explain` says what share of the growth the stacks it names account for when under 80 %. On the main
+/// of the day issue 61 was filed, a resolver's filling cache read "healthy" 40 s in, and `/growing` and the
+/// gauge gave 12.06 and 3.67 MB for one function.
+#[test]
+fn a_noisy_filling_cache_is_one_growth_answered_alike() {
+    let program = Program::explained(&["fill"]).env("MEMPROF_SAMPLING", "continuous").spawn();
+    program.wait_for_line(|line| line == "explained: ready");
+    let patience = Duration::from_secs(5 + 40);
+    let verdict = memprof_tests::waiting::wait_every("the filling named", patience, Duration::from_secs(1), || {
+        let verdict = explain(&program).verdict;
+        // A debug build allocates the entries in the closure `fill_cache` maps with: the program's function.
+        let named = verdict.stacks.first().is_some_and(|stack| stack.function.starts_with("explained::fill_cache"));
+        if verdict.kind == VerdictKind::Leak && named { Ok(verdict) } else { Err(format!("{verdict:#?}")) }
+    });
+    let filling = verdict.stacks[0].function.clone();
+    assert!(verdict.summary.contains("steadily and still now"), "{}", verdict.summary);
+    let alike =
+        memprof_tests::waiting::wait_until("one answer at one moment", memprof_tests::process::PATIENCE, || {
+            let verdict = explain(&program).verdict;
+            let growing: memprof_wire::Growing =
+                serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
+            let metrics = program.get("/metrics").text();
+            let again = explain(&program).verdict;
+            let named = |verdict: &memprof_wire::Verdict| {
+                verdict.stacks.iter().find(|stack| stack.function == filling).map(|stack| stack.bytes.round())
+            };
+            let series = growing.series.iter().find(|series| series.function == filling);
+            let gauge = format!("memprof_growing_bytes{{function=\"{filling}\"}} ");
+            let gauged =
+                metrics.lines().find_map(|line| line.strip_prefix(&gauge)).and_then(|value| value.parse::<f64>().ok());
+            let figures = (named(&verdict), series.map(|series| (series.grown_bytes.round(), series.stopped)), gauged);
+            match figures {
+                (Some(explained), Some((charted, false)), Some(gauged))
+                    if explained == charted && charted == gauged && named(&again) == Some(explained) =>
+                {
+                    Ok((verdict, explained))
+                }
+                _ => Err(format!("{figures:?}\n{verdict:#?}\n{growing:#?}")),
+            }
+        });
+    let (verdict, _) = alike;
+    let named: f64 = verdict.stacks.iter().map(|stack| stack.bytes).sum();
+    let grown = verdict.summary.split("grew by ").nth(1).and_then(|rest| rest.split(" MiB").next());
+    let grown: f64 = grown.and_then(|mib| mib.parse().ok()).unwrap_or_else(|| panic!("{}", verdict.summary));
+    let covered = named / (grown * MIB as f64);
+    assert!(covered >= 0.8 || verdict.fix.contains("The stacks named account for "), "{covered}: {verdict:#?}");
+    assert!(
+        !verdict.stacks.iter().any(|stack| stack.function == "explained::serve_request"),
+        "the requests' buffers come and go: {verdict:#?}"
+    );
 }

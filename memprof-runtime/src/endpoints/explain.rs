@@ -45,7 +45,12 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         (Some(_), Some(grown)) if sampling => grown,
         (Some(_), None) if sampling => {
             let heap = super::heap_now::symbolized(context)?;
-            Holders { stacks: top(holders(&heap)), grown_over: None, unsure: !heap.knows_the_programs_code() }
+            Holders {
+                stacks: top(holders(&heap)),
+                grown_over: None,
+                grown_in_all: None,
+                unsure: !heap.knows_the_programs_code(),
+            }
         }
         _ => Holders::default(),
     };

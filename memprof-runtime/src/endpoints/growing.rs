@@ -23,31 +23,23 @@ pub(super) enum Growing {
     Stopped,
 }
 
-/// The `named` stacks that grew the most over the record's last hour ([`record::growers`]) and grow now or
-/// stopped, as `which` says, by the program's function that allocated, with how old what they hold is:
-/// `None` when none did.
+/// The `named` functions whose stacks grew the most over the record's last hour ([`record::growers`]) and
+/// grow now or stopped, as `which` says ([`by_function`]: the figures `/growing` and `/metrics` give), with
+/// how old what they hold is: `None` when none did.
 pub(super) fn grown_in_the_record(record: &Table, named: usize, which: Growing) -> Result<Option<Holders>, HttpError> {
-    let Some((mut growers, older_than)) = growers_now(record) else { return Ok(None) };
-    growers.retain(|grower| grower.growth.flat_seconds.is_none() == (which == Growing::Now));
-    if growers.is_empty() {
+    let Some((growers, older_than)) = growers_now(record) else { return Ok(None) };
+    let watched = growers[0].growth.seconds;
+    let (functions, unsure) = by_function(&growers)?;
+    let mut chosen: Vec<FunctionGrowth> =
+        functions.into_iter().filter(|function| function.stopped == (which == Growing::Stopped)).collect();
+    if chosen.is_empty() {
         return Ok(None);
     }
-    let watched = growers[0].growth.seconds;
-    let mut by_function: HashMap<String, (GrowingStack, f64, f64)> = HashMap::new();
-    let Named { functions, unsure } = functions_of(&growers)?;
-    for (grower, (function, frames, labels)) in growers.iter().zip(functions) {
-        let (stack, held, older) = by_function.entry(function.clone()).or_insert_with(|| {
-            (GrowingStack { function, frames, bytes: 0.0, age: None, by_label: Vec::new() }, 0.0, 0.0)
-        });
-        stack.bytes += grower.growth.grown;
-        add_by_label(&mut stack.by_label, &labels, grower.growth.grown);
-        *held += grower.held.live.unbiased_bytes;
-        *older += grower.held.older_bytes;
-    }
-    let mut stacks: Vec<GrowingStack> = by_function
-        .into_values()
-        .map(|(mut stack, held_bytes, older_bytes)| {
-            finish_by_label(&mut stack.by_label);
+    let grown_in_all = chosen.iter().map(|function| function.stack.bytes).sum();
+    chosen.truncate(named);
+    let stacks = chosen
+        .into_iter()
+        .map(|FunctionGrowth { mut stack, held_bytes, older_bytes, .. }| {
             stack.age = Some(HeldAge {
                 held_bytes,
                 older_share: if held_bytes > 0.0 { (older_bytes / held_bytes).min(1.0) } else { 0.0 },
@@ -56,50 +48,97 @@ pub(super) fn grown_in_the_record(record: &Table, named: usize, which: Growing) 
             stack
         })
         .collect();
-    stacks.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-    stacks.truncate(named);
-    Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)), unsure }))
+    Ok(Some(Holders { stacks, grown_over: Some(f64::from(watched)), grown_in_all: Some(grown_in_all), unsure }))
 }
 
-/// The functions that grew the most over the record's last hour, each with what it held at every
-/// reading (Unix milliseconds, bytes), for the dashboard's chart (empty when none grew), and whether they
-/// may be dependencies' functions.
+/// The functions that grew the most over the record's last hour ([`by_function`]), each with what its
+/// stacks held at every reading (Unix milliseconds, bytes), for the dashboard's chart (empty when none
+/// grew), and whether they may be dependencies' functions.
 pub(super) fn growing_series(
     record: &Table,
     named: usize,
 ) -> Result<(Vec<memprof_wire::GrowingSeries>, bool), HttpError> {
     let Some((growers, _)) = growers_now(record) else { return Ok((Vec::new(), false)) };
-    let Named { functions, unsure } = functions_of(&growers)?;
+    let (mut functions, unsure) = by_function(&growers)?;
+    functions.truncate(named);
     let indexes: Vec<u32> = growers.iter().map(|grower| grower.growth.stack).collect();
     let readings = record::history_of(&indexes);
-    let mut by_function: Vec<(String, f64, Vec<usize>)> = Vec::new();
-    for (position, (grower, (function, ..))) in growers.iter().zip(functions).enumerate() {
-        match by_function.iter_mut().find(|(name, ..)| *name == function) {
-            Some((_, grown, positions)) => {
-                *grown += grower.growth.grown;
-                positions.push(position);
-            }
-            None => by_function.push((function, grower.growth.grown, vec![position])),
-        }
-    }
-    by_function.sort_by(|a, b| b.1.total_cmp(&a.1));
-    by_function.truncate(named);
-    let series = by_function
+    let series = functions
         .into_iter()
-        .map(|(function, grown_bytes, positions)| memprof_wire::GrowingSeries {
-            stopped: positions.iter().all(|&position| growers[position].growth.flat_seconds.is_some()),
-            function,
-            grown_bytes,
+        .map(|function| memprof_wire::GrowingSeries {
+            stopped: function.stopped,
+            grown_bytes: function.stack.bytes,
             points: readings
                 .iter()
                 .map(|(time, bytes)| memprof_wire::SeriesPoint {
                     time: *time,
-                    bytes: positions.iter().map(|&position| f64::from(bytes[position])).sum(),
+                    bytes: function.growers.iter().map(|&position| f64::from(bytes[position])).sum(),
                 })
                 .collect(),
+            function: function.stack.function,
         })
         .collect();
     Ok((series, unsure))
+}
+
+/// What one of the program's functions grew by, over its stacks that grew in the same way: those that
+/// still grow when any does (what a leak's answers name and `memprof_growing_bytes` gauges), else those that
+/// grew and stopped. `explain`, `/growing`, `/metrics` and the dashboard all give these figures, so that
+/// at one moment they name the same functions with the same bytes.
+struct FunctionGrowth {
+    /// The function, its frames, what its stacks grew by and its split by label.
+    stack: GrowingStack,
+    /// Whether every stack of it that grew has stopped.
+    stopped: bool,
+    /// The positions of the growers counted, in the record's growers.
+    growers: Vec<usize>,
+    /// What those stacks hold now, and how much of it is older than the age asked.
+    held_bytes: f64,
+    older_bytes: f64,
+}
+
+/// `growers` by the program's function that allocated them ([`FunctionGrowth`]), the most grown first, and
+/// whether those functions may be dependencies'.
+fn by_function(growers: &[Grower]) -> Result<(Vec<FunctionGrowth>, bool), HttpError> {
+    let Named { functions, unsure } = functions_of(growers)?;
+    // Each function's growers' positions, in the order the functions come.
+    let mut grouped: Vec<Vec<usize>> = Vec::new();
+    for (position, (function, ..)) in functions.iter().enumerate() {
+        match grouped.iter_mut().find(|members| functions[members[0]].0 == *function) {
+            Some(members) => members.push(position),
+            None => grouped.push(vec![position]),
+        }
+    }
+    let mut by_function: Vec<FunctionGrowth> = grouped
+        .into_iter()
+        .map(|members| {
+            let stopped = members.iter().all(|&position| growers[position].growth.flat_seconds.is_some());
+            let counted: Vec<usize> = members
+                .into_iter()
+                .filter(|&position| growers[position].growth.flat_seconds.is_some() == stopped)
+                .collect();
+            let (function, frames, _) = &functions[counted[0]];
+            let mut stack = GrowingStack {
+                function: function.clone(),
+                frames: frames.clone(),
+                bytes: 0.0,
+                age: None,
+                by_label: Vec::new(),
+            };
+            let (mut held_bytes, mut older_bytes) = (0.0, 0.0);
+            for &position in &counted {
+                let grower = &growers[position];
+                stack.bytes += grower.growth.grown;
+                add_by_label(&mut stack.by_label, &functions[position].2, grower.growth.grown);
+                held_bytes += grower.held.live.unbiased_bytes;
+                older_bytes += grower.held.older_bytes;
+            }
+            finish_by_label(&mut stack.by_label);
+            FunctionGrowth { stack, stopped, growers: counted, held_bytes, older_bytes }
+        })
+        .collect();
+    by_function.sort_by(|a, b| b.stack.bytes.total_cmp(&a.stack.bytes));
+    Ok((by_function, unsure))
 }
 
 /// The stacks that grew steadily, with what they hold and the age [`HeldAge::older_share`] is of; `None`

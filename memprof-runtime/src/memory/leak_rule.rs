@@ -1,16 +1,16 @@
-//! The leak rule, over the memory history (`stats.allocated` once a second): over the last
-//! [`LEAK_WINDOW_MS`] (at least [`LEAK_MIN_SPAN_MS`] and [`LEAK_MIN_READINGS`] readings), live bytes rose by
-//! at least [`LEAK_MIN_BYTES`] and [`LEAK_MIN_SHARE`] of where they began, steadily (at least 70 % of steps
-//! rising or flat, and the lowest reading of the window's second half above a quarter of the rise), while
-//! jemalloc's other resident bytes grew by less than half as much; whether they still rise now
-//! ([`super::rise`]: the last minute, or the last quarter of the window), at the pace of the rising
-//! stretch. Pure: tested on made-up readings (`verdict/tests.rs`).
+//! The leak rule, over the memory history (`stats.allocated` once a second): within the last
+//! [`LEAK_WINDOW_MS`], live bytes rose over a stretch of their own ([`super::rise`]: from their last low,
+//! whatever came before it; at least [`LEAK_MIN_SPAN_MS`] and [`LEAK_MIN_READINGS`] readings, the flat
+//! since counted for a rise that stopped) by at least
+//! [`LEAK_MIN_BYTES`] and [`LEAK_MIN_SHARE`] of where they began, steadily (a trend through the requests'
+//! noise), while jemalloc's other resident bytes grew by less than half as much; whether they still rise
+//! now, at the pace of the rising stretch. Pure: tested on made-up readings (`verdict/tests.rs`).
 
 /// How far back the leak rule looks.
 pub(crate) const LEAK_WINDOW_MS: u64 = 300_000;
-/// The shortest history the leak rule judges.
+/// The shortest rise the leak rule judges (its stretch, not the history before it).
 pub(crate) const LEAK_MIN_SPAN_MS: u64 = 10_000;
-/// The fewest readings the leak rule judges.
+/// The fewest readings of a rise the leak rule judges.
 pub(crate) const LEAK_MIN_READINGS: usize = 5;
 /// The smallest rise of live bytes called a leak.
 pub(crate) const LEAK_MIN_BYTES: u64 = 16 << 20;
@@ -44,24 +44,26 @@ pub(crate) fn growth(history: &[LiveReading]) -> Option<Growth> {
     let last = history.last()?;
     let window: Vec<&LiveReading> =
         history.iter().filter(|reading| reading.time + LEAK_WINDOW_MS >= last.time).collect();
-    let first = window.first()?;
-    let span = last.time.saturating_sub(first.time);
-    if span < LEAK_MIN_SPAN_MS || window.len() < LEAK_MIN_READINGS {
-        return None;
-    }
-    let rise = last.allocated.checked_sub(first.allocated)?;
-    if rise < LEAK_MIN_BYTES || (rise as f64) < LEAK_MIN_SHARE * first.allocated as f64 {
-        return None;
-    }
-    let steps = window.windows(2).filter(|pair| pair[1].allocated >= pair[0].allocated).count();
-    let second_half_low = window[window.len() / 2..].iter().map(|reading| reading.allocated).min()?;
-    let steady = steps * 10 >= (window.len() - 1) * 7 && second_half_low >= first.allocated + rise / 4;
-    let rest_rise = last.rest.saturating_sub(first.rest);
-    if !steady || rest_rise >= rise / 2 {
-        return None;
-    }
     let points: Vec<(f64, f64)> =
         window.iter().map(|reading| (reading.time as f64 / 1000.0, reading.allocated as f64)).collect();
-    let shape = super::rise::shape(&points)?;
-    Some(Growth { bytes: rise, seconds: shape.seconds, flat_seconds: shape.flat_seconds })
+    let rise = super::rise::shape(&points)?;
+    // A rise going on is judged over its stretch; one that stopped over the stretch and the flat since, and
+    // a jump (at most two steps up, a start-up's or a cache's burst) is a step whatever its shape.
+    let (judged_from, judged_to) = match rise.flat_seconds {
+        None => (rise.from, rise.to),
+        Some(_) => (rise.from, last.time as f64 / 1000.0),
+    };
+    let judged_readings = points.iter().filter(|(time, _)| (judged_from..=judged_to).contains(time)).count();
+    let steady = rise.steady || (rise.flat_seconds.is_some() && rise.readings <= 3);
+    if (judged_to - judged_from) * 1000.0 < LEAK_MIN_SPAN_MS as f64 || judged_readings < LEAK_MIN_READINGS || !steady {
+        return None;
+    }
+    if rise.bytes < LEAK_MIN_BYTES as f64 || rise.bytes < LEAK_MIN_SHARE * rise.base {
+        return None;
+    }
+    let began = window.iter().find(|reading| reading.time as f64 / 1000.0 >= rise.from)?;
+    if last.rest.saturating_sub(began.rest) as f64 >= rise.bytes / 2.0 {
+        return None;
+    }
+    Some(Growth { bytes: rise.bytes as u64, seconds: rise.seconds, flat_seconds: rise.flat_seconds })
 }

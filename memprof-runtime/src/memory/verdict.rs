@@ -37,6 +37,8 @@ pub(crate) struct Holders {
     pub(crate) stacks: Vec<GrowingStack>,
     /// Over how many seconds they grew, when compared with an earlier snapshot; `None`: what they hold.
     pub(crate) grown_over: Option<f64>,
+    /// What every function whose stacks grew alike grew by, named or not (with `grown_over`).
+    pub(crate) grown_in_all: Option<f64>,
     /// Whether the functions named may be dependencies' (the program has no debug info to tell its own
     /// code by).
     pub(crate) unsure: bool,
@@ -122,8 +124,9 @@ fn leak(growth: Growth, holders: Holders, sampling: bool, record_losses: Option<
         let missed = if holders.unsure { format!("{missed} {UNSURE}.") } else { missed };
         format!(
             "The stacks {which}: {}. Find what keeps these allocations alive (a cache without a bound, a map \
-             never pruned, tasks never joined).{missed}",
-            named.join(", ")
+             never pruned, tasks never joined).{}{missed}",
+            named.join(", "),
+            share_named(growth.bytes, &holders)
         )
     };
     Verdict { kind: VerdictKind::Leak, summary, fix, stacks }
@@ -142,6 +145,7 @@ fn grew(growth: Growth, flat: f64, holders: Holders) -> Verdict {
     let named: Vec<String> = holders.stacks.iter().take(3).map(named_stack).collect();
     let held =
         if named.is_empty() { String::new() } else { format!(" The stacks that hold it: {}.", named.join(", ")) };
+    let held = if named.is_empty() { held } else { format!("{held}{}", share_named(growth.bytes, &holders)) };
     let held = if holders.unsure && !named.is_empty() { format!("{held} {UNSURE}.") } else { held };
     let fix = format!(
         "Nothing leaks while it stays flat; if the step is more than the program should hold, bound what \
@@ -149,6 +153,33 @@ fn grew(growth: Growth, flat: f64, holders: Holders) -> Verdict {
     );
     Verdict { kind: VerdictKind::Grew, summary, fix, stacks: holders.stacks }
 }
+
+/// The share of the process's rise (`grown` bytes) that the stacks named grew by, said when under
+/// [`NAMED_ENOUGH`] (an answer that names a sixth of what grew must not read as if it named it all); nothing
+/// for stacks named by what they hold.
+fn share_named(grown: u64, holders: &Holders) -> String {
+    if holders.grown_over.is_none() || grown == 0 {
+        return String::new();
+    }
+    let named: f64 = holders.stacks.iter().map(|stack| stack.bytes.max(0.0)).sum();
+    if named >= NAMED_ENOUGH * grown as f64 {
+        return String::new();
+    }
+    let all = holders.grown_in_all.unwrap_or(named);
+    let beyond =
+        if all > named * 1.05 { format!(" (every stack seen growing so: {})", mib(all as u64)) } else { String::new() };
+    format!(
+        " The stacks named account for {} of the {} live objects grew by ({:.0} %){beyond}: the rest grew in \
+         stacks too small to name each (under 1 MiB, or a tenth of what they hold), outside the 64 holding the \
+         most, or unsteadily, or is the sampling's error.",
+        mib(named as u64),
+        mib(grown),
+        named / grown as f64 * 100.0
+    )
+}
+
+/// The least share of what grew the stacks named must account for to go without saying.
+pub(crate) const NAMED_ENOUGH: f64 = 0.8;
 
 /// A stack as a leak verdict names it: its function and growth, and how old what it holds is, when known
 /// ("92 % of its 30.0 MiB is older than 10 min").

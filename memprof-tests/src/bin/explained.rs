@@ -19,6 +19,9 @@
 //!   nothing more;
 //! - `maps`: two std `HashMap`s with their values inline grown for ever, by `index_sessions` (3 MiB a
 //!   second) and `cache_topics` (1 MiB a second): std's vendored hashbrown allocates their tables;
+//! - `fill`: after 5 s idle, a cache filling for ever at 1.6 MiB a second in entries of 512 B
+//!   (`fill_cache`), under requests that each allocate and free up to 7 MiB around it (`serve_request`):
+//!   live bytes rise through a noise larger than a second's growth, as a resolver's cache does;
 //! - `small N`: N objects of 128 B kept (with every allocation sampled, each takes a page of its own);
 //! - `mappings N`: N more mappings of one page each (the explain benchmark, benches/explain.rs).
 
@@ -72,6 +75,20 @@ fn main() {
                     memprof::labels::with(&[("tenant", tenant)], || leak_for_tenant(&mut leaked));
                 }
                 std::thread::sleep(Duration::from_millis(125));
+            }
+        }
+        "fill" => {
+            println!("explained: ready");
+            std::thread::sleep(Duration::from_secs(5));
+            let mut cache = Vec::new();
+            let mut requests = std::collections::VecDeque::new();
+            for tick in 0u64.. {
+                fill_cache(&mut cache);
+                requests.push_back(serve_request(tick));
+                if requests.len() > 3 {
+                    requests.pop_front();
+                }
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
         "leak" => {
@@ -225,6 +242,20 @@ fn burst_into_cache(total: usize) -> Vec<Vec<u8>> {
 #[inline(never)]
 fn leak_for_tenant(leaked: &mut Vec<Vec<u8>>) {
     leaked.push(vec![1u8; 64 * 1024]);
+}
+
+/// Keeps 160 KiB more in entries of 512 B, every byte written.
+#[inline(never)]
+#[allow(clippy::vec_box)]
+fn fill_cache(cache: &mut Vec<Box<[u8; 512]>>) {
+    cache.extend((0..320).map(|_| Box::new([1u8; 512])));
+}
+
+/// A request's buffer: 0 to 7 MiB as `tick` says (a scrambled sequence), every byte written.
+#[inline(never)]
+fn serve_request(tick: u64) -> Vec<u8> {
+    let size = (tick.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) as usize * MIB;
+    black_box(vec![1u8; size])
 }
 
 /// Keeps 256 KiB more, every byte written.

@@ -18,6 +18,10 @@ pub(crate) const STACKS_A_READING: usize = 64;
 /// The least a stack must grow by to be named: 1 MiB, and a tenth of what it holds.
 const LEAST_GROWTH: f64 = (1 << 20) as f64;
 
+/// The fewest readings a stack's rise must span (25 s): fewer cannot tell a trend from a stack that appears
+/// and swings around its level (a request's buffers: 0, then 12, 5, 19 MiB).
+const LEAST_READINGS: usize = 6;
+
 /// What the stacks held at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reading {
@@ -44,7 +48,7 @@ pub(crate) struct Growth {
     pub(crate) stack: u32,
     /// Unbiased live bytes at the newest reading.
     pub(crate) bytes_now: f64,
-    /// By how much it grew since the oldest reading kept.
+    /// By how much it grew over its rise ([`crate::memory::rise::Rise::bytes`]).
     pub(crate) grown: f64,
     /// Over how many seconds.
     pub(crate) seconds: u32,
@@ -99,12 +103,13 @@ impl History {
             .collect()
     }
 
-    /// The stacks that grew steadily over the readings kept (at least three): by at least 1 MiB and a tenth
-    /// of what they hold now, rising to a new high in at least two steps and a quarter of them, whatever
-    /// they fell by between (a cache that inserts in bursts and evicts some leaks as surely as one that
-    /// never evicts; one that churns sets few new highs), the most grown first; each says whether it still
-    /// grows now or grew and stopped ([`Growth::flat_seconds`]). A stack missing from a reading held less
-    /// than its 64 largest: counted as 0 there.
+    /// The stacks that grew steadily over the readings kept ([`crate::memory::rise`]: over their rise's own
+    /// stretch, from their last low, however long the history before it), by at least 1 MiB and a tenth of
+    /// what they hold now, over at least [`LEAST_READINGS`] readings, whatever they fell by between (a cache that
+    /// inserts in bursts and evicts some leaks as surely as one that never evicts; one that churns has no
+    /// trend), the most grown first; each says whether it still grows now or grew and stopped
+    /// ([`Growth::flat_seconds`]). A stack missing from a reading held less than its 64 largest: counted as
+    /// 0 there.
     pub(crate) fn growing(&self) -> Vec<Growth> {
         let Some(newest) = self.readings.back() else { return Vec::new() };
         if self.readings.len() < 3 {
@@ -116,42 +121,34 @@ impl History {
             .stacks
             .iter()
             .filter_map(|&(stack, now)| {
-                let bytes: Vec<f64> =
-                    series.iter().map(|reading| f64::from(reading.get(&stack).copied().unwrap_or(0.0))).collect();
-                let highs = new_highs(&bytes);
-                let grown = f64::from(now) - bytes[0];
-                let steady = highs >= 2 && highs * 4 >= bytes.len() - 1;
-                if !steady || grown < LEAST_GROWTH || grown < f64::from(now) / 10.0 {
+                let points: Vec<(f64, f64)> = self
+                    .readings
+                    .iter()
+                    .zip(&series)
+                    .map(|(reading, held)| {
+                        (f64::from(reading.time), f64::from(held.get(&stack).copied().unwrap_or(0.0)))
+                    })
+                    .collect();
+                let rise = crate::memory::rise::shape(&points)?;
+                if !rise.steady
+                    || rise.readings < LEAST_READINGS
+                    || rise.bytes < LEAST_GROWTH
+                    || rise.bytes < f64::from(now) / 10.0
+                {
                     return None;
                 }
-                let times = self.readings.iter().map(|reading| f64::from(reading.time));
-                let points: Vec<(f64, f64)> = times.zip(bytes.iter().copied()).collect();
                 Some(Growth {
                     stack,
                     bytes_now: f64::from(now),
-                    grown,
+                    grown: rise.bytes,
                     seconds: newest.time.saturating_sub(self.readings[0].time),
-                    flat_seconds: crate::memory::rise::shape(&points)?.flat_seconds,
+                    flat_seconds: rise.flat_seconds,
                 })
             })
             .collect();
         growing.sort_by(|a, b| b.grown.total_cmp(&a.grown));
         growing
     }
-}
-
-/// How many of the readings after the first are above every one before them.
-fn new_highs(bytes: &[f64]) -> usize {
-    let mut highest = bytes.first().copied().unwrap_or_default();
-    bytes
-        .iter()
-        .skip(1)
-        .filter(|&&held| {
-            let new = held > highest;
-            highest = highest.max(held);
-            new
-        })
-        .count()
 }
 
 #[cfg(test)]
@@ -177,13 +174,28 @@ mod tests {
             &[(1, 3.5 * MIB), (2, 50.0 * MIB), (3, 5.0 * MIB)],
             &[(1, 8.0 * MIB), (2, 50.0 * MIB), (3, 25.0 * MIB)],
             &[(1, 10.0 * MIB), (2, 50.0 * MIB), (3, 20.0 * MIB)],
+            &[(1, 12.0 * MIB), (2, 50.0 * MIB), (3, 8.0 * MIB)],
+            &[(1, 14.0 * MIB), (2, 50.0 * MIB), (3, 28.0 * MIB)],
         ]);
         let growing = history.growing();
-        let growth = Growth { stack: 1, bytes_now: 10.0 * MIB, grown: 8.0 * MIB, seconds: 20, flat_seconds: None };
+        let growth = Growth { stack: 1, bytes_now: 14.0 * MIB, grown: 12.0 * MIB, seconds: 30, flat_seconds: None };
         assert_eq!(growing, [growth]);
         let series = history.of(&[1, 9]);
-        assert_eq!(series.len(), 5);
-        assert_eq!(series[4], (20, vec![(10.0 * MIB) as f32, 0.0]), "a stack no reading kept holds 0");
+        assert_eq!(series.len(), 7);
+        assert_eq!(series[6], (30, vec![(14.0 * MIB) as f32, 0.0]), "a stack no reading kept holds 0");
+    }
+
+    /// A stack that appears and then swings around its level (a request's buffers: 0, then 12, 5, 19 MiB)
+    /// rose from nothing in one step and has no trend since: not growing, however its last reading falls.
+    #[test]
+    fn a_stack_that_appears_and_swings_is_not_growing() {
+        for swings in [[12.0, 5.0, 19.0, 7.0, 14.0, 21.0], [3.0, 20.0, 9.0, 15.0, 6.0, 18.0]] {
+            let readings: Vec<Vec<(u32, f64)>> = std::iter::once(vec![(2, 30.0 * MIB)])
+                .chain(swings.iter().map(|held| vec![(1, held * MIB), (2, 30.0 * MIB)]))
+                .collect();
+            let series: Vec<&[(u32, f64)]> = readings.iter().map(Vec::as_slice).collect();
+            assert_eq!(history(&series).growing(), [], "{swings:?}");
+        }
     }
 
     /// A cache that adds 8 MiB then evicts 4, every 5 s, leaks 4 MiB a period: named beside a steady leak,
@@ -220,13 +232,36 @@ mod tests {
         assert_eq!(going_on.flat_seconds, None, "{growing:?}");
     }
 
+    /// A stack that fills for a minute is named alike whether the record watched 30 s or 50 minutes of
+    /// the program idle before (on the main of the day issue 61 was filed, a long idle left it unnamed: a
+    /// new high in a quarter of all readings kept was asked).
+    #[test]
+    fn a_stack_filling_after_any_idle_is_named_alike() {
+        let named = |idle_readings: u32| {
+            let readings: Vec<Vec<(u32, f64)>> = (0..idle_readings + 12)
+                .map(|step| {
+                    let filled = f64::from(step.saturating_sub(idle_readings)) * 2.0 * MIB;
+                    vec![(1, 4.0 * MIB + filled), (2, 30.0 * MIB)]
+                })
+                .collect();
+            let series: Vec<&[(u32, f64)]> = readings.iter().map(Vec::as_slice).collect();
+            let growing = history(&series).growing();
+            assert_eq!(growing.len(), 1, "after {idle_readings} idle readings: {growing:?}");
+            (growing[0].stack, growing[0].grown, growing[0].flat_seconds)
+        };
+        assert_eq!(named(6), (1, 22.0 * MIB, None));
+        assert_eq!(named(600), named(6));
+    }
+
     #[test]
     fn too_few_readings_or_too_little_growth_name_nothing() {
         assert!(history(&[&[(1, MIB)], &[(1, 9.0 * MIB)]]).growing().is_empty(), "two readings");
         let small = history(&[&[(1, 100.0 * MIB)], &[(1, 100.5 * MIB)], &[(1, 101.0 * MIB)]]);
         assert!(small.growing().is_empty(), "1 MiB on 101 is under a tenth");
-        let new = history(&[&[], &[(4, MIB)], &[(4, 3.0 * MIB)]]);
-        assert_eq!(new.growing()[0].grown, 3.0 * MIB, "a stack absent at first grew from nothing");
+        let new =
+            history(&[&[], &[(4, MIB)], &[(4, 3.0 * MIB)], &[(4, 4.0 * MIB)], &[(4, 6.0 * MIB)], &[(4, 7.0 * MIB)]]);
+        assert_eq!(new.growing()[0].grown, 7.0 * MIB, "a stack absent at first grew from nothing");
+        assert!(history(&[&[], &[(4, MIB)], &[(4, 3.0 * MIB)]]).growing().is_empty(), "three readings");
     }
 
     #[test]
