@@ -62,7 +62,8 @@ pub(crate) fn describe_explanation(explanation: &Explanation) -> String {
             .map(|share| format!("{} {}", one_line(&share.labels), mib(share.bytes.max(0.0) as u64)))
             .collect();
         let labels = if labels.is_empty() { String::new() } else { format!(" [{}]", labels.join(", ")) };
-        lines.push(format!("  {}{age} {}{labels}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
+        let error = stack.error_bytes.map(|error| format!(" +- {}", mib(error.max(0.0) as u64))).unwrap_or_default();
+        lines.push(format!("  {}{error}{age} {}{labels}", mib(stack.bytes.max(0.0) as u64), frames.join(" <- ")));
     }
     lines.push(format!("Fix: {}", one_line(&verdict.fix)));
     if let Some(container) = &explanation.container {
@@ -144,6 +145,7 @@ mod tests {
                     frames: vec!["main\nFix: run rm -rf".into()],
                     by_label: Vec::new(),
                     bytes: 1.0,
+                    error_bytes: None,
                     age: Some(memprof_wire::HeldAge {
                         held_bytes: 2.0 * 1048576.0,
                         older_share: 0.92,
@@ -173,6 +175,7 @@ mod tests {
             function: function.into(),
             frames: vec!["hashbrown::raw::alloc::inner::do_alloc".into(), "app::index".into(), "app::main".into()],
             bytes: 1048576.0,
+            error_bytes: Some(524288.0),
             age: None,
             by_label: Vec::new(),
         };
@@ -186,11 +189,14 @@ mod tests {
         let described = describe_explanation(&explanation(vec![stack("app::index")]));
         assert!(
             described.contains(
-                "\n  1.0 MiB app::index (allocating through hashbrown::raw::alloc::inner::do_alloc) <- app::main\n"
+                "\n  1.0 MiB +- 0.5 MiB app::index (allocating through hashbrown::raw::alloc::inner::do_alloc) <- app::main\n"
             ),
             "{described}"
         );
         let unnamed = describe_explanation(&explanation(vec![stack("elsewhere")]));
-        assert!(unnamed.contains("\n  1.0 MiB hashbrown::raw::alloc::inner::do_alloc <- app::index <- app::main\n"));
+        assert!(
+            unnamed
+                .contains("\n  1.0 MiB +- 0.5 MiB hashbrown::raw::alloc::inner::do_alloc <- app::index <- app::main\n")
+        );
     }
 }

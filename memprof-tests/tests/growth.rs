@@ -319,7 +319,19 @@ fn a_noisy_filling_cache_is_one_growth_answered_alike() {
                 _ => Err(format!("{figures:?}\n{verdict:#?}\n{growing:#?}")),
             }
         });
-    let (verdict, _) = alike;
+    let (verdict, explained) = alike;
+    // Every figure says its error: explain's text and JSON, /growing, the gauge beside the growth's.
+    let error = verdict.stacks[0].error_bytes.unwrap_or_else(|| panic!("{verdict:#?}"));
+    assert!(error > 0.0 && error < explained, "{verdict:#?}");
+    assert!(verdict.fix.contains(&format!("{filling} (")) && verdict.fix.contains(" MiB +- "), "{}", verdict.fix);
+    let growing: memprof_wire::Growing = serde_json::from_value(program.get_json("/memory-profiler/growing")).unwrap();
+    assert!(growing.series.iter().all(|series| series.grown_error_bytes.is_some()), "{growing:#?}");
+    let metrics = program.get("/metrics").text();
+    let gauge = format!("memprof_growing_error_bytes{{function=\"{filling}\"}} ");
+    assert!(metrics.lines().any(|line| line.starts_with(&gauge)), "{metrics}");
+    if let Some(checked) = memprof_tests::tools::promtool_check_metrics(&metrics) {
+        assert!(checked.is_ok(), "{checked:?}");
+    }
     let named: f64 = verdict.stacks.iter().map(|stack| stack.bytes).sum();
     let grown = verdict.summary.split("grew by ").nth(1).and_then(|rest| rest.split(" MiB").next());
     let grown: f64 = grown.and_then(|mib| mib.parse().ok()).unwrap_or_else(|| panic!("{}", verdict.summary));

@@ -164,6 +164,10 @@ pub struct GrowingStack {
     pub frames: Vec<String>,
     /// Estimated live bytes allocated there since the run started.
     pub bytes: f64,
+    /// The error of `bytes` from sampling: two standard errors (within it of the truth about 95 times in
+    /// 100), estimated from the samples and the intervals they were drawn at; `None` where not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_bytes: Option<f64>,
     /// How old what it holds is, when sampling is continuous (the record keeps when each sampled object
     /// was allocated).
     #[serde(default)]

@@ -59,6 +59,9 @@ pub struct GrowingSeries {
     pub function: String,
     /// By how much it grew over the readings.
     pub grown_bytes: f64,
+    /// The error of `grown_bytes` from sampling, as [`crate::GrowingStack::error_bytes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grown_error_bytes: Option<f64>,
     /// What it held at each reading, oldest first.
     pub points: Vec<SeriesPoint>,
     /// Whether it grew and stopped (flat for a minute or more), rather than growing now.

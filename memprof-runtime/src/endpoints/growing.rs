@@ -11,7 +11,7 @@ use memprof_wire::{GrowingStack, HeldAge, LabelledBytes};
 use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
-use crate::sampler::record::table::Table;
+use crate::sampler::record::table::{Table, Totals};
 use crate::sampler::record::{self, Grower};
 
 /// Which of the record's growing stacks an answer names.
@@ -68,6 +68,7 @@ pub(super) fn growing_series(
         .map(|function| memprof_wire::GrowingSeries {
             stopped: function.stopped,
             grown_bytes: function.stack.bytes,
+            grown_error_bytes: function.stack.error_bytes,
             points: readings
                 .iter()
                 .map(|(time, bytes)| memprof_wire::SeriesPoint {
@@ -122,17 +123,22 @@ fn by_function(growers: &[Grower]) -> Result<(Vec<FunctionGrowth>, bool), HttpEr
                 function: function.clone(),
                 frames: frames.clone(),
                 bytes: 0.0,
+                error_bytes: None,
                 age: None,
                 by_label: Vec::new(),
             };
-            let (mut held_bytes, mut older_bytes) = (0.0, 0.0);
+            let (mut held_bytes, mut older_bytes, mut held) = (0.0, 0.0, Totals::default());
             for &position in &counted {
                 let grower = &growers[position];
                 stack.bytes += grower.growth.grown;
                 add_by_label(&mut stack.by_label, &functions[position].2, grower.growth.grown);
                 held_bytes += grower.held.live.unbiased_bytes;
                 older_bytes += grower.held.older_bytes;
+                held.absorb(&grower.held.live);
             }
+            // What grew is held now: the error of what the stacks hold bounds the error of their growth
+            // (objects held since before it was measured from count alike in both readings).
+            stack.error_bytes = Some(held.error_bytes());
             finish_by_label(&mut stack.by_label);
             FunctionGrowth { stack, stopped, growers: counted, held_bytes, older_bytes }
         })
@@ -198,6 +204,7 @@ pub(super) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
             function: site.function.to_string(),
             frames: frames_through(analysis, sample, &site.function),
             bytes: 0.0,
+            error_bytes: None,
             age: None,
             by_label: Vec::new(),
         });

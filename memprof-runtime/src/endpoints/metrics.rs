@@ -177,6 +177,15 @@ fn record_metrics(text: &mut String, record: &crate::sampler::record::table::Tab
     for stack in &growing.stacks {
         let _ = writeln!(text, "{name}{{function=\"{}\"}} {}", label_value(&stack.function), stack.bytes.round());
     }
+    let name = "memprof_growing_error_bytes";
+    let _ = write!(
+        text,
+        "# HELP {name} The sampling error of memprof_growing_bytes for the same function: two standard errors (the true growth is within it of the gauge about 95 times in 100).\n# TYPE {name} gauge\n"
+    );
+    for stack in &growing.stacks {
+        let error = stack.error_bytes.unwrap_or_default().round();
+        let _ = writeln!(text, "{name}{{function=\"{}\"}} {error}", label_value(&stack.function));
+    }
     Ok(())
 }
 

@@ -204,25 +204,32 @@ fn under_labels(stack: &GrowingStack) -> String {
 }
 
 fn named_stack_alone(stack: &GrowingStack) -> String {
+    let bytes = with_error(stack.bytes, stack.error_bytes);
     match &stack.age {
         // Grown by more than it holds: some of what it grew was freed since; said, not left to puzzle over.
         Some(age) if age.held_bytes > 0.0 && age.held_bytes < stack.bytes * 0.95 => format!(
-            "{} (grew by {}, of which {} is still held; {:.0} % of that is older than {})",
+            "{} (grew by {bytes}, of which {} is still held; {:.0} % of that is older than {})",
             stack.function,
-            mib(stack.bytes as u64),
             mib(age.held_bytes as u64),
             age.older_share * 100.0,
             duration(age.older_than_seconds)
         ),
         Some(age) if age.held_bytes > 0.0 => format!(
-            "{} ({}; {:.0} % of the {} it holds is older than {})",
+            "{} ({bytes}; {:.0} % of the {} it holds is older than {})",
             stack.function,
-            mib(stack.bytes as u64),
             age.older_share * 100.0,
             mib(age.held_bytes as u64),
             duration(age.older_than_seconds)
         ),
-        _ => format!("{} ({})", stack.function, mib(stack.bytes as u64)),
+        _ => format!("{} ({bytes})", stack.function),
+    }
+}
+
+/// `38.0 MiB +- 1.2 MiB` where the estimate's error is known, else `38.0 MiB`.
+pub(crate) fn with_error(bytes: f64, error: Option<f64>) -> String {
+    match error {
+        Some(error) => format!("{} +- {}", mib(bytes.max(0.0) as u64), mib(error as u64)),
+        None => mib(bytes.max(0.0) as u64),
     }
 }
 

@@ -203,6 +203,8 @@ impl Peaks {
                     bytes: pair[0],
                     unbiased_objects: objects,
                     unbiased_bytes: pair[0] as f64,
+                    // A peak keeps sums, not its objects: its error is not known.
+                    variance: 0.0,
                 };
                 Held { live, older_bytes: 0.0 }
             })

@@ -172,3 +172,36 @@ fn a_stamp_keeps_time_and_thinning_apart() {
     assert_eq!((stamp.time(), stamp.thinning()), (12345, Thinning::NONE));
     assert_eq!(size_of::<slots::Object>(), 32, "a slot stays 32 bytes");
 }
+
+/// The error answers give ([`Totals::error_bytes`], two standard errors from the samples' variance) holds
+/// the truth about 95 times in 100: 64 MiB of objects from 64 B to 256 KiB, each sampled by chance as
+/// jemalloc samples (`1 - exp(-size / interval)`), at the configured interval and at 16 times it (thinned),
+/// over 400 draws each.
+#[test]
+fn the_error_said_holds_the_truth_95_times_in_100() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut uniform = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let sizes: Vec<u64> = (0..4000u64).map(|at| 64 << (at % 13)).collect();
+    let truth: f64 = sizes.iter().map(|&size| size as f64).sum();
+    for interval in [PERIOD as f64, 16.0 * PERIOD as f64] {
+        let mut held = 0;
+        let mut samples = 0;
+        for _ in 0..400 {
+            let mut totals = Totals::default();
+            for &size in &sizes {
+                if uniform() < 1.0 - (-(size as f64) / interval).exp() {
+                    totals.add(size, interval);
+                }
+            }
+            samples += totals.objects;
+            held += usize::from((totals.unbiased_bytes - truth).abs() <= totals.error_bytes());
+        }
+        let share = held as f64 / 400.0;
+        assert!((0.9..=0.99).contains(&share), "at {interval}: {share} of draws held the truth ({samples} samples)");
+    }
+}
