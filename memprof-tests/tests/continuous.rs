@@ -139,6 +139,15 @@ fn scrapes_of_allocs_only_grow_and_their_deltas_add_up_to_the_load() {
     assert!(before.keys().all(|key| after.contains_key(key)), "a stack vanished between scrapes");
     assert_near(churned as f64, 64.0, "allocated and freed between the scrapes");
     assert!(others as f64 <= MIB, "{others} bytes allocated elsewhere between the scrapes");
+    // The profile says how far its totals may be from the truth (`pprof -comments`).
+    let comments = tools::pprof(&second.body, &["-comments"]).unwrap();
+    let estimates = comments.lines().find(|line| line.starts_with("memprof: sampled estimates")).unwrap_or_else(|| {
+        panic!("{comments}");
+    });
+    let allocated = estimates.split("allocated since sampling began ").nth(1).unwrap_or_else(|| panic!("{estimates}"));
+    let figures: Vec<f64> = allocated.split(' ').filter_map(|word| word.parse().ok()).take(3).collect();
+    let [total, error, samples] = figures[..] else { panic!("{estimates}") };
+    assert!(total >= 64.0 && error > 0.0 && error < total / 4.0 && samples >= 64.0, "{estimates}");
 }
 
 /// Faults in continuous mode: 2,000 `scope!` windows in a row (some 7 ms each in a debug build) leave no

@@ -57,8 +57,11 @@ fn heap_profile(
         .transpose()?;
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
     let off = (!crate::sampler::throttle::sampling_on().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
-    let cautions = context.profiler.record().into_iter().flat_map(crate::sampler::record::cautions);
-    let comments = off.into_iter().chain(cautions.map(|caution| format!("memprof: {caution}"))).collect();
+    let record = context.profiler.record();
+    let cautions = record.into_iter().flat_map(crate::sampler::record::cautions);
+    let estimates = record.map(crate::sampler::record::estimate_note);
+    let comments =
+        off.into_iter().chain(cautions.chain(estimates).map(|caution| format!("memprof: {caution}"))).collect();
     let options = RenderOptions { allocations_first, comments, ..RenderOptions::default() };
     let bytes = match seconds {
         None => {

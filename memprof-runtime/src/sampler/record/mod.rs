@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use growth::{Growth, History, Reading};
-use table::{Capacity, Held, Table};
+use table::{Capacity, Held, Table, Totals};
 
 use crate::jemalloc;
 use crate::profile_root::storage::write_owner_only;
@@ -90,6 +90,28 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
         capacity.stacks,
         capacity.objects
     ))
+}
+
+/// How far the record's estimates of what is held now and of what was allocated since it started may be
+/// from the truth: each total with its sampling error, two standard errors of its samples' variance
+/// ([`Totals::error_bytes`]), for the pprof served to scrapers (`go tool pprof -comments`).
+pub(crate) fn estimate_note(record: &Table) -> String {
+    let mut held = Totals::default();
+    record.held(clock_seconds(), 0).iter().for_each(|stack| held.absorb(&stack.live));
+    let mut allocated = Totals::default();
+    record.allocated().iter().for_each(|(_, totals)| allocated.absorb(totals));
+    let mib = |bytes: f64| bytes / f64::from(1 << 20);
+    format!(
+        "sampled estimates, each within its error of the truth about 95 times in 100 (two standard errors): \
+         in use {:.1} MiB +- {:.1} MiB from {} samples, allocated since sampling began {:.1} MiB +- {:.1} MiB \
+         from {} samples",
+        mib(held.unbiased_bytes),
+        mib(held.error_bytes()),
+        held.objects,
+        mib(allocated.unbiased_bytes),
+        mib(allocated.error_bytes()),
+        allocated.objects
+    )
 }
 
 /// What every profile from the record says first: what it could not hold ([`losses`]), and how much
