@@ -280,6 +280,8 @@ async fn sampled_continuously_the_dashboard_charts_the_growing_function() {
     wait_for(&client, "the growing function's line", line).await;
     let legend = client.find(Locator::Id("growing-legend")).await.unwrap().text().await.unwrap();
     assert!(legend.starts_with("explained::leak_slowly ") && legend.contains(" MiB"), "{legend}");
+    // What it grew by, with its sampling error, as explain and /metrics give it.
+    assert!(legend.contains(" (grew ") && legend.contains(" MiB +- "), "{legend}");
     screenshot(&client, "dashboard-growing").await;
     client.close().await.unwrap();
 }
