@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 
 use memprof_analysis::{Analysis, Binaries, LabelSet, Sample};
-use memprof_wire::{GrowingStack, HeldAge, LabelledBytes};
+use memprof_wire::{GrowingStack, HeldAge};
 
 use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
+use crate::memory::by_function::{add_by_label, finish_by_label};
 use crate::sampler::record::table::{Table, Totals};
 use crate::sampler::record::{self, Grower};
 
@@ -226,24 +227,6 @@ fn frames_through(analysis: &Analysis, sample: &Sample, function: &str) -> Vec<S
     frames.iter().take(through.max(12)).map(|frame| frame.function.to_string()).collect()
 }
 
-/// Counts `bytes` under `labels` (the empty set as [`memprof_analysis::NO_LABEL`]).
-fn add_by_label(split: &mut Vec<LabelledBytes>, labels: &LabelSet, bytes: f64) {
-    let labels = if labels.is_empty() { memprof_analysis::NO_LABEL.to_owned() } else { labels.to_string() };
-    match split.iter_mut().find(|share| share.labels == labels) {
-        Some(share) => share.bytes += bytes,
-        None => split.push(LabelledBytes { labels, bytes }),
-    }
-}
-
-/// The split as answered: the most first, and none at all when nothing was labelled (a program that does
-/// not label gets no split of one line).
-fn finish_by_label(split: &mut Vec<LabelledBytes>) {
-    if split.iter().all(|share| share.labels == memprof_analysis::NO_LABEL) {
-        split.clear();
-    }
-    split.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
-}
-
 /// How many growing functions the dashboard's chart shows.
 const GROWING_SHOWN: usize = 5;
 
@@ -261,24 +244,4 @@ pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let missed = crate::sampler::record::losses(record);
     let unsure = unsure.then(|| crate::memory::UNSURE.to_owned());
     Ok(Reply::json(&memprof_wire::Growing { continuous, series, missed, unsure }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_split_by_label_only_when_something_is_labelled() {
-        let mut split = Vec::new();
-        add_by_label(&mut split, &LabelSet::default(), 4.0);
-        finish_by_label(&mut split);
-        assert!(split.is_empty(), "{split:?}");
-        let acme = LabelSet::new([("tenant", "acme")]);
-        for (labels, bytes) in [(&acme, 1.0), (&LabelSet::default(), 1.0), (&acme, 2.0)] {
-            add_by_label(&mut split, labels, bytes);
-        }
-        finish_by_label(&mut split);
-        let said: Vec<(&str, f64)> = split.iter().map(|share| (share.labels.as_str(), share.bytes)).collect();
-        assert_eq!(said, [("tenant=acme", 3.0), ("(none)", 1.0)]);
-    }
 }

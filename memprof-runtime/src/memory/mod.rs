@@ -11,6 +11,7 @@
 //! println!("{} of {} bytes are live objects", reading.classified.bytes.objects, reading.classified.bytes.rss);
 //! ```
 
+pub(crate) mod by_function;
 mod classes;
 pub(crate) mod history;
 mod leak_rule;
