@@ -11,8 +11,8 @@ use memprof_wire::{GrowingStack, HeldAge};
 use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
 use crate::memory::Holders;
-use crate::memory::by_function::{add_by_label, finish_by_label};
-use crate::sampler::record::table::{Table, Totals};
+use crate::memory::by_function::{self, FunctionGrowth, GrownStack, add_by_label, finish_by_label};
+use crate::sampler::record::table::Table;
 use crate::sampler::record::{self, Grower};
 
 /// Which of the record's growing stacks an answer names.
@@ -83,69 +83,25 @@ pub(super) fn growing_series(
     Ok((series, unsure))
 }
 
-/// What one of the program's functions grew by, over its stacks that grew in the same way: those that
-/// still grow when any does (what a leak's answers name and `memprof_growing_bytes` gauges), else those that
-/// grew and stopped. `explain`, `/growing`, `/metrics` and the dashboard all give these figures, so that
-/// at one moment they name the same functions with the same bytes.
-struct FunctionGrowth {
-    /// The function, its frames, what its stacks grew by and its split by label.
-    stack: GrowingStack,
-    /// Whether every stack of it that grew has stopped.
-    stopped: bool,
-    /// The positions of the growers counted, in the record's growers.
-    growers: Vec<usize>,
-    /// What those stacks hold now, and how much of it is older than the age asked.
-    held_bytes: f64,
-    older_bytes: f64,
-}
-
-/// `growers` by the program's function that allocated them ([`FunctionGrowth`]), the most grown first, and
-/// whether those functions may be dependencies'.
+/// `growers` by the program's function that allocated them ([`by_function::group`]), the most grown first,
+/// and whether those functions may be dependencies'.
 fn by_function(growers: &[Grower]) -> Result<(Vec<FunctionGrowth>, bool), HttpError> {
     let Named { functions, unsure } = functions_of(growers)?;
-    // Each function's growers' positions, in the order the functions come.
-    let mut grouped: Vec<Vec<usize>> = Vec::new();
-    for (position, (function, ..)) in functions.iter().enumerate() {
-        match grouped.iter_mut().find(|members| functions[members[0]].0 == *function) {
-            Some(members) => members.push(position),
-            None => grouped.push(vec![position]),
-        }
-    }
-    let mut by_function: Vec<FunctionGrowth> = grouped
-        .into_iter()
-        .map(|members| {
-            let stopped = members.iter().all(|&position| growers[position].growth.flat_seconds.is_some());
-            let counted: Vec<usize> = members
-                .into_iter()
-                .filter(|&position| growers[position].growth.flat_seconds.is_some() == stopped)
-                .collect();
-            let (function, frames, _) = &functions[counted[0]];
-            let mut stack = GrowingStack {
-                function: function.clone(),
-                frames: frames.clone(),
-                bytes: 0.0,
-                error_bytes: None,
-                age: None,
-                by_label: Vec::new(),
-            };
-            let (mut held_bytes, mut older_bytes, mut held) = (0.0, 0.0, Totals::default());
-            for &position in &counted {
-                let grower = &growers[position];
-                stack.bytes += grower.growth.grown;
-                add_by_label(&mut stack.by_label, &functions[position].2, grower.growth.grown);
-                held_bytes += grower.held.live.unbiased_bytes;
-                older_bytes += grower.held.older_bytes;
-                held.absorb(&grower.held.live);
-            }
-            // What grew is held now: the error of what the stacks hold bounds the error of their growth
-            // (objects held since before it was measured from count alike in both readings).
-            stack.error_bytes = Some(held.error_bytes());
-            finish_by_label(&mut stack.by_label);
-            FunctionGrowth { stack, stopped, growers: counted, held_bytes, older_bytes }
+    let stacks: Vec<GrownStack> = growers
+        .iter()
+        .zip(functions)
+        .map(|(grower, (function, frames, labels))| GrownStack {
+            function,
+            frames,
+            labels,
+            grown: grower.growth.grown,
+            stopped: grower.growth.flat_seconds.is_some(),
+            held_bytes: grower.held.live.unbiased_bytes,
+            held_variance: grower.held.live.variance,
+            older_bytes: grower.held.older_bytes,
         })
         .collect();
-    by_function.sort_by(|a, b| b.stack.bytes.total_cmp(&a.stack.bytes));
-    Ok((by_function, unsure))
+    Ok((by_function::group(stacks), unsure))
 }
 
 /// The stacks that grew steadily, with what they hold and the age [`HeldAge::older_share`] is of; `None`

@@ -82,10 +82,9 @@ impl Totals {
         }
     }
 
-    /// The error of [`Self::unbiased_bytes`] answers give: two standard errors (the true bytes are within
-    /// it of the estimate about 95 times in 100).
+    /// The error of [`Self::unbiased_bytes`] answers give ([`crate::memory::by_function::sampling_error`]).
     pub(crate) fn error_bytes(&self) -> f64 {
-        2.0 * self.variance.max(0.0).sqrt()
+        crate::memory::by_function::sampling_error(self.variance)
     }
 
     /// Adds `more`'s counts to these.
