@@ -58,7 +58,7 @@ pub(super) fn flame_graph(
         (_, None) => "Live heap by allocation stack".to_owned(),
         (_, Some(_)) => "Live heap growth since the base profile".to_owned(),
     };
-    let notes = analysis.notes();
+    let notes: Vec<String> = analysis.notes().into_iter().chain(analysis.sampling_note()).collect();
     settings.subtitle = (!notes.is_empty()).then(|| notes.join("; "));
     settings.count_name = "bytes".to_owned();
     settings.name_type = "Function:".to_owned();

@@ -37,7 +37,7 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
     let (_, total) = analysis.total();
     let (mut nodes, edges) = graph(analysis, options, total);
     lay_out(&mut nodes, &edges);
-    draw(&nodes, &edges, total, options)
+    draw(&nodes, &edges, (total, analysis.sampling_error()), options)
 }
 
 /// The kept functions, and the edges between them (caller, callee) with their bytes.
@@ -179,16 +179,23 @@ fn place(nodes: &mut [Node], rows: &[Vec<usize>]) {
     }
 }
 
-fn draw(nodes: &[Node], edges: &BTreeMap<(usize, usize), f64>, total: f64, options: &RenderOptions) -> String {
+/// `total` is the bytes shown, with their sampling error where said ([`Analysis::sampling_error`]).
+fn draw(
+    nodes: &[Node],
+    edges: &BTreeMap<(usize, usize), f64>,
+    (total, error): (f64, Option<f64>),
+    options: &RenderOptions,
+) -> String {
     let width = nodes.iter().map(|node| node.x + node.width).fold(400.0, f64::max) + MARGIN;
     let height = nodes.iter().map(|node| node.y + node.height).fold(80.0, f64::max) + MARGIN;
     let title = if options.title.is_empty() { "Live heap call graph" } else { &options.title };
     let mut svg = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"Verdana, sans-serif\">\n<title>{}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{MARGIN}\" y=\"{}\" font-size=\"16\">{}: {} MB live, {} functions shown</text>\n",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"Verdana, sans-serif\">\n<title>{}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{MARGIN}\" y=\"{}\" font-size=\"16\">{}: {} MB live{}, {} functions shown</text>\n",
         escape(title),
         MARGIN + 12.0,
         escape(title),
         megabytes(total),
+        error.map(|error| format!(" +- {} MB (sampling, two standard errors)", megabytes(error))).unwrap_or_default(),
         nodes.len()
     );
     let heaviest = edges.values().map(|bytes| bytes.abs()).fold(0.0, f64::max).max(1.0);

@@ -210,6 +210,29 @@ mod tests {
         assert!(subtitle.contains("short names in ") && subtitle.contains(&caution), "{subtitle}");
     }
 
+    /// A sampled profile says how far its total may be from the truth in every readable format; pprof does
+    /// not (its scrapers are told by the profile's maker), nor does an unsampled one (period 1).
+    #[test]
+    fn a_sampled_total_says_its_error_in_the_readable_formats() {
+        let unsampled = labelled_analysis(&[&[0x1000]], &LabelSets::default());
+        assert_eq!(unsampled.sampling_note(), None);
+        let mut analysis = Analysis { sample_period: 1 << 19, ..unsampled };
+        analysis.samples[0].objects = 64.0;
+        analysis.samples[0].bytes = 64.0 * 65536.0;
+        let render = |format: Format| Format::render(format, &analysis, None, &RenderOptions::default()).unwrap();
+        let said = "sampled: the total is within +- 2.7 MB of the truth about 95 times in 100";
+        let text = String::from_utf8(render(Format::Text)).unwrap();
+        assert!(text.starts_with("Total: 4.0 MB\n") && text.contains(&format!("\n# {said} (two ")), "{text}");
+        let flame = String::from_utf8(render(Format::FlameGraph)).unwrap();
+        assert!(flame.contains(said), "{flame}");
+        let graph = String::from_utf8(render(Format::Graph)).unwrap();
+        assert!(graph.contains(": 4.0 MB live +- 2.7 MB (sampling, two standard errors), "), "{graph}");
+        let minus = analysis.minus(&Analysis { samples: Vec::new(), ..analysis.clone() });
+        assert!(minus.sampling_error().is_some(), "growth from nothing is its samples'");
+        let shrunk = Analysis { samples: Vec::new(), ..analysis.clone() }.minus(&analysis);
+        assert_eq!(shrunk.sampling_error(), None, "a difference that fell is not said");
+    }
+
     #[test]
     fn a_label_value_cannot_forge_a_stack_nor_break_an_svg() {
         let mut sets = LabelSets::default();

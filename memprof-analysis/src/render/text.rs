@@ -77,7 +77,7 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions, base_total: O
             percent(row.cumulative, total),
         ));
     }
-    for note in analysis.notes() {
+    for note in analysis.notes().into_iter().chain(analysis.sampling_note()) {
         table.push_str(&format!("# {note}\n"));
     }
     table
