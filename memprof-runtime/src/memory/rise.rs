@@ -16,8 +16,8 @@ pub(crate) const RECENT_SECONDS: f64 = 60.0;
 /// The least Kendall's tau over the stretch (its readings averaged into at most [`TREND_BLOCKS`] blocks)
 /// for a rise to be steady, however long: a series that swings around a level reads near 0, a leak with
 /// noise or a cache that inserts in bursts and evicts some 0.6-1. A short stretch must also be two standard
-/// deviations of tau for readings without a trend above 0 (0.71 for six readings, 0.5 for ten): six
-/// readings that merely swing read up to 0.47.
+/// deviations of tau for readings without a trend above 0 (0.71 for six readings, 0.5 for ten; four or
+/// fewer must rise at every step): six readings that merely swing read up to 0.47.
 pub(crate) const STEADY_TAU: f64 = 0.4;
 
 /// How many blocks a stretch's readings are averaged into before its trend is measured: bounds the work
@@ -95,11 +95,12 @@ pub(crate) fn shape(points: &[(f64, f64)]) -> Option<Rise> {
 }
 
 /// Whether `points` rise steadily: Kendall's tau ([`trend`]) at least [`STEADY_TAU`] and two of its
-/// standard deviations for as many readings without a trend (sqrt(2(2n+5) / 9n(n-1)), n the blocks).
+/// standard deviations for as many readings without a trend (sqrt(2(2n+5) / 9n(n-1)), n the blocks), or,
+/// for four readings or fewer (where two deviations pass 1), every one above the one before.
 fn steady(points: &[(f64, f64)]) -> bool {
     let blocks = points.len().min(TREND_BLOCKS) as f64;
     let deviation = (2.0 * (2.0 * blocks + 5.0) / (9.0 * blocks * (blocks - 1.0))).sqrt();
-    blocks >= 2.0 && trend(points) >= STEADY_TAU.max(2.0 * deviation)
+    blocks >= 2.0 && trend(points) >= STEADY_TAU.max((2.0 * deviation).min(1.0))
 }
 
 /// Kendall's tau of `points`' bytes over their order, the readings first averaged into at most

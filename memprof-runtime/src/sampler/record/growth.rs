@@ -18,9 +18,11 @@ pub(crate) const STACKS_A_READING: usize = 64;
 /// The least a stack must grow by to be named: 1 MiB, and a tenth of what it holds.
 const LEAST_GROWTH: f64 = (1 << 20) as f64;
 
-/// The fewest readings a stack's rise must span (25 s): fewer cannot tell a trend from a stack that appears
-/// and swings around its level (a request's buffers: 0, then 12, 5, 19 MiB).
-const LEAST_READINGS: usize = 6;
+/// The fewest readings a stack's rise must span (15 s: a leak that fills a container's limit in 20 s is
+/// named before the kill). Short rises must rise at every step ([`crate::memory::rise`]): a stack that
+/// appears and swings around its level (a request's buffers: 0, then 12, 5, 19 MiB) is told from one that
+/// grows once it has swung, and may pass for growth in its first 15 s if its first readings happen to rise.
+const LEAST_READINGS: usize = 4;
 
 /// What the stacks held at one moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,6 +264,10 @@ mod tests {
             history(&[&[], &[(4, MIB)], &[(4, 3.0 * MIB)], &[(4, 4.0 * MIB)], &[(4, 6.0 * MIB)], &[(4, 7.0 * MIB)]]);
         assert_eq!(new.growing()[0].grown, 7.0 * MIB, "a stack absent at first grew from nothing");
         assert!(history(&[&[], &[(4, MIB)], &[(4, 3.0 * MIB)]]).growing().is_empty(), "three readings");
+        let fast = history(&[&[], &[(4, 50.0 * MIB)], &[(4, 100.0 * MIB)], &[(4, 150.0 * MIB)]]);
+        assert_eq!(fast.growing()[0].grown, 150.0 * MIB, "four readings rising at every step: a fast leak");
+        let swung = history(&[&[], &[(4, 50.0 * MIB)], &[(4, 100.0 * MIB)], &[(4, 90.0 * MIB)]]);
+        assert!(swung.growing().is_empty(), "four readings, one falling");
     }
 
     #[test]
