@@ -199,8 +199,9 @@ pub struct OtlpPush {
     pub last_sent: Option<f64>,
 }
 
-/// `state.memory_profiler.sampling.budget`: past a share of one core, sampling is on in one time slot of
-/// every `thinned_by` (drawn at random), and each sample taken then stands for that many times more.
+/// `state.memory_profiler.sampling.budget`: past a share of one core, jemalloc's mean interval between
+/// samples is made `thinned_by` times longer, and each sample drawn at it stands for that many times more
+/// (estimates stay unbiased, with more noise: the errors answers give widen with it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SamplingBudget {
     /// The share of one core sampling may take, in millionths (5000: 0.5 %).
