@@ -264,13 +264,7 @@ mod tests {
         let period = 512.0 * 1024.0;
         let (object, live_objects) = (4096u64, 5120usize);
         let chance = 1.0 - (-(object as f64) / period).exp();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut random = super::super::tests::uniform_draws(0x9e37_79b9_7f4a_7c15);
         let (mut peaks_read, mut maxima_read) = (Vec::new(), Vec::new());
         for window in 0..200u64 {
             // The record's sequence numbers go on from window to window.

@@ -179,13 +179,7 @@ fn a_stamp_keeps_time_and_thinning_apart() {
 /// over 400 draws each.
 #[test]
 fn the_error_said_holds_the_truth_95_times_in_100() {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut uniform = uniform_draws(0x2545_f491_4f6c_dd1d);
     let sizes: Vec<u64> = (0..4000u64).map(|at| 64 << (at % 13)).collect();
     let truth: f64 = sizes.iter().map(|&size| size as f64).sum();
     for interval in [PERIOD as f64, 16.0 * PERIOD as f64] {
@@ -203,5 +197,15 @@ fn the_error_said_holds_the_truth_95_times_in_100() {
         }
         let share = held as f64 / 400.0;
         assert!((0.9..=0.99).contains(&share), "at {interval}: {share} of draws held the truth ({samples} samples)");
+    }
+}
+
+/// Draws uniform in [0, 1) from a xorshift generator seeded with `seed` (the same draws every run).
+pub(super) fn uniform_draws(mut seed: u64) -> impl FnMut() -> f64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f64 / (1u64 << 53) as f64
     }
 }
