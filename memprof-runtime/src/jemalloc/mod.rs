@@ -8,6 +8,8 @@
 use std::ffi::{CString, c_uint, c_void};
 use std::io;
 use std::path::Path;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use tikv_jemalloc_ctl::{stats, stats_print};
 
@@ -16,8 +18,10 @@ mod arenas;
 mod controls;
 mod extents;
 mod memory;
+mod sources;
 
 use controls::*;
+pub(crate) use sources::sampling_off_at_start;
 
 #[cfg(test)]
 pub(crate) use memory::ArenaBytes;
@@ -89,6 +93,15 @@ pub(crate) fn new_threads_sampled() -> Result<bool, CtlError> {
 
 /// Writes `prof.active` and returns its previous value.
 pub(crate) fn set_profiling_active(active: bool) -> Result<bool, CtlError> {
+    if active {
+        SAMPLING_STATE.store(SAMPLING_MAY_BE_ON, Ordering::Release);
+        // Inside unsampled work that asked jemalloc nothing: the rest of it must not be sampled either.
+        let (depth, before) = LEFT_AS_IT_WAS.get();
+        if depth > 0 && before.is_none() {
+            let was = THREAD_PROF_ACTIVE.update(false).unwrap_or(false);
+            LEFT_AS_IT_WAS.set((depth, Some(was)));
+        }
+    }
     PROF_ACTIVE.update(active)
 }
 
@@ -188,11 +201,59 @@ pub(crate) fn flush_this_thread_cache() {
     let _ = THREAD_TCACHE_FLUSH.call();
 }
 
+/// Whether sampling may be on anywhere in the process: from the start unless jemalloc's sources left it off
+/// ([`sampling_off_at_start`]), else from the first time memprof switches it on.
+fn sampling_may_be_on() -> bool {
+    const UNKNOWN: u8 = 0;
+    match SAMPLING_STATE.load(Ordering::Acquire) {
+        UNKNOWN => {
+            let told = if sampling_off_at_start() { SAMPLING_OFF_SO_FAR } else { SAMPLING_MAY_BE_ON };
+            // A switch made meanwhile wins.
+            let _ = SAMPLING_STATE.compare_exchange(UNKNOWN, told, Ordering::AcqRel, Ordering::Acquire);
+            SAMPLING_STATE.load(Ordering::Acquire) == SAMPLING_MAY_BE_ON
+        }
+        state => state == SAMPLING_MAY_BE_ON,
+    }
+}
+
+/// [`sampling_may_be_on`]'s answer once known: 0 not yet, else one of these.
+static SAMPLING_STATE: AtomicU8 = AtomicU8::new(0);
+const SAMPLING_OFF_SO_FAR: u8 = 1;
+const SAMPLING_MAY_BE_ON: u8 = 2;
+
+thread_local! {
+    /// How deep this thread is in [`unsampled`] work that left its sampling as it was (sampling was off
+    /// everywhere), and, where sampling was switched on from this thread meanwhile, the thread's sampling
+    /// as it was before [`set_profiling_active`] switched it off, to put back when that work ends.
+    static LEFT_AS_IT_WAS: Cell<(u32, Option<bool>)> = const { Cell::new((0, None)) };
+}
+
 /// Runs `work` with the calling thread's sampling off, then puts it back as it was.
 ///
 /// For memprof's work on a thread of the program's (`Run::stop` dumping the heap while sampling is on):
-/// its own allocations must not show in the profile it writes.
+/// its own allocations must not show in the profile it writes. Where sampling cannot be on (jemalloc's
+/// sources left it off at start and memprof has not switched it on since) it asks jemalloc nothing: a
+/// program that asks nothing of memprof never makes jemalloc's control table (some 42 page faults); if
+/// `work` switches sampling on, this thread's is switched off first, and put back as `work` ends.
 pub(crate) fn unsampled<T>(work: impl FnOnce() -> T) -> T {
+    if !sampling_may_be_on() {
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                let (depth, before) = LEFT_AS_IT_WAS.get();
+                if depth == 1 && let Some(before) = before {
+                    set_this_thread_sampled(before);
+                    LEFT_AS_IT_WAS.set((0, None));
+                } else {
+                    LEFT_AS_IT_WAS.set((depth - 1, before));
+                }
+            }
+        }
+        let (depth, before) = LEFT_AS_IT_WAS.get();
+        LEFT_AS_IT_WAS.set((depth + 1, before));
+        let _leave = Leave;
+        return work();
+    }
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {

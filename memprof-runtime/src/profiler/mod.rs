@@ -8,7 +8,7 @@
 //! [`ProfileStore`] and switches sampling off. Continuously (the default with the switch on) sampling stays on from start-up and a run is
 //! a window over it: it resets nothing, and its profile is what the [`record`] holds of the objects sampled
 //! since it started and still live at its end. The last
-//! [`DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
+//! [`crate::settings::options::DEFAULT_KEPT_RUNS`] profiles (or as many as `keep_runs` says) stay downloadable; a failed dump is reported and leaves them untouched.
 
 pub(crate) mod autodump;
 pub(crate) mod code_runs;
@@ -27,7 +27,7 @@ mod whole_run;
 mod windows;
 
 use std::path::PathBuf;
-use std::sync::{LazyLock, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::{Condvar, Mutex};
@@ -45,7 +45,6 @@ use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
 use crate::sampler::record;
-use crate::settings::options::DEFAULT_KEPT_RUNS;
 use crate::stack_walk::Unwinder;
 
 /// The runs' records and the files they name, changed together under one lock.
@@ -85,17 +84,23 @@ pub(crate) struct Profiler {
 
 /// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
 /// that must not show in a profile when sampling is on from the start).
-static PROFILER: LazyLock<Profiler> = LazyLock::new(|| {
-    jemalloc::unsampled(|| {
-        crate::process::lineage::own();
-        Profiler::new(ConfigReport::read(), OnceLock::new())
-    })
-});
+static PROFILER: OnceLock<Profiler> = OnceLock::new();
 
 impl Profiler {
     /// The profiler of this process; the first call reads jemalloc's configuration.
     pub(crate) fn global() -> &'static Profiler {
-        &PROFILER
+        PROFILER.get_or_init(|| {
+            jemalloc::unsampled(|| {
+                crate::process::lineage::own();
+                Profiler::new(ConfigReport::read(), OnceLock::new())
+            })
+        })
+    }
+
+    /// The profiler of this process if anything made it: a program that asked nothing of memprof and
+    /// never used it has none (and never read jemalloc's configuration).
+    pub(crate) fn made() -> Option<&'static Profiler> {
+        PROFILER.get()
     }
 
     /// How samples walk the stack: the first call chooses the walk (the frame-pointer check against
@@ -120,7 +125,7 @@ impl Profiler {
     /// `unwinder` (installed when first needed, if empty); its profiles go to a directory of their own.
     pub(crate) fn new(config: ConfigReport, unwinder: OnceLock<Unwinder>) -> Self {
         let books = Books {
-            runs: Runs::new(DEFAULT_KEPT_RUNS),
+            runs: Runs::new(crate::settings::get().keep_runs),
             store: ProfileStore::new(crate::settings::get().profile_parent.path.clone(), crate::labels::table_text),
         };
         Profiler {

@@ -103,6 +103,12 @@ impl Settings {
             || self.scopes == Some(true)
     }
 
+    /// Whether start-up has nothing to do: no profiling asked for ([`Self::profiling_asked`]), no signal to
+    /// end memprof on, no profile root named to make. What is needed later is made then.
+    pub(crate) fn nothing_to_start(&self) -> bool {
+        !self.profiling_asked() && !self.end_on.sigterm && !self.end_on.sigint && !self.profile_parent.named
+    }
+
     /// The most detailed of memprof's messages said: `MEMPROF_LOG`'s, else all of them where profiling is
     /// asked for or a setting is wrong (the switch set to `yes`, a misspelt variable: someone meant
     /// something), none where nothing is (a command-line tool run with the switch off prints nothing; what

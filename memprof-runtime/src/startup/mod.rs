@@ -34,21 +34,41 @@ pub(crate) fn was_started() -> bool {
 /// // the program
 /// ```
 pub fn start(options: Options) -> Guard {
+    // Where jemalloc's own sources leave sampling off, nothing is sampled until memprof switches it on: the
+    // settings are read without switching this thread's sampling off, and a program that asks nothing of
+    // memprof (a command-line tool run with the switch off) starts nothing and asks jemalloc nothing: its
+    // first `mallctl` alone costs some 42 page faults. What it would need later (a mounted router's first
+    // request, a `scope!`) is made then.
+    if crate::jemalloc::sampling_off_at_start() {
+        let Some(settings) = first_start(&options) else { return Guard { owns_shutdown: false } };
+        if settings.nothing_to_start() {
+            return Guard { owns_shutdown: true };
+        }
+        return crate::jemalloc::unsampled(|| start_with(settings));
+    }
     // memprof's own start-up work never shows in a profile, even with sampling on from the start.
-    crate::jemalloc::unsampled(|| start_unsampled(options))
+    crate::jemalloc::unsampled(|| match first_start(&options) {
+        Some(settings) => start_with(settings),
+        None => Guard { owns_shutdown: false },
+    })
 }
 
-fn start_unsampled(options: Options) -> Guard {
+/// The settings `options` and the environment give, resolved now, unless memprof was started already.
+fn first_start(options: &Options) -> Option<&'static Settings> {
     if STARTED.swap(true, Ordering::SeqCst) {
         messages::warn("memprof::start was called again; only the first call counts");
-        return Guard { owns_shutdown: false };
+        return None;
     }
-    let settings = crate::settings::at_start(&options).unwrap_or_else(|settings| {
+    Some(crate::settings::at_start(options).unwrap_or_else(|settings| {
         messages::warn(
             "memprof was used before memprof::start (a scope! or a Run first): it runs with the default options, not the program's; call memprof::start first",
         );
         settings
-    });
+    }))
+}
+
+/// Starts what `settings` ask for: the sampling mode, memprof's threads, the endpoints, the push.
+fn start_with(settings: &'static Settings) -> Guard {
     let wanted = settings.switched_on;
     let active_at_start = crate::jemalloc::profiling_active_at_start();
     let choice = crate::sampler::sampling::choose(Asked {
@@ -310,7 +330,10 @@ pub fn shutdown() {
     }
     // The last interval's heap profiles go to the Collector first, within their deadline.
     crate::otlp_push::at_exit();
-    Profiler::global().shut_down();
+    // A program that asked nothing and used nothing has no profiler, and nothing to remove.
+    if let Some(profiler) = Profiler::made() {
+        profiler.shut_down();
+    }
 }
 
 /// Returned by [`start`]; when dropped (as `main` returns) it calls [`shutdown`], so no files are left
