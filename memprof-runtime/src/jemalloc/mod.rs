@@ -5,10 +5,10 @@
 //! else `unsafe` stands, and why, is listed at the top of `lib.rs`.
 #![allow(unsafe_code)]
 
+use std::cell::Cell;
 use std::ffi::{CString, c_uint, c_void};
 use std::io;
 use std::path::Path;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use tikv_jemalloc_ctl::{stats, stats_print};
@@ -241,7 +241,9 @@ pub(crate) fn unsampled<T>(work: impl FnOnce() -> T) -> T {
         impl Drop for Leave {
             fn drop(&mut self) {
                 let (depth, before) = LEFT_AS_IT_WAS.get();
-                if depth == 1 && let Some(before) = before {
+                if depth == 1
+                    && let Some(before) = before
+                {
                     set_this_thread_sampled(before);
                     LEFT_AS_IT_WAS.set((0, None));
                 } else {
