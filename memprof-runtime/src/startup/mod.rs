@@ -34,22 +34,17 @@ pub(crate) fn was_started() -> bool {
 /// // the program
 /// ```
 pub fn start(options: Options) -> Guard {
-    // Where jemalloc's own sources leave sampling off, nothing is sampled until memprof switches it on: the
-    // settings are read without switching this thread's sampling off, and a program that asks nothing of
-    // memprof (a command-line tool run with the switch off) starts nothing and asks jemalloc nothing: its
-    // first `mallctl` alone costs some 42 page faults. What it would need later (a mounted router's first
-    // request, a `scope!`) is made then.
-    if crate::jemalloc::sampling_off_at_start() {
+    // memprof's own start-up work never shows in a profile, even with sampling on from the start. Where
+    // jemalloc's own sources leave sampling off, nothing can be sampled until memprof switches it on, and a
+    // program that asks nothing of memprof (a command-line tool run with the switch off) starts nothing and
+    // asks jemalloc nothing ([`crate::jemalloc::unsampled`] neither): its first `mallctl` alone costs some 42
+    // page faults. What it would need later (a mounted router's first request, a `scope!`) is made then.
+    crate::jemalloc::unsampled(|| {
         let Some(settings) = first_start(&options) else { return Guard { owns_shutdown: false } };
-        if settings.nothing_to_start() {
+        if settings.nothing_to_start() && !crate::jemalloc::sampling_may_be_on() {
             return Guard { owns_shutdown: true };
         }
-        return crate::jemalloc::unsampled(|| start_with(settings));
-    }
-    // memprof's own start-up work never shows in a profile, even with sampling on from the start.
-    crate::jemalloc::unsampled(|| match first_start(&options) {
-        Some(settings) => start_with(settings),
-        None => Guard { owns_shutdown: false },
+        start_with(settings)
     })
 }
 
