@@ -41,7 +41,7 @@ pub(crate) fn set_up(token: Option<String>, switched_on: bool) -> &'static Conte
 #[cfg(any(test, feature = "http"))]
 pub(crate) fn context() -> &'static Context {
     CONTEXT.get().unwrap_or_else(|| {
-        let settings = crate::settings::get();
+        let settings = Profiler::global().settings();
         set_up(settings.token.clone(), settings.switched_on)
     })
 }

@@ -39,8 +39,9 @@ pub(super) fn newest_raw(context: &Context, _: &Query) -> Result<Reply, HttpErro
 }
 
 fn send_raw(context: &Context, profile: KeptProfile) -> Result<Reply, HttpError> {
-    let file = crate::profile_root::untrusted::open_profile(&profile.path, crate::settings::get().retention.max_bytes)
-        .map_err(|error| unreadable(context, &profile, &error))?;
+    let file =
+        crate::profile_root::untrusted::open_profile(&profile.path, context.profiler.settings().retention.max_bytes)
+            .map_err(|error| unreadable(context, &profile, &error))?;
     Ok(Reply::download(file, format!("memprof.{}.heap", profile.id)))
 }
 
@@ -77,8 +78,8 @@ pub(super) fn otlp(context: &Context, query: &Query) -> Result<Reply, HttpError>
 
 /// What an OTLP download says of where it comes from: this service and process (OpenTelemetry's resource
 /// conventions, `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` as a push says them), and the profile's time.
-fn otlp_resource(profile: &KeptProfile) -> memprof_analysis::OtlpResource {
-    let service = crate::settings::get().service.iter().cloned();
+fn otlp_resource(context: &Context, profile: &KeptProfile) -> memprof_analysis::OtlpResource {
+    let service = context.profiler.settings().service.iter().cloned();
     let attributes = service.chain(crate::process::resource::process_attributes()).collect();
     crate::process::resource::otlp_resource(attributes, profile.started, profile.stopped)
 }
@@ -109,7 +110,7 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
             .transpose()
             .map_err(invalid("by"))?,
         label: query.get("label").map(memprof_wire::label_filter).transpose().map_err(invalid("label"))?,
-        resource: if format == Format::Otlp { otlp_resource(&profile) } else { Default::default() },
+        resource: if format == Format::Otlp { otlp_resource(context, &profile) } else { Default::default() },
         ..RenderOptions::default()
     };
     let view = match query.get("view") {
@@ -134,11 +135,16 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
                 let (grown, shrunk) = (Beside::Grown.of(&profile.path), Beside::Shrunk.of(&profile.path));
                 (
                     "net",
-                    kept_beside(&profile, &grown, "net growth")?.minus(&kept_beside(&profile, &shrunk, "net growth")?),
+                    kept_beside(context, &profile, &grown, "net growth")?.minus(&kept_beside(
+                        context,
+                        &profile,
+                        &shrunk,
+                        "net growth",
+                    )?),
                 )
             }
             Some((view, what, side)) => {
-                let mut kept = kept_beside(&profile, &side.of(&profile.path), what)?;
+                let mut kept = kept_beside(context, &profile, &side.of(&profile.path), what)?;
                 if view == "allocated" {
                     kept.measure = memprof_analysis::Measure::Allocated;
                 }
@@ -161,8 +167,13 @@ fn rendered(context: &Context, query: &Query, format: Format) -> Result<Reply, H
 /// A view of a window of continuous sampling kept beside its profile at `path` (`net=true`: what every
 /// stack held at its end minus at its start; `view=allocated`: what it allocated, freed or not; `view=peak`: what it held at its highest),
 /// symbolized each time it is asked for (an expensive job: the caller holds a permit).
-fn kept_beside(profile: &KeptProfile, path: &std::path::Path, what: &str) -> Result<Analysis, HttpError> {
-    let text = render_cache::read_profile(path).map_err(|error| match error.kind() {
+fn kept_beside(
+    context: &Context,
+    profile: &KeptProfile,
+    path: &std::path::Path,
+    what: &str,
+) -> Result<Analysis, HttpError> {
+    let text = render_cache::read_profile(path, context.profiler.settings().retention.max_bytes).map_err(|error| match error.kind() {
         std::io::ErrorKind::NotFound => HttpError::not_found(format!(
             "Profile {} has no {what}: runs and windows keep one beside their profile, automatic dumps and profiles kept in memory do not",
             profile.id

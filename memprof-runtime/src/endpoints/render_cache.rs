@@ -192,11 +192,11 @@ pub(crate) fn forget_all() {
     }
 }
 
-/// The text of the profile at `path`: a regular file within the kept profiles' bound, read as input.
-pub(super) fn read_profile(path: &std::path::Path) -> std::io::Result<String> {
+/// The text of the profile at `path`: a regular file within the kept profiles' bound (`max_bytes`, the
+/// settings' [`crate::settings::Retention::max_bytes`]), read as input.
+pub(super) fn read_profile(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
     let mut text = String::new();
-    crate::profile_root::untrusted::open_profile(path, crate::settings::get().retention.max_bytes)?
-        .read_to_string(&mut text)?;
+    crate::profile_root::untrusted::open_profile(path, max_bytes)?.read_to_string(&mut text)?;
     Ok(text)
 }
 
@@ -214,7 +214,8 @@ pub(super) fn kept_dump(text: &str, path: &std::path::Path) -> Result<Analysis, 
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     listen_for_evictions();
     ANALYSES.get(&run.id, || {
-        let text = read_profile(&run.path).map_err(|error| match error.kind() {
+        let max_bytes = crate::profiler::Profiler::global().settings().retention.max_bytes;
+        let text = read_profile(&run.path, max_bytes).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => Failure::Gone(Arc::new(error)),
             _ => Failure::Failed(format!(
                 "Cannot read the profile of run {} at {} ({error})",

@@ -6,9 +6,9 @@ use crate::process::environment::FINAL_DUMP as FINAL_DUMP_VARIABLE;
 use crate::process::messages;
 use crate::profile_root::storage::Dump;
 
-/// Writes the profile of run `id`, active as the program ends, to `MEMPROF_FINAL_DUMP` if set.
-pub(super) fn leave(id: u64, dump: Dump<'_>) {
-    let Some(path) = crate::settings::get().final_dump.as_ref() else {
+/// Writes the profile of run `id`, active as the program ends, to `path` (`MEMPROF_FINAL_DUMP`) if set.
+pub(super) fn leave(path: Option<&std::path::Path>, id: u64, dump: Dump<'_>) {
+    let Some(path) = path else {
         messages::info(&format!(
             "Heap profiling run {id} was active when the program ended; its profile is discarded (set {FINAL_DUMP_VARIABLE}=/path/final.heap to keep it)"
         ));

@@ -9,6 +9,7 @@
 use std::ffi::{CStr, c_char};
 
 use crate::jemalloc;
+use crate::settings::JemallocVariables;
 
 /// The value of the exported `malloc_conf` symbol: a C string pointer, exactly as jemalloc declares it
 /// (`const char *malloc_conf`). A `&[u8]` would be a fat pointer and jemalloc would read garbage.
@@ -140,12 +141,12 @@ impl ConfigReport {
         }
     }
 
-    /// Reads jemalloc's configuration and explains anything that keeps memprof from working as intended.
-    pub(crate) fn read() -> Self {
+    /// Reads jemalloc's configuration and explains anything that keeps memprof from working as intended
+    /// (`set`: the configuration variables the environment had, for those jemalloc ignored).
+    pub(crate) fn read(set: &JemallocVariables) -> Self {
         let sources = jemalloc::config_sources();
         let compiled_in = jemalloc::profiling_compiled_in();
         let profiling_enabled = compiled_in && jemalloc::profiling_enabled();
-        let set = &crate::settings::get().jemalloc_variables;
         let mut warnings = ignored_variable_warnings(sources.environment.as_deref(), |name| {
             if name == CONFIG_VARIABLES[0] { set.unprefixed.clone() } else { set.prefixed.clone() }
         });

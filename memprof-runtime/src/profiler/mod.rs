@@ -45,6 +45,7 @@ use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
 use crate::sampler::record;
+use crate::settings::Settings;
 use crate::stack_walk::Unwinder;
 
 /// The runs' records and the files they name, changed together under one lock.
@@ -70,6 +71,8 @@ pub(crate) struct Profiler {
     /// Wakes the timer when a run starts or ends.
     runs_changed: Condvar,
     pub(crate) config: ConfigReport,
+    /// What the program and the operator configured: resolved once, handed down to each part from here.
+    settings: &'static Settings,
     /// How samples walk the stack: chosen, its tables indexed and its hook installed when sampling can
     /// first happen ([`Profiler::unwinder`]), never in a program that never samples.
     unwinder: OnceLock<Unwinder>,
@@ -92,7 +95,8 @@ impl Profiler {
         PROFILER.get_or_init(|| {
             jemalloc::unsampled(|| {
                 crate::process::lineage::own();
-                Profiler::new(ConfigReport::read(), OnceLock::new())
+                let settings = crate::settings::get();
+                Profiler::new(settings, ConfigReport::read(&settings.jemalloc_variables), OnceLock::new())
             })
         })
     }
@@ -112,7 +116,7 @@ impl Profiler {
             jemalloc::unsampled(|| {
                 jemalloc::in_own_arena(|| {
                     if self.config.profiling_enabled {
-                        crate::stack_walk::install(crate::settings::get().unwinder)
+                        crate::stack_walk::install(self.settings.unwinder)
                     } else {
                         Unwinder::Libgcc("heap profiling is disabled".to_owned())
                     }
@@ -121,17 +125,19 @@ impl Profiler {
         })
     }
 
-    /// A profiler with no runs, for the `config` jemalloc reported, whose samples walk the stack with
-    /// `unwinder` (installed when first needed, if empty); its profiles go to a directory of their own.
-    pub(crate) fn new(config: ConfigReport, unwinder: OnceLock<Unwinder>) -> Self {
+    /// A profiler with no runs, configured by `settings`, for the `config` jemalloc reported, whose samples
+    /// walk the stack with `unwinder` (installed when first needed, if empty); its profiles go to a
+    /// directory of their own.
+    pub(crate) fn new(settings: &'static Settings, config: ConfigReport, unwinder: OnceLock<Unwinder>) -> Self {
         let books = Books {
-            runs: Runs::new(crate::settings::get().keep_runs),
-            store: ProfileStore::new(crate::settings::get().profile_parent.path.clone(), crate::labels::table_text),
+            runs: Runs::new(settings.keep_runs),
+            store: ProfileStore::new(settings.profile_parent.path.clone(), crate::labels::table_text),
         };
         Profiler {
             books: Mutex::new(books),
             runs_changed: Condvar::new(),
             config,
+            settings,
             unwinder,
             left_off: left_off::LeftOff::default(),
             mode: OnceLock::new(),
@@ -147,6 +153,12 @@ impl Profiler {
     /// The newest profile kept, whether a run is active or not (jeprof's `pprof/heap` reads it mid-run).
     pub(crate) fn newest(&self) -> Result<KeptProfile, LookupError> {
         self.books.lock().runs.newest().cloned().ok_or(LookupError::NoneYet)
+    }
+
+    /// What the program and the operator configured, resolved once: each part is handed what it needs
+    /// from here.
+    pub(crate) fn settings(&self) -> &'static Settings {
+        self.settings
     }
 
     /// The profile `id` of an earlier process, if it is one.
@@ -345,7 +357,7 @@ impl Profiler {
         let mut books = self.books.lock();
         if let Some(run) = books.runs.end() {
             self.runs_changed.notify_all();
-            final_dump::leave(run.id, &self.run_dump(run.window_start));
+            final_dump::leave(self.settings.final_dump.as_deref(), run.id, &self.run_dump(run.window_start));
             if run.window_start.is_none() {
                 switch_sampling_off(run.id);
             }

@@ -25,7 +25,7 @@ impl Profiler {
         if self.mode.get().is_some() {
             return Ok(());
         }
-        let settings = crate::settings::get();
+        let settings = self.settings();
         let record = record::start(settings.record)
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
         throttle::arm(settings.budget);

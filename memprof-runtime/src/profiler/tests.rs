@@ -9,7 +9,12 @@ use super::*;
 use crate::testing::SAMPLING;
 
 fn profiler() -> &'static Profiler {
-    let profiler = Profiler::new(ConfigReport::read(), OnceLock::from(Unwinder::FramePointers));
+    let settings = crate::settings::get();
+    let profiler = Profiler::new(
+        settings,
+        ConfigReport::read(&settings.jemalloc_variables),
+        OnceLock::from(Unwinder::FramePointers),
+    );
     assert!(profiler.config.profiling_enabled, "the runtime's tests run with profiling armed");
     Box::leak(Box::new(profiler))
 }
@@ -143,10 +148,13 @@ fn after_shut_down_nothing_is_kept_or_started() {
 
 #[test]
 fn without_profiling_every_control_says_why() {
-    let config =
-        ConfigReport { profiling_enabled: false, warnings: vec!["off, for a test".to_owned()], ..ConfigReport::read() };
+    let config = ConfigReport {
+        profiling_enabled: false,
+        warnings: vec!["off, for a test".to_owned()],
+        ..ConfigReport::read(&crate::settings::get().jemalloc_variables)
+    };
     let profiler: &'static Profiler =
-        Box::leak(Box::new(Profiler::new(config, OnceLock::from(Unwinder::FramePointers))));
+        Box::leak(Box::new(Profiler::new(crate::settings::get(), config, OnceLock::from(Unwinder::FramePointers))));
     let unavailable = Err(Error::Unavailable("off, for a test".to_owned()));
     assert_eq!(profiler.start(Owner::Http, None).map(drop), unavailable);
     assert_eq!(profiler.stop(None).map(drop), unavailable);

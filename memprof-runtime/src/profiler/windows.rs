@@ -49,7 +49,7 @@ impl Profiler {
     /// begins at (`None` where the record cannot be kept: the run has its live view alone, and says why).
     pub(super) fn views_start(&self) -> Option<u64> {
         if self.views_record().is_none() {
-            let capacity = crate::settings::get().record;
+            let capacity = self.settings().record;
             static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
             if let Err(error) = jemalloc::unsampled(|| record::start(capacity))
                 && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)

@@ -119,7 +119,9 @@ fn start_with(settings: &'static Settings) -> Guard {
         // The sweep of the profile root (a directory listing of $TMPDIR, at worst) is left off the start: to
         // the counters' thread where it runs (the endpoints on, automatic dumps armed), to the first request
         // or run otherwise; a command-line tool that serves nothing and runs nothing never pays it.
-        profiler.leave_off_the_start(Box::new(move || keep_what_earlier_processes_left(profiler, &parent.path)));
+        profiler.leave_off_the_start(Box::new(move || {
+            keep_what_earlier_processes_left(profiler, &parent.path, settings.retention)
+        }));
         // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
         let impossible = !profiler.config.profiling_enabled || !crate::jemalloc::serves_allocations();
         for warning in &profiler.config.warnings {
@@ -226,8 +228,8 @@ fn start_push(profiler: &'static Profiler, settings: crate::settings::otlp::Push
 
 /// Keeps what memprof processes that ended without cleaning up left in `parent` (their automatic dumps and
 /// latest run: the heap before an OOM kill), within the automatic dumps' bounds, and says so.
-fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::path::Path) {
-    let Retention { keep, max_bytes } = crate::settings::get().retention;
+fn keep_what_earlier_processes_left(profiler: &'static Profiler, parent: &std::path::Path, retention: Retention) {
+    let Retention { keep, max_bytes } = retention;
     // The profile root is not memprof's alone: whatever is planted there, the program starts. Every number
     // read there is range-checked (`untrusted`); should a check still be missing, the sweep is skipped.
     let sweep = std::panic::catch_unwind(|| crate::profile_root::evidence::sweep(parent, keep, max_bytes));
