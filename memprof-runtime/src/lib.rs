@@ -37,6 +37,7 @@ mod endpoints;
 mod http;
 mod jemalloc;
 pub mod labels;
+mod leak_naming;
 mod measure;
 mod memory;
 #[cfg(feature = "http")]

@@ -4,9 +4,9 @@
 use memprof_wire::GrowingStack;
 
 use super::context::Context;
-use super::growing::holders;
 use super::jobs::Permit;
 use crate::http::{HttpError, Query, Reply};
+use crate::leak_naming::holders;
 use crate::memory::Holders;
 use crate::{jemalloc, memory, memory::history};
 
@@ -35,9 +35,9 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     // can tell, by the stacks holding the most now.
     let grown_in_the_record = match (growth, context.profiler.views_record()) {
         (Some(growth), Some(record)) if sampling => {
-            use super::growing::Growing;
+            use crate::leak_naming::Growing;
             let which = if growth.flat_seconds.is_none() { Growing::Now } else { Growing::Stopped };
-            super::growing::grown_in_the_record(record, STACKS_NAMED, which)?
+            crate::leak_naming::grown_in_the_record(record, STACKS_NAMED, which)?
         }
         _ => None,
     };

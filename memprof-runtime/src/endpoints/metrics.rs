@@ -167,8 +167,8 @@ fn record_metrics(text: &mut String, record: &crate::sampler::record::table::Tab
     ] {
         let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
     }
-    let now = super::growing::Growing::Now;
-    let Some(growing) = super::growing::grown_in_the_record(record, GROWING_NAMED, now)? else { return Ok(()) };
+    let now = crate::leak_naming::Growing::Now;
+    let Some(growing) = crate::leak_naming::grown_in_the_record(record, GROWING_NAMED, now)? else { return Ok(()) };
     let name = "memprof_growing_bytes";
     let _ = write!(
         text,
