@@ -8,11 +8,46 @@ use std::collections::HashMap;
 use memprof_analysis::{Analysis, Binaries, LabelSet, Sample};
 use memprof_wire::{GrowingStack, HeldAge};
 
-use crate::http::HttpError;
-use crate::memory::Holders;
 use crate::memory::by_function::{self, FunctionGrowth, GrownStack, add_by_label, finish_by_label};
+use crate::memory::{Growth, Holders};
 use crate::sampler::record::table::Table;
 use crate::sampler::record::{self, Grower};
+
+/// Why stacks could not be named: this process's maps could not be read, or the record's stacks did not
+/// read back as the samples written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Unnamed(String);
+
+impl std::fmt::Display for Unnamed {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// How many stacks a leak verdict names.
+const STACKS_NAMED: usize = 5;
+
+/// The stacks `explain` names for `growth` (the leak rule's, over the process's live bytes), while sampling
+/// is on (`sampling`): by the record's one history of what grew (sampled continuously, its last hour; on
+/// demand, the run's time), the still growing for a leak, the stopped for a step; else, before the record
+/// can tell, by the stacks holding the most in the heap now (`heap_now`, symbolized only then). None
+/// without growth or sampling.
+pub(crate) fn named_for_explain<E: From<Unnamed>>(
+    growth: Option<Growth>,
+    sampling: bool,
+    record: Option<&Table>,
+    heap_now: impl FnOnce() -> Result<Analysis, E>,
+) -> Result<Holders, E> {
+    let Some(growth) = growth.filter(|_| sampling) else { return Ok(Holders::default()) };
+    let which = if growth.flat_seconds.is_none() { Growing::Now } else { Growing::Stopped };
+    if let Some(grown) = record.map(|record| grown_in_the_record(record, STACKS_NAMED, which)).transpose()?.flatten() {
+        return Ok(grown);
+    }
+    let heap = heap_now()?;
+    let mut stacks = holders(&heap);
+    stacks.truncate(STACKS_NAMED);
+    Ok(Holders { stacks, grown_over: None, grown_in_all: None, unsure: !heap.knows_the_programs_code() })
+}
 
 /// Which of the record's growing stacks an answer names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +61,7 @@ pub(crate) enum Growing {
 /// The `named` functions whose stacks grew the most over the record's last hour ([`record::growers`]) and
 /// grow now or stopped, as `which` says ([`by_function`]: the figures `/growing` and `/metrics` give), with
 /// how old what they hold is: `None` when none did.
-pub(crate) fn grown_in_the_record(record: &Table, named: usize, which: Growing) -> Result<Option<Holders>, HttpError> {
+pub(crate) fn grown_in_the_record(record: &Table, named: usize, which: Growing) -> Result<Option<Holders>, Unnamed> {
     let Some((growers, older_than)) = growers_now(record) else { return Ok(None) };
     let watched = growers[0].growth.seconds;
     let (functions, unsure) = by_function(&growers)?;
@@ -57,7 +92,7 @@ pub(crate) fn grown_in_the_record(record: &Table, named: usize, which: Growing) 
 pub(crate) fn growing_series(
     record: &Table,
     named: usize,
-) -> Result<(Vec<memprof_wire::GrowingSeries>, bool), HttpError> {
+) -> Result<(Vec<memprof_wire::GrowingSeries>, bool), Unnamed> {
     let Some((growers, _)) = growers_now(record) else { return Ok((Vec::new(), false)) };
     let (mut functions, unsure) = by_function(&growers)?;
     functions.truncate(named);
@@ -84,7 +119,7 @@ pub(crate) fn growing_series(
 
 /// `growers` by the program's function that allocated them ([`by_function::group`]), the most grown first,
 /// and whether those functions may be dependencies'.
-fn by_function(growers: &[Grower]) -> Result<(Vec<FunctionGrowth>, bool), HttpError> {
+fn by_function(growers: &[Grower]) -> Result<(Vec<FunctionGrowth>, bool), Unnamed> {
     let Named { functions, unsure } = functions_of(growers)?;
     let stacks: Vec<GrownStack> = growers
         .iter()
@@ -113,13 +148,13 @@ fn growers_now(record: &Table) -> Option<(Vec<Grower>, u32)> {
 /// Each grower's allocating function ([`Analysis::allocating_frame`]) and its frames as the text download
 /// shows them, in order: one symbolization of all their frames, one sample each; and whether those
 /// functions may be dependencies' ([`Analysis::knows_the_programs_code`]).
-fn functions_of(growers: &[Grower]) -> Result<Named, HttpError> {
+fn functions_of(growers: &[Grower]) -> Result<Named, Unnamed> {
     let text = record::growers_as_dump(growers, &|grower| grower.growth.grown)
-        .map_err(|error| HttpError::internal(format!("Cannot read /proc/self/maps ({error})")))?;
+        .map_err(|error| Unnamed(format!("Cannot read /proc/self/maps ({error})")))?;
     let analysis = Analysis::of_dump(&text, &Binaries::this_process(), &crate::labels::table_now())
-        .map_err(|error| HttpError::internal(format!("The record's stacks do not read back: {error}")))?;
+        .map_err(|error| Unnamed(format!("The record's stacks do not read back: {error}")))?;
     if analysis.samples.len() != growers.len() {
-        return Err(HttpError::internal(format!(
+        return Err(Unnamed(format!(
             "The record's {} growing stacks read back as {} samples",
             growers.len(),
             analysis.samples.len()
@@ -150,7 +185,7 @@ const OLDER_THAN: u32 = 600;
 
 /// The stacks holding the most live sampled bytes, grouped by the program's function that allocated
 /// ([`Analysis::allocating_frame`]: the first frame of the program's own code).
-pub(crate) fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
+fn holders(analysis: &Analysis) -> Vec<GrowingStack> {
     let mut by_function: HashMap<&str, GrowingStack> = HashMap::new();
     for sample in analysis.samples.iter().filter(|sample| sample.bytes > 0.0) {
         let Some(site) = analysis.allocating_frame(sample) else {

@@ -2,7 +2,13 @@
 
 use super::context::Context;
 use crate::http::{HttpError, Query, Reply};
-use crate::leak_naming::growing_series;
+use crate::leak_naming::{Unnamed, growing_series};
+
+impl From<Unnamed> for HttpError {
+    fn from(unnamed: Unnamed) -> Self {
+        HttpError::internal(unnamed.to_string())
+    }
+}
 
 /// How many growing functions the dashboard's chart shows.
 const GROWING_SHOWN: usize = 5;
