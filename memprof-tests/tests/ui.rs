@@ -1,7 +1,7 @@
 //! Compile errors for every misuse of `#[memprof::main]`, with their spans (`tests/ui/*.stderr`), and the
 //! macro shapes that must build and run: `tests/ui/pass/`, and the Rust blocks of README and docs/ that are
 //! whole programs (one trybuild run: two would share its project and mistake each other's builds).
-//! Refresh the expected output with `TRYBUILD=overwrite cargo test -p memprof-tests --test ui`.
+//! Refresh the expected output with `TRYBUILD=overwrite cargo test -p memprof-tests --test main ui::`.
 
 #[test]
 fn the_attributes_misuse_fails_to_compile_and_its_documented_shapes_run() {
