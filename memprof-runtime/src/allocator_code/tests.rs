@@ -75,3 +75,29 @@ fn this_programs_allocator_is_found_when_judged() {
     let judged_allocator = code.verdicts.iter().filter(|verdict| verdict.load(Ordering::Relaxed) == ALLOCATOR).count();
     assert!(judged_allocator > 10, "{judged_allocator} functions");
 }
+
+#[test]
+fn keys_sort_by_address_as_a_whole_sort_would() {
+    // Addresses of every size, aliases among them, each with its position below bit 24, in order.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut keys: Vec<u64> = (0..20_000u64)
+        .map(|at| {
+            let address = match at % 3 {
+                0 => next() >> 24,
+                1 => 0x40_0000 + (next() % 5_000) * 16,
+                _ => next() % 4,
+            };
+            (address << 24) | at
+        })
+        .collect();
+    let mut expected = keys.clone();
+    expected.sort_unstable();
+    sort_by_address(&mut keys);
+    assert_eq!(keys, expected);
+}
