@@ -12,9 +12,11 @@
 //! ```
 //!
 //! Under callgrind (`MEMPROF_BENCH_CALLGRIND=1`) each run counts the server started, loaded and ended by
-//! SIGINT, less the server given a quarter of that load, so start-up and shutdown cancel out:
+//! SIGINT in three parts (start-up, the load, shutdown: a dump ends each of the first two), and gives
 //! instructions per command on the server's threads (tokio's workers and its main thread: the request
-//! threads) and on the whole process (memprof's threads too). Each round runs every configuration once, in
+//! threads) and on the whole process (memprof's threads too) two ways: by difference (the run less the
+//! server given a quarter of that load, so start-up, shutdown and what is done once cancel out) and
+//! between the two dumps (the load as a whole); and the instructions of start-up and shutdown. Each round runs every configuration once, in
 //! turn; five rounds (`MEMPROF_BENCH_ROUNDS`): the median and the spread of the rounds' ratios. Without it,
 //! commands answered per second, in the same rounds. Under callgrind it also counts an idle server's
 //! threads a second (idle 40 s less idle 10 s; alone with `MEMPROF_BENCH_ONLY=idle`). The first run builds the server with jemalloc
@@ -59,19 +61,35 @@ fn main() {
     let loads = if std::env::var("MEMPROF_BENCH_ONLY").is_ok_and(|only| only == "idle") { &[][..] } else { &LOADS[..] };
     for load in loads {
         if callgrind {
-            // Per round and configuration: [request threads, whole process] per command.
-            let counted: Vec<Vec<[f64; 2]>> = (0..rounds)
+            // Per round and configuration.
+            let counted: Vec<Vec<PerCommand>> = (0..rounds)
                 .map(|_| CONFIGURATIONS.iter().map(|configuration| per_command(&server, configuration, load)).collect())
                 .collect();
+            let column = |of: &dyn Fn(&PerCommand) -> f64| -> Vec<Vec<f64>> {
+                counted.iter().map(|round| round.iter().map(of).collect()).collect()
+            };
             println!(
                 "\n{}: instructions per command under callgrind, {rounds} runs (median, ratio to on demand with its spread)",
                 load.name
             );
-            for (what, column) in [("request threads", 0), ("whole process", 1)] {
-                let figures: Vec<Vec<f64>> =
-                    counted.iter().map(|round| round.iter().map(|both| both[column]).collect()).collect();
-                report(what, &figures);
-            }
+            println!("  by difference (the load's run less a quarter of it):");
+            report("request threads", &column(&|counted| counted.by_difference[0]));
+            report("whole process", &column(&|counted| counted.by_difference[1]));
+            println!("  between two dumps (the load as a whole, what is done once in it included):");
+            report("request threads", &column(&|counted| counted.between_dumps[0]));
+            report("whole process", &column(&|counted| counted.between_dumps[1]));
+            println!("  instructions a run, whole process (memprof's start-up: continuous less on demand):");
+            report("start-up", &column(&|counted| counted.start_up));
+            report("shutdown", &column(&|counted| counted.shutdown));
+            let start_up = column(&|counted| counted.start_up);
+            let mut added: Vec<f64> = start_up.iter().map(|round| round[1] - round[0]).collect();
+            added.sort_by(f64::total_cmp);
+            println!(
+                "  start-up added by continuous sampling: {:.2} M instructions (median; {:.2}-{:.2} M)",
+                added[added.len() / 2] / 1e6,
+                added[0] / 1e6,
+                added[added.len() - 1] / 1e6
+            );
             let [on_demand, continuous] = [0, 1].map(|index| in_sampling(&server, &CONFIGURATIONS[index], load));
             println!(
                 "  in sampling's code (jemalloc's and memprof's, one run each): {:.0} per command continuous, {:.0} on demand",
@@ -281,22 +299,47 @@ fn in_sampling(server: &Path, configuration: &(&str, Option<&str>), load: &Load)
     counted.program as f64 / (CONNECTIONS * load.commands[1]) as f64
 }
 
-/// One counted run: instructions per command, [request threads, whole process], over the commands of a
-/// loaded run beyond a run with a quarter of its load: start-up, shutdown and what is done once (the first
-/// sample's reading of the allocator's code, say) cancel out.
-fn per_command(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> [f64; 2] {
+/// What one configuration's two counted runs (a load and a quarter of it) read: instructions per command on
+/// the request threads and on the whole process, by the runs' difference and over the load alone (between
+/// two dumps); and the whole process's start-up and shutdown (the load's run).
+struct PerCommand {
+    by_difference: [f64; 2],
+    between_dumps: [f64; 2],
+    start_up: f64,
+    shutdown: f64,
+}
+
+/// Two counted runs of `configuration` under `load`: the whole load and a quarter of it. Each is counted in
+/// three parts, a dump ending each of the first two: start-up (to the first connection), the load, and
+/// shutdown (SIGINT to the end). By difference, the commands of the long run beyond the short one: start-up,
+/// shutdown and what is done once (the first sample's reading of the allocator's code, say) cancel out;
+/// between dumps, the long run's load as a whole, what was done once in it included.
+fn per_command(server: &Path, configuration: &(&str, Option<&str>), load: &Load) -> PerCommand {
     let counted = |commands: usize| {
         let port = free_port();
         let running = callgrind::Running::start(&command(server, configuration, port), &[]);
+        drop(connect(port, running.id()));
+        running.dump();
         send(port, running.id(), load, commands);
+        running.dump();
         interrupt(running.id());
-        let (counted, output) = running.counted();
+        let (parts, output) = running.parts();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        counted
+        let parts: [callgrind::ByThread; 3] = parts.try_into().expect("three parts: start-up, the load, shutdown");
+        parts
     };
+    let whole = |counted: &callgrind::ByThread| (counted.program + counted.memprof) as f64;
     let (short, long) = (counted(load.commands[1] / 4), counted(load.commands[1]));
-    let commands = (CONNECTIONS * (load.commands[1] - load.commands[1] / 4)) as f64;
-    let program = (long.program as f64 - short.program as f64) / commands;
-    let whole = (long.program + long.memprof) as f64 - (short.program + short.memprof) as f64;
-    [program, whole / commands]
+    let total = |parts: &[callgrind::ByThread; 3]| {
+        parts.iter().fold((0.0, 0.0), |(program, all), part| (program + part.program as f64, all + whole(part)))
+    };
+    let ((short_program, short_whole), (long_program, long_whole)) = (total(&short), total(&long));
+    let beyond = (CONNECTIONS * (load.commands[1] - load.commands[1] / 4)) as f64;
+    let all = (CONNECTIONS * load.commands[1]) as f64;
+    PerCommand {
+        by_difference: [(long_program - short_program) / beyond, (long_whole - short_whole) / beyond],
+        between_dumps: [long[1].program as f64 / all, whole(&long[1]) / all],
+        start_up: whole(&long[0]),
+        shutdown: whole(&long[2]),
+    }
 }

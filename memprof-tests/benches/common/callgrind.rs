@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// instructions counted, and the run's output. Panics where valgrind cannot run or writes no profile.
 pub fn instructions(run: &Command, options: &[&str], input: &str) -> (u64, Output) {
     let (profiles, output) = profiles(run, options, input);
-    (profiles.iter().filter_map(|profile| total(profile)).sum(), output)
+    (profiles.iter().filter_map(|(_, profile)| total(profile)).sum(), output)
 }
 
 /// Instructions counted apart: the program's own threads, and memprof's.
@@ -30,7 +30,8 @@ const MEMPROF_THREAD: &str = "memprof_runtime::process::threads::memprofs_own_th
 pub fn instructions_by_thread(run: &Command, options: &[&str], input: &str) -> (ByThread, Output) {
     let options: Vec<&str> = options.iter().copied().chain(["--separate-threads=yes"]).collect();
     let (profiles, output) = profiles(run, &options, input);
-    (by_thread(&profiles), output)
+    let whole = by_thread(&profiles).into_iter().next().expect("one part: the run undumped");
+    (whole, output)
 }
 
 /// A program started under callgrind, each thread counted apart, and not yet ended: a server, driven from
@@ -54,22 +55,64 @@ impl Running {
         self.child.id()
     }
 
+    /// Ends a part of the count here (`callgrind_control --dump`): what the program did since the run
+    /// began or the part before is counted apart (see [`Running::parts`]). Returns once callgrind wrote it.
+    pub fn dump(&self) {
+        let output = Command::new("callgrind_control")
+            .arg("--dump")
+            .arg(self.child.id().to_string())
+            .output()
+            .expect("callgrind_control runs (Debian's valgrind)");
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && said.contains("OK"), "callgrind did not dump: {said}");
+    }
+
     /// Waits for the program to end: its instructions by whose threads counted them, and its output.
     pub fn counted(self) -> (ByThread, Output) {
+        let (parts, output) = self.parts();
+        let whole = parts.iter().fold(ByThread::default(), |whole, part| ByThread {
+            program: whole.program + part.program,
+            memprof: whole.memprof + part.memprof,
+        });
+        (whole, output)
+    }
+
+    /// Waits for the program to end: its instructions by whose threads counted them in each part, in order
+    /// (one a [`Running::dump`], then the last up to the program's end), and its output.
+    pub fn parts(self) -> (Vec<ByThread>, Output) {
         let (profiles, output) = ended(self.child, &self.scratch);
         (by_thread(&profiles), output)
     }
 }
 
-/// Threads' profiles summed by whose they are. With threads apart, the file named as asked holds no count:
-/// each thread's has one.
-fn by_thread(profiles: &[String]) -> ByThread {
-    let mut counted = ByThread::default();
-    for (profile, total) in profiles.iter().filter_map(|profile| Some((profile, total(profile)?))) {
-        let whose = if profile.contains(MEMPROF_THREAD) { &mut counted.memprof } else { &mut counted.program };
+/// Threads' profiles summed by whose they are, a part a dump. With threads apart, the file named as asked
+/// holds no count: each thread's has one a part (`profile.<part>-<thread>`, the last part's
+/// `profile-<thread>`). A thread is memprof's when any of its parts names memprof's frame (a part where
+/// the frame did not run may not).
+fn by_thread(profiles: &[(String, String)]) -> Vec<ByThread> {
+    let numbered = |name: &str| -> Option<(usize, String)> {
+        let rest = name.strip_prefix("profile")?;
+        match rest.strip_prefix('.') {
+            Some(dumped) => {
+                let (part, thread) = dumped.split_once('-')?;
+                Some((part.parse().ok()?, thread.to_owned()))
+            }
+            None => Some((usize::MAX, rest.strip_prefix('-').unwrap_or(rest).to_owned())),
+        }
+    };
+    let memprofs: std::collections::HashSet<String> = profiles
+        .iter()
+        .filter(|(_, profile)| profile.contains(MEMPROF_THREAD))
+        .filter_map(|(name, _)| Some(numbered(name)?.1))
+        .collect();
+    let mut parts = std::collections::BTreeMap::<usize, ByThread>::new();
+    for (name, profile) in profiles {
+        let (Some((part, thread)), Some(total)) = (numbered(name), total(profile)) else { continue };
+        let counted = parts.entry(part).or_default();
+        let whose = if memprofs.contains(&thread) { &mut counted.memprof } else { &mut counted.program };
         *whose += total;
     }
-    counted
+    parts.into_values().collect()
 }
 
 /// The instructions a callgrind profile counts, where it says.
@@ -80,8 +123,8 @@ fn total(profile: &str) -> Option<u64> {
         .and_then(|count| count.split_whitespace().next()?.parse().ok())
 }
 
-/// Runs `run` under callgrind: its profiles (one, or one a thread), and its output.
-fn profiles(run: &Command, options: &[&str], input: &str) -> (Vec<String>, Output) {
+/// Runs `run` under callgrind: its profiles (one, or one a thread), each with its file's name, and its output.
+fn profiles(run: &Command, options: &[&str], input: &str) -> (Vec<(String, String)>, Output) {
     let (mut child, scratch) = spawn(run, options);
     // Dropped after the write: the run reads to the end of its input.
     child.stdin.take().expect("piped").write_all(input.as_bytes()).expect("the run reads its input");
@@ -120,22 +163,23 @@ fn spawn(run: &Command, options: &[&str]) -> (Child, PathBuf) {
     (valgrind.spawn().expect("valgrind runs (Debian's valgrind)"), scratch)
 }
 
-/// Waits for a run started by [`spawn`] to end: its profiles and its output; the scratch directory removed.
-fn ended(mut child: Child, scratch: &Path) -> (Vec<String>, Output) {
+/// Waits for a run started by [`spawn`] to end: its profiles, each with its file's name, and its output;
+/// the scratch directory removed.
+fn ended(mut child: Child, scratch: &Path) -> (Vec<(String, String)>, Output) {
     drop(child.stdin.take());
     let status = child.wait().expect("valgrind ends");
     let read = |name: &str| std::fs::read(scratch.join(name)).unwrap_or_default();
     let output = Output { status, stdout: read("stdout"), stderr: read("stderr") };
-    let profiles: Vec<String> = std::fs::read_dir(scratch)
+    let profiles: Vec<(String, String)> = std::fs::read_dir(scratch)
         .expect("the scratch directory")
         .filter_map(|entry| {
             let path = entry.ok()?.path();
-            let name = path.file_name()?.to_str()?;
-            name.starts_with("profile").then(|| std::fs::read_to_string(&path).ok())?
+            let name = path.file_name()?.to_str()?.to_owned();
+            name.starts_with("profile").then(|| Some((name, std::fs::read_to_string(&path).ok()?)))?
         })
         .collect();
     let _ = std::fs::remove_dir_all(scratch);
-    let counted = profiles.iter().any(|profile| total(profile).is_some());
+    let counted = profiles.iter().any(|(_, profile)| total(profile).is_some());
     assert!(counted, "callgrind wrote no count: {}", String::from_utf8_lossy(&output.stderr));
     (profiles, output)
 }
