@@ -3,7 +3,7 @@
 //! timer, by `stop`, or by the code that started them: on demand one at a time; continuously, windows that
 //! may overlap (an HTTP run and any number of `scope!`s).
 //!
-//! On demand (the default with the switch off; see [`mode`]), a run resets jemalloc's samples (`prof.reset`) so its profile
+//! On demand (the default with the switch off; see [`crate::sampler::mode`]), a run resets jemalloc's samples (`prof.reset`) so its profile
 //! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
 //! [`ProfileStore`] and switches sampling off. Continuously (the default with the switch on) sampling stays on from start-up and a run is
 //! a window over it: it resets nothing, and its profile is what the [`record`] holds of the objects sampled
@@ -19,7 +19,6 @@ mod error;
 mod final_dump;
 mod left_off;
 pub(crate) mod malloc_conf;
-pub(crate) mod mode;
 mod outcomes;
 mod runs;
 mod timer;
@@ -50,7 +49,7 @@ use crate::stack_walk::Unwinder;
 
 /// The runs' records and the files they name, changed together under one lock.
 #[derive(Debug)]
-struct Books {
+pub(crate) struct Books {
     runs: Runs,
     store: ProfileStore,
 }
@@ -67,7 +66,7 @@ impl Books {
 
 /// The profiler: runs started and stopped through jemalloc, their profiles written to the store.
 pub(crate) struct Profiler {
-    books: Mutex<Books>,
+    pub(crate) books: Mutex<Books>,
     /// Wakes the timer when a run starts or ends.
     runs_changed: Condvar,
     pub(crate) config: ConfigReport,
@@ -80,7 +79,7 @@ pub(crate) struct Profiler {
     /// [`Profiler::leave_off_the_start`]).
     left_off: left_off::LeftOff,
     /// How sampling runs (with, continuously, the record of samples), and why: chosen once, at start-up.
-    mode: OnceLock<(mode::Mode, String)>,
+    pub(crate) mode: OnceLock<(crate::sampler::mode::Mode, String)>,
     /// What each stack held when each open window started, by window id: its net growth's base.
     window_bases: Mutex<std::collections::HashMap<u64, record::Base>>,
 }
@@ -181,7 +180,7 @@ impl Profiler {
         books.forget(evicted);
     }
 
-    fn check_available(&self) -> Result<(), Error> {
+    pub(crate) fn check_available(&self) -> Result<(), Error> {
         if self.config.profiling_enabled {
             Ok(())
         } else {
@@ -203,7 +202,7 @@ impl Profiler {
         self.left_off.catch_up();
     }
 
-    fn switch_sampling_on(&self) -> Result<(), Error> {
+    pub(crate) fn switch_sampling_on(&self) -> Result<(), Error> {
         self.unwinder();
         crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true))
             .map(|_| ())

@@ -1,6 +1,6 @@
 //! Windows over the record of samples: opened by code beside the HTTP run, the base of their net growth and
 //! the views every run keeps, and how a run's or the heap's profile is written (the record's window, or
-//! jemalloc's dump). How sampling runs is [`super::mode`]'s.
+//! jemalloc's dump). How sampling runs is [`crate::sampler::mode`]'s.
 
 use super::{ActiveRun, Error, KeptProfile, Owner, Profiler};
 use crate::jemalloc;

@@ -3,6 +3,7 @@
 //! readings its pacer takes ([`throttle`]). Below the runs ([`crate::profiler`]), which open windows over it.
 
 pub(crate) mod budget;
+pub(crate) mod mode;
 pub(crate) mod record;
 pub(crate) mod sampling;
 pub(crate) mod throttle;

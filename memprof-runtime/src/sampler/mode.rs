@@ -2,7 +2,7 @@
 //! record of samples it keeps (the only way to that record while continuous); and the record the views of
 //! runs are written from in either mode.
 
-use super::{Error, Profiler, control};
+use crate::profiler::{Error, Profiler, control};
 use crate::sampler::record::table::Table;
 use crate::sampler::{record, sampling, throttle};
 
@@ -40,7 +40,7 @@ impl Profiler {
     }
 
     /// How sampling runs; on demand before start-up chose.
-    fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         self.mode.get().map_or(Mode::OnDemand, |(mode, _)| *mode)
     }
 
