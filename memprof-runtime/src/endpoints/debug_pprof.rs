@@ -57,7 +57,7 @@ fn heap_profile(
         .transpose()?;
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
     let off = (!crate::sampler::throttle::sampling_on().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
-    let record = context.profiler.record();
+    let record = context.profiler.sampler().record();
     let cautions = record.into_iter().flat_map(crate::sampler::record::cautions);
     let estimates = record.map(crate::sampler::record::estimate_note);
     let comments =

@@ -23,10 +23,11 @@ pub(super) fn explain(context: &Context, _: &Query) -> Result<Reply, HttpError> 
     let sampling = crate::sampler::throttle::sampling_on().map_err(|error| {
         HttpError::internal(format!("Cannot tell whether sampling is on (prof.active: {error}); explain cannot judge"))
     })?;
-    let stacks = crate::leak_naming::named_for_explain(growth, sampling, context.profiler.views_record(), || {
-        super::heap_now::symbolized(context)
-    })?;
-    let losses = context.profiler.record().and_then(crate::sampler::record::losses);
+    let stacks =
+        crate::leak_naming::named_for_explain(growth, sampling, context.profiler.sampler().views_record(), || {
+            super::heap_now::symbolized(context)
+        })?;
+    let losses = context.profiler.sampler().record().and_then(crate::sampler::record::losses);
     let mut explanation = memory::explanation(&reading, growth, stacks, sampling, losses, &bins, decay.as_ref());
     if let Some(error) = bins_unread
         && explanation.verdict.kind == memprof_wire::VerdictKind::Fragmentation

@@ -17,8 +17,8 @@ const GROWING_SHOWN: usize = 5;
 /// last hour; on demand, the run's time), with what each held at every reading, for the dashboard's chart
 /// (symbolizing them is an expensive job).
 pub(super) fn growing(context: &Context, _: &Query) -> Result<Reply, HttpError> {
-    let continuous = context.profiler.record().is_some();
-    let Some(record) = context.profiler.views_record() else {
+    let continuous = context.profiler.sampler().record().is_some();
+    let Some(record) = context.profiler.sampler().views_record() else {
         let nothing = memprof_wire::Growing { continuous: false, series: Vec::new(), missed: None, unsure: None };
         return Ok(Reply::json(&nothing));
     };

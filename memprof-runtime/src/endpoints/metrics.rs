@@ -129,7 +129,7 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         );
     }
     // The record of samples: continuous sampling's, or on demand the one the first run started.
-    if let Some(record) = profiler.views_record() {
+    if let Some(record) = profiler.sampler().views_record() {
         record_metrics(&mut text, record)?;
     }
     Ok(Reply::bytes("text/plain; version=0.0.4; charset=utf-8", text.into_bytes()))

@@ -205,7 +205,7 @@ pub(super) fn read_profile(path: &std::path::Path, max_bytes: u64) -> std::io::R
 /// views are the record's.
 pub(super) fn kept_dump(text: &str, path: &std::path::Path) -> Result<Analysis, memprof_analysis::ParseError> {
     let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(path))?;
-    let record = crate::profiler::Profiler::global().record();
+    let record = crate::profiler::Profiler::global().sampler().record();
     analysis.cautions.extend(record.into_iter().flat_map(crate::sampler::record::cautions));
     Ok(analysis)
 }

@@ -68,17 +68,20 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
                 .last_failure
                 .as_ref()
                 .map(|failure| Failure { id: failure.id, error: failure.error.to_string() }),
-            started_externally: active && runs.current.is_none() && profiler.record().is_none(),
+            started_externally: active && runs.current.is_none() && profiler.sampler().record().is_none(),
             lg_prof_sample: lg_sample,
             stack_walk: StackWalk {
-                method: profiler.unwinder().name().to_owned(),
-                why: profiler.unwinder().why().map(str::to_owned),
+                method: profiler.sampler().unwinder().name().to_owned(),
+                why: profiler.sampler().unwinder().why().map(str::to_owned),
                 completed_by_unwinder: crate::stack_walk::completed_walks(),
             },
             sampling: sampling(profiler),
             sample_period_bytes: lg_sample.map(|lg| 1u64 << lg),
             otlp_push: crate::otlp_push::report(),
-            warnings: warnings(config, profiler.record(), active).into_iter().chain(runs.warnings()).collect(),
+            warnings: warnings(config, profiler.sampler().record(), active)
+                .into_iter()
+                .chain(runs.warnings())
+                .collect(),
             messages: crate::process::messages::said(),
             earlier_processes: runs.earlier.iter().map(describe_earlier).collect(),
             labels: LabelCounts {
@@ -102,8 +105,8 @@ pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
 
 /// How sampling runs, and how full the record is.
 fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
-    let choice = profiler.sampling();
-    let record = profiler.record().map(|record| {
+    let choice = profiler.sampler().sampling();
+    let record = profiler.sampler().record().map(|record| {
         let (dropped, live, stacks) = record.fill();
         let capacity = record.capacity();
         let given_back = record.given_back();

@@ -156,7 +156,7 @@ fn start_for_measures() -> Option<&'static Table> {
     if !jemalloc::profiling_enabled() || jemalloc::profiling_active().unwrap_or(true) {
         return None;
     }
-    crate::profiler::Profiler::global().unwinder();
+    crate::profiler::Profiler::global().sampler().unwinder();
     let record = record::start_at(settings.record, lg_sample).ok()?;
     jemalloc::reset_samples(lg_sample).ok()?;
     crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true)).ok()?;

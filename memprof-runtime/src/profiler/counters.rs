@@ -44,7 +44,7 @@ fn read_due(changes: Option<u64>, last: Option<(Option<u64>, Duration)>) -> bool
 
 /// What the record saw so far, where an unchanged count means an unchanged heap (see [`read_due`]).
 fn changes_seen() -> Option<u64> {
-    let record = crate::profiler::Profiler::global().record()?;
+    let record = crate::profiler::Profiler::global().sampler().record()?;
     (crate::sampler::throttle::thinning() == crate::sampler::budget::Thinning::NONE).then(|| record.changes())
 }
 
@@ -111,7 +111,7 @@ pub(crate) fn start() -> std::io::Result<()> {
                     });
                 history::record(Reading { time, counters, classes });
                 // The one history of what grew (continuous, or during a run on demand) is read while sampled.
-                if let Some(record) = crate::profiler::Profiler::global().views_record()
+                if let Some(record) = crate::profiler::Profiler::global().sampler().views_record()
                     && crate::sampler::throttle::sampling_on().unwrap_or(false)
                 {
                     // What the walks need, when sampling is on from start-up: read here (once), off the

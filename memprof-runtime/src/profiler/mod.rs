@@ -22,9 +22,10 @@ pub(crate) mod malloc_conf;
 mod outcomes;
 mod runs;
 mod timer;
-mod whole_run;
+pub(crate) mod whole_run;
 mod windows;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,26 +33,26 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::{Condvar, Mutex};
 
 pub(crate) use crate::run_model::{ActiveRun, KeptProfile, Owner};
-pub(crate) use error::control;
 pub use error::{Cause, DumpOf, Error};
 pub(crate) use outcomes::{LookupError, Started, Stopped};
 pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
 
 use crate::jemalloc;
-use crate::process::messages;
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
 use crate::profiler::malloc_conf::ConfigReport;
-use crate::sampler::record;
+use crate::sampler::{Sampler, record};
 use crate::settings::Settings;
 use crate::stack_walk::Unwinder;
 
-/// The runs' records and the files they name, changed together under one lock.
-#[derive(Debug)]
-pub(crate) struct Books {
+/// The runs' records, the files they name and the windows over the record they read, changed together
+/// under one lock.
+struct Books {
     runs: Runs,
     store: ProfileStore,
+    /// The window over the record each open run or window reads its views from, by id.
+    windows: HashMap<u64, record::Window>,
 }
 
 impl Books {
@@ -66,22 +67,17 @@ impl Books {
 
 /// The profiler: runs started and stopped through jemalloc, their profiles written to the store.
 pub(crate) struct Profiler {
-    pub(crate) books: Mutex<Books>,
+    books: Mutex<Books>,
     /// Wakes the timer when a run starts or ends.
     runs_changed: Condvar,
     pub(crate) config: ConfigReport,
     /// What the program and the operator configured: resolved once, handed down to each part from here.
     settings: &'static Settings,
-    /// How samples walk the stack: chosen, its tables indexed and its hook installed when sampling can
-    /// first happen ([`Profiler::unwinder`]), never in a program that never samples.
-    unwinder: OnceLock<Unwinder>,
+    /// Sampling below the runs: its mode, switch, walks and record.
+    sampler: Sampler,
     /// Work left off the program's start: the profile root's sweep, done by whichever needs it first (see
     /// [`Profiler::leave_off_the_start`]).
     left_off: left_off::LeftOff,
-    /// How sampling runs (with, continuously, the record of samples), and why: chosen once, at start-up.
-    pub(crate) mode: OnceLock<(crate::sampler::mode::Mode, String)>,
-    /// What each stack held when each open window started, by window id: its net growth's base.
-    window_bases: Mutex<std::collections::HashMap<u64, record::Base>>,
 }
 
 /// Made on first use, unsampled (reading the allocator's code out of the executable allocates some 64 kB
@@ -106,24 +102,6 @@ impl Profiler {
         PROFILER.get()
     }
 
-    /// How samples walk the stack: the first call chooses the walk (the frame-pointer check against
-    /// libgcc), indexes the unwind tables if they are needed and installs memprof's hook, unsampled. Called
-    /// before sampling is first switched on, and where profiling is asked for at start (to say the walk).
-    pub(crate) fn unwinder(&self) -> &Unwinder {
-        self.unwinder.get_or_init(|| {
-            // memprof's own: unsampled, and its tables in memprof's arena, whoever asks first.
-            jemalloc::unsampled(|| {
-                jemalloc::in_own_arena(|| {
-                    if self.config.profiling_enabled {
-                        crate::stack_walk::install(self.settings.unwinder)
-                    } else {
-                        Unwinder::Libgcc("heap profiling is disabled".to_owned())
-                    }
-                })
-            })
-        })
-    }
-
     /// A profiler with no runs, configured by `settings`, for the `config` jemalloc reported, whose samples
     /// walk the stack with `unwinder` (installed when first needed, if empty); its profiles go to a
     /// directory of their own.
@@ -131,16 +109,15 @@ impl Profiler {
         let books = Books {
             runs: Runs::new(settings.keep_runs),
             store: ProfileStore::new(settings.profile_parent.path.clone(), crate::labels::table_text),
+            windows: HashMap::new(),
         };
         Profiler {
             books: Mutex::new(books),
             runs_changed: Condvar::new(),
+            sampler: Sampler::new(settings, config.profiling_enabled, unwinder),
             config,
             settings,
-            unwinder,
             left_off: left_off::LeftOff::default(),
-            mode: OnceLock::new(),
-            window_bases: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -180,7 +157,7 @@ impl Profiler {
         books.forget(evicted);
     }
 
-    pub(crate) fn check_available(&self) -> Result<(), Error> {
+    fn check_available(&self) -> Result<(), Error> {
         if self.config.profiling_enabled {
             Ok(())
         } else {
@@ -202,11 +179,17 @@ impl Profiler {
         self.left_off.catch_up();
     }
 
-    pub(crate) fn switch_sampling_on(&self) -> Result<(), Error> {
-        self.unwinder();
-        crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true))
-            .map(|_| ())
-            .map_err(|error| control("Heap profiling couldn't be enabled", "prof.active", error))
+    /// Sampling below the runs: how it runs, its switch, walks and record.
+    pub(crate) fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// Makes sampling continuous from now on (`because` says why, for `state`), no run starting meanwhile:
+    /// runs are windows from then on. Once: the mode chosen first stays.
+    pub(crate) fn sample_continuously(&self, because: String) -> Result<(), Error> {
+        self.check_available()?;
+        let _books = self.books.lock();
+        self.sampler.sample_continuously(because)
     }
 
     /// Starts a run, or returns the active one. A run with a `length` is ended by a timer.
@@ -218,48 +201,31 @@ impl Profiler {
         if let Some(current) = books.runs.current() {
             return Ok(Started::AlreadyActive(current.clone()));
         }
-        let window_start = self.record().map(|record| record.next_sequence());
+        let window_start = self.sampler.record().map(|record| record.next_sequence());
         if window_start.is_none() {
-            self.start_sampling_afresh()?;
-            // On demand the run's request waits for what the walks need (continuous: off the start), every
-            // function judged: jemalloc writes the run's dumps from the stacks as the walks left them.
-            crate::stack_walk::prepare_for_samples();
-            crate::allocator_code::AllocatorCode::of_this_program().judge_all();
+            self.sampler.start_afresh()?;
         }
         let id = books.runs.next_id();
         let deadline = length.map(|length| Instant::now() + length);
         if deadline.is_some() {
-            self.start_timer()?;
+            timer::start(self)?;
         }
         // The bases of its views, before its first sample (on demand, the record starts with the first run).
-        self.remember_base(id, window_start.or_else(|| self.views_start()));
+        let since = window_start.or_else(|| self.sampler.views_start());
+        books.open_views(self.sampler.views_record(), id, since);
         if window_start.is_none()
-            && let Err(error) = self.switch_sampling_on()
+            && let Err(error) = self.sampler.switch_on()
         {
-            self.keep_window_views(id, None, true);
+            books.windows.remove(&id);
             return Err(error);
         }
         // Sampled continuously, an operator's run is sampled whole (the budget waits for its end).
         let operators = window_start.is_some() && matches!(owner, Owner::Http | Owner::Manual);
         let run = books.runs.begin(id, owner, deadline, window_start);
-        crate::sampler::throttle::sample_whole(operators);
+        self.sampler.sample_whole(operators);
         write_last_seen(&mut books, jemalloc::heap_stats().ok());
         self.runs_changed.notify_all();
         Ok(Started::New(run))
-    }
-
-    /// On demand, before a run: refuses when sampling was switched on outside memprof, else drops every
-    /// earlier sample (`prof.reset`), so the run's profile holds only its own.
-    fn start_sampling_afresh(&self) -> Result<(), Error> {
-        if jemalloc::profiling_active()
-            .map_err(|error| control("Cannot read whether sampling is on", "prof.active", error))?
-        {
-            return Err(Error::StartedExternally);
-        }
-        let lg_sample =
-            jemalloc::lg_sample().map_err(|error| control("Cannot read the sampling rate", "prof.lg_sample", error))?;
-        jemalloc::reset_samples(lg_sample)
-            .map_err(|error| control("Cannot reset the heap profile", "prof.reset", error))
     }
 
     /// Stops the current run (only if it is `id`, when given) and returns its profile. When `id` names a
@@ -295,17 +261,17 @@ impl Profiler {
         let Some(run) = books.runs.end() else {
             unreachable!("finish is only called with a current run");
         };
-        crate::sampler::throttle::sample_whole(false);
+        self.sampler.sample_whole(false);
         self.runs_changed.notify_all();
         self.keep(books, run)
     }
 
     /// Dumps the profile of `run`, which just ended, into the store and keeps it (or records why not).
     fn keep(&self, books: &mut Books, run: ActiveRun) -> Result<KeptProfile, Error> {
-        let dumped = jemalloc::unsampled(|| books.store.dump(run.id, &self.run_dump(run.window_start)));
-        self.keep_window_views(run.id, dumped.as_ref().ok(), books.store.in_memory());
+        let dumped = jemalloc::unsampled(|| books.store.dump(run.id, &self.sampler.window_writer(run.window_start)));
+        books.keep_views(run.id, dumped.as_ref().ok());
         if run.window_start.is_none() {
-            switch_sampling_off(run.id);
+            self.sampler.switch_off(run.id);
         }
         let finished = match dumped {
             Ok(path) => {
@@ -347,18 +313,96 @@ impl Profiler {
         crate::profile_root::evidence::clear(&earlier)
     }
 
+    /// In continuous mode, opens a window for code (`Run`, `scope!`) beside any other run or window:
+    /// `None` on demand, where code starts a run like any other.
+    pub(crate) fn open_window(&self, owner: Owner) -> Result<Option<ActiveRun>, Error> {
+        let Some(record) = self.sampler.record() else { return Ok(None) };
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let id = books.runs.next_id();
+        let since = record.next_sequence();
+        let window = books.runs.open_window(id, owner, since);
+        books.open_views(Some(record), id, Some(since));
+        Ok(Some(window))
+    }
+
+    /// The samples taken since run or window `id` began, whoever allocated them; `None` where no record
+    /// counts them (or `id` is not in progress).
+    pub(crate) fn samples_since_start(&self, id: u64) -> Option<u64> {
+        self.books.lock().windows.get(&id).map(record::Window::samples)
+    }
+
+    /// Closes window `id` and keeps its profile: what was sampled since it opened and is still live.
+    pub(crate) fn close_window(&self, id: u64) -> Result<KeptProfile, Error> {
+        let mut books = self.books.lock();
+        let Some(window) = books.runs.close_window(id) else { return Err(Error::UnknownRun(id)) };
+        self.keep(&mut books, window)
+    }
+
+    /// Dumps the heap as it is now, outside any run (sampled by earlier runs or by sampling left on), into
+    /// a file the caller deletes once read.
+    ///
+    /// With `run`, the profile of that run or window in progress as it stands: what it would hold if it
+    /// ended now (sampled continuously, the objects sampled since it began and still live; on demand, the
+    /// heap, whose samples the run reset as it began). [`Error::UnknownRun`] when it is not in progress.
+    pub(crate) fn snapshot(&self, run: Option<u64>) -> Result<(std::fs::File, String), Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let window_start = match run {
+            Some(run) => Some(books.runs.in_progress(run).ok_or(Error::UnknownRun(run))?.window_start),
+            None => None,
+        };
+        let id = books.runs.next_id();
+        let written = match window_start {
+            Some(window_start) => {
+                jemalloc::unsampled(|| books.store.snapshot(id, &self.sampler.window_writer(window_start)))
+            }
+            None => jemalloc::unsampled(|| books.store.snapshot(id, &self.sampler.heap_writer())),
+        };
+        written.map_err(|error| Error::Dump { of: DumpOf::Snapshot, error: error.into() })
+    }
+
+    /// Dumps the heap now into the ring of automatic dumps, then drops the oldest dumps beyond `keep`
+    /// files or `max_bytes` in all (the newest always stays).
+    pub(crate) fn automatic_dump(&self, reason: String, keep: usize, max_bytes: u64) -> Result<KeptProfile, Error> {
+        self.check_available()?;
+        let mut books = self.books.lock();
+        books.runs.check_open()?;
+        let id = books.runs.next_id();
+        let path = books
+            .store
+            .automatic(id, &self.sampler.heap_writer())
+            .map_err(|error| Error::Dump { of: DumpOf::Automatic, error: error.into() })?;
+        let dump = dumps::keep_automatic(&mut books, id, Owner::Automatic(reason), path, keep, max_bytes);
+        if let Some(record) = self.sampler.record() {
+            dumps::keep_growth(&mut books, record, id, keep, max_bytes);
+        }
+        Ok(dump)
+    }
+
+    /// With no run of memprof's, the answer to a stop: nothing, unless (on demand) sampling was switched
+    /// on outside memprof (which it leaves alone).
+    fn no_run_unless_started_externally(&self) -> Result<(), Error> {
+        if self.sampler.started_externally() { Err(Error::StartedExternally) } else { Ok(()) }
+    }
+
     /// Ends any run without keeping its profile and removes the profile directory: the program is ending.
     ///
     /// A run still active can leave its profile behind, outside the removed directory, at the path in
     /// `MEMPROF_FINAL_DUMP`.
     pub(crate) fn shut_down(&self) {
-        self.keep_whole_run();
+        whole_run::keep(self);
         let mut books = self.books.lock();
         if let Some(run) = books.runs.end() {
             self.runs_changed.notify_all();
-            final_dump::leave(self.settings.final_dump.as_deref(), run.id, &self.run_dump(run.window_start));
+            final_dump::leave(
+                self.settings.final_dump.as_deref(),
+                run.id,
+                &self.sampler.window_writer(run.window_start),
+            );
             if run.window_start.is_none() {
-                switch_sampling_off(run.id);
+                self.sampler.switch_off(run.id);
             }
         }
         books.runs.close();
@@ -386,18 +430,6 @@ fn write_last_seen(books: &mut Books, counters: Option<memprof_wire::HeapCounter
     let _ = books.store.write_small_file(crate::profile_root::last_seen::FILE, &json);
 }
 
-impl Profiler {
-    /// With no run of memprof's, the answer to a stop: nothing, unless (on demand) sampling was switched
-    /// on outside memprof (which it leaves alone).
-    fn no_run_unless_started_externally(&self) -> Result<(), Error> {
-        if self.record().is_none() && jemalloc::profiling_active().unwrap_or(false) {
-            Err(Error::StartedExternally)
-        } else {
-            Ok(())
-        }
-    }
-}
-
 /// Told the id of each profile that is no longer kept: set by the layer above that keeps renders of them
 /// (the endpoints), which the profiler knows nothing of.
 static EVICTION_LISTENER: OnceLock<fn(u64)> = OnceLock::new();
@@ -411,15 +443,6 @@ fn evicted(id: u64) {
     if let Some(listener) = EVICTION_LISTENER.get() {
         listener(id);
     }
-}
-
-/// Switches sampling off at the end of run `id`; a failure is logged (the run is over either way).
-fn switch_sampling_off(id: u64) {
-    if let Err(error) = crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(false)) {
-        messages::warn(&format!("Could not switch heap profiling off at the end of run {id} (prof.active: {error})"));
-    }
-    // The growth watched during the run ends with it: the history is read only while sampled.
-    record::forget_history();
 }
 
 #[cfg(test)]

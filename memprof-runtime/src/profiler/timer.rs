@@ -11,15 +11,13 @@ use crate::process::messages;
 /// Whether the timer thread was started (and, if not, why).
 static STARTED: OnceLock<Result<(), Cause>> = OnceLock::new();
 
-impl Profiler {
-    /// Starts the timer thread, the first time. Called before sampling is switched on: the thread is
-    /// unsampled before this returns.
-    pub(super) fn start_timer(&'static self) -> Result<(), Error> {
-        let started = STARTED.get_or_init(|| {
-            crate::process::threads::spawn("memprof-timer", move || end_runs(self)).map_err(Cause::from)
-        });
-        started.clone().map_err(|error| Error::Thread { purpose: "the runs' timer", error })
-    }
+/// Starts the timer thread of `profiler`, the first time. Called before sampling is switched on: the thread
+/// is unsampled before this returns.
+pub(super) fn start(profiler: &'static Profiler) -> Result<(), Error> {
+    let started = STARTED.get_or_init(|| {
+        crate::process::threads::spawn("memprof-timer", move || end_runs(profiler)).map_err(Cause::from)
+    });
+    started.clone().map_err(|error| Error::Thread { purpose: "the runs' timer", error })
 }
 
 /// Ends each timed run when its deadline comes, if it is still the current run; waits for the next run.

@@ -25,77 +25,75 @@ use crate::profile_root::storage::write_owner_only;
 /// The whole run's window and where its profiles go at exit.
 static WHOLE_RUN: OnceLock<(u64, PathBuf)> = OnceLock::new();
 
-impl Profiler {
-    /// Opens the window of the whole run, kept in `directory` at exit (made now, owner-only, so that a
-    /// directory that cannot be made is said at start, not found at exit); reports why not when the
-    /// directory cannot be made or sampling is not continuous (`MEMPROF_SAMPLING=on-demand` said otherwise,
-    /// or profiling is off).
-    pub(crate) fn open_whole_run(&self, directory: PathBuf) {
-        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
-            return messages::error(&format!(
-                "{WHOLE_RUN_VARIABLE}={}: the directory cannot be made ({error}); the whole run is not kept",
-                directory.display()
-            ));
-        }
-        match self.open_window(Owner::Code("whole run".to_owned())) {
-            Ok(Some(window)) => {
-                let _ = WHOLE_RUN.set((window.id, directory));
-            }
-            Ok(None) => messages::error(&format!(
-                "{WHOLE_RUN_VARIABLE} is set, but sampling is not continuous ({}): the whole run is not kept",
-                self.sampling().because
-            )),
-            Err(error) => messages::error(&format!("The whole run is not kept: {error}")),
-        }
+/// Opens the window of the whole run over `profiler`'s record, kept in `directory` at exit (made now, owner-only, so that a
+/// directory that cannot be made is said at start, not found at exit); reports why not when the
+/// directory cannot be made or sampling is not continuous (`MEMPROF_SAMPLING=on-demand` said otherwise,
+/// or profiling is off).
+pub(crate) fn open(profiler: &Profiler, directory: PathBuf) {
+    if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
+        return messages::error(&format!(
+            "{WHOLE_RUN_VARIABLE}={}: the directory cannot be made ({error}); the whole run is not kept",
+            directory.display()
+        ));
     }
+    match profiler.open_window(Owner::Code("whole run".to_owned())) {
+        Ok(Some(window)) => {
+            let _ = WHOLE_RUN.set((window.id, directory));
+        }
+        Ok(None) => messages::error(&format!(
+            "{WHOLE_RUN_VARIABLE} is set, but sampling is not continuous ({}): the whole run is not kept",
+            profiler.sampler().sampling().because
+        )),
+        Err(error) => messages::error(&format!("The whole run is not kept: {error}")),
+    }
+}
 
-    /// At the end: closes the whole run's window and copies its profiles and the automatic dumps into the
-    /// directory asked for, owner-only; says where, or why not.
-    pub(super) fn keep_whole_run(&self) {
-        let Some((id, directory)) = WHOLE_RUN.get() else { return };
-        let window = match self.close_window(*id) {
-            Ok(window) => window,
-            // Closed already (an earlier shutdown): nothing more to keep.
-            Err(super::Error::UnknownRun(_)) => return,
-            Err(error) => return messages::error(&format!("The whole run's profile was not written: {error}")),
-        };
-        let mut copies = vec![
-            (window.path.clone(), directory.join("whole-run.heap")),
-            (Beside::Allocated.of(&window.path), directory.join("whole-run.allocated.heap")),
-            (Beside::Peak.of(&window.path), directory.join("whole-run.peak.heap")),
-        ];
-        let automatic = self.overview().automatic;
-        copies.extend(
-            automatic.iter().map(|dump| (dump.path.clone(), directory.join(format!("automatic-{}.heap", dump.id)))),
-        );
-        // Each is kept or not on its own: one that cannot be written does not take the others with it.
-        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(directory) {
-            let directory = directory.display();
-            return messages::error(&format!("The whole run's profiles were not kept: {directory} ({error})"));
-        }
-        let failed: Vec<String> = copies
-            .iter()
-            .filter_map(|(from, to)| {
-                let error = copy_with_labels(from, to).err()?;
-                Some(format!("{} ({error})", to.file_name().unwrap_or_default().to_string_lossy()))
-            })
-            .collect();
-        if failed.is_empty() {
-            messages::info(&format!(
-                "The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), whole-run.peak.heap (at its high-water mark), {} automatic dump{}",
-                directory.display(),
-                automatic.len(),
-                if automatic.len() == 1 { "" } else { "s" }
-            ))
-        } else {
-            messages::error(&format!(
-                "{} of the whole run's {} profiles were not kept in {}: {}",
-                failed.len(),
-                copies.len(),
-                directory.display(),
-                failed.join(", ")
-            ))
-        }
+/// At the end: closes the whole run's window and copies its profiles and the automatic dumps into the
+/// directory asked for, owner-only; says where, or why not.
+pub(super) fn keep(profiler: &Profiler) {
+    let Some((id, directory)) = WHOLE_RUN.get() else { return };
+    let window = match profiler.close_window(*id) {
+        Ok(window) => window,
+        // Closed already (an earlier shutdown): nothing more to keep.
+        Err(super::Error::UnknownRun(_)) => return,
+        Err(error) => return messages::error(&format!("The whole run's profile was not written: {error}")),
+    };
+    let mut copies = vec![
+        (window.path.clone(), directory.join("whole-run.heap")),
+        (Beside::Allocated.of(&window.path), directory.join("whole-run.allocated.heap")),
+        (Beside::Peak.of(&window.path), directory.join("whole-run.peak.heap")),
+    ];
+    let automatic = profiler.overview().automatic;
+    copies.extend(
+        automatic.iter().map(|dump| (dump.path.clone(), directory.join(format!("automatic-{}.heap", dump.id)))),
+    );
+    // Each is kept or not on its own: one that cannot be written does not take the others with it.
+    if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(directory) {
+        let directory = directory.display();
+        return messages::error(&format!("The whole run's profiles were not kept: {directory} ({error})"));
+    }
+    let failed: Vec<String> = copies
+        .iter()
+        .filter_map(|(from, to)| {
+            let error = copy_with_labels(from, to).err()?;
+            Some(format!("{} ({error})", to.file_name().unwrap_or_default().to_string_lossy()))
+        })
+        .collect();
+    if failed.is_empty() {
+        messages::info(&format!(
+            "The whole run's profiles are in {}: whole-run.heap (live at the end), whole-run.allocated.heap (everything allocated), whole-run.peak.heap (at its high-water mark), {} automatic dump{}",
+            directory.display(),
+            automatic.len(),
+            if automatic.len() == 1 { "" } else { "s" }
+        ))
+    } else {
+        messages::error(&format!(
+            "{} of the whole run's {} profiles were not kept in {}: {}",
+            failed.len(),
+            copies.len(),
+            directory.display(),
+            failed.join(", ")
+        ))
     }
 }
 

@@ -135,9 +135,9 @@ fn start_with(settings: &'static Settings) -> Guard {
         // with the switch off never pays the frame-pointer check or the tables' index.
         if (settings.profiling_asked() || active_at_start)
             && profiler.config.profiling_enabled
-            && let Some(reason) = profiler.unwinder().why()
+            && let Some(reason) = profiler.sampler().unwinder().why()
         {
-            messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.unwinder().name()));
+            messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.sampler().unwinder().name()));
         }
         match automatic_dumps {
             Some((triggers, by_default)) if profiler.config.profiling_enabled => {
@@ -168,7 +168,7 @@ fn start_with(settings: &'static Settings) -> Guard {
             start_push(profiler, push.clone());
         }
         if let Some(directory) = &settings.whole_run {
-            profiler.open_whole_run(directory.clone());
+            crate::profiler::whole_run::open(profiler, directory.clone());
         }
         Guard { owns_shutdown: true }
     };
@@ -193,7 +193,7 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start:
             )),
             Err(error) => {
                 messages::error(&format!("Sampling is not continuous ({}): {error}", choice.because));
-                profiler.sample_on_demand(format!("continuous sampling failed: {error}"));
+                profiler.sampler().sample_on_demand(format!("continuous sampling failed: {error}"));
             }
         },
         Sampling::OnDemand => {
@@ -203,7 +203,7 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start:
                     choice.because
                 ));
             }
-            profiler.sample_on_demand(choice.because);
+            profiler.sampler().sample_on_demand(choice.because);
         }
     }
 }
@@ -211,11 +211,11 @@ fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start:
 /// Pushes heap profiles over OTLP as `settings` say, from the record of continuous sampling (without it,
 /// there is nothing to push, and the log says why).
 fn start_push(profiler: &'static Profiler, settings: crate::settings::otlp::PushSettings) {
-    let Some(record) = profiler.record() else {
+    let Some(record) = profiler.sampler().record() else {
         messages::error(&format!(
             "Heap profiles are not pushed over OTLP to {}: sampling is not continuous ({})",
             crate::otlp_push::without_credentials(&settings.endpoint),
-            profiler.sampling().because
+            profiler.sampler().sampling().because
         ));
         return;
     };

@@ -23,6 +23,9 @@ pub(crate) mod growth;
 pub(crate) mod heap_v2;
 mod spin;
 pub(crate) mod table;
+mod window;
+
+pub(crate) use window::Window;
 
 use std::ffi::{c_uint, c_void};
 use std::io;
@@ -283,14 +286,14 @@ pub(crate) fn growers_as_dump(growers: &[Grower], bytes: &dyn Fn(&Grower) -> f64
 /// What every stack holds and has allocated as a window starts: the bases of its net growth and of its
 /// allocations, with each stack's first sample (a stack that took a given-back index since has none).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Base {
+struct Base {
     /// The record's sequence number as the window started: the samples taken since are counted from it.
-    pub(crate) since: u64,
+    since: u64,
     born: Vec<u64>,
     live: Vec<table::Totals>,
     allocated: Vec<table::Totals>,
     /// Where its high-water mark is tracked ([`Table::track_peak`]), unless every place was taken.
-    pub(crate) peak: Option<usize>,
+    peak: Option<usize>,
 }
 
 /// What each stack holds now (by stack index): the base a window's net growth is measured from.
@@ -299,7 +302,7 @@ pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
 }
 
 /// The base of a window starting now, at sequence number `since`; its high-water mark tracked from now on.
-pub(crate) fn base_now(record: &Table, since: u64) -> Base {
+fn base_now(record: &Table, since: u64) -> Base {
     let live = live_now(record);
     let (born, allocated) = record.allocated().into_iter().unzip();
     Base { since, born, live, allocated, peak: record.track_peak(since) }
@@ -315,7 +318,7 @@ impl Base {
 
 /// Writes what every stack held when the window tracked at `place` held the most, at `path` (a `heap_v2`
 /// dump of unbiased counts, period 1), and stops tracking it.
-pub(crate) fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
+fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
     let held = record.end_peak(place);
     let (indexes, totals): (Vec<u32>, Vec<table::Totals>) = held
         .iter()
@@ -330,7 +333,7 @@ pub(crate) fn write_peak(record: &Table, place: usize, path: &Path) -> io::Resul
 
 /// Writes what every stack allocated since `base` (a window's start), freed or not, at `path`: a `heap_v2`
 /// dump of unbiased counts (period 1).
-pub(crate) fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()> {
+fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()> {
     let (mut indexes, mut totals) = (Vec::new(), Vec::new());
     for (index, (born, now)) in record.allocated().iter().enumerate() {
         let (objects, bytes) = grown(now, base.of(&base.allocated, index, *born));
@@ -386,7 +389,7 @@ fn write_stacks(record: &Table, indexes: &[u32], totals: Vec<table::Totals>, pat
 /// Writes the net growth of every stack since `base` ([`live_now`] at a window's start): what grew at
 /// `grown`, what shrank at `shrunk`, each a `heap_v2` dump of unbiased counts (period 1), so that the net
 /// growth is the first minus the second (as `base=` diffs read).
-pub(crate) fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, shrunk_path: &Path) -> io::Result<()> {
+fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, shrunk_path: &Path) -> io::Result<()> {
     let now = live_now(record);
     let born = record.allocated();
     let mut sides: [(Vec<u32>, Vec<table::Totals>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
