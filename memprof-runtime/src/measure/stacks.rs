@@ -149,16 +149,9 @@ fn sampling() -> Option<&'static Table> {
     *FOR_MEASURES.get_or_init(|| jemalloc::unsampled(start_for_measures))
 }
 
-/// Starts sampling for measures: the walk, the record, the interval, sampling on.
+/// Starts sampling for measures, where `MEMPROF_MEASURE_SAMPLE` allows (see
+/// [`crate::sampler::Sampler::sample_for_measures`]).
 fn start_for_measures() -> Option<&'static Table> {
-    let settings = crate::settings::get();
-    let lg_sample = settings.measure_lg_sample? as usize;
-    if !jemalloc::profiling_enabled() || jemalloc::profiling_active().unwrap_or(true) {
-        return None;
-    }
-    crate::profiler::Profiler::global().sampler().unwinder();
-    let record = record::start_at(settings.record, lg_sample).ok()?;
-    jemalloc::reset_samples(lg_sample).ok()?;
-    crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true)).ok()?;
-    Some(record)
+    let profiler = crate::profiler::Profiler::global();
+    profiler.sampler().sample_for_measures(profiler.settings().measure_lg_sample?)
 }

@@ -148,13 +148,14 @@ fn after_shut_down_nothing_is_kept_or_started() {
 
 #[test]
 fn without_profiling_every_control_says_why() {
+    let settings = crate::settings::get();
     let config = ConfigReport {
         profiling_enabled: false,
         warnings: vec!["off, for a test".to_owned()],
-        ..ConfigReport::read(&crate::settings::get().jemalloc_variables)
+        ..ConfigReport::read(&settings.jemalloc_variables)
     };
     let profiler: &'static Profiler =
-        Box::leak(Box::new(Profiler::new(crate::settings::get(), config, OnceLock::from(Unwinder::FramePointers))));
+        Box::leak(Box::new(Profiler::new(settings, config, OnceLock::from(Unwinder::FramePointers))));
     let unavailable = Err(Error::Unavailable("off, for a test".to_owned()));
     assert_eq!(profiler.start(Owner::Http, None).map(drop), unavailable);
     assert_eq!(profiler.stop(None).map(drop), unavailable);

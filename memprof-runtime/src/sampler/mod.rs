@@ -166,6 +166,20 @@ impl Sampler {
         Ok(())
     }
 
+    /// Starts sampling for heap measures in a process where memprof was not started (a test binary), once:
+    /// the walk, the record, the interval of 2^`lg_sample` bytes, sampling on; `None` where jemalloc cannot
+    /// sample or sampling was switched on outside memprof.
+    pub(crate) fn sample_for_measures(&self, lg_sample: u32) -> Option<&'static Table> {
+        if !self.profiling_enabled || jemalloc::profiling_active().unwrap_or(true) {
+            return None;
+        }
+        self.unwinder();
+        let record = record::start_at(self.settings.record, lg_sample as usize).ok()?;
+        jemalloc::reset_samples(lg_sample as usize).ok()?;
+        crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true)).ok()?;
+        Some(record)
+    }
+
     /// Whether sampling was switched on outside memprof: on demand, on with no run of memprof's.
     pub(crate) fn started_externally(&self) -> bool {
         self.record().is_none() && jemalloc::profiling_active().unwrap_or(false)
