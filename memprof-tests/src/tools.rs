@@ -78,15 +78,24 @@ pub fn pprof_top(profile: &[u8], sample_index: &str) -> Option<String> {
 /// }
 /// ```
 pub fn pprof(profile: &[u8], options: &[&str]) -> Option<String> {
-    let go = find("go", "golang-go")?;
+    let pprof = pprof_program()?;
     let scratch = Scratch::new("pprof");
     let file = scratch.join("profile.pb.gz");
     std::fs::write(&file, profile).unwrap();
+    // pprof keeps what it fetches under $HOME/pprof: this report's own.
     let home = scratch.join("home");
-    let arguments: Vec<&str> =
-        ["tool", "pprof"].into_iter().chain(options.iter().copied()).chain([file.to_str().unwrap()]).collect();
-    let report = run(&go, &arguments, &[("HOME", &home), ("GOCACHE", &home)]);
+    let arguments: Vec<&str> = options.iter().copied().chain([file.to_str().unwrap()]).collect();
+    let report = run(&pprof, &arguments, &[("HOME", &home)]);
     Some(String::from_utf8_lossy(&report.stdout).into_owned())
+}
+
+/// The program `go tool pprof` runs (the toolchain's own `cmd/pprof`), built once a test process into
+/// `target/go` with the build cache the other Go programs share. Since Go 1.24 the toolchain ships pprof
+/// unbuilt, and `go tool pprof` builds it into the build cache on first use: run with a cache of its own,
+/// each report built pprof afresh (some 30 s of CPU, measured on Go 1.26: most of CI's test time).
+fn pprof_program() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| go_build("pprof", "cmd/pprof", None)).clone()
 }
 
 /// memprof-tests/go/pprofcheck run on two pprof profiles: github.com/google/pprof/profile (the library Parca
@@ -136,14 +145,22 @@ pub fn otlpcheck(request: &[u8]) -> Option<serde_json::Value> {
 /// The Go program `go/<name>` of this crate, built from its module into `target/go` (its modules and
 /// build cache kept there between runs); `None` (with the reason printed) where Go is not installed.
 pub(crate) fn go_program(name: &str) -> Option<PathBuf> {
+    go_build(name, ".", Some(&Path::new(env!("CARGO_MANIFEST_DIR")).join("go").join(name)))
+}
+
+/// Builds the Go `package` (in `directory`, when given) into `target/go/<name>`, with the modules and the
+/// build cache kept there between runs; `None` (with the reason printed) where Go is not installed.
+fn go_build(name: &str, package: &str, directory: Option<&Path>) -> Option<PathBuf> {
     let go = find("go", "golang-go")?;
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
     let cache = workspace.join("target").join("go");
     let program = cache.join(name);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go").join(name);
     let environment = [("GOMODCACHE", cache.join("mod")), ("GOCACHE", cache.join("build")), ("HOME", cache.clone())];
     let mut build = Command::new(&go);
-    build.args(["build", "-o"]).arg(&program).arg(".").current_dir(&source);
+    build.args(["build", "-o"]).arg(&program).arg(package);
+    if let Some(directory) = directory {
+        build.current_dir(directory);
+    }
     build.envs(environment.iter().map(|(name, value)| (name, value))).env("GOFLAGS", "-mod=readonly");
     let built = build.output().unwrap_or_else(|error| panic!("go does not run: {error}"));
     assert!(built.status.success(), "go build {name}: {}", String::from_utf8_lossy(&built.stderr));
