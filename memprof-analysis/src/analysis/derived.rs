@@ -60,6 +60,8 @@ impl Analysis {
             labels: sample.labels.clone(),
         }));
         difference.cautions.extend(base.cautions.iter().cloned());
+        // Where both variances are known, the difference's is their sum (the samples are independent).
+        difference.known_variance = self.known_variance.zip(base.known_variance).map(|(one, other)| one + other);
         difference
     }
 }

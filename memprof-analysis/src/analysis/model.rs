@@ -67,6 +67,10 @@ pub struct Analysis {
     /// What the samples' objects and bytes count: memory in use (a heap profile), or what was allocated,
     /// freed or not (a window's `view=allocated`): pprof types them so, and the notes say it.
     pub measure: Measure,
+    /// The variance of the total bytes as an estimate, where the profile's maker knew it from each
+    /// sample's own weight (memprof's record, which weighs a sample by the interval it was drawn at, so
+    /// sampling thinned under load widens it); `None`: estimated from the samples at [`Self::sample_period`].
+    pub known_variance: Option<f64>,
 }
 
 /// What an [`Analysis`]'s samples measure.
@@ -155,10 +159,11 @@ impl Analysis {
         notes
     }
 
-    /// How far the total shown may be from the truth by sampling alone, said where the profile was sampled
-    /// (its period above 1) and holds no difference: two standard errors of the total, from each stack's
-    /// estimate as jemalloc's samples make it (its `o` objects of mean size `s` stand for `o / w` samples
-    /// each weighing `w = 1 / (1 - exp(-s / period))`, so the variance is `o (w - 1) s^2`).
+    /// How far the total shown may be from the truth by sampling alone: two standard errors of the total.
+    /// From the [`Self::known_variance`] where the profile's maker said it; else said where the profile was
+    /// sampled (its period above 1) and holds no difference, from each stack's estimate as jemalloc's
+    /// samples make it (its `o` objects of mean size `s` stand for `o / w` samples each weighing
+    /// `w = 1 / (1 - exp(-s / period))`, so the variance is `o (w - 1) s^2`).
     ///
     /// ```
     /// let mut analysis = memprof_analysis::Analysis { sample_period: 1 << 19, ..Default::default() };
@@ -176,6 +181,9 @@ impl Analysis {
     /// assert!(error > 2.0e6 && error < 4.0e6, "{error}");
     /// ```
     pub fn sampling_error(&self) -> Option<f64> {
+        if let Some(variance) = self.known_variance {
+            return (variance > 0.0).then(|| 2.0 * variance.sqrt());
+        }
         if self.sample_period <= 1 || self.samples.iter().any(|sample| sample.bytes < 0.0) {
             return None;
         }
@@ -198,11 +206,17 @@ impl Analysis {
     /// intervals in force): `None` where it is not said.
     pub fn sampling_note(&self) -> Option<String> {
         let error = self.sampling_error()?;
+        let from = match self.known_variance {
+            Some(_) => "each sample weighed by the interval it was drawn at, thinned or not".to_owned(),
+            None => format!(
+                "the samples at a mean interval of {} KiB; larger where sampling was thinned",
+                self.sample_period / 1024
+            ),
+        };
         Some(format!(
             "sampled: the total is within +- {:.1} MB of the truth about 95 times in 100 (two standard errors, from \
-             the samples at a mean interval of {} KiB; larger where sampling was thinned)",
+             {from})",
             error / 1_048_576.0,
-            self.sample_period / 1024
         ))
     }
 

@@ -231,6 +231,15 @@ mod tests {
         assert!(minus.sampling_error().is_some(), "growth from nothing is its samples'");
         let shrunk = Analysis { samples: Vec::new(), ..analysis.clone() }.minus(&analysis);
         assert_eq!(shrunk.sampling_error(), None, "a difference that fell is not said");
+        // Where the maker knew the variance (each sample's own interval, thinned or not), it is what is said,
+        // and a difference's is the sum of both.
+        let known = Analysis { known_variance: Some(4.0e12), ..analysis.clone() };
+        assert_eq!(known.sampling_error(), Some(4.0e6));
+        assert!(
+            known.sampling_note().unwrap().contains("+- 3.8 MB") && known.sampling_note().unwrap().contains("drawn at")
+        );
+        assert_eq!(known.minus(&known).sampling_error(), Some(2.0 * 8.0e12f64.sqrt()));
+        assert_eq!(known.minus(&analysis).known_variance, None, "one side estimated: the difference is not said");
     }
 
     #[test]

@@ -263,6 +263,7 @@ mod tests {
             |function: &str| Frame { function: function.into(), file: Some("src/app.rs".into()), line: Some(3) };
         let analysis = Analysis {
             sample_period: 524288,
+            known_variance: None,
             samples: vec![Sample {
                 locations: vec![0, 1],
                 objects: 2.4,

@@ -92,6 +92,7 @@ mod tests {
         let frame = |function: &str| Frame { function: function.into(), file: None, line: None };
         Analysis {
             sample_period: 524288,
+            known_variance: None,
             samples: bytes
                 .iter()
                 .enumerate()

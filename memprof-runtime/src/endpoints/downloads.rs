@@ -180,7 +180,7 @@ fn kept_beside(
         )),
         _ => HttpError::internal(format!("Cannot read the {what} of profile {} ({error})", profile.id)),
     })?;
-    render_cache::kept_dump(&text, &profile.path)
+    render_cache::kept_dump(&text, &profile.path, path)
         .map_err(|error| HttpError::internal(format!("The {what} of profile {} is malformed: {error}", profile.id)))
 }
 

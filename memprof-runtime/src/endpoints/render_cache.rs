@@ -200,11 +200,17 @@ pub(super) fn read_profile(path: &std::path::Path, max_bytes: u64) -> std::io::R
     Ok(text)
 }
 
-/// A kept profile's dump `text` (the profile at `path`, or a view kept beside it), symbolized with its labels,
-/// with what the record of samples missed and how much sampling was thinned said first: windows and their
-/// views are the record's.
-pub(super) fn kept_dump(text: &str, path: &std::path::Path) -> Result<Analysis, memprof_analysis::ParseError> {
-    let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(path))?;
+/// A kept profile's dump `text`, read from `file` (the profile at `profile`, or a view kept beside it),
+/// symbolized with the profile's labels, with the variance its maker wrote beside `file` (the error said is
+/// then each sample's own) and what the record of samples missed and how much sampling was thinned said
+/// first: windows and their views are the record's.
+pub(super) fn kept_dump(
+    text: &str,
+    profile: &std::path::Path,
+    file: &std::path::Path,
+) -> Result<Analysis, memprof_analysis::ParseError> {
+    let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(profile))?;
+    analysis.known_variance = crate::profile_root::files::read_variance(file);
     let record = crate::profiler::Profiler::global().sampler().record();
     analysis.cautions.extend(record.into_iter().flat_map(crate::sampler::record::cautions));
     Ok(analysis)
@@ -223,7 +229,7 @@ fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
                 run.path.display()
             )),
         })?;
-        kept_dump(&text, &run.path)
+        kept_dump(&text, &run.path, &run.path)
             .map_err(|error| Failure::Failed(format!("The profile of run {} is malformed: {error}", run.id)))
     })
 }

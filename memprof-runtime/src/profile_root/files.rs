@@ -44,17 +44,58 @@ impl Beside {
     }
 }
 
+/// Where the sampling variance of the total of the profile (or view) at `file` is kept, beside it, when its
+/// maker knew it (the record's profiles and allocation views: each sample weighed by the interval it was
+/// drawn at): [`memprof_analysis::variance_path`]; readers without it estimate the error from the file.
+pub(crate) fn variance_of(file: &Path) -> PathBuf {
+    memprof_analysis::variance_path(file)
+}
+
+/// Writes `variance` as the known sampling variance of the profile at `file` ([`variance_of`]). Best
+/// effort: where it cannot be written (a profile kept in memory), readers estimate the error instead.
+pub(crate) fn write_variance(file: &Path, variance: f64) {
+    let text = memprof_analysis::variance_text(variance);
+    let _ = crate::profile_root::storage::write_owner_only(&variance_of(file), text.as_bytes());
+}
+
+/// The known sampling variance of the profile at `file`, if one was written beside it and reads as one.
+pub(crate) fn read_variance(file: &Path) -> Option<f64> {
+    let limit = memprof_analysis::MAX_VARIANCE_FILE;
+    memprof_analysis::parse_variance(&crate::profile_root::untrusted::read_small_text(&variance_of(file), limit).ok()?)
+}
+
 /// Deletes the heap profile at `profile` and every file beside it; a file already gone is not an error.
 pub(crate) fn remove_all(profile: &Path) {
     let _ = std::fs::remove_file(profile);
+    let _ = std::fs::remove_file(variance_of(profile));
     for side in Beside::ALL {
         let _ = std::fs::remove_file(side.of(profile));
+        let _ = std::fs::remove_file(variance_of(&side.of(profile)));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_variance_is_read_back_and_anything_else_is_not_one() {
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("profile.7.heap");
+        let view = Beside::Allocated.of(&profile);
+        assert_eq!(read_variance(&profile), None, "none written");
+        write_variance(&profile, 2.5e12);
+        assert_eq!(read_variance(&profile), Some(2.5e12));
+        assert_eq!(read_variance(&view), None, "a view's is its own");
+        for written in ["NaN\n", "-1\n", "inf\n", "12 MB\n", ""] {
+            std::fs::write(variance_of(&view), written).unwrap();
+            assert_eq!(read_variance(&view), None, "{written:?}");
+        }
+        std::fs::write(variance_of(&view), "9".repeat(100)).unwrap();
+        assert_eq!(read_variance(&view), None, "too long to be one");
+        remove_all(&profile);
+        assert!(!variance_of(&profile).exists() && !variance_of(&view).exists(), "removed with the profile");
+    }
 
     #[test]
     fn every_side_file_has_a_name_of_its_own_beside_the_profile() {

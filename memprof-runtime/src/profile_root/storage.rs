@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 use crate::process::messages;
-use crate::profile_root::files::Beside;
+use crate::profile_root::files::{self, Beside};
 use crate::profile_root::stale;
 
 /// Writes a `heap_v2` profile at the path it is given: jemalloc's `prof.dump`, or the record's window.
@@ -192,9 +192,15 @@ impl ProfileStore {
         let partial = directory.join(format!(".{name}.partial"));
         let finished = directory.join(name);
         let written = dump(&partial).and_then(|()| check_profile(&partial));
+        let (partial_variance, variance) = (files::variance_of(&partial), files::variance_of(&finished));
         if let Err(error) = written.and_then(|()| fs::rename(&partial, &finished)) {
             let _ = fs::remove_file(&partial);
+            let _ = fs::remove_file(&partial_variance);
             return Err(error);
+        }
+        // The variance its maker wrote beside it, if any, goes with it (none: readers estimate the error).
+        if fs::rename(&partial_variance, &variance).is_err() {
+            let _ = fs::remove_file(&variance);
         }
         // The label table travels beside the profile, for readers outside this process (`memprof
         // analyze`, the next process after a crash); a profile without it still reads, unlabelled.

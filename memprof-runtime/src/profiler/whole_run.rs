@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use super::{Owner, Profiler};
 use crate::process::environment::WHOLE_RUN as WHOLE_RUN_VARIABLE;
 use crate::process::messages;
-use crate::profile_root::files::Beside;
+use crate::profile_root::files::{Beside, variance_of};
 use crate::profile_root::storage::write_owner_only;
 
 /// The whole run's window and where its profiles go at exit.
@@ -97,12 +97,16 @@ pub(super) fn keep(profiler: &Profiler) {
     }
 }
 
-/// Copies the profile at `from` to `to`, owner-only, with its label table when it has one.
+/// Copies the profile at `from` to `to`, owner-only, with its label table and its variance (for the error
+/// `memprof analyze` says) when it has them.
 fn copy_with_labels(from: &Path, to: &Path) -> std::io::Result<()> {
     write_owner_only(to, &std::fs::read(from)?)?;
-    match std::fs::read(Beside::Labels.of(from)) {
-        Ok(labels) => write_owner_only(&Beside::Labels.of(to), &labels),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(error) => Err(error),
+    for (from, to) in [(Beside::Labels.of(from), Beside::Labels.of(to)), (variance_of(from), variance_of(to))] {
+        match std::fs::read(&from) {
+            Ok(bytes) => write_owner_only(&to, &bytes)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
     }
+    Ok(())
 }

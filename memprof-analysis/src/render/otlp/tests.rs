@@ -5,6 +5,7 @@ fn analysis() -> Analysis {
     let frame = |function: &str| Frame { function: function.into(), file: Some("src/app.rs".into()), line: Some(3) };
     Analysis {
         sample_period: 524288,
+        known_variance: None,
         samples: vec![
             Sample {
                 locations: vec![0, 1],

@@ -38,6 +38,7 @@ use growth::{Growth, History, Reading};
 use table::{Capacity, Held, Table, Totals};
 
 use crate::jemalloc;
+use crate::profile_root::files;
 use crate::profile_root::storage::write_owner_only;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
@@ -191,7 +192,11 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
     let readings = record.read(since, clock_seconds(), u32::MAX);
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let text = heap_v2::write(&readings, content, 1 << jemalloc::lg_sample().map_err(io::Error::other)?, &maps);
-    write_owner_only(path, text.as_bytes())
+    write_owner_only(path, text.as_bytes())?;
+    // What it holds is an estimate from samples each weighed by the interval it was drawn at: its variance
+    // beside it, for the error downloads say (the file's one period cannot tell thinned samples apart).
+    files::write_variance(path, readings.iter().map(|reading| reading.live.variance).sum());
+    Ok(())
 }
 
 /// `stacks` (frames, and the unbiased counts they hold) as a `heap_v2` dump with this process's mappings,
@@ -334,15 +339,20 @@ fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
 /// Writes what every stack allocated since `base` (a window's start), freed or not, at `path`: a `heap_v2`
 /// dump of unbiased counts (period 1).
 fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()> {
-    let (mut indexes, mut totals) = (Vec::new(), Vec::new());
+    let (mut indexes, mut totals, mut variance) = (Vec::new(), Vec::new(), 0.0);
     for (index, (born, now)) in record.allocated().iter().enumerate() {
-        let (objects, bytes) = grown(now, base.of(&base.allocated, index, *born));
+        let before = base.of(&base.allocated, index, *born);
+        let (objects, bytes) = grown(now, before);
         if bytes >= 1.0 {
             indexes.push(index as u32);
             totals.push(table::Totals::unsampled(objects, bytes));
+            // What a stack allocated only grows: the samples since the base are the ones added since.
+            variance += now.variance - before.map_or(0.0, |before| before.variance);
         }
     }
-    write_stacks(record, &indexes, totals, path)
+    write_stacks(record, &indexes, totals, path)?;
+    files::write_variance(path, variance.max(0.0));
+    Ok(())
 }
 
 /// How much `now` is above `before` (none: zero), unbiased objects and bytes; negative where it is below.

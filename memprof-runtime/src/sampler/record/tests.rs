@@ -32,3 +32,38 @@ fn an_intervals_dump_holds_what_was_allocated_since_the_last_and_what_is_held_no
     let (third, _) = interval_dump(&record, &reborn).unwrap();
     assert_eq!(counts(&third, 0xb), Some(((2.0 * 4096.0 * one).round() as u64, (2.0 * 4096.0 * one).round() as u64)));
 }
+
+/// A window's profile and its allocations carry beside them the variance of what they estimate, each sample
+/// weighed by the interval it was drawn at: thinned samples widen it as their weight says, which the
+/// file's one period could not tell.
+#[test]
+fn a_windows_profile_and_allocations_carry_the_variance_of_their_samples_weights() {
+    let record: &'static Table =
+        Box::leak(Box::new(Table::new(Capacity { objects: 64, stacks: 8, frames: 64 }, 1 << 19)));
+    record.sampled(0x1000, 4096, &[0xa], 0, Thinning::NONE);
+    let since = record.next_sequence();
+    let window = Window::open(record, since);
+    record.sampled(0x2000, 4096, &[0xb], 0, Thinning::of(4));
+    record.sampled(0x3000, 4096, &[0xb], 0, Thinning::of(4));
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("profile.1.heap");
+    write_profile(record, &profile, since, heap_v2::Content::Live).unwrap();
+    window.close_into(&profile).unwrap();
+    let weight = table::unbias(4096, (1u64 << 23) as f64);
+    let expected = 2.0 * weight * (weight - 1.0) * 4096f64.powi(2);
+    for file in [profile.clone(), crate::profile_root::files::Beside::Allocated.of(&profile)] {
+        let variance = files::read_variance(&file).unwrap_or_else(|| panic!("{file:?}: no variance beside it"));
+        assert!((variance - expected).abs() < 1e-6 * expected, "{file:?}: {variance} against {expected}");
+    }
+    // The file's own counts, read at its one period, would say a sixteenth of it.
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let estimated = memprof_analysis::Analysis::of_dump(
+        &text,
+        &memprof_analysis::Binaries::default(),
+        &memprof_analysis::LabelSets::default(),
+    )
+    .unwrap()
+    .sampling_error()
+    .unwrap();
+    assert!(estimated.powi(2) / 4.0 < expected / 8.0, "{estimated} against {expected}");
+}
