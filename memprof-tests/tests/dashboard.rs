@@ -11,17 +11,21 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use memprof_tests::process::{PATIENCE, Program};
 use memprof_tests::tools::find;
 
-/// ChromeDriver on a free loopback port, stopped when dropped.
+/// ChromeDriver on a free loopback port, stopped when dropped, with a `TMPDIR` of its own (removed then):
+/// Chromium makes its profile there, and a browser stopped with its driver cannot remove it itself.
 struct Driver {
     process: Child,
     url: String,
+    _temporary: memprof_tests::tools::Scratch,
 }
 
 impl Driver {
     fn start(chromedriver: &Path) -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let temporary = memprof_tests::tools::Scratch::new("chromium");
         let process = Command::new(chromedriver)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", temporary.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -29,7 +33,7 @@ impl Driver {
         memprof_tests::waiting::wait_until(&format!("chromedriver to listen on {port}"), PATIENCE, || {
             std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|error| error.to_string())
         });
-        Self { process, url: format!("http://127.0.0.1:{port}") }
+        Self { process, url: format!("http://127.0.0.1:{port}"), _temporary: temporary }
     }
 
     /// A headless Chromium session (no sandbox: CI runs as root).
