@@ -51,13 +51,6 @@ pub(crate) fn variance_of(file: &Path) -> PathBuf {
     memprof_analysis::variance_path(file)
 }
 
-/// Writes `variance` as the known sampling variance of the profile at `file` ([`variance_of`]). Best
-/// effort: where it cannot be written (a profile kept in memory), readers estimate the error instead.
-pub(crate) fn write_variance(file: &Path, variance: f64) {
-    let text = memprof_analysis::variance_text(variance);
-    let _ = crate::profile_root::storage::write_owner_only(&variance_of(file), text.as_bytes());
-}
-
 /// The known sampling variance of the profile at `file`, if one was written beside it and reads as one.
 pub(crate) fn read_variance(file: &Path) -> Option<f64> {
     let limit = memprof_analysis::MAX_VARIANCE_FILE;
@@ -84,7 +77,7 @@ mod tests {
         let profile = directory.path().join("profile.7.heap");
         let view = Beside::Allocated.of(&profile);
         assert_eq!(read_variance(&profile), None, "none written");
-        write_variance(&profile, 2.5e12);
+        crate::profile_root::storage::write_variance(&profile, 2.5e12);
         assert_eq!(read_variance(&profile), Some(2.5e12));
         assert_eq!(read_variance(&view), None, "a view's is its own");
         for written in ["NaN\n", "-1\n", "inf\n", "12 MB\n", ""] {

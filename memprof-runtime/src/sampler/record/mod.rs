@@ -38,7 +38,6 @@ use growth::{Growth, History, Reading};
 use table::{Capacity, Held, Table, Totals};
 
 use crate::jemalloc;
-use crate::profile_root::files;
 use crate::profile_root::storage::write_owner_only;
 
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
@@ -195,7 +194,7 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
     write_owner_only(path, text.as_bytes())?;
     // What it holds is an estimate from samples each weighed by the interval it was drawn at: its variance
     // beside it, for the error downloads say (the file's one period cannot tell thinned samples apart).
-    files::write_variance(path, readings.iter().map(|reading| reading.live.variance).sum());
+    crate::profile_root::storage::write_variance(path, readings.iter().map(|reading| reading.live.variance).sum());
     Ok(())
 }
 
@@ -351,7 +350,7 @@ fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()>
         }
     }
     write_stacks(record, &indexes, totals, path)?;
-    files::write_variance(path, variance.max(0.0));
+    crate::profile_root::storage::write_variance(path, variance.max(0.0));
     Ok(())
 }
 

@@ -52,7 +52,8 @@ fn a_windows_profile_and_allocations_carry_the_variance_of_their_samples_weights
     let weight = table::unbias(4096, (1u64 << 23) as f64);
     let expected = 2.0 * weight * (weight - 1.0) * 4096f64.powi(2);
     for file in [profile.clone(), crate::profile_root::files::Beside::Allocated.of(&profile)] {
-        let variance = files::read_variance(&file).unwrap_or_else(|| panic!("{file:?}: no variance beside it"));
+        let variance = crate::profile_root::files::read_variance(&file)
+            .unwrap_or_else(|| panic!("{file:?}: no variance beside it"));
         assert!((variance - expected).abs() < 1e-6 * expected, "{file:?}: {variance} against {expected}");
     }
     // The file's own counts, read at its one period, would say a sixteenth of it.
