@@ -83,7 +83,7 @@ fn is_the_debug_file(path: &Path, build_id: &[u8]) -> bool {
     if !metadata.is_file() {
         return false;
     }
-    let Ok(map) = super::symbolizer::map_file(path) else { return false };
+    let Ok(map) = super::mapped::map_file(path) else { return false };
     object::File::parse(&*map).ok().and_then(|binary| binary.build_id().ok().flatten()) == Some(build_id)
 }
 

@@ -19,6 +19,7 @@ mod debug_file;
 #[cfg(all(feature = "debuginfod", target_os = "linux"))]
 mod debuginfod;
 mod derived;
+mod mapped;
 mod model;
 mod module;
 mod plumbing;

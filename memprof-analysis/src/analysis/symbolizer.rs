@@ -9,7 +9,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -21,6 +20,7 @@ use parking_lot::Mutex;
 use std::sync::LazyLock;
 
 use super::debug_file;
+use super::mapped::map_file;
 use super::model::Frame;
 use dwarf::{DwarfSections, Names, has_dwarf};
 use short_names::ShortNames;
@@ -115,15 +115,6 @@ fn resolve_uncached(path: &Path, file_offsets: &[u64]) -> Result<Resolved, Strin
         resolved.frames.push(std::mem::take(frames).into());
     }
     Ok(resolved)
-}
-
-#[allow(unsafe_code)]
-pub(super) fn map_file(path: &Path) -> Result<Mmap, String> {
-    let file = File::open(path).map_err(|error| format!("cannot open {} ({error})", path.display()))?;
-    // SAFETY: the map is only read, and only while `resolve` runs. A binary rewritten in place meanwhile
-    // would show wrong bytes to the parser, which checks every offset it reads (object and gimli never
-    // trust the data), so the worst case is a wrong or missing name, never memory unsafety beyond the map.
-    unsafe { Mmap::map(&file) }.map_err(|error| format!("cannot map {} ({error})", path.display()))
 }
 
 /// Drops the pages of `map` this process has read (those of `read`, a slice of it, or all of them) from its
