@@ -81,7 +81,12 @@ pub(super) fn otlp(context: &Context, query: &Query) -> Result<Reply, HttpError>
 fn otlp_resource(context: &Context, profile: &KeptProfile) -> memprof_analysis::OtlpResource {
     let service = context.profiler.settings().service.iter().cloned();
     let attributes = service.chain(crate::process::resource::process_attributes()).collect();
-    crate::process::resource::otlp_resource(attributes, profile.started, profile.stopped)
+    crate::process::resource::otlp_resource(
+        attributes,
+        crate::sampler::throttle::sampling_attributes(),
+        profile.started,
+        profile.stopped,
+    )
 }
 
 /// A profile (`id`, else the latest) in `format`; `base=<id>` for the difference from an earlier one,

@@ -49,7 +49,12 @@ pub(crate) fn make(record: &Table, interval: &mut Interval, settings: &PushSetti
     analysis.sample_period = crate::jemalloc::lg_sample().map_or(1, |lg_sample| 1 << lg_sample);
     let attributes = settings.resource.iter().cloned().chain(crate::process::resource::process_attributes());
     let attributes = attributes.chain([("memprof.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]).collect();
-    let resource = crate::process::resource::otlp_resource(attributes, interval.started, now);
+    let resource = crate::process::resource::otlp_resource(
+        attributes,
+        crate::sampler::throttle::sampling_attributes(),
+        interval.started,
+        now,
+    );
     let options = RenderOptions { resource, ..RenderOptions::default() };
     let encoded = Format::Otlp.render(&analysis, None, &options).map_err(|error| error.to_string())?;
     let body = if settings.gzip { gzip(&encoded) } else { encoded };

@@ -88,9 +88,11 @@ pub(crate) fn process_attributes() -> Vec<(String, String)> {
     .collect()
 }
 
-/// The resource of OTLP profiles with `attributes`, over the time from `started` to `stopped`.
+/// The resource of OTLP profiles with `attributes`, over the time from `started` to `stopped`, each
+/// profile with `profile_attributes` (how it was sampled).
 pub(crate) fn otlp_resource(
     attributes: Vec<(String, String)>,
+    profile_attributes: Vec<(String, String)>,
     started: std::time::SystemTime,
     stopped: std::time::SystemTime,
 ) -> memprof_analysis::OtlpResource {
@@ -102,6 +104,6 @@ pub(crate) fn otlp_resource(
         attributes,
         time_unix_nano: started,
         duration_nano: stopped.saturating_sub(started),
-        profile_attributes: crate::sampler::throttle::sampling_attributes(),
+        profile_attributes,
     }
 }

@@ -114,7 +114,15 @@ impl Profiler {
         Profiler {
             books: Mutex::new(books),
             runs_changed: Condvar::new(),
-            sampler: Sampler::new(settings, config.profiling_enabled, unwinder),
+            sampler: Sampler::new(
+                crate::sampler::Configured {
+                    record: settings.record,
+                    budget: settings.budget,
+                    walk: settings.unwinder,
+                },
+                config.profiling_enabled,
+                unwinder,
+            ),
             config,
             settings,
             left_off: left_off::LeftOff::default(),

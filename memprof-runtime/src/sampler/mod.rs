@@ -17,10 +17,20 @@ use memprof_wire::Error;
 
 use crate::jemalloc;
 use crate::process::messages;
-use crate::settings::Settings;
-use crate::stack_walk::Unwinder;
+use crate::stack_walk::{Unwinder, WalkAsked};
 use mode::Mode;
 use record::table::Table;
+
+/// What the sampler is configured with, handed down from the settings at start-up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Configured {
+    /// The record's size (`MEMPROF_RECORD_OBJECTS`).
+    pub(crate) record: record::table::Capacity,
+    /// The budget of continuous sampling (`MEMPROF_SAMPLING_BUDGET`; `None`: never thinned).
+    pub(crate) budget: Option<budget::Budget>,
+    /// The walk the operator chose (`MEMPROF_UNWINDER`), whatever frame pointers allow.
+    pub(crate) walk: Option<WalkAsked>,
+}
 
 /// A failed jemalloc control, as an [`Error`].
 pub(crate) fn control(doing: &'static str, control: &'static str, error: jemalloc::CtlError) -> Error {
@@ -32,8 +42,8 @@ pub(crate) fn control(doing: &'static str, control: &'static str, error: jemallo
 /// The runs above it never touch jemalloc's sampling themselves: they ask the sampler to switch it, to start
 /// afresh (on demand), for the record a window is read from, and for how a profile is written.
 pub(crate) struct Sampler {
-    /// The record's size, the budget and the walk asked for: what the sampler was configured with.
-    settings: &'static Settings,
+    /// The record's size, the budget and the walk asked for.
+    configured: Configured,
     /// Whether jemalloc was built with profiling and started with it (`opt.prof`).
     profiling_enabled: bool,
     /// How samples walk the stack: chosen, its tables indexed and its hook installed when sampling can
@@ -44,11 +54,11 @@ pub(crate) struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler configured by `settings`, in a process where jemalloc's profiling is `profiling_enabled`,
+    /// A sampler `configured` so, in a process where jemalloc's profiling is `profiling_enabled`,
     /// whose samples walk the stack with `unwinder` (installed when first needed, if empty); on demand
     /// until start-up chooses.
-    pub(crate) fn new(settings: &'static Settings, profiling_enabled: bool, unwinder: OnceLock<Unwinder>) -> Self {
-        Sampler { settings, profiling_enabled, unwinder, mode: OnceLock::new() }
+    pub(crate) fn new(configured: Configured, profiling_enabled: bool, unwinder: OnceLock<Unwinder>) -> Self {
+        Sampler { configured, profiling_enabled, unwinder, mode: OnceLock::new() }
     }
 
     /// How samples walk the stack: the first call chooses the walk (the frame-pointer check against
@@ -60,7 +70,7 @@ impl Sampler {
             jemalloc::unsampled(|| {
                 jemalloc::in_own_arena(|| {
                     if self.profiling_enabled {
-                        crate::stack_walk::install(self.settings.unwinder)
+                        crate::stack_walk::install(self.configured.walk)
                     } else {
                         Unwinder::Libgcc("heap profiling is disabled".to_owned())
                     }
@@ -76,9 +86,9 @@ impl Sampler {
         if self.mode.get().is_some() {
             return Ok(());
         }
-        let record = record::start(self.settings.record)
+        let record = record::start(self.configured.record)
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
-        throttle::arm(self.settings.budget);
+        throttle::arm(self.configured.budget);
         self.switch_on()?;
         let _ = self.mode.set((Mode::Continuous(record), because));
         Ok(())
@@ -119,7 +129,7 @@ impl Sampler {
     pub(crate) fn views_start(&self) -> Option<u64> {
         if self.views_record().is_none() {
             static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-            if let Err(error) = jemalloc::unsampled(|| record::start(self.settings.record))
+            if let Err(error) = jemalloc::unsampled(|| record::start(self.configured.record))
                 && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
             {
                 messages::warn(&format!("Runs keep only what is live at their end: no record of samples ({error})"));
@@ -174,7 +184,7 @@ impl Sampler {
             return None;
         }
         self.unwinder();
-        let record = record::start_at(self.settings.record, lg_sample as usize).ok()?;
+        let record = record::start_at(self.configured.record, lg_sample as usize).ok()?;
         jemalloc::reset_samples(lg_sample as usize).ok()?;
         crate::process::threads::with_sampling_switched(|| jemalloc::set_profiling_active(true)).ok()?;
         Some(record)

@@ -3,7 +3,8 @@
 //! jemalloc's sampling interval (`prof.reset`) as the budget needs.
 //!
 //! A sampled allocation's work is measured on its own thread, from memprof's backtrace hook (the walk's
-//! start, [`work_began`]) to the record's sample hook (the object recorded, [`work_ended`]): the walk,
+//! start, [`crate::stack_walk::work_clock`]) to the record's sample hook (the object recorded,
+//! [`work_ended`]): the walk,
 //! jemalloc's bookkeeping of the stack and the promoted page, the record; two reads of the vDSO's clock
 //! each, nothing taken, nothing allocated. The free of a sampled object is not measured.
 //!
@@ -37,9 +38,6 @@ const THINNED_LOOK: Duration = Duration::from_millis(10);
 /// `None` inside: sampling is never thinned.
 static BUDGET: OnceLock<Option<(Budget, usize)>> = OnceLock::new();
 
-/// Whether the hooks measure their work (continuous sampling with a budget).
-static MEASURING: AtomicBool = AtomicBool::new(false);
-
 /// The work measured in sampled allocations since the pacer last took it, nanoseconds, and their count.
 static WORK_NANOS: AtomicU64 = AtomicU64::new(0);
 static SAMPLES: AtomicU64 = AtomicU64::new(0);
@@ -58,8 +56,6 @@ static THINNED_NANOS: AtomicU64 = AtomicU64::new(0);
 const UNKNOWN: u8 = u8::MAX;
 
 thread_local! {
-    /// When this thread's sampled allocation began.
-    static BEGAN: Cell<Option<Instant>> = const { Cell::new(None) };
     /// The thinning in force at this thread's last sample: its distance to the next was drawn at it.
     static DRAWN_AT: Cell<u8> = const { Cell::new(UNKNOWN) };
 }
@@ -69,7 +65,7 @@ thread_local! {
 pub(crate) fn arm(budget: Option<Budget>) {
     let armed = budget.and_then(|budget| Some((budget, jemalloc::lg_sample().ok()?)));
     if BUDGET.set(armed).is_ok() && armed.is_some() {
-        MEASURING.store(true, Ordering::Release);
+        crate::stack_walk::work_clock::switch_on();
     }
 }
 
@@ -91,22 +87,12 @@ pub(crate) fn sample_whole(whole: bool) {
     }
 }
 
-/// A sampled allocation's work begins on this thread (memprof's backtrace hook, first thing).
-#[inline]
-pub(crate) fn work_began() {
-    if MEASURING.load(Ordering::Relaxed) {
-        // `Instant::now` reads the vDSO's clock: no system call, no lock, no allocation.
-        let _ = BEGAN.try_with(|began| began.set(Some(Instant::now())));
-    }
-}
-
-/// This thread's sampled allocation's work ends (the record's sample hook, last thing).
+/// This thread's sampled allocation's work ends (the record's sample hook, last thing): counted, where it
+/// was timed ([`crate::stack_walk::work_clock`], started by the walk's hook).
 #[inline]
 pub(crate) fn work_ended() {
-    if MEASURING.load(Ordering::Relaxed)
-        && let Some(began) = BEGAN.try_with(|began| began.take()).ok().flatten()
-    {
-        WORK_NANOS.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    if let Some(work) = crate::stack_walk::work_clock::stop() {
+        WORK_NANOS.fetch_add(work.as_nanos() as u64, Ordering::Relaxed);
         SAMPLES.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -47,6 +47,7 @@ mod tables;
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
 #[path = "no_tables.rs"]
 mod tables;
+pub(crate) mod work_clock;
 
 pub(crate) use completion::completed_walks;
 use dwarf::{libgcc_backtrace, unwind_backtrace};
@@ -163,12 +164,12 @@ pub(crate) fn prepare_for_samples() {
 
 /// The hook jemalloc calls for each sample (with its re-entrancy guard up: allocating here is allowed, but
 /// nothing here allocates or locks): the walk, then the label frame; its work timed from here for the
-/// budget ([`super::throttle`]).
+/// budget ([`work_clock`]).
 ///
 /// # Safety
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
-    crate::sampler::throttle::work_began();
+    work_clock::start();
     let walked = if FRAME_POINTERS.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_frame_pointers(frames, len, max) }
