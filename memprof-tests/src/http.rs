@@ -34,6 +34,16 @@ impl Response {
         serde_json::from_slice(&self.body).unwrap_or_else(|error| panic!("not JSON ({error}): {}", self.text()))
     }
 
+    /// The body as memprof-wire's type `T`, the answer to `what` (said when it is not one, or not a 200).
+    ///
+    /// # Panics
+    /// When the status is not 200 or the body is not a `T`.
+    pub fn parsed<T: serde::de::DeserializeOwned>(&self, what: &str) -> T {
+        assert_eq!(self.status, 200, "{what}: {}", self.text());
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("{what}: not a {} ({error}): {}", std::any::type_name::<T>(), self.text()))
+    }
+
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())

@@ -213,6 +213,22 @@ impl Program {
         response.json()
     }
 
+    /// `GET path`, expecting 200 and an answer of memprof-wire's type `T`.
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        self.get(path).parsed(path)
+    }
+
+    /// `GET /memory-profiler/start<query>` (`?duration=1mins`, or `""`), expecting a run started (or the one
+    /// already active).
+    pub fn start(&self, query: &str) -> memprof_wire::Started {
+        self.get_as(&format!("/memory-profiler/start{query}"))
+    }
+
+    /// `GET /memory-profiler/stop`, expecting 200.
+    pub fn stop(&self) -> memprof_wire::RunAnswer {
+        self.get_as("/memory-profiler/stop")
+    }
+
     /// `GET /memory-profiler/state`'s profiler, read through memprof-wire's types.
     pub fn state(&self) -> memprof_wire::ProfilerState {
         self.whole_state().memory_profiler

@@ -108,10 +108,10 @@ fn pprof_program() -> Option<PathBuf> {
 /// ```no_run
 /// let (first, second) = (std::fs::read("allocs.1.pb.gz").unwrap(), std::fs::read("allocs.2.pb.gz").unwrap());
 /// if let Some(summary) = memprof_tests::tools::pprofcheck(&first, &second, "open_session") {
-///     println!("{}", summary["function_delta"]["alloc_space"]);
+///     println!("{:?}", summary.function_delta.get("alloc_space"));
 /// }
 /// ```
-pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<serde_json::Value> {
+pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<PprofDelta> {
     let program = go_program("pprofcheck")?;
     let scratch = Scratch::new("pprofcheck");
     let (first_file, second_file) = (scratch.join("first.pb.gz"), scratch.join("second.pb.gz"));
@@ -119,7 +119,76 @@ pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<serde_j
     std::fs::write(&second_file, second).unwrap();
     let arguments = [first_file.to_str().unwrap(), second_file.to_str().unwrap(), function];
     let output = run(&program, &arguments, &[]);
-    Some(serde_json::from_slice(&output.stdout).unwrap())
+    Some(summary_of("pprofcheck", &output.stdout))
+}
+
+/// What `go/pprofcheck` says of two pprof profiles ([`pprofcheck`]): each sample type's delta, in all and
+/// under the function asked about, by type name (`alloc_space`, ...).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct PprofDelta {
+    /// The sample types, in order.
+    pub sample_types: Vec<String>,
+    /// Samples in the first and the second profile.
+    pub samples: Vec<u64>,
+    /// The second less the first, by sample type.
+    pub delta: std::collections::BTreeMap<String, i64>,
+    /// The same, under stacks through the function asked about.
+    pub function_delta: std::collections::BTreeMap<String, i64>,
+    /// Merged samples below zero, by sample type (none for a cumulative type that only grows).
+    pub negative: std::collections::BTreeMap<String, u64>,
+}
+
+/// What `go/otlpcheck` reads in an OTLP export request with the Collector's pdata ([`otlpcheck`]).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct OtlpSummary {
+    /// The resource's attributes.
+    pub resource: std::collections::BTreeMap<String, String>,
+    /// The instrumentation scope's name and version.
+    pub scope: String,
+    /// Each profile of the request.
+    pub profiles: Vec<OtlpProfile>,
+    /// In-use bytes by sample attribute (`tenant=acme`).
+    pub inuse_space_by_attribute: std::collections::BTreeMap<String, i64>,
+    /// The build ids of the mappings.
+    pub build_ids: Vec<String>,
+    /// Each sample type's total by function (`by_function["inuse_space"]["service::open_session"]`).
+    pub by_function: std::collections::BTreeMap<String, std::collections::BTreeMap<String, i64>>,
+}
+
+impl OtlpSummary {
+    /// What `function` counted of sample type `kind` (0 when nothing).
+    pub fn of_function(&self, kind: &str, function: &str) -> f64 {
+        self.by_function.get(kind).and_then(|functions| functions.get(function)).copied().unwrap_or(0) as f64
+    }
+}
+
+/// One profile of an OTLP export, as [`OtlpSummary`] reads it.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct OtlpProfile {
+    /// Its sample type and unit.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The unit of its values.
+    pub unit: String,
+    /// The sum of its values.
+    pub total: i64,
+    /// Its samples.
+    pub samples: u64,
+    /// Its period.
+    pub period: i64,
+    /// When its interval began.
+    pub time_unix_nano: u64,
+    /// How long its interval was.
+    pub duration_nano: u64,
+    /// Its own attributes (how it was sampled).
+    #[serde(default)]
+    pub attributes: std::collections::BTreeMap<String, String>,
+}
+
+/// `bytes`, a Go checker's JSON summary, read as `T`.
+fn summary_of<T: serde::de::DeserializeOwned>(checker: &str, bytes: &[u8]) -> T {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|error| panic!("{checker}'s summary ({error}): {}", String::from_utf8_lossy(bytes)))
 }
 
 /// An OTLP profiles export request read by the OpenTelemetry Collector's own pdata (`go/otlpcheck`, built
@@ -130,16 +199,16 @@ pub fn pprofcheck(first: &[u8], second: &[u8], function: &str) -> Option<serde_j
 /// ```no_run
 /// let request = std::fs::read("profile.otlp.pb").unwrap();
 /// if let Some(summary) = memprof_tests::tools::otlpcheck(&request) {
-///     println!("{}", summary["resource"]["service.name"]);
+///     println!("{:?}", summary.resource.get("service.name"));
 /// }
 /// ```
-pub fn otlpcheck(request: &[u8]) -> Option<serde_json::Value> {
+pub fn otlpcheck(request: &[u8]) -> Option<OtlpSummary> {
     let program = go_program("otlpcheck")?;
     let scratch = Scratch::new("otlpcheck");
     let file = scratch.join("request.otlp.pb");
     std::fs::write(&file, request).unwrap();
     let output = run(&program, &[file.to_str().unwrap()], &[]);
-    Some(serde_json::from_slice(&output.stdout).unwrap())
+    Some(summary_of("otlpcheck", &output.stdout))
 }
 
 /// The Go program `go/<name>` of this crate, built from its module into `target/go` (its modules and

@@ -130,7 +130,7 @@ fn the_token_guards_the_mounted_endpoints_and_nothing_else() {
         b"GET /memory-profiler/state HTTP/1.1\r\nHost: x\r\nAuthorization: bearer s3cret\r\nConnection: close\r\n\r\n";
     let allowed = memprof_tests::http::exchange(service.address(), request);
     assert_eq!(allowed.status, 200);
-    assert_eq!(allowed.json()["memory_profiler"]["auth_required"], true);
+    assert!(allowed.parsed::<memprof_wire::State>("state").memory_profiler.auth_required);
 }
 
 #[test]
@@ -173,7 +173,7 @@ fn a_service_with_its_own_allocator_and_no_malloc_conf_is_told_what_to_add() {
     assert_eq!(told.state().warnings, Vec::<String>::new());
     let id = acceptance::start(&told, "1mins");
     acceptance::wait_for_sampled(&told, &["missing_conf::main"]);
-    assert_eq!(told.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
+    assert_eq!(told.stop().id, Some(id));
     let text = told.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("missing_conf::main"), "{text}");
 }
@@ -269,7 +269,7 @@ fn the_readmes_axum_quick_start_works_as_written() {
     let mut service = quick_start().env("LIBPROCESS_MEMORY_PROFILING", "true").serving_where_it_listens().spawn();
     assert_eq!(service.get("/").text(), "hello");
     let id = acceptance::start(&service, "1mins");
-    assert_eq!(service.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
+    assert_eq!(service.stop().id, Some(id));
     let text = service.get(&format!("/memory-profiler/download/text?id={id}"));
     assert!(text.status == 200 && text.text().starts_with("Total: "), "{}", text.text());
     assert_eq!(service.get("/debug/pprof/heap").status, 200);

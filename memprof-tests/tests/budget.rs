@@ -42,8 +42,8 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let during = budget(&program).unwrap();
     // The run is sampled whole at once; the pacer's thinned time stops within its look (10 ms, 100 ms).
     assert!(during.thinned_ms <= thinned.thinned_ms + 150, "thinned during the run: {thinned:?} then {during:?}");
-    let stopped = program.get_json("/memory-profiler/stop");
-    let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
+    let stopped = program.stop();
+    let id = stopped.id.unwrap_or_else(|| panic!("{stopped:?}"));
     let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("sampling was thinned to keep within its budget (0.1 % of a core"), "{text}");
     let unthinned = wait_until("sampling to be unthinned after the load", PATIENCE, || {
@@ -75,7 +75,7 @@ fn thinned_the_bytes_allocated_still_add_up() {
     let thinned = budget(&program).unwrap();
     assert!(thinned.most_thinned_by >= 2, "thinned: {thinned:?}");
     let Some(delta) = tools::pprofcheck(&first.body, &second.body, "allocated_at_a_pace") else { return };
-    let counted = delta["function_delta"]["alloc_space"].as_f64().unwrap();
+    let counted = delta.function_delta["alloc_space"] as f64;
     assert!(
         (counted / allocated - 1.0).abs() <= 0.15,
         "{:.1} MiB counted, {:.1} MiB allocated, thinned {thinned:?}",
@@ -112,7 +112,7 @@ fn storm_estimates(program: &Program, storm: &str) -> Option<(f64, f64)> {
     let allocated: f64 = said.unwrap()["windows: storm ".len()..].trim_end_matches(" bytes").parse().unwrap();
     let estimated = |function: &str| {
         tools::pprofcheck(&first.body, &second.body, function)
-            .map(|delta| delta["function_delta"]["alloc_space"].as_f64().unwrap_or(0.0))
+            .map(|delta| delta.function_delta.get("alloc_space").copied().unwrap_or(0) as f64)
     };
     Some((estimated("stormed")? / allocated, estimated("kept_after_the_storm")? / (64.0 * MIB)))
 }

@@ -133,8 +133,8 @@ fn an_idle_service_keeps_few_threads_and_a_run_starts_none_for_its_pool() {
     let born = connection_threads(&service);
     assert!((1..=4).contains(&born), "{:?}", service.thread_names());
     // A run starts no connection thread (they were all started here before sampling could come on).
-    let started = service.get_json("/memory-profiler/start?duration=1mins");
-    assert!(started["id"].is_u64(), "{started}");
+    // A run started: the answer is memprof-wire's `Started`.
+    service.start("?duration=1mins");
     assert_eq!(service.get("/memory-profiler/stop").status, 200);
     // They stay: a thread's end would make jemalloc return the program's freed pages (tests/explain.rs),
     // and a timed run's timer is one thread for every run.
@@ -155,8 +155,8 @@ fn sampling_continuously_a_service_starts_threads_as_on_demand_pausing_sampling_
     wait_for_memprofs_at_start(&service);
     // Sampling comes on last in start-up, after the endpoints: until then births do not pause it.
     memprof_tests::waiting::wait_until("sampling on", memprof_tests::process::PATIENCE, || {
-        let state = service.get_json("/memory-profiler/state");
-        if state["jemalloc"]["profiling_active"] == true { Ok(()) } else { Err(state.to_string()) }
+        let state = service.whole_state();
+        if state.jemalloc.profiling_active { Ok(()) } else { Err(format!("{state:?}")) }
     });
     three_connections(&service);
     let sampling = service.state().sampling;
@@ -256,8 +256,8 @@ fn prof_active_in_malloc_conf_asks_for_continuous_sampling() {
     });
     let started = service.get("/memory-profiler/start?duration=5secs");
     assert_eq!(started.status, 200, "{}", started.text());
-    let stopped = service.get_json("/memory-profiler/stop");
-    assert!(stopped["id"].is_u64(), "{stopped}");
+    let stopped = service.stop();
+    assert!(stopped.id.is_some(), "{stopped:?}");
     let state = service.whole_state();
     assert_eq!(state.memory_profiler.sampling.mode, "continuous");
     assert!(!state.memory_profiler.started_externally);
@@ -332,7 +332,7 @@ fn the_prefixed_variable_is_reported_as_ignored() {
     service.wait_for_line(|line| {
         line == "[memprof] WARN _RJEM_MALLOC_CONF=\"prof:false\" is set but ignored: this jemalloc build reads MALLOC_CONF."
     });
-    assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_enabled"], true);
+    assert!(service.whole_state().jemalloc.profiling_enabled);
 }
 
 #[test]
@@ -354,9 +354,9 @@ fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made()
     let scratch = Scratch::new("unwritable");
     let missing = scratch.join("not-yet");
     let service = Program::service().env("TMPDIR", &missing).spawn();
-    let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
-    let stopped = service.get_json("/memory-profiler/stop");
-    assert_eq!(stopped["id"].as_u64(), Some(id));
+    let id = service.start("?duration=1mins").id;
+    let stopped = service.stop();
+    assert_eq!(stopped.id, Some(id));
     let state = service.state();
     assert_eq!(state.tmp_dir, "In memory (no writable directory)");
     assert!(state.latest_run.expect("the run kept").path.starts_with("/proc/self/fd/"));
@@ -364,7 +364,7 @@ fn an_unwritable_tmpdir_keeps_profiles_in_memory_until_a_directory_can_be_made()
     assert!(service.get(&format!("/memory-profiler/download/raw?id={id}")).text().starts_with("heap_v2/524288\n"));
 
     std::fs::create_dir(&missing).unwrap();
-    let second = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let second = service.start("?duration=1mins").id;
     service.get_json("/memory-profiler/stop");
     let path = service.state().latest_run.expect("the run kept").path;
     assert!(
@@ -389,7 +389,7 @@ fn profiles_are_removed_when_main_returns_and_an_active_run_can_leave_a_final_du
         .spawn();
     service.get_json("/memory-profiler/start?duration=1mins");
     service.get_json("/memory-profiler/stop");
-    let active = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let active = service.start("?duration=1mins").id;
     assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 1, "one run directory");
     assert!(service.wait(), "{:?}", service.output());
     assert!(service.output().contains(&"service: done".to_owned()));

@@ -45,8 +45,8 @@ fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
     // A scope! inside the run is a window of its own: it overlaps the run, which it neither ends nor empties.
     program.tell("scope", "windows: done scope");
     program.tell("churn", "windows: done churn");
-    let stopped = program.get_json("/memory-profiler/stop");
-    let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
+    let stopped = program.stop();
+    let id = stopped.id.unwrap_or_else(|| panic!("{stopped:?}"));
     let window = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
     assert_near(bytes_under(&program, &window, "grown_in_the_window"), 16.0, "grown in the window");
     assert_near(bytes_under(&program, &window, "grown_in_the_scope"), 8.0, "grown in the scope, in the run");
@@ -169,9 +169,8 @@ fn windows_in_a_loop_a_double_stop_forks_and_threads_leave_the_record_sound() {
     assert!(profiler.open_windows.is_empty(), "{profiler:?}");
     assert_eq!(profiler.runs.len(), 4, "{profiler:?}");
     for _ in 0..2 {
-        let stopped = program.get("/memory-profiler/stop");
-        assert_eq!(stopped.status, 200, "{}", stopped.text());
-        assert!(stopped.json()["message"].as_str().unwrap().starts_with("No heap profiling run is active"));
+        let stopped = program.stop();
+        assert!(stopped.message.starts_with("No heap profiling run is active"), "{stopped:?}");
     }
     let live = |program: &Program| program.state().sampling.record.expect("the record").live_objects;
     let before = live(&program);
@@ -190,7 +189,7 @@ fn windows_in_a_loop_a_double_stop_forks_and_threads_leave_the_record_sound() {
 #[test]
 fn what_a_window_allocated_is_one_parameter_away() {
     let program = windows();
-    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    let id = program.start("").id;
     program.tell("churn", "windows: done churn");
     program.tell("grow", "windows: done grow");
     assert_eq!(program.get("/memory-profiler/stop").status, 200);
@@ -234,7 +233,7 @@ fn what_a_run_held_at_its_highest_is_one_parameter_away_in_either_mode() {
     for mode in ["continuous", "on-demand"] {
         let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").env("MEMPROF_SAMPLING", mode).spawn();
         program.wait_for_line(|line| line == "windows: ready");
-        let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+        let id = program.start("").id;
         program.tell("peak", "windows: done peak");
         assert_eq!(program.get("/memory-profiler/stop").status, 200);
         let folded = |view: &str| program.get(&format!("/memory-profiler/download/collapsed?id={id}{view}")).text();
@@ -264,8 +263,8 @@ fn a_windows_net_growth_is_one_parameter_away() {
     assert_eq!(started.status, 200, "{}", started.text());
     program.tell("free-before", "windows: done free-before");
     program.tell("grow", "windows: done grow");
-    let stopped = program.get_json("/memory-profiler/stop");
-    let id = stopped["id"].as_u64().unwrap_or_else(|| panic!("{stopped}"));
+    let stopped = program.stop();
+    let id = stopped.id.unwrap_or_else(|| panic!("{stopped:?}"));
     let net = program.get(&format!("/memory-profiler/download/text?id={id}&net=true"));
     assert_eq!(net.status, 200, "{}", net.text());
     let text = net.text();
@@ -311,14 +310,14 @@ fn a_full_record_gives_back_idle_stacks_and_says_what_it_missed() {
         warnings.contains("record of samples was full") && warnings.contains("MEMPROF_RECORD_OBJECTS"),
         "{warnings}"
     );
-    let growing = program.get_json("/memory-profiler/growing");
-    assert!(growing["missed"].as_str().is_some_and(|missed| missed.contains("was full")), "{growing}");
+    let growing: memprof_wire::Growing = program.get_as("/memory-profiler/growing");
+    assert!(growing.missed.as_deref().is_some_and(|missed| missed.contains("was full")), "{growing:?}");
     memprof_tests::waiting::wait_until("idle stacks given back", std::time::Duration::from_secs(60), || {
         let record = record(&program);
         if record.stacks_given_back > 0 { Ok(()) } else { Err(format!("{record:?}")) }
     });
 
-    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    let id = program.start("").id;
     program.tell("grow", "windows: done grow");
     program.get_json("/memory-profiler/stop");
     let window = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();

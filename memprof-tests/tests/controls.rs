@@ -11,23 +11,22 @@ fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
     // libmtev's switch turns sampling itself on and off: sampling on demand (continuously, sampling is on
     // from start-up and the switch opens a window: tests/continuous.rs).
     let service = Program::service().env("MEMPROF_SAMPLING", "on-demand").spawn();
-    let switches = service.get_json("/memory-profiler/heap_profile");
-    assert_eq!(switches["opt.prof"], true);
-    assert_eq!(switches["prof.active"], false);
-    assert_eq!(switches["prof.thread_active_init"], true);
-
-    let on = service.get_json("/memory-profiler/heap_profile?active=true");
-    let id = on["id"].as_u64().unwrap();
+    let switches: memprof_wire::Switches = service.get_as("/memory-profiler/heap_profile");
     assert_eq!(
-        on["message"],
+        (switches.profiling_enabled, switches.profiling_active, switches.new_threads_sampled),
+        (true, Some(false), Some(true))
+    );
+
+    let on: memprof_wire::RunAnswer = service.get_as("/memory-profiler/heap_profile?active=true");
+    let id = on.id.unwrap();
+    assert_eq!(
+        on.message,
         format!("Heap profiling switched on as run {id}; switch it off with heap_profile?active=false")
     );
-    let again = service.get_json("/memory-profiler/heap_profile?active=true");
-    assert_eq!(
-        (again["id"].as_u64(), again["message"].as_str().unwrap().starts_with("Heap profiling is already on")),
-        (Some(id), true)
-    );
-    assert_eq!(service.get_json("/memory-profiler/heap_profile")["prof.active"], true);
+    let again: memprof_wire::RunAnswer = service.get_as("/memory-profiler/heap_profile?active=true");
+    assert_eq!((again.id, again.message.starts_with("Heap profiling is already on")), (Some(id), true));
+    let switches: memprof_wire::Switches = service.get_as("/memory-profiler/heap_profile");
+    assert_eq!(switches.profiling_active, Some(true));
     let current = service.state().current_run;
     assert!(
         matches!(&current, memprof_wire::CurrentRun::Active { started_by, .. } if started_by == "manual"),
@@ -39,14 +38,14 @@ fn heap_profile_switches_sampling_by_hand_and_dumps_on_demand() {
     assert!(dump.text().starts_with("heap_v2/524288\n") && dump.text().contains("\nMAPPED_LIBRARIES:\n"));
     assert!(dump.header("content-disposition").unwrap().starts_with("attachment; filename=\"memprof.snapshot."));
 
-    let off = service.get_json("/memory-profiler/heap_profile?active=false");
-    assert_eq!((off["active"].as_bool(), off["id"].as_u64()), (Some(false), Some(id)));
-    assert_eq!(off["url_raw_profile"], format!("/memory-profiler/download/raw?id={id}"));
+    let off: memprof_wire::RunAnswer = service.get_as("/memory-profiler/heap_profile?active=false");
+    assert_eq!((off.active, off.id), (Some(false), Some(id)));
+    assert_eq!(off.urls.map(|urls| urls.url_raw_profile), Some(format!("/memory-profiler/download/raw?id={id}")));
     assert_eq!(service.get(&format!("/memory-profiler/download/raw?id={id}")).status, 200);
-    let off_again = service.get_json("/memory-profiler/heap_profile?active=false");
-    assert_eq!(off_again["message"], "Heap profiling is already off");
+    let off_again: memprof_wire::RunAnswer = service.get_as("/memory-profiler/heap_profile?active=false");
+    assert_eq!(off_again.message, "Heap profiling is already off");
 
-    let timed = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let timed = service.start("?duration=1mins").id;
     for switch in ["true", "false"] {
         let refused = service.get(&format!("/memory-profiler/heap_profile?active={switch}"));
         assert_eq!(

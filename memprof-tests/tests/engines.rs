@@ -24,22 +24,20 @@ fn googles_pprof_library_reads_the_scrapes_and_their_delta_is_the_load() {
     let second = program.get("/debug/pprof/allocs");
     let Some(delta) = tools::pprofcheck(&first.body, &second.body, "churned_in_the_window") else { return };
     let types = ["alloc_objects/count", "alloc_space/bytes", "inuse_objects/count", "inuse_space/bytes"];
-    assert_eq!(delta["sample_types"], serde_json::json!(types), "{delta}");
-    assert!(delta["samples"][0].as_u64().unwrap() > 0, "{delta}");
+    assert_eq!(delta.sample_types, types, "{delta:?}");
+    assert!(delta.samples[0] > 0, "{delta:?}");
     for cumulative in ["alloc_objects", "alloc_space"] {
-        assert!(delta["negative"].get(cumulative).is_none(), "{cumulative} went down: {delta}");
+        assert!(!delta.negative.contains_key(cumulative), "{cumulative} went down: {delta:?}");
     }
-    let churned = delta["function_delta"]["alloc_space"].as_f64().unwrap() / MIB;
-    assert!((churned - 64.0).abs() <= 64.0 * 0.06, "{churned:.2} MiB churned between the scrapes: {delta}");
-    assert!(delta["delta"]["alloc_space"].as_f64().unwrap() / MIB < 64.0 + 4.0, "{delta}");
+    let churned = delta.function_delta["alloc_space"] as f64 / MIB;
+    assert!((churned - 64.0).abs() <= 64.0 * 0.06, "{churned:.2} MiB churned between the scrapes: {delta:?}");
+    assert!((delta.delta["alloc_space"] as f64) / MIB < 64.0 + 4.0, "{delta:?}");
 
     let heap = program.get("/debug/pprof/heap");
     assert_eq!(heap.status, 200, "{}", heap.text());
     let itself = tools::pprofcheck(&heap.body, &heap.body, "kept_before_the_window").unwrap();
-    assert!(itself["samples"][1].as_u64().unwrap() > 0, "{itself}");
-    let nothing: Vec<i64> =
-        itself["delta"].as_object().unwrap().values().map(|value| value.as_i64().unwrap()).collect();
-    assert!(nothing.iter().all(|value| *value == 0), "a scrape less itself: {itself}");
+    assert!(itself.samples[1] > 0, "{itself:?}");
+    assert!(itself.delta.values().all(|value| *value == 0), "a scrape less itself: {itself:?}");
 }
 
 /// A run's OTLP download (`download/otlp`), read by the OpenTelemetry Collector's own pdata as its OTLP
@@ -60,37 +58,33 @@ fn the_collectors_pdata_reads_a_runs_otlp_download() {
     assert_eq!(download.status, 200, "{}", download.text());
     assert_eq!(download.header("content-type"), Some("application/x-protobuf"));
     let Some(summary) = tools::otlpcheck(&download.body) else { return };
-    let resource = &summary["resource"];
-    assert_eq!(resource["service.name"], "checkout", "{summary}");
-    assert_eq!(resource["deployment.environment"], "test", "{summary}");
-    assert_eq!(resource["process.pid"], service.pid().to_string(), "{summary}");
-    assert_eq!(resource["process.executable.name"], "service", "{summary}");
-    assert!(!resource["host.name"].as_str().unwrap().is_empty(), "{summary}");
-    assert!(summary["scope"].as_str().unwrap().starts_with("memprof "), "{summary}");
-    let profiles = summary["profiles"].as_array().unwrap();
-    let types: Vec<String> = profiles
-        .iter()
-        .map(|profile| format!("{}/{}", profile["type"].as_str().unwrap(), profile["unit"].as_str().unwrap()))
-        .collect();
+    let resource = |key: &str| summary.resource.get(key).map(String::as_str);
+    assert_eq!(resource("service.name"), Some("checkout"), "{summary:?}");
+    assert_eq!(resource("deployment.environment"), Some("test"), "{summary:?}");
+    assert_eq!(resource("process.pid"), Some(service.pid().to_string().as_str()), "{summary:?}");
+    assert_eq!(resource("process.executable.name"), Some("service"), "{summary:?}");
+    assert!(resource("host.name").is_some_and(|host| !host.is_empty()), "{summary:?}");
+    assert!(summary.scope.starts_with("memprof "), "{summary:?}");
+    let profiles = &summary.profiles;
+    let types: Vec<String> = profiles.iter().map(|profile| format!("{}/{}", profile.kind, profile.unit)).collect();
     assert!(types.ends_with(&["inuse_objects/count".to_owned(), "inuse_space/bytes".to_owned()]), "{types:?}");
     for profile in profiles {
-        assert_eq!(profile["period"], 65536, "{profile}");
-        let seconds = profile["duration_nano"].as_f64().unwrap() / 1e9;
-        assert!((1.5..30.0).contains(&seconds), "the run's 2 s: {profile}");
-        assert!(profile["time_unix_nano"].as_f64().unwrap() > 1.7e18, "{profile}");
+        assert_eq!(profile.period, 65536, "{profile:?}");
+        let seconds = profile.duration_nano as f64 / 1e9;
+        assert!((1.5..30.0).contains(&seconds), "the run's 2 s: {profile:?}");
+        assert!(profile.time_unix_nano as f64 > 1.7e18, "{profile:?}");
     }
     let inuse_space = profiles.last().unwrap();
     let labels: memprof_wire::LabelBytes =
         serde_json::from_value(service.get_json(&format!("/memory-profiler/labels?id={id}"))).unwrap();
-    let total = inuse_space["total"].as_f64().unwrap();
-    let samples = inuse_space["samples"].as_f64().unwrap();
+    let (total, samples) = (inuse_space.total as f64, inuse_space.samples as f64);
     assert!((total - labels.total_bytes).abs() <= samples, "{total} bytes in OTLP, {} in the run", labels.total_bytes);
-    let sessions = summary["by_function"]["inuse_space"]["service::open_session"].as_f64().unwrap_or(0.0);
-    assert!(sessions > total / 4.0, "open_session holds most: {sessions} of {total}: {summary}");
-    let by_tenant = &summary["inuse_space_by_attribute"];
-    let (acme, initech) = (by_tenant["tenant=acme"].as_f64().unwrap(), by_tenant["tenant=initech"].as_f64().unwrap());
+    let sessions = summary.of_function("inuse_space", "service::open_session");
+    assert!(sessions > total / 4.0, "open_session holds most: {sessions} of {total}: {summary:?}");
+    let by_tenant = &summary.inuse_space_by_attribute;
+    let (acme, initech) = (by_tenant["tenant=acme"] as f64, by_tenant["tenant=initech"] as f64);
     assert!(acme > initech * 1.5, "acme {acme}, initech {initech}");
-    let build_ids = summary["build_ids"].as_array().unwrap();
+    let build_ids = &summary.build_ids;
     let program = std::fs::read(memprof_tests::process::built_binary("service")).unwrap();
     let file = object::File::parse(&*program).unwrap();
     let expected: String = object::Object::build_id(&file)
@@ -99,8 +93,5 @@ fn the_collectors_pdata_reads_a_runs_otlp_download() {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    assert!(
-        build_ids.iter().any(|build_id| build_id.as_str() == Some(expected.as_str())),
-        "{expected} not in {build_ids:?}"
-    );
+    assert!(build_ids.contains(&expected), "{expected} not in {build_ids:?}");
 }

@@ -23,9 +23,8 @@ fn directory_with_a_run(service: &Program) -> PathBuf {
     service.state().tmp_dir.into()
 }
 
-fn earlier(service: &Program) -> Vec<serde_json::Value> {
-    let state = service.get_json("/memory-profiler/state");
-    state["memory_profiler"]["earlier_processes"].as_array().unwrap().clone()
+fn earlier(service: &Program) -> Vec<memprof_wire::EarlierProcess> {
+    service.state().earlier_processes
 }
 
 /// Waits until nobody holds the lock on `directory`'s owner file (its process ended).
@@ -55,11 +54,11 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
     });
     let processes = earlier(&restarted);
     assert_eq!(processes.len(), 1, "{processes:#?}");
-    assert_eq!(processes[0]["pid"], killed_pid);
-    let profiles = processes[0]["profiles"].as_array().unwrap();
+    assert_eq!(processes[0].pid, killed_pid);
+    let profiles = &processes[0].profiles;
     assert_eq!(profiles.len(), 1, "only the newest run is kept: {profiles:#?}");
-    assert_eq!((profiles[0]["started_by"].as_str(), profiles[0]["same_build"].as_bool()), (Some("http"), Some(true)));
-    let id = profiles[0]["id"].as_u64().unwrap();
+    assert_eq!((profiles[0].profile.started_by.as_str(), profiles[0].same_build), ("http", true));
+    let id = profiles[0].profile.id;
     for format in ["text", "collapsed", "flamegraph", "graph", "pprof", "raw"] {
         let download = restarted.get(&format!("/memory-profiler/download/{format}?id={id}"));
         assert_eq!(download.status, 200, "{format}: {}", download.text());
@@ -97,11 +96,11 @@ fn a_killed_processs_latest_run_is_served_after_the_restart_until_cleared() {
 }
 
 /// The last-seen note in `directory`, once it satisfies `wanted` (it is rewritten every 5 s).
-fn last_seen_when(directory: &Path, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+fn last_seen_when(directory: &Path, wanted: impl Fn(&memprof_wire::LastSeen) -> bool) -> memprof_wire::LastSeen {
     wait_until(&format!("such a last-seen note in {}", directory.display()), PATIENCE, || {
         let bytes = std::fs::read(directory.join("last-seen.json")).map_err(|error| error.to_string())?;
-        let note: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| error.to_string())?;
-        if wanted(&note) { Ok(note) } else { Err(note.to_string()) }
+        let note: memprof_wire::LastSeen = serde_json::from_slice(&bytes).map_err(|error| error.to_string())?;
+        if wanted(&note) { Ok(note) } else { Err(format!("{note:?}")) }
     })
 }
 
@@ -114,7 +113,7 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     let directory = directory_with_a_run(&killed);
     let older = killed.state().latest_run.expect("a latest run").id;
     let active = start(&killed, "1mins");
-    let seen = last_seen_when(&directory, |note| note["active_run"]["id"].as_u64() == Some(active));
+    let seen = last_seen_when(&directory, |note| note.active_run.as_ref().map(|run| run.id) == Some(active));
     let killed_pid = killed.pid();
     killed.signal("KILL");
     killed.wait_for_exit();
@@ -123,17 +122,17 @@ fn a_run_active_at_a_kill_is_reported_lost_and_the_older_profile_is_captioned_ag
     let processes = earlier(&restarted);
     assert_eq!(processes.len(), 1, "{processes:#?}");
     let process = &processes[0];
-    assert_eq!(process["pid"], killed_pid);
-    assert_eq!(process["last_seen"], seen, "the last-seen note survives the restart");
-    assert!(seen["allocated_bytes"].as_u64().unwrap() > 1 << 20 && seen["rss_bytes"].as_u64().unwrap() > 1 << 20);
-    assert_eq!(process["lost_run"]["id"].as_u64(), Some(active), "{process:#?}");
-    let profile = &process["profiles"][0];
-    assert_eq!(profile["id"].as_u64(), Some(older));
-    let before_end = profile["before_end_seconds"].as_f64().unwrap();
-    let expected = seen["time"].as_f64().unwrap() - profile["stopped"].as_f64().unwrap();
+    assert_eq!(process.pid, killed_pid);
+    assert_eq!(process.last_seen.as_ref(), Some(&seen), "the last-seen note survives the restart");
+    assert!(seen.allocated_bytes > 1 << 20 && seen.rss_bytes > 1 << 20);
+    assert_eq!(process.lost_run.as_ref().map(|run| run.id), Some(active), "{process:#?}");
+    let profile = &process.profiles[0];
+    assert_eq!(profile.profile.id, older);
+    let before_end = profile.before_end_seconds.unwrap();
+    let expected = seen.time - profile.profile.stopped;
     assert!((before_end - expected).abs() < 0.01 && before_end > 0.0, "{before_end} against {expected}");
-    assert!(profile["allocated_bytes"].as_u64().is_some_and(|bytes| bytes > 1 << 20), "{profile:#?}");
-    let caption = process["caption"].as_str().unwrap();
+    assert!(profile.allocated_bytes.is_some_and(|bytes| bytes > 1 << 20), "{profile:#?}");
+    let caption = &process.caption;
     for said in [
         format!(
             "The previous process ({killed_pid}) was killed or crashed: it ended without cleaning up. It was last seen with "
@@ -161,7 +160,7 @@ fn a_run_started_just_before_a_kill_is_named_after_the_restart() {
     let restarted = service_in(&parent).spawn();
     let processes = earlier(&restarted);
     assert_eq!(processes.len(), 1, "{processes:#?}");
-    assert_eq!(processes[0]["lost_run"]["id"].as_u64(), Some(active), "{processes:#?}");
+    assert_eq!(processes[0].lost_run.as_ref().map(|run| run.id), Some(active), "{processes:#?}");
 }
 
 #[test]
@@ -183,17 +182,17 @@ fn a_profile_of_another_build_is_served_raw_and_not_symbolized() {
             name.starts_with("profile.") && name.ends_with(".json")
         })
         .expect("a record beside the profile");
-    let mut fields: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
-    assert_eq!(fields["binary"], built_binary("service").canonicalize().unwrap().display().to_string());
-    assert!(fields["build_id"].as_str().is_some_and(|id| id.len() >= 16), "{fields}");
-    fields["build_id"] = "0123456789abcdef0123456789abcdef".into();
-    std::fs::write(&record, fields.to_string()).unwrap();
+    let mut fields: memprof_wire::Provenance = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(fields.binary, Some(built_binary("service").canonicalize().unwrap().display().to_string()));
+    assert!(fields.build_id.as_ref().is_some_and(|id| id.len() >= 16), "{fields:?}");
+    fields.build_id = Some("0123456789abcdef0123456789abcdef".to_owned());
+    std::fs::write(&record, serde_json::to_vec(&fields).unwrap()).unwrap();
 
     let restarted = service_in(&parent).spawn();
     let processes = earlier(&restarted);
-    let profile = &processes[0]["profiles"][0];
-    assert_eq!(profile["same_build"], false);
-    let id = profile["id"].as_u64().unwrap();
+    let profile = &processes[0].profiles[0];
+    assert!(!profile.same_build);
+    let id = profile.profile.id;
     let text = restarted.get(&format!("/memory-profiler/download/text?id={id}"));
     assert_eq!(text.status, 409);
     assert!(
@@ -251,7 +250,7 @@ fn a_live_process_in_another_pid_namespace_keeps_its_profiles() {
     let next = service_in(&parent).spawn();
     let processes = earlier(&next);
     assert_eq!(processes.len(), 1, "{processes:#?}");
-    assert_eq!(processes[0]["directory"], directory.display().to_string());
+    assert_eq!(processes[0].directory, directory.display().to_string());
 }
 
 type OsArg = std::ffi::OsString;
@@ -343,20 +342,20 @@ fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bo
     assert!(said.contains("(automatic: resident "), "{said}");
     assert!(said.contains("% of the 200 MiB limit)"), "{said}");
     let processes = earlier(&service);
-    let why = processes[0]["why"].as_str().unwrap();
+    let why = processes[0].why.as_deref().unwrap();
     assert!(
         why.starts_with("most likely killed for memory (the OOM killer): its last dump was taken as its resident "),
         "{why}"
     );
     // Sampled continuously (prof_active:true), the growth may be kept beside the dump, and newer than it.
-    let profiles = processes[0]["profiles"].as_array().unwrap();
+    let profiles = &processes[0].profiles;
     let profile = profiles
         .iter()
-        .find(|profile| profile["started_by"].as_str().unwrap().starts_with("automatic: resident "))
+        .find(|profile| profile.profile.started_by.starts_with("automatic: resident "))
         .unwrap_or_else(|| panic!("{profiles:#?}"));
-    let reason = profile["started_by"].as_str().unwrap();
+    let reason = &profile.profile.started_by;
     assert!(reason.ends_with(" crossed 80% of the 200 MiB limit"), "{reason}");
-    let id = profile["id"].as_u64().unwrap();
+    let id = profile.profile.id;
     let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
     let top = text.lines().nth(1).unwrap_or_default();
     assert!(top.ends_with(" grow::grow_cache"), "the growing function is on top:\n{text}");
@@ -371,7 +370,7 @@ fn the_heap_before_an_oom_kill_survives_the_restart_and_kills_stay_within_the_bo
     grown_until_killed(&cgroup, &parent, "2");
     grown_until_killed(&cgroup, &parent, "2");
     let service = restarted().env("MEMPROF_DUMP_KEEP", "2").spawn();
-    let kept: usize = earlier(&service).iter().map(|process| process["profiles"].as_array().unwrap().len()).sum();
+    let kept: usize = earlier(&service).iter().map(|process| process.profiles.len()).sum();
     assert_eq!(kept, 2, "{:#?}", earlier(&service));
 }
 
@@ -401,21 +400,21 @@ fn sampled_continuously_an_oom_killed_process_leaves_its_heap_and_what_grew_unas
         .env("MEMPROF_HTTP", "127.0.0.1:0")
         .spawn();
     let processes = earlier(&service);
-    let profiles = processes[0]["profiles"].as_array().unwrap();
+    let profiles = &processes[0].profiles;
     let named = |part: &str| {
         profiles
             .iter()
-            .find(|profile| profile["started_by"].as_str().unwrap().contains(part))
+            .find(|profile| profile.profile.started_by.contains(part))
             .unwrap_or_else(|| panic!("no profile started by ...{part}...: {profiles:#?}"))
     };
     let dump = named(" crossed 90% of the 200 MiB limit");
     // Each automatic dump may have its growth beside it (a high-water dump can come just before or after
     // the 90 % one): the one beside the 90 % dump is there.
-    let beside = format!(", beside dump {}", dump["id"]);
+    let beside = format!(", beside dump {}", dump.profile.id);
     let growth = named(&beside);
-    assert!(growth["started_by"].as_str().unwrap().starts_with("automatic: growth over the last "), "{growth:#?}");
+    assert!(growth.profile.started_by.starts_with("automatic: growth over the last "), "{growth:#?}");
     for profile in [dump, growth] {
-        let text = service.get(&format!("/memory-profiler/download/text?id={}", profile["id"])).text();
+        let text = service.get(&format!("/memory-profiler/download/text?id={}", profile.profile.id)).text();
         let top = text.lines().nth(1).unwrap_or_default();
         assert!(top.ends_with(" grow::grow_cache"), "the growing function is on top:\n{text}");
     }

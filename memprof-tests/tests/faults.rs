@@ -61,7 +61,7 @@ fn a_disk_refusing_writes_fails_one_run(
     let service = Program::service().env("MEMPROF_DIR", &disk.0).env("MEMPROF_SAMPLING", "on-demand").spawn();
     let first = run(&service);
     assert_eq!(first.status, 200, "{}", first.text());
-    let first = first.json()["id"].as_u64().unwrap();
+    let first = first.parsed::<memprof_wire::Started>("start").id;
 
     let directory = service.state().tmp_dir;
     let files = || {
@@ -77,7 +77,7 @@ fn a_disk_refusing_writes_fails_one_run(
     let before = files();
     assert!(before.contains(&format!("profile.{first}.heap")), "{before:?}");
 
-    let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+    let id = service.start("?duration=1mins").id;
     break_disk(&disk);
     let failed = service.get("/memory-profiler/stop");
     assert_eq!(failed.status, 500, "{}", failed.text());
@@ -127,7 +127,7 @@ fn a_read_only_profile_directory_fails_one_run_clearly_and_keeps_the_previous_pr
 #[test]
 fn a_deleted_profile_directory_is_made_again() {
     let service = Program::service().spawn();
-    let first = run(&service).json()["id"].as_u64().unwrap();
+    let first = run(&service).parsed::<memprof_wire::Started>("start").id;
     let directory = service.state().tmp_dir;
     std::fs::remove_dir_all(&directory).unwrap();
     let gone = service.get(&format!("/memory-profiler/download/raw?id={first}"));
@@ -140,7 +140,7 @@ fn a_deleted_profile_directory_is_made_again() {
     );
     let second = run(&service);
     assert_eq!(second.status, 200, "{}", second.text());
-    let second = second.json()["id"].as_u64().unwrap();
+    let second = second.parsed::<memprof_wire::Started>("start").id;
     let download = service.get(&format!("/memory-profiler/download/raw?id={second}"));
     assert!(download.text().starts_with("heap_v2/"));
 }
@@ -148,7 +148,7 @@ fn a_deleted_profile_directory_is_made_again() {
 #[test]
 fn clients_that_go_away_mid_download_harm_nothing() {
     let service = finely_sampled();
-    let id = run(&service).json()["id"].as_u64().unwrap();
+    let id = run(&service).parsed::<memprof_wire::Started>("start").id;
     let raw = service.get(&format!("/memory-profiler/download/raw?id={id}"));
     for target in
         [format!("/memory-profiler/download/raw?id={id}"), format!("/memory-profiler/download/flamegraph?id={id}")]
@@ -172,7 +172,7 @@ fn clients_that_go_away_mid_download_harm_nothing() {
 fn a_timer_firing_while_stop_is_served_ends_the_run_once() {
     let service = Program::service().spawn();
     for _ in 0..5 {
-        let id = service.get_json("/memory-profiler/start?duration=1secs")["id"].as_u64().unwrap();
+        let id = service.start("?duration=1secs").id;
         // Stop requests hammer the run until after its timer fired.
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
         while std::time::Instant::now() < deadline {
@@ -196,7 +196,7 @@ fn threads_born_while_every_allocation_is_sampled_start_and_serve() {
     let service = Program::service().env("MALLOC_CONF", "lg_prof_sample:0").spawn();
     service.get_json("/memory-profiler/start?duration=1mins");
     for _ in 0..50 {
-        assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_active"], true);
+        assert!(service.whole_state().jemalloc.profiling_active);
     }
     let stopped = service.get("/memory-profiler/stop");
     assert_eq!(stopped.status, 200, "{}", stopped.text());

@@ -78,9 +78,8 @@ fn growth_that_stopped_is_a_step_and_no_longer_growing() {
     assert!(holds, "{verdict:#?}");
     let metrics = program.get("/metrics").text();
     assert!(!metrics.contains("memprof_growing_bytes{"), "{metrics}");
-    let growing = program.get_json("/memory-profiler/growing");
-    let series = growing["series"].as_array().unwrap();
-    assert!(series.iter().all(|series| series["stopped"] == true), "{growing}");
+    let growing: memprof_wire::Growing = program.get_as("/memory-profiler/growing");
+    assert!(growing.series.iter().all(|series| series.stopped), "{growing:?}");
 }
 
 /// Two functions grow two std `HashMap`s: std's vendored hashbrown allocates both tables, yet the leak is
@@ -148,11 +147,10 @@ fn without_debug_info_the_function_named_is_said_to_maybe_be_a_dependencys() {
             if named && verdict.fix.contains(said) { Ok(()) } else { Err(format!("{verdict:#?}")) }
         },
     );
-    let growing = program.get_json("/memory-profiler/growing");
-    let series = growing["series"].as_array().unwrap();
+    let growing: memprof_wire::Growing = program.get_as("/memory-profiler/growing");
     assert!(
-        series.is_empty() || growing["unsure"].as_str().is_some_and(|unsure| unsure.starts_with(said)),
-        "{growing}"
+        growing.series.is_empty() || growing.unsure.as_deref().is_some_and(|unsure| unsure.starts_with(said)),
+        "{growing:?}"
     );
 }
 

@@ -22,7 +22,7 @@ fn finished_run(service: &Program, functions: &[&str]) -> u64 {
     let id = acceptance::start(service, "1mins");
     acceptance::wait_for_run_samples(service, 2048);
     wait_for_sampled(service, functions);
-    assert_eq!(service.get_json("/memory-profiler/stop")["id"].as_u64(), Some(id));
+    assert_eq!(service.stop().id, Some(id));
     id
 }
 
@@ -94,16 +94,16 @@ fn the_services_tenants_split_its_heap_three_to_one_in_every_format() {
     }
 
     // The bytes by label, as the dashboard shows them: the same split, adding up to the whole.
-    let summary = service.get_json(&format!("/memory-profiler/labels?id={id}"));
-    let tenants = summary["keys"]["tenant"].as_object().unwrap();
+    let summary: memprof_wire::LabelBytes = service.get_as(&format!("/memory-profiler/labels?id={id}"));
+    let tenants = summary.keys.get("tenant").unwrap_or_else(|| panic!("{summary:?}"));
     // A sample of what `main` allocates outside the labelled block may be there too, under `(none)`.
     let named: Vec<_> = tenants.keys().filter(|tenant| *tenant != NO_LABEL).collect();
-    assert_eq!(named, ["acme", "initech"], "{summary}");
-    let unlabelled = tenants.get(NO_LABEL).map_or(0.0, |bytes| bytes.as_f64().unwrap());
-    assert!(unlabelled / 1048576.0 <= 0.1, "every session and block has a tenant: {summary}");
-    let summed: f64 = tenants.values().map(|bytes| bytes.as_f64().unwrap()).sum();
-    assert!((summed - summary["total_bytes"].as_f64().unwrap()).abs() < 1.0, "{summary}");
-    assert!((summed / 1048576.0 - total_megabytes(&whole)).abs() <= 0.1, "{summary}");
+    assert_eq!(named, ["acme", "initech"], "{summary:?}");
+    let unlabelled = tenants.get(NO_LABEL).copied().unwrap_or(0.0);
+    assert!(unlabelled / 1048576.0 <= 0.1, "every session and block has a tenant: {summary:?}");
+    let summed: f64 = tenants.values().sum();
+    assert!((summed - summary.total_bytes).abs() < 1.0, "{summary:?}");
+    assert!((summed / 1048576.0 - total_megabytes(&whole)).abs() <= 0.1, "{summary:?}");
 
     // Bad keys and filters are refused, saying what is expected.
     let refused = service.get(&format!("/memory-profiler/download/text?id={id}&by=the%20tenant"));
@@ -207,8 +207,8 @@ fn a_labelled_tokio_task_keeps_its_labels_on_every_worker_and_an_unlabelled_one_
 fn more_label_sets_than_the_bound_are_recorded_as_one_overflow_set_counted_and_reported_once() {
     let service = labelled("overflow").env("MALLOC_CONF", "prof_active:true,lg_prof_sample:10").spawn();
     service.wait_for_line(|line| line == "entered 1100 label sets");
-    let labels = &service.get_json("/memory-profiler/state")["memory_profiler"]["labels"];
-    assert_eq!(labels, &serde_json::json!({"sets": 1024, "max_sets": 1024, "overflowed": 76}));
+    let labels = service.state().labels;
+    assert_eq!((labels.sets, labels.max_sets, labels.overflowed), (1024, 1024, 76), "{labels:?}");
     let metrics = service.get("/metrics").text();
     assert!(metrics.contains("\nmemprof_label_sets 1024\n"), "{metrics}");
     assert!(metrics.contains("\nmemprof_label_sets_overflowed_total 76\n"), "{metrics}");

@@ -9,12 +9,11 @@ use memprof_tests::collector::Collector;
 use memprof_tests::process::{PATIENCE, Program, built_binary};
 use memprof_tests::tools::{self, Scratch};
 use memprof_tests::waiting::wait_until;
-use serde_json::Value;
 
 const MIB: f64 = (1 << 20) as f64;
 
 /// What pdata reads in an export the Collector received.
-fn read(export: &std::path::Path) -> Option<Value> {
+fn read(export: &std::path::Path) -> Option<tools::OtlpSummary> {
     tools::otlpcheck(&std::fs::read(export).unwrap())
 }
 
@@ -47,10 +46,7 @@ fn the_example_service_pushes_each_intervals_profiles_to_the_real_collector() {
     let times: Vec<(u64, u64)> = exports
         .iter()
         .filter_map(|export| read(export))
-        .map(|summary| {
-            let profile = &summary["profiles"][0];
-            (profile["time_unix_nano"].as_u64().unwrap(), profile["duration_nano"].as_u64().unwrap())
-        })
+        .map(|summary| (summary.profiles[0].time_unix_nano, summary.profiles[0].duration_nano))
         .collect();
     for pair in times.windows(2) {
         assert_eq!(pair[0].0 + pair[0].1, pair[1].0, "{times:?}");
@@ -60,35 +56,34 @@ fn the_example_service_pushes_each_intervals_profiles_to_the_real_collector() {
     for export in &exports[1..3] {
         assert_eq!(collector.tenant_of(export), "tenant-7");
         let Some(summary) = read(export) else { return };
-        let resource = &summary["resource"];
-        assert_eq!(resource["service.name"], "checkout", "{summary}");
-        assert_eq!(resource["deployment.environment"], "test", "{summary}");
-        assert_eq!(resource["process.pid"], service.pid().to_string(), "{summary}");
-        assert_eq!(resource["process.executable.name"], "service", "{summary}");
-        assert!(resource["memprof.version"].is_string(), "{summary}");
-        let profiles = summary["profiles"].as_array().unwrap();
-        let types: Vec<String> = profiles
-            .iter()
-            .map(|profile| format!("{}/{}", profile["type"].as_str().unwrap(), profile["unit"].as_str().unwrap()))
-            .collect();
+        let resource = |key: &str| summary.resource.get(key).map(String::as_str);
+        assert_eq!(resource("service.name"), Some("checkout"), "{summary:?}");
+        assert_eq!(resource("deployment.environment"), Some("test"), "{summary:?}");
+        assert_eq!(resource("process.pid"), Some(service.pid().to_string().as_str()), "{summary:?}");
+        assert_eq!(resource("process.executable.name"), Some("service"), "{summary:?}");
+        assert!(resource("memprof.version").is_some(), "{summary:?}");
+        let profiles = &summary.profiles;
+        let types: Vec<String> = profiles.iter().map(|profile| format!("{}/{}", profile.kind, profile.unit)).collect();
         assert_eq!(types, ["alloc_objects/count", "alloc_space/bytes", "inuse_objects/count", "inuse_space/bytes"]);
         for profile in profiles {
-            assert_eq!(profile["period"], 65536, "{profile}");
-            assert_eq!(profile["attributes"]["memprof.sampling.interval_bytes.configured"], "65536", "{profile}");
-            assert!(profile["attributes"]["memprof.sampling.budget_share"].is_null(), "no budget: {profile}");
+            assert_eq!(profile.period, 65536, "{profile:?}");
+            let attribute = |key: &str| profile.attributes.get(key).map(String::as_str);
+            assert_eq!(attribute("memprof.sampling.interval_bytes.configured"), Some("65536"), "{profile:?}");
+            assert_eq!(attribute("memprof.sampling.budget_share"), None, "no budget: {profile:?}");
             assert_eq!(
-                (&profile["time_unix_nano"], &profile["duration_nano"]),
-                (&profiles[0]["time_unix_nano"], &profiles[0]["duration_nano"])
+                (profile.time_unix_nano, profile.duration_nano),
+                (profiles[0].time_unix_nano, profiles[0].duration_nano)
             );
         }
-        assert!(summary["build_ids"].as_array().unwrap().iter().any(|id| id.as_str() == Some(build_id.as_str())));
-        let held = summary["by_function"]["inuse_space"]["service::open_session"].as_f64().unwrap() / MIB;
-        assert!((12.0..20.0).contains(&held), "open_session holds 16 MiB: {held:.1} MiB: {summary}");
-        let tenants = &summary["inuse_space_by_attribute"];
-        let (acme, initech) = (tenants["tenant=acme"].as_f64().unwrap(), tenants["tenant=initech"].as_f64().unwrap());
+        assert!(summary.build_ids.contains(&build_id), "{summary:?}");
+        let held = summary.of_function("inuse_space", "service::open_session") / MIB;
+        assert!((12.0..20.0).contains(&held), "open_session holds 16 MiB: {held:.1} MiB: {summary:?}");
+        let tenants = &summary.inuse_space_by_attribute;
+        let tenant = |name: &str| tenants.get(name).copied().unwrap_or(0) as f64;
+        let (acme, initech) = (tenant("tenant=acme"), tenant("tenant=initech"));
         assert!(acme > 1.5 * initech && initech > 0.0, "acme {acme}, initech {initech}");
-        let allocated = summary["by_function"]["alloc_space"]["service::open_session"].as_f64().unwrap();
-        assert!(allocated > 0.0, "{summary}");
+        let allocated = summary.of_function("alloc_space", "service::open_session");
+        assert!(allocated > 0.0, "{summary:?}");
     }
     let push = service.state().otlp_push.expect("state says the push");
     assert_eq!(push.endpoint, format!("{}/v1development/profiles", collector.endpoint()));
@@ -161,10 +156,10 @@ fn a_program_that_ends_pushes_its_last_profile_and_exits_on_time_when_no_collect
     let exports = collector.exports();
     assert_eq!(exports.len(), 1, "{:#?}", job.output());
     let Some(summary) = read(&exports[0]) else { return };
-    let seconds = summary["profiles"][0]["duration_nano"].as_f64().unwrap() / 1e9;
-    assert!(seconds >= 2.0, "the whole run: {summary}");
-    let allocated = summary["by_function"]["alloc_space"]["service::open_session"].as_f64().unwrap_or(0.0);
-    assert!(allocated > 16.0 * MIB, "{summary}");
+    let seconds = summary.profiles[0].duration_nano as f64 / 1e9;
+    assert!(seconds >= 2.0, "the whole run: {summary:?}");
+    let allocated = summary.of_function("alloc_space", "service::open_session");
+    assert!(allocated > 16.0 * MIB, "{summary:?}");
 
     // Connections are taken by the kernel's backlog, and never answered.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -228,7 +223,7 @@ fn https_endpoints_are_trusted_through_the_sdks_certificate_variable() {
     let (untrusting, trusting) = (service(false), service(true));
     let exports = collector.wait_for_exports(1);
     let Some(summary) = read(&exports[0]) else { return };
-    assert_eq!(summary["resource"]["process.pid"], trusting.pid().to_string(), "{summary}");
+    assert_eq!(summary.resource.get("process.pid"), Some(&trusting.pid().to_string()), "{summary:?}");
     let refused = wait_until("the untrusting service to fail a push", PATIENCE, || {
         let push = untrusting.state().otlp_push.unwrap();
         if push.retried >= 1 { Ok(push) } else { Err(format!("{push:?}")) }
@@ -394,13 +389,13 @@ fn an_export_after_thinning_says_how_it_was_sampled() {
     let after = collector.exports().len() + 1;
     let exports = collector.wait_for_exports(after);
     let Some(summary) = read(&exports[after - 1]) else { return };
-    for profile in summary["profiles"].as_array().unwrap() {
-        let attributes = &profile["attributes"];
-        let number = |key: &str| attributes[key].as_str().unwrap_or_else(|| panic!("{key}: {profile}")).parse::<f64>();
-        assert_eq!(number("memprof.sampling.interval_bytes.configured"), Ok(524288.0), "{profile}");
-        assert_eq!(number("memprof.sampling.budget_share"), Ok(0.005), "{profile}");
-        assert!(number("memprof.sampling.interval_bytes.most").unwrap() > 524288.0, "{profile}");
-        assert!(number("memprof.sampling.thinned_seconds").unwrap() > 0.0, "{profile}");
-        assert_eq!(profile["period"], 524288, "{profile}");
+    for profile in &summary.profiles {
+        let number =
+            |key: &str| profile.attributes.get(key).unwrap_or_else(|| panic!("{key}: {profile:?}")).parse::<f64>();
+        assert_eq!(number("memprof.sampling.interval_bytes.configured"), Ok(524288.0), "{profile:?}");
+        assert_eq!(number("memprof.sampling.budget_share"), Ok(0.005), "{profile:?}");
+        assert!(number("memprof.sampling.interval_bytes.most").unwrap() > 524288.0, "{profile:?}");
+        assert!(number("memprof.sampling.thinned_seconds").unwrap() > 0.0, "{profile:?}");
+        assert_eq!(profile.period, 524288, "{profile:?}");
     }
 }

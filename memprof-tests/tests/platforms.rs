@@ -23,8 +23,8 @@ fn a_static_musl_service_profiles_with_either_walk_and_names_it() {
             launch = launch.env("MEMPROF_UNWINDER", unwinder);
         }
         let mut program = launch.spawn();
-        let state = program.get_json("/memory-profiler/state");
-        assert_eq!(state["memory_profiler"]["stack_walk"]["method"], walk, "{state}");
+        let state = program.state();
+        assert_eq!(state.stack_walk.method, walk, "{state:?}");
         let started = program.get("/memory-profiler/start?duration=1mins");
         assert_eq!(started.status, 200, "{}", started.text());
         memprof_tests::acceptance::wait_for_sampled(&program, &["service::open_session"]);
@@ -50,8 +50,8 @@ fn an_aarch64_service_under_qemu_walks_and_names_its_frames_as_binutils_does() {
             .env("MALLOC_CONF", "lg_prof_sample:14")
             .env("MEMPROF_UNWINDER", unwinder)
             .spawn();
-        let state = program.get_json("/memory-profiler/state");
-        assert_eq!(state["memory_profiler"]["stack_walk"]["method"], walk, "{state}");
+        let state = program.state();
+        assert_eq!(state.stack_walk.method, walk, "{state:?}");
         // Until the emulated service's own allocations are sampled, not for a fixed time: under qemu and a
         // loaded host, a 2-second run could end before the service allocated anything (CI saw it once).
         let id = memprof_tests::acceptance::start(&program, "1mins");

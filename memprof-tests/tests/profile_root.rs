@@ -66,8 +66,8 @@ fn a_fifo_or_a_link_as_an_owner_file_neither_stalls_nor_grows_the_next_start() {
     assert!(rss_kilobytes(&restarted) < 200 * 1024, "{} KiB", rss_kilobytes(&restarted));
     // Neither directory can be judged: both are left alone, listed nowhere.
     assert!(fifo_owner.is_dir() && zero_owner.is_dir());
-    let state = restarted.get_json("/memory-profiler/state");
-    assert_eq!(state["memory_profiler"]["earlier_processes"].as_array().map(Vec::len), Some(0), "{state:#}");
+    let state = restarted.state();
+    assert!(state.earlier_processes.is_empty(), "{state:#?}");
 }
 
 #[test]
@@ -93,14 +93,14 @@ fn only_regular_profiles_named_as_memprof_names_them_are_listed_and_served() {
     plant("automatic.011", &|path| std::fs::write(path, &real).unwrap());
 
     let restarted = service_in(&parent).spawn();
-    let state = restarted.get_json("/memory-profiler/state");
-    let processes = state["memory_profiler"]["earlier_processes"].as_array().unwrap();
-    let listed: Vec<u64> = processes
+    let state = restarted.state();
+    let listed: Vec<u64> = state
+        .earlier_processes
         .iter()
-        .flat_map(|process| process["profiles"].as_array().unwrap())
-        .map(|profile| profile["id"].as_u64().unwrap())
+        .flat_map(|process| &process.profiles)
+        .map(|profile| profile.profile.id)
         .collect();
-    assert_eq!(listed, [id], "{state:#}");
+    assert_eq!(listed, [id], "{state:#?}");
     for planted in [7, 8, 9, 10, 11] {
         for format in ["raw", "text"] {
             let download = restarted.get(&format!("/memory-profiler/download/{format}?id={planted}"));

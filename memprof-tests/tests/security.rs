@@ -34,9 +34,10 @@ fn with_a_token_every_request_must_present_it() {
     }
     let state = request_with_headers(&service, "/memory-profiler/state", "Authorization: Bearer s3cret-token\r\n");
     assert_eq!(state.status, 200);
-    assert_eq!(state.json()["memory_profiler"]["auth_required"], true);
+    let state: memprof_wire::State = state.parsed("state");
+    assert!(state.memory_profiler.auth_required);
     // Nothing was started by the refused requests.
-    assert!(state.json()["memory_profiler"]["current_run"]["id"].is_null());
+    assert!(matches!(state.memory_profiler.current_run, memprof_wire::CurrentRun::Idle { .. }), "{state:?}");
 
     let cli = |token: Option<&str>| {
         let mut command = Command::new(built_binary("memprof-tool"));
@@ -145,10 +146,10 @@ fn stalled_clients_cannot_keep_state_or_stop_out_and_get_408() {
             stream
         })
         .collect();
-    assert_eq!(service.get_json("/memory-profiler/state")["jemalloc"]["profiling_enabled"], true);
-    let started = service.get_json("/memory-profiler/start?duration=1hrs");
-    let stopped = service.get_json("/memory-profiler/stop");
-    assert_eq!(stopped["message"], format!("Successfully stopped heap profiling run {}.", started["id"]));
+    assert!(service.whole_state().jemalloc.profiling_enabled);
+    let started = service.start("?duration=1hrs");
+    let stopped = service.stop();
+    assert_eq!(stopped.message, format!("Successfully stopped heap profiling run {}.", started.id));
     // The newest stalled client still has its place, until its deadline: then 408 and the connection closes.
     let mut newest = stalled.last().unwrap().try_clone().unwrap();
     newest.set_read_timeout(Some(memprof_tests::process::PATIENCE)).unwrap();

@@ -13,7 +13,7 @@ fn through_c(unwinder: Option<&str>) -> (String, Vec<(String, f64)>, memprof_wir
     }
     let program = program.spawn();
     program.wait_for_line(|line| line == "windows: ready");
-    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    let id = program.start("").id;
     program.tell("through-c", "windows: done through-c");
     assert_eq!(program.get("/memory-profiler/stop").status, 200);
     let folded = program.get(&format!("/memory-profiler/download/collapsed?id={id}&full=true")).text();
@@ -72,7 +72,7 @@ fn the_unwind_tables_walk_through_c_code_to_the_programs_start() {
 fn a_stack_cut_at_the_walks_limit_says_how_much_was_left_out() {
     let program = Program::windows().env("MALLOC_CONF", "lg_prof_sample:14").spawn();
     program.wait_for_line(|line| line == "windows: ready");
-    let id = program.get_json("/memory-profiler/start")["id"].as_u64().unwrap();
+    let id = program.start("").id;
     program.tell("deep 5000", "windows: done deep 5000");
     assert_eq!(program.get("/memory-profiler/stop").status, 200);
     let folded = program.get(&format!("/memory-profiler/download/collapsed?id={id}")).text();

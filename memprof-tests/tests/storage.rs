@@ -8,9 +8,9 @@ use memprof_tests::waiting::wait_until;
 #[test]
 fn profiles_are_kept_in_memory_when_no_directory_is_writable() {
     let service = Program::service().env("MEMPROF_DIR", "/proc/memprof-read-only").spawn();
-    let id = service.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
-    let stopped = service.get_json("/memory-profiler/stop");
-    assert_eq!(stopped["id"].as_u64(), Some(id));
+    let id = service.start("?duration=1mins").id;
+    let stopped = service.stop();
+    assert_eq!(stopped.id, Some(id));
     service.wait_for_line(|line| {
         line.starts_with("[memprof] WARN Heap profiles are kept in memory: cannot create a profile directory in /proc/memprof-read-only (")
             && line.ends_with("); point MEMPROF_DIR or TMPDIR at a writable directory")
@@ -56,15 +56,15 @@ fn after_the_program_drops_root_runs_explain_and_dumps_still_work() {
     ] {
         let mut program = launch.env("MEMPROF_DUMP_EVERY", "8MiB").spawn();
         program.wait_for_line(|line| line == "windows: ready");
-        let before = program.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+        let before = program.start("?duration=1mins").id;
         program.get_json("/memory-profiler/stop");
         assert_eq!(program.get(&format!("/memory-profiler/download/raw?id={before}")).status, 200);
         program.tell("drop-root", "windows: done drop-root");
         program.wait_for_line(|line| line == "windows: now uid 65534");
-        let id = program.get_json("/memory-profiler/start?duration=1mins")["id"].as_u64().unwrap();
+        let id = program.start("?duration=1mins").id;
         program.tell("grow", "windows: done grow");
-        let stopped = program.get_json("/memory-profiler/stop");
-        assert_eq!(stopped["id"].as_u64(), Some(id), "{stopped}");
+        let stopped = program.stop();
+        assert_eq!(stopped.id, Some(id), "{stopped:?}");
         for download in [format!("/memory-profiler/download/text?id={id}"), "/memory-profiler/download/text".to_owned()]
         {
             let text = program.get(&download);
