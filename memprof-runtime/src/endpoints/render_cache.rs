@@ -124,20 +124,29 @@ pub(crate) enum Failure {
     Gone(std::sync::Arc<std::io::Error>),
 }
 
-/// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
-static ANALYSES: LazyLock<OnceMap<u64, Analysis, Failure>> = LazyLock::new(|| OnceMap::new(usize::MAX));
+/// What is kept of the kept profiles, process-wide: each symbolized once, and its renders.
+struct Caches {
+    /// The symbolized profiles, by id; forgotten when the profile is evicted ([`forget`]).
+    analyses: OnceMap<u64, Analysis, Failure>,
+    /// The renders, by what was asked for, the most recently asked kept; forgotten with the profiles they
+    /// used.
+    rendered: OnceMap<Request, Vec<u8>, Failure>,
+    /// The renders split or filtered by a label asked for last; forgotten with the profiles they used.
+    label_rendered: OnceMap<Request, Vec<u8>, Failure>,
+}
+
+static CACHES: LazyLock<Caches> = LazyLock::new(|| Caches {
+    analyses: OnceMap::new(usize::MAX),
+    rendered: OnceMap::bounded(RENDERS_KEPT.0, RENDERS_KEPT.1, Vec::len),
+    label_rendered: OnceMap::bounded(LABEL_RENDERS_KEPT, RENDERS_KEPT.1 / 4, Vec::len),
+});
+
 /// How many renders are kept, and how many bytes of them: a run's formats with and without lines, whole
 /// or cut, against each base, for every kept profile, could be hundreds of renders of megabytes each.
 const RENDERS_KEPT: (usize, usize) = (64, 64 << 20);
-/// The renders, by what was asked for, the most recently asked kept; forgotten with the profiles they used.
-static RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> =
-    LazyLock::new(|| OnceMap::bounded(RENDERS_KEPT.0, RENDERS_KEPT.1, Vec::len));
 /// How many renders split or filtered by a label are kept: their keys and values are the asker's choice,
 /// without bound, so only the latest few (the dashboard's split flame graph, shown again) are.
 const LABEL_RENDERS_KEPT: usize = 8;
-/// The renders split or filtered by a label asked for last; forgotten with the profiles they used.
-static LABEL_RENDERED: LazyLock<OnceMap<Request, Vec<u8>, Failure>> =
-    LazyLock::new(|| OnceMap::bounded(LABEL_RENDERS_KEPT, RENDERS_KEPT.1 / 4, Vec::len));
 
 /// `run`'s profile in `format` (the difference from `base` when given), rendered once for every caller
 /// asking at the same time and kept until the profile is evicted.
@@ -157,7 +166,7 @@ pub(crate) fn rendered(
         format.render(&profile, base.as_deref(), options).map_err(|error| Failure::Failed(error.to_string()))
     };
     let request = Request { run: run.id, base: base.map(|base| base.id), format, options: options.clone() };
-    let kept = if options.by.is_some() || options.label.is_some() { &LABEL_RENDERED } else { &RENDERED };
+    let kept = if options.by.is_some() || options.label.is_some() { &CACHES.label_rendered } else { &CACHES.rendered };
     kept.get(&request, render)
 }
 
@@ -172,13 +181,13 @@ pub(crate) fn analysed(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
 /// Has the profiler say which profiles it no longer keeps, once there is something to forget.
 fn listen_for_evictions() {
     static LISTENING: std::sync::Once = std::sync::Once::new();
-    LISTENING.call_once(|| crate::profiler::on_eviction(forget));
+    LISTENING.call_once(|| crate::profiler::Profiler::global().on_eviction(forget));
 }
 
 /// Forgets the analysis of profile `id` and every render that used it: the profile is no longer kept.
 fn forget(id: u64) {
-    ANALYSES.retain(|analysed| *analysed != id);
-    for kept in [&RENDERED, &LABEL_RENDERED] {
+    CACHES.analyses.retain(|analysed| *analysed != id);
+    for kept in [&CACHES.rendered, &CACHES.label_rendered] {
         kept.retain(|request| request.run != id && request.base != Some(id));
     }
 }
@@ -186,8 +195,8 @@ fn forget(id: u64) {
 /// Forgets every analysis and render: what the endpoints keep for the next request goes when the endpoints
 /// are idle (`forget_caches`).
 pub(crate) fn forget_all() {
-    ANALYSES.retain(|_| false);
-    for kept in [&RENDERED, &LABEL_RENDERED] {
+    CACHES.analyses.retain(|_| false);
+    for kept in [&CACHES.rendered, &CACHES.label_rendered] {
         kept.retain(|_| false);
     }
 }
@@ -219,7 +228,7 @@ pub(super) fn kept_dump(
 /// The symbolized profile of `run`, analysed once and kept until the profile is evicted.
 fn analysis(run: &KeptProfile) -> Result<Arc<Analysis>, Failure> {
     listen_for_evictions();
-    ANALYSES.get(&run.id, || {
+    CACHES.analyses.get(&run.id, || {
         let max_bytes = crate::profiler::Profiler::global().settings().retention.max_bytes;
         let text = read_profile(&run.path, max_bytes).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => Failure::Gone(Arc::new(error)),

@@ -22,6 +22,53 @@ use tikv_jemalloc_sys::extent_hooks_t;
 use super::arenas::Arenas;
 use super::controls::CtlError;
 
+/// What the arena-made hook (inside jemalloc) and the watch's thread share, process-wide.
+struct ArenasMade {
+    /// A `std` mutex and condition variable (futexes, no allocation): [`arena_made`] runs inside jemalloc.
+    watch: Mutex<Watch>,
+    /// The process the watch runs in, 0 before it runs: a child of `fork` has no watch, and may have been
+    /// forked while the watch held its lock (`watch`), so it never takes that lock.
+    watching_process: AtomicU32,
+    answered: Condvar,
+    /// Where [`arena_made`] tells the watch (an eventfd: a `write` of 8 bytes, no lock, no allocation), so that
+    /// the watch's thread can wait for it and for other things at once (`poll`).
+    announcements: OnceLock<OwnedFd>,
+}
+
+static ARENAS_MADE: ArenasMade = ArenasMade {
+    watch: Mutex::new(Watch { announced: 0, answered: 0 }),
+    watching_process: AtomicU32::new(0),
+    answered: Condvar::new(),
+    announcements: OnceLock::new(),
+};
+
+/// The recording hooks' state, process-wide (the hooks run inside jemalloc and reach it from there): the
+/// ranges recorded, jemalloc's defaults they wrap, and whether they are installed everywhere.
+struct RangeHooks {
+    /// The ranges jemalloc has mapped and not unmapped.
+    table: Mutex<RangeSet<CAPACITY>>,
+    /// jemalloc's default hooks, as arena 0 had them; the wrappers call them.
+    defaults: OnceLock<extent_hooks_t>,
+    /// Where jemalloc's default hooks are: an arena whose `extent_hooks` point there has no hooks of its own.
+    default_pointer: OnceLock<usize>,
+    /// The hooks installed: the defaults with `alloc`, `dalloc` and `destroy` wrapped. jemalloc keeps a
+    /// pointer to them for the life of the process.
+    recording: OnceLock<extent_hooks_t>,
+    /// Whether they were installed in every arena initialized at start ([`install_range_hooks`]).
+    installed: OnceLock<bool>,
+    /// An arena was made that may have mapped memory before the hooks reached it (see [`arena_made`]).
+    missed: AtomicBool,
+}
+
+static RANGE_HOOKS: RangeHooks = RangeHooks {
+    table: Mutex::new(RangeSet::new()),
+    defaults: OnceLock::new(),
+    default_pointer: OnceLock::new(),
+    recording: OnceLock::new(),
+    installed: OnceLock::new(),
+    missed: AtomicBool::new(false),
+};
+
 /// How many disjoint ranges the table holds: jemalloc maps in growing steps (`retain`, on by default on
 /// 64-bit Linux, keeps the address space it mapped), so a process rarely needs more than a few dozen.
 const CAPACITY: usize = 4096;
@@ -94,18 +141,8 @@ impl<const N: usize> RangeSet<N> {
     }
 }
 
-static TABLE: Mutex<RangeSet<CAPACITY>> = Mutex::new(RangeSet::new());
-
-/// jemalloc's default hooks, as arena 0 had them; the wrappers call them.
-static DEFAULTS: OnceLock<extent_hooks_t> = OnceLock::new();
-/// Where jemalloc's default hooks are: an arena whose `extent_hooks` point there has no hooks of its own.
-static DEFAULT_POINTER: OnceLock<usize> = OnceLock::new();
-/// The hooks installed: the defaults with `alloc`, `dalloc` and `destroy` wrapped. jemalloc keeps a
-/// pointer to them for the life of the process.
-static RECORDING: OnceLock<extent_hooks_t> = OnceLock::new();
-
 fn with_table<T>(work: impl FnOnce(&mut RangeSet<CAPACITY>) -> T) -> T {
-    work(&mut TABLE.lock().unwrap_or_else(PoisonError::into_inner))
+    work(&mut RANGE_HOOKS.table.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
 unsafe extern "C" fn recording_alloc(
@@ -117,7 +154,7 @@ unsafe extern "C" fn recording_alloc(
     commit: *mut bool,
     arena: c_uint,
 ) -> *mut c_void {
-    let Some(alloc) = DEFAULTS.get().and_then(|defaults| defaults.alloc) else {
+    let Some(alloc) = RANGE_HOOKS.defaults.get().and_then(|defaults| defaults.alloc) else {
         return std::ptr::null_mut();
     };
     // SAFETY: jemalloc's own default, called with the arguments jemalloc passed.
@@ -135,7 +172,7 @@ unsafe extern "C" fn recording_dalloc(
     committed: bool,
     arena: c_uint,
 ) -> bool {
-    let Some(dalloc) = DEFAULTS.get().and_then(|defaults| defaults.dalloc) else {
+    let Some(dalloc) = RANGE_HOOKS.defaults.get().and_then(|defaults| defaults.dalloc) else {
         return true;
     };
     // SAFETY: jemalloc's own default, called with the arguments jemalloc passed.
@@ -153,7 +190,7 @@ unsafe extern "C" fn recording_destroy(
     committed: bool,
     arena: c_uint,
 ) {
-    if let Some(destroy) = DEFAULTS.get().and_then(|defaults| defaults.destroy) {
+    if let Some(destroy) = RANGE_HOOKS.defaults.get().and_then(|defaults| defaults.destroy) {
         // SAFETY: jemalloc's own default, called with the arguments jemalloc passed.
         unsafe { destroy(hooks, address, size, committed, arena) };
     }
@@ -168,20 +205,20 @@ fn note(address: *mut c_void, size: usize, mapped: bool) {
 
 /// The recording hooks, made from arena 0's the first time.
 pub(crate) fn recording_hooks() -> Result<*mut extent_hooks_t, CtlError> {
-    if RECORDING.get().is_none() {
+    if RANGE_HOOKS.recording.get().is_none() {
         // jemalloc's default hooks, which live as long as the process and are only read here.
         let pointer = super::controls::ARENA_EXTENT_HOOKS.read()?;
         // SAFETY: as above: the defaults, read, never written.
-        let defaults = *DEFAULTS.get_or_init(|| unsafe { *pointer });
-        DEFAULT_POINTER.get_or_init(|| pointer as usize);
-        RECORDING.get_or_init(|| extent_hooks_t {
+        let defaults = *RANGE_HOOKS.defaults.get_or_init(|| unsafe { *pointer });
+        RANGE_HOOKS.default_pointer.get_or_init(|| pointer as usize);
+        RANGE_HOOKS.recording.get_or_init(|| extent_hooks_t {
             alloc: Some(recording_alloc),
             dalloc: Some(recording_dalloc),
             destroy: Some(recording_destroy),
             ..defaults
         });
     }
-    let hooks = RECORDING.get().expect("set above");
+    let hooks = RANGE_HOOKS.recording.get().expect("set above");
     // jemalloc takes a `*mut` but only reads the hooks.
     Ok(std::ptr::from_ref(hooks).cast_mut())
 }
@@ -189,13 +226,8 @@ pub(crate) fn recording_hooks() -> Result<*mut extent_hooks_t, CtlError> {
 /// Whether [`install_range_hooks`] succeeded and every arena since had the hooks before it mapped
 /// anything: [`ranges`] then holds jemalloc's mappings.
 pub(crate) fn range_hooks_installed() -> bool {
-    INSTALLED.get().is_some_and(|installed| *installed) && !MISSED.load(Ordering::Relaxed)
+    RANGE_HOOKS.installed.get().is_some_and(|installed| *installed) && !RANGE_HOOKS.missed.load(Ordering::Relaxed)
 }
-
-static INSTALLED: OnceLock<bool> = OnceLock::new();
-
-/// An arena was made that may have mapped memory before the hooks reached it (see [`arena_made`]).
-static MISSED: AtomicBool = AtomicBool::new(false);
 
 /// Installs the recording hooks in every arena jemalloc has initialized (arena 0, and those of threads
 /// that ran before) and initializes one more automatic arena with them, where memprof's threads are born (a new thread takes an initialized arena no thread uses before
@@ -204,7 +236,7 @@ static MISSED: AtomicBool = AtomicBool::new(false);
 /// where initializing all of them at start cost 90 KiB each and their statistics' reading. Once; later
 /// calls answer the first's result.
 pub(super) fn install_range_hooks() -> bool {
-    *INSTALLED.get_or_init(install)
+    *RANGE_HOOKS.installed.get_or_init(install)
 }
 
 fn install() -> bool {
@@ -214,7 +246,7 @@ fn install() -> bool {
     let Some(arenas) = Arenas::new() else {
         return false;
     };
-    let installed = arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut Vec::new());
+    let installed = arenas.hook_unhooked(hooks, RANGE_HOOKS.default_pointer.get().copied(), &mut Vec::new());
     if let Some(spare) = (0..arenas.automatic).find(|&arena| !arenas.initialized(arena)) {
         // SAFETY: written to an automatic arena not yet initialized, it initializes the arena with these
         // hooks, which live as long as the process.
@@ -228,16 +260,6 @@ struct Watch {
     announced: u64,
     answered: u64,
 }
-
-/// A `std` mutex and condition variable (futexes, no allocation): [`arena_made`] runs inside jemalloc.
-static WATCH: Mutex<Watch> = Mutex::new(Watch { announced: 0, answered: 0 });
-/// The process the watch runs in, 0 before it runs: a child of `fork` has no watch, and may have been
-/// forked while the watch held [`WATCH`], so it never takes that lock.
-static WATCHING_PROCESS: AtomicU32 = AtomicU32::new(0);
-static ANSWERED: Condvar = Condvar::new();
-/// Where [`arena_made`] tells the watch (an eventfd: a `write` of 8 bytes, no lock, no allocation), so that
-/// the watch's thread can wait for it and for other things at once (`poll`).
-static ANNOUNCEMENTS: OnceLock<OwnedFd> = OnceLock::new();
 
 /// How long a thread that made an arena waits for the watch to hook it: it holds jemalloc's lock on the
 /// arenas meanwhile (and its control lock, if it made the arena through `arenas.create`, which the watch
@@ -255,24 +277,27 @@ unsafe extern "C" {
 /// too when made through `arenas.create`): asks the watch to hook it and waits for that, at most
 /// [`HOOKED_WITHIN`]. Allocates nothing.
 extern "C" fn arena_made() {
-    let Some(announcements) =
-        ANNOUNCEMENTS.get().filter(|_| WATCHING_PROCESS.load(Ordering::Acquire) == std::process::id())
+    let Some(announcements) = ARENAS_MADE
+        .announcements
+        .get()
+        .filter(|_| ARENAS_MADE.watching_process.load(Ordering::Acquire) == std::process::id())
     else {
-        MISSED.store(true, Ordering::Relaxed);
+        RANGE_HOOKS.missed.store(true, Ordering::Relaxed);
         return;
     };
-    let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut watch = ARENAS_MADE.watch.lock().unwrap_or_else(PoisonError::into_inner);
     watch.announced += 1;
     let wanted = watch.announced;
     if rustix::io::write(announcements, &1u64.to_ne_bytes()).is_err() {
-        MISSED.store(true, Ordering::Relaxed);
+        RANGE_HOOKS.missed.store(true, Ordering::Relaxed);
         return;
     }
-    let (_watch, waited) = ANSWERED
+    let (_watch, waited) = ARENAS_MADE
+        .answered
         .wait_timeout_while(watch, HOOKED_WITHIN, |watch| watch.answered < wanted)
         .unwrap_or_else(PoisonError::into_inner);
     if waited.timed_out() {
-        MISSED.store(true, Ordering::Relaxed);
+        RANGE_HOOKS.missed.store(true, Ordering::Relaxed);
     }
 }
 
@@ -291,41 +316,42 @@ impl ArenaWatch {
     /// Begins the watch, on the thread that will keep it: from now on each arena made waits for
     /// [`ArenaWatch::answer`]. `None` when the hooks were never installed (or the eventfd cannot be made).
     pub(crate) fn begin() -> Option<ArenaWatch> {
-        let (Some(true), Ok(hooks), Some(arenas)) = (INSTALLED.get(), recording_hooks(), Arenas::new()) else {
+        let (Some(true), Ok(hooks), Some(arenas)) = (RANGE_HOOKS.installed.get(), recording_hooks(), Arenas::new())
+        else {
             return None;
         };
         let made =
             rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK);
-        if ANNOUNCEMENTS.set(made.ok()?).is_err() {
+        if ARENAS_MADE.announcements.set(made.ok()?).is_err() {
             return None; // a watch began already
         }
         let mut watch = ArenaWatch { hooks, arenas, hooked: Vec::new() };
         // SAFETY: jemalloc reads the hook's pointer when it makes an arena; one aligned pointer-sized store.
         unsafe { std::ptr::addr_of_mut!(ARENA_NEW_HOOK).write_volatile(Some(arena_made)) };
-        WATCHING_PROCESS.store(std::process::id(), Ordering::Release);
+        ARENAS_MADE.watching_process.store(std::process::id(), Ordering::Release);
         // Arenas made between the installation and now (this thread's own, say) are hooked late: what they
         // mapped before is not in the table. From now on each arena made waits for the watch to hook it.
-        if watch.arenas.hook_unhooked(hooks, DEFAULT_POINTER.get().copied(), &mut watch.hooked) > 0 {
-            MISSED.store(true, Ordering::Relaxed);
+        if watch.arenas.hook_unhooked(hooks, RANGE_HOOKS.default_pointer.get().copied(), &mut watch.hooked) > 0 {
+            RANGE_HOOKS.missed.store(true, Ordering::Relaxed);
         }
         Some(watch)
     }
 
     /// Readable when an arena was made and waits to be hooked.
     pub(crate) fn announcements(&self) -> BorrowedFd<'static> {
-        ANNOUNCEMENTS.get().expect("the watch began").as_fd()
+        ARENAS_MADE.announcements.get().expect("the watch began").as_fd()
     }
 
     /// Hooks the arenas made since the last answer, and lets the threads that made them go on.
     pub(crate) fn answer(&mut self) {
         let mut count = [0u8; 8];
         let _ = rustix::io::read(self.announcements(), &mut count);
-        let seen = WATCH.lock().unwrap_or_else(PoisonError::into_inner).announced;
-        self.arenas.hook_unhooked(self.hooks, DEFAULT_POINTER.get().copied(), &mut self.hooked);
-        let mut watch = WATCH.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = ARENAS_MADE.watch.lock().unwrap_or_else(PoisonError::into_inner).announced;
+        self.arenas.hook_unhooked(self.hooks, RANGE_HOOKS.default_pointer.get().copied(), &mut self.hooked);
+        let mut watch = ARENAS_MADE.watch.lock().unwrap_or_else(PoisonError::into_inner);
         // An arena announced while hooking is answered at the next pass (the eventfd is readable again).
         watch.answered = watch.answered.max(seen);
-        ANSWERED.notify_all();
+        ARENAS_MADE.answered.notify_all();
     }
 }
 

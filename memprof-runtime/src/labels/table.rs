@@ -19,6 +19,27 @@ use std::sync::{Arc, LazyLock};
 use memprof_analysis::{LabelSet, LabelSets};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+/// The label sets of this process, process-wide (the walk's hook reads them): the table, its hasher, and
+/// what did not fit.
+struct Tables {
+    /// The label sets recorded, and the transitions between them.
+    table: LazyLock<RwLock<Table>>,
+    /// The hasher of [`transition_hash`], keyed at random per process: label values can come from requests,
+    /// and a sender must not be able to pick values whose hashes collide.
+    hasher: LazyLock<ahash::RandomState>,
+    /// How many times a new label set was recorded as the overflow set.
+    overflowed: AtomicU64,
+    /// The child of `fork` that found the table's lock held at the fork (0: none): it no longer waits for it.
+    locked_out: std::sync::atomic::AtomicU32,
+}
+
+static TABLES: Tables = Tables {
+    table: LazyLock::new(RwLock::default),
+    hasher: LazyLock::new(ahash::RandomState::new),
+    overflowed: AtomicU64::new(0),
+    locked_out: std::sync::atomic::AtomicU32::new(0),
+};
+
 /// How many distinct label sets a process records; past it, new sets are recorded as one overflow set,
 /// `memprof_overflow=too many label sets`.
 pub const MAX_LABEL_SETS: u32 = 1024;
@@ -65,12 +86,6 @@ struct Table {
     transition_count: usize,
 }
 
-static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(RwLock::default);
-
-/// The hasher of [`transition_hash`], keyed at random per process: label values can come from requests,
-/// and a sender must not be able to pick values whose hashes collide.
-static HASHER: LazyLock<ahash::RandomState> = LazyLock::new(ahash::RandomState::new);
-
 /// How many transitions each thread keeps at hand.
 const RECENT_TRANSITIONS: usize = 16;
 
@@ -79,9 +94,6 @@ thread_local! {
     static RECENT: RefCell<[Option<Arc<Transition>>; RECENT_TRANSITIONS]> =
         const { RefCell::new([const { None }; RECENT_TRANSITIONS]) };
 }
-
-/// How many times a new label set was recorded as the overflow set.
-static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
 
 /// The id of the set `pairs` make on top of set `parent` (0: none): `parent`'s labels with `pairs` added, a
 /// key in `pairs` replacing the same key of `parent`'s. Keys and values are borrowed as they come (string
@@ -113,7 +125,7 @@ pub(crate) fn intern<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]
         }
     };
     if id == OVERFLOW {
-        OVERFLOWED.fetch_add(1, Ordering::Relaxed);
+        TABLES.overflowed.fetch_add(1, Ordering::Relaxed);
     }
     id
 }
@@ -122,7 +134,7 @@ pub(crate) fn intern<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]
 /// it, so `("ab", "c")` and `("a", "bc")` differ): on the path of every entry of labels by value.
 fn transition_hash<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)]) -> u64 {
     use std::hash::{BuildHasher, Hasher};
-    let mut hasher = HASHER.build_hasher();
+    let mut hasher = TABLES.hasher.build_hasher();
     hasher.write_u32(parent);
     for (key, value) in pairs {
         hasher.write(key.as_ref().as_bytes());
@@ -158,7 +170,7 @@ fn intern_new<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)], hash:
         table.ids.insert(set, id);
         id
     } else {
-        if OVERFLOWED.load(Ordering::Relaxed) == 0 {
+        if TABLES.overflowed.load(Ordering::Relaxed) == 0 {
             crate::process::messages::warn(&format!(
                 "More than {MAX_LABEL_SETS} distinct label sets: new ones are recorded as {}={}. Label by values \
                  that repeat (a tenant, a route), not by ones that never do (a request id, a user id)",
@@ -178,15 +190,12 @@ fn intern_new<K: AsRef<str>, V: AsRef<str>>(parent: u32, pairs: &[(K, V)], hash:
 /// How long a child of `fork` waits for the table's lock before taking it as held at the fork for ever.
 const FORKED_CHILD_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The child of `fork` that found the table's lock held at the fork (0: none): it no longer waits for it.
-static LOCKED_OUT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
 fn read_table() -> Option<RwLockReadGuard<'static, Table>> {
-    locked(|| TABLE.try_read_for(FORKED_CHILD_WAIT), || TABLE.read())
+    locked(|| TABLES.table.try_read_for(FORKED_CHILD_WAIT), || TABLES.table.read())
 }
 
 fn write_table() -> Option<RwLockWriteGuard<'static, Table>> {
-    locked(|| TABLE.try_write_for(FORKED_CHILD_WAIT), || TABLE.write())
+    locked(|| TABLES.table.try_write_for(FORKED_CHILD_WAIT), || TABLES.table.write())
 }
 
 /// The table's lock: waited for in the process memprof belongs to; in a child of `fork`, at most
@@ -196,12 +205,12 @@ fn locked<G>(within: impl FnOnce() -> Option<G>, wait: impl FnOnce() -> G) -> Op
         return Some(wait());
     }
     let child = std::process::id();
-    if LOCKED_OUT.load(Ordering::Relaxed) == child {
+    if TABLES.locked_out.load(Ordering::Relaxed) == child {
         return None;
     }
     let guard = within();
     if guard.is_none() {
-        LOCKED_OUT.store(child, Ordering::Relaxed);
+        TABLES.locked_out.store(child, Ordering::Relaxed);
     }
     guard
 }
@@ -227,12 +236,12 @@ fn truncated_value(value: &str) -> &str {
 
 /// Every set recorded so far, the overflow set among them once it was used.
 pub(crate) fn snapshot() -> LabelSets {
-    let table = TABLE.read();
+    let table = TABLES.table.read();
     let mut sets = LabelSets::default();
     for (index, set) in table.sets.iter().enumerate() {
         sets.insert_set(index as u32 + 1, set.clone());
     }
-    if OVERFLOWED.load(Ordering::Relaxed) > 0 {
+    if TABLES.overflowed.load(Ordering::Relaxed) > 0 {
         sets.insert(OVERFLOW, [OVERFLOW_LABEL]);
     }
     sets
@@ -240,7 +249,7 @@ pub(crate) fn snapshot() -> LabelSets {
 
 /// How many distinct label sets are recorded, and how many times a new one was recorded as the overflow set.
 pub fn counts() -> (u32, u64) {
-    (TABLE.read().sets.len() as u32, OVERFLOWED.load(Ordering::Relaxed))
+    (TABLES.table.read().sets.len() as u32, TABLES.overflowed.load(Ordering::Relaxed))
 }
 
 #[cfg(test)]

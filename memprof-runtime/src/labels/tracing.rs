@@ -17,15 +17,19 @@ use tracing_subscriber::registry::LookupSpan;
 use super::in_force::replace;
 use super::table;
 
+/// What the tracing layer keeps of itself: when it was added, and whether a span labelled yet.
+struct Spans {
+    /// When the first label layer was added to a subscriber, and the fields it chose.
+    added: OnceLock<(Instant, String)>,
+    /// Whether a label layer labelled a span with one of its chosen fields (any span, for a layer that chose
+    /// none): set once, then only read, so that spans made on many threads never share a written cache line.
+    labelled_a_span: AtomicBool,
+}
+
+static SPANS: Spans = Spans { added: OnceLock::new(), labelled_a_span: AtomicBool::new(false) };
+
 /// The label set of a span, kept in its extensions.
 struct SpanLabels(u32);
-
-/// When the first label layer was added to a subscriber, and the fields it chose.
-static ADDED: OnceLock<(Instant, String)> = OnceLock::new();
-
-/// Whether a label layer labelled a span with one of its chosen fields (any span, for a layer that chose
-/// none): set once, then only read, so that spans made on many threads never share a written cache line.
-static LABELLED_A_SPAN: AtomicBool = AtomicBool::new(false);
 
 /// How long a layer may label nothing while allocations are sampled before `state` says why.
 pub(crate) const SILENT_FOR: Duration = Duration::from_secs(60);
@@ -90,7 +94,7 @@ impl Visit for Fields<'_> {
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for LabelLayer {
     fn on_layer(&mut self, _subscriber: &mut S) {
-        let _ = ADDED.set((Instant::now(), self.fields.join(", ")));
+        let _ = SPANS.added.set((Instant::now(), self.fields.join(", ")));
     }
 
     fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
@@ -98,8 +102,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for La
         let parent = span.parent().and_then(|parent| parent.extensions().get::<SpanLabels>().map(|labels| labels.0));
         let mut fields = Fields { wanted: &self.fields, found: Vec::new() };
         attributes.record(&mut fields);
-        if (self.fields.is_empty() || !fields.found.is_empty()) && !LABELLED_A_SPAN.load(Ordering::Relaxed) {
-            LABELLED_A_SPAN.store(true, Ordering::Relaxed);
+        if (self.fields.is_empty() || !fields.found.is_empty()) && !SPANS.labelled_a_span.load(Ordering::Relaxed) {
+            SPANS.labelled_a_span.store(true, Ordering::Relaxed);
         }
         let mut pairs: Vec<(&str, &str)> = vec![("span", attributes.metadata().name())];
         pairs.extend(fields.found.iter().map(|(key, value)| (*key, value.as_str())));
@@ -129,8 +133,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for La
 /// Why the label layer labels nothing, when it was added to a subscriber at least [`SILENT_FOR`] ago and
 /// has labelled no span since, while allocations are `sampled`.
 pub(crate) fn silence(sampled: bool) -> Option<String> {
-    let (added, fields) = ADDED.get()?;
-    judge_silence(added.elapsed(), LABELLED_A_SPAN.load(Ordering::Relaxed), fields, sampled)
+    let (added, fields) = SPANS.added.get()?;
+    judge_silence(added.elapsed(), SPANS.labelled_a_span.load(Ordering::Relaxed), fields, sampled)
 }
 
 /// [`silence`] over its readings: how long ago the layer was added, whether it labelled a span, its fields.

@@ -7,24 +7,30 @@ use std::sync::LazyLock;
 
 use object::Object;
 
-/// The executable's path, read once (unsampled: the first caller may be a dump, in a run).
-static PATH: LazyLock<Option<String>> = LazyLock::new(|| {
-    crate::jemalloc::unsampled(|| std::fs::read_link("/proc/self/exe").ok().map(|path| path.display().to_string()))
-});
+/// What is read of the executable, each once, when first asked for.
+struct Executable {
+    /// Its path (unsampled: the first caller may be a dump, in a run).
+    path: LazyLock<Option<String>>,
+    /// Its build id: the parse of the executable's headers touches some 50 pages, which a program that
+    /// never keeps a profile (the start-up's own owner line names the path only) never pays.
+    build_id: LazyLock<Option<String>>,
+}
 
-/// The executable's build id, read once, when first asked for: the parse of the executable's headers
-/// touches some 50 pages, which a program that never keeps a profile (the start-up's own owner line names
-/// the path only) never pays.
-static BUILD_ID: LazyLock<Option<String>> = LazyLock::new(|| crate::jemalloc::unsampled(read_build_id));
+static EXECUTABLE: Executable = Executable {
+    path: LazyLock::new(|| {
+        crate::jemalloc::unsampled(|| std::fs::read_link("/proc/self/exe").ok().map(|path| path.display().to_string()))
+    }),
+    build_id: LazyLock::new(|| crate::jemalloc::unsampled(read_build_id)),
+};
 
 /// The executable's path.
 pub(crate) fn path() -> Option<String> {
-    PATH.clone()
+    EXECUTABLE.path.clone()
 }
 
 /// The executable's GNU build id in hexadecimal; `None` when it has none (`-Wl,--build-id=none`).
 pub(crate) fn build_id() -> Option<String> {
-    BUILD_ID.clone()
+    EXECUTABLE.build_id.clone()
 }
 
 fn read_build_id() -> Option<String> {

@@ -8,6 +8,23 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
+/// What memprof said and may say: the level it speaks from, its latest messages, and whether a logger
+/// was chosen.
+struct Said {
+    /// The most detailed level said (a `log::LevelFilter` as a number): every level until the settings say.
+    said_up_to: AtomicUsize,
+    /// The latest messages, said or not, each with its level.
+    latest: Mutex<VecDeque<String>>,
+    /// Whether `MEMPROF_LOG` chose the level (then nothing changes it).
+    chosen: AtomicBool,
+}
+
+static SAID: Said = Said {
+    said_up_to: AtomicUsize::new(log::LevelFilter::Info as usize),
+    latest: Mutex::new(VecDeque::new()),
+    chosen: AtomicBool::new(false),
+};
+
 /// Reports a condition that makes what the operator asked for impossible: no profiling at all, no endpoints
 /// where they were asked for, automatic dumps asked for wrongly. At the `error` level, which a logger shows
 /// by default (env_logger with `RUST_LOG` unset shows errors only).
@@ -28,28 +45,19 @@ pub(crate) fn info(message: &str) {
 /// How many messages are kept for `state`: the latest.
 pub(crate) const KEPT: usize = 32;
 
-/// The most detailed level said (a `log::LevelFilter` as a number): every level until the settings say.
-static SAID_UP_TO: AtomicUsize = AtomicUsize::new(log::LevelFilter::Info as usize);
-
-/// The latest messages, said or not, each with its level.
-static LATEST: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
-
-/// Whether `MEMPROF_LOG` chose the level (then nothing changes it).
-static CHOSEN: AtomicBool = AtomicBool::new(false);
-
 /// Says messages up to `level` from now on (the settings' [`crate::settings::Settings::said_up_to`]),
 /// `chosen` by `MEMPROF_LOG` or not.
 pub(crate) fn say_up_to(level: log::LevelFilter, chosen: bool) {
-    SAID_UP_TO.store(level as usize, Ordering::Relaxed);
-    CHOSEN.store(chosen, Ordering::Relaxed);
+    SAID.said_up_to.store(level as usize, Ordering::Relaxed);
+    SAID.chosen.store(chosen, Ordering::Relaxed);
 }
 
 /// Someone asked memprof something (a request to its endpoints mounted on the program's server, with the
 /// switch off): from now on it says what it has to, unless `MEMPROF_LOG` chose otherwise.
 #[cfg(feature = "http")]
 pub(crate) fn someone_asked() {
-    if !CHOSEN.load(Ordering::Relaxed) {
-        SAID_UP_TO.fetch_max(log::LevelFilter::Info as usize, Ordering::Relaxed);
+    if !SAID.chosen.load(Ordering::Relaxed) {
+        SAID.said_up_to.fetch_max(log::LevelFilter::Info as usize, Ordering::Relaxed);
     }
 }
 
@@ -60,18 +68,18 @@ pub(crate) fn someone_asked() {
 /// assert!(messages::said().last().unwrap().starts_with("INFO Serving"));
 /// ```
 pub(crate) fn said() -> Vec<String> {
-    LATEST.lock().iter().cloned().collect()
+    SAID.latest.lock().iter().cloned().collect()
 }
 
 fn emit(level: log::Level, message: &str) {
     {
-        let mut latest = LATEST.lock();
+        let mut latest = SAID.latest.lock();
         if latest.len() == KEPT {
             latest.pop_front();
         }
         latest.push_back(format!("{level} {message}"));
     }
-    if level as usize > SAID_UP_TO.load(Ordering::Relaxed) {
+    if level as usize > SAID.said_up_to.load(Ordering::Relaxed) {
         return;
     }
     if log::max_level() == log::LevelFilter::Off {

@@ -13,9 +13,9 @@
 //! the program's threads are profiled). So a thread memprof starts is born while sampling is off, and
 //! switches its own sampling off before sampling can come on: sampling is switched on (a run, continuous
 //! sampling, the budget's slots: [`with_sampling_switched`]) only once every thread started has done so
-//! ([`UNBORN`]). [`spawn`] itself does not wait, so the program's start does not wait for memprof's threads
+//! (`BIRTH.unborn`). [`spawn`] itself does not wait, so the program's start does not wait for memprof's threads
 //! to be scheduled. Where sampling is on (continuously, or during a run), it is paused for the birth:
-//! switched off, the thread born, switched on again, no switch of a run's meanwhile ([`BIRTHS`]); `state`
+//! switched off, the thread born, switched on again, no switch of a run's meanwhile (`BIRTH.births`); `state`
 //! counts the pauses and their time ([`sampling_paused`]). A thread is born only when needed: a [`Pool`] grows
 //! by a thread when a job finds none idle, up to its size, so a program sampled continuously runs the threads
 //! one sampled on demand runs. After each job a pool thread hands its cached memory back to the arenas
@@ -32,6 +32,33 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::jemalloc;
 
+/// How memprof's threads' births paused sampling, process-wide: whether now, how often, and for how long.
+struct Pauses {
+    /// Whether sampling is paused for a birth now (set and cleared while `BIRTH.births` is held exclusively).
+    paused_now: AtomicBool,
+    /// How many times sampling was paused for a memprof thread's birth.
+    pauses: AtomicU64,
+    /// For how long in all (ns).
+    paused_nanos: AtomicU64,
+}
+
+static PAUSES_SEEN: Pauses =
+    Pauses { paused_now: AtomicBool::new(false), pauses: AtomicU64::new(0), paused_nanos: AtomicU64::new(0) };
+
+/// Threads being born, process-wide: how many are still unborn (each told when born), and the lock a
+/// switch of sampling takes against births.
+struct Births {
+    /// How many of memprof's threads were started and have not yet switched their sampling off.
+    unborn: Mutex<usize>,
+    /// Signalled when none is left unborn.
+    born: Condvar,
+    /// Held while a thread is born (sampling paused if it was on), and while a run switches sampling on or
+    /// off: a birth never sees sampling switched under it, so it switches on again only what it paused.
+    births: RwLock<()>,
+}
+
+static BIRTH: Births = Births { unborn: Mutex::new(0), born: Condvar::new(), births: RwLock::new(()) };
+
 /// How long switching sampling on waits for memprof's threads started to switch their own sampling off.
 const BORN_WITHIN: Duration = Duration::from_secs(2);
 
@@ -42,48 +69,36 @@ pub(crate) fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> io::Res
     born_unsampled(|| start_thread(name, work))
 }
 
-/// How many of memprof's threads were started and have not yet switched their sampling off; signalled by
-/// [`BORN`] when none is left.
-static UNBORN: Mutex<usize> = Mutex::new(0);
-static BORN: Condvar = Condvar::new();
-
 /// Waits until every thread started has switched its sampling off, at most [`BORN_WITHIN`]; a thread not
 /// scheduled by then is no longer waited for (as a thread memprof cannot make is done without).
 fn wait_for_births() {
-    let mut unborn = UNBORN.lock();
-    if *unborn > 0 && BORN.wait_while_for(&mut unborn, |unborn| *unborn > 0, BORN_WITHIN).timed_out() {
+    let mut unborn = BIRTH.unborn.lock();
+    if *unborn > 0 && BIRTH.born.wait_while_for(&mut unborn, |unborn| *unborn > 0, BORN_WITHIN).timed_out() {
         *unborn = 0;
     }
 }
 
 /// Counts one thread started as born (unsampled), or never to be.
 fn one_born() {
-    let mut unborn = UNBORN.lock();
+    let mut unborn = BIRTH.unborn.lock();
     *unborn = unborn.saturating_sub(1);
     if *unborn == 0 {
-        BORN.notify_all();
+        BIRTH.born.notify_all();
     }
 }
-
-/// Whether sampling is paused for a birth now (set and cleared while [`BIRTHS`] is held exclusively).
-static PAUSED_NOW: AtomicBool = AtomicBool::new(false);
-
-/// How many times sampling was paused for a memprof thread's birth, and for how long in all (ns).
-static PAUSES: AtomicU64 = AtomicU64::new(0);
-static PAUSED_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// How many times sampling was paused for memprof's threads to be born, and for how long in all: no
 /// allocation was sampled meanwhile (`state` says so).
 pub(crate) fn sampling_paused() -> (u64, Duration) {
-    (PAUSES.load(Ordering::Relaxed), Duration::from_nanos(PAUSED_NANOS.load(Ordering::Relaxed)))
+    (PAUSES_SEEN.pauses.load(Ordering::Relaxed), Duration::from_nanos(PAUSES_SEEN.paused_nanos.load(Ordering::Relaxed)))
 }
 
 /// Runs `birth` (which starts a thread and waits until it has switched its sampling off) with sampling
 /// off: paused if on, and switched on again after, no run switching it meanwhile.
 fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
-    let _no_switch = BIRTHS.write();
+    let _no_switch = BIRTH.births.write();
     let paused = jemalloc::profiling_active().unwrap_or(false) && jemalloc::set_profiling_active(false).is_ok();
-    PAUSED_NOW.store(paused, Ordering::Release);
+    PAUSES_SEEN.paused_now.store(paused, Ordering::Release);
     let started = Instant::now();
     let born = birth();
     if paused {
@@ -93,17 +108,17 @@ fn born_unsampled<T>(birth: impl FnOnce() -> T) -> T {
                 "Sampling could not be switched on again after a memprof thread's birth (prof.active: {error})"
             ));
         }
-        PAUSES.fetch_add(1, Ordering::Relaxed);
-        PAUSED_NANOS.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        PAUSED_NOW.store(false, Ordering::Release);
+        PAUSES_SEEN.pauses.fetch_add(1, Ordering::Relaxed);
+        PAUSES_SEEN.paused_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        PAUSES_SEEN.paused_now.store(false, Ordering::Release);
     }
     born
 }
 
-/// Starts the thread (see [`spawn`]), counted in [`UNBORN`] until it has switched its sampling off; the
-/// caller holds [`BIRTHS`] exclusively, with sampling off.
+/// Starts the thread (see [`spawn`]), counted in `BIRTH.unborn` until it has switched its sampling off; the
+/// caller holds `BIRTH.births` exclusively, with sampling off.
 fn start_thread(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    *UNBORN.lock() += 1;
+    *BIRTH.unborn.lock() += 1;
     let started = thread::Builder::new().name(name.to_owned()).spawn(move || memprofs_own_thread(work));
     if started.is_err() {
         one_born();
@@ -128,14 +143,10 @@ pub(crate) type Job = Box<dyn FnOnce() + Send>;
 /// How long a pool's threads all wait for a job before the pool counts as idle and runs its `when_idle`.
 const IDLE_LIFETIME: Duration = Duration::from_secs(10);
 
-/// Held while a thread is born (sampling paused if it was on), and while a run switches sampling on or
-/// off: a birth never sees sampling switched under it, so it switches on again only what it paused.
-static BIRTHS: RwLock<()> = RwLock::new(());
-
 /// Runs `switch` (which switches sampling on or off) with no thread being born meanwhile, once every thread
 /// started has switched its own sampling off.
 pub(crate) fn with_sampling_switched<T>(switch: impl FnOnce() -> T) -> T {
-    let _no_births = BIRTHS.write();
+    let _no_births = BIRTH.births.write();
     wait_for_births();
     switch()
 }
@@ -251,7 +262,7 @@ impl Pool {
 impl Shared {
     /// Starts one more thread (running `job` first; without one, the thread is idle from now, before it
     /// even runs) unless the pool is full or the thread cannot be made; else hands `job` back. The caller
-    /// holds [`BIRTHS`] exclusively, with sampling off ([`born_unsampled`]).
+    /// holds `BIRTH.births` exclusively, with sampling off ([`born_unsampled`]).
     fn bear(shared: &Arc<Shared>, job: Option<Job>) -> Result<(), Option<Job>> {
         let idle = job.is_none();
         let worker = Arc::new(Worker { job: Mutex::new(job), wake: Condvar::new() });
@@ -272,8 +283,8 @@ impl Shared {
             // Born while sampling was paused: its first job (a request reading `state`, say) waits until
             // sampling is on again. Other threads' work does not wait: the arenas' watcher must start at
             // once, before any other thread is born.
-            if PAUSED_NOW.load(Ordering::Acquire) {
-                drop(BIRTHS.read());
+            if PAUSES_SEEN.paused_now.load(Ordering::Acquire) {
+                drop(BIRTH.births.read());
             }
             pool.work(&mine)
         };

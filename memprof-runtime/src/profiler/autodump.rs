@@ -25,19 +25,23 @@ use crate::process::messages;
 use crate::profiler::Profiler;
 use crate::settings::{DumpTriggers, Retention};
 
+/// The automatic dumps armed, process-wide: the triggers in force and the watcher of readings.
+struct Armed {
+    /// What makes automatic dumps, and how many are kept, once armed.
+    in_force: std::sync::OnceLock<(DumpTriggers, Retention)>,
+    /// The watcher, once armed.
+    watcher: Mutex<Option<Watcher>>,
+}
+
+static ARMED: Armed = Armed { in_force: std::sync::OnceLock::new(), watcher: Mutex::new(None) };
+
 /// The least a new high-water mark rises above the last one dumped, whatever the step: a heap of a few
 /// hundred KiB at start-up crosses 50 % of itself at each allocation of a thread's buffer.
 const HIGH_WATER_LEAST_RISE: u64 = 1 << 20;
 
-/// What makes automatic dumps, and how many are kept, once armed.
-static IN_FORCE: std::sync::OnceLock<(DumpTriggers, Retention)> = std::sync::OnceLock::new();
-
-/// The watcher, once armed.
-static WATCHER: Mutex<Option<Watcher>> = Mutex::new(None);
-
 /// What makes automatic dumps and how many are kept, if they are on.
 pub(crate) fn in_force() -> Option<&'static (DumpTriggers, Retention)> {
-    IN_FORCE.get()
+    ARMED.in_force.get()
 }
 
 /// Arms automatic dumps made by `triggers`, kept within `retention` (the first arming stays): from the next reading of the counters
@@ -47,18 +51,18 @@ pub(crate) fn in_force() -> Option<&'static (DumpTriggers, Retention)> {
 /// them, never a dump of a heap at its start (memprof's own memory is never counted, see
 /// [`jemalloc::heap_stats`]).
 pub(crate) fn arm(triggers: DumpTriggers, retention: Retention) {
-    if IN_FORCE.set((triggers, retention)).is_ok() {
+    if ARMED.in_force.set((triggers, retention)).is_ok() {
         let allocated_now = jemalloc::heap_stats().map_or(0, |counters| counters.allocated as u64);
-        *WATCHER.lock() = Some(Watcher::new(triggers, allocated_now));
+        *ARMED.watcher.lock() = Some(Watcher::new(triggers, allocated_now));
     }
 }
 
 /// Takes an automatic dump if this reading of the counters shows one is due (and dumps are armed).
 pub(crate) fn check(counters: &HeapCounters) {
-    let mut watcher = WATCHER.lock();
+    let mut watcher = ARMED.watcher.lock();
     let Some(watcher) = watcher.as_mut() else { return };
     let Some(reason) = watcher.due(counters) else { return };
-    let Some((_, retention)) = IN_FORCE.get() else { return };
+    let Some((_, retention)) = ARMED.in_force.get() else { return };
     match Profiler::global().automatic_dump(reason, retention.keep, retention.max_bytes) {
         Ok(dump) => messages::info(&format!("Automatic heap dump {} written ({})", dump.id, dump.path.display())),
         Err(error) => messages::warn(&format!("Automatic heap dump failed: {error}")),

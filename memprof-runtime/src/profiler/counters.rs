@@ -26,6 +26,21 @@ use memprof_wire::Reading;
 
 use crate::{jemalloc, memory, memory::history, profile_root::last_seen, profiler::autodump};
 
+/// The reading thread's state: whether it runs, and until when the classes are read.
+struct Readings {
+    /// Whether the reading thread runs.
+    started: Mutex<bool>,
+    /// Until when (milliseconds on [`since_start`]'s clock) the resident set by class is read with the
+    /// counters: only while the dashboard's chart or `/metrics` shows it; automatic dumps and the record's
+    /// history need jemalloc's counters alone.
+    classes_wanted_until: AtomicU64,
+    /// When [`since_start`]'s clock began: its first call.
+    first: OnceLock<Instant>,
+}
+
+static READINGS: Readings =
+    Readings { started: Mutex::new(false), classes_wanted_until: AtomicU64::new(0), first: OnceLock::new() };
+
 /// How often the counters are read.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 
@@ -51,37 +66,28 @@ fn changes_seen() -> Option<u64> {
 /// The share of one core that reading the classes may take.
 pub(crate) const CLASSES_SHARE: f64 = 0.005;
 
-/// Whether the reading thread runs.
-static STARTED: Mutex<bool> = Mutex::new(false);
-
 /// How long the resident set by class is read after the last answer that shows it.
 pub(crate) const CLASSES_WATCHED: Duration = Duration::from_secs(600);
 
-/// Until when (milliseconds on [`since_start`]'s clock) the resident set by class is read with the
-/// counters: only while the dashboard's chart or `/metrics` shows it; automatic dumps and the record's
-/// history need jemalloc's counters alone.
-static CLASSES_WANTED_UNTIL: AtomicU64 = AtomicU64::new(0);
-
-/// Milliseconds since the first call: the clock [`CLASSES_WANTED_UNTIL`] is on.
+/// Milliseconds since the first call: the clock `READINGS.classes_wanted_until` is on.
 fn since_start() -> u64 {
-    static FIRST: OnceLock<Instant> = OnceLock::new();
-    FIRST.get_or_init(Instant::now).elapsed().as_millis() as u64
+    READINGS.first.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 /// Reads the resident set by class with the counters for the next [`CLASSES_WATCHED`] (an answer that
 /// shows it was asked for).
 pub(crate) fn want_classes() {
-    CLASSES_WANTED_UNTIL.fetch_max(since_start() + CLASSES_WATCHED.as_millis() as u64, Ordering::Relaxed);
+    READINGS.classes_wanted_until.fetch_max(since_start() + CLASSES_WATCHED.as_millis() as u64, Ordering::Relaxed);
 }
 
 /// Whether someone watched the resident set by class recently enough for it to be read now.
 fn classes_watched() -> bool {
-    since_start() < CLASSES_WANTED_UNTIL.load(Ordering::Relaxed)
+    since_start() < READINGS.classes_wanted_until.load(Ordering::Relaxed)
 }
 
 /// Starts the thread that reads the counters every [`PERIOD`], unless it runs already.
 pub(crate) fn start() -> std::io::Result<()> {
-    let mut started = STARTED.lock();
+    let mut started = READINGS.started.lock();
     if *started {
         return Ok(());
     }
@@ -153,7 +159,7 @@ mod tests {
     fn the_classes_are_read_for_ten_minutes_after_they_were_watched() {
         want_classes();
         assert!(classes_watched());
-        let left = CLASSES_WANTED_UNTIL.load(Ordering::Relaxed).saturating_sub(since_start());
+        let left = READINGS.classes_wanted_until.load(Ordering::Relaxed).saturating_sub(since_start());
         assert!(left > CLASSES_WATCHED.as_millis() as u64 - 1000, "{left} ms left");
     }
 }

@@ -53,6 +53,9 @@ struct Books {
     store: ProfileStore,
     /// The window over the record each open run or window reads its views from, by id.
     windows: HashMap<u64, record::Window>,
+    /// Told the id of each profile that is no longer kept: set by the layer above that keeps renders of
+    /// them (the endpoints), which the profiler knows nothing of.
+    eviction_listener: Option<fn(u64)>,
 }
 
 impl Books {
@@ -60,7 +63,14 @@ impl Books {
     fn forget(&mut self, profiles: Vec<KeptProfile>) {
         for profile in profiles {
             self.store.remove(&profile.path);
-            evicted(profile.id);
+            self.evicted(profile.id);
+        }
+    }
+
+    /// Tells the eviction listener that profile `id` is no longer kept.
+    fn evicted(&self, id: u64) {
+        if let Some(listener) = self.eviction_listener {
+            listener(id);
         }
     }
 }
@@ -75,6 +85,10 @@ pub(crate) struct Profiler {
     settings: &'static Settings,
     /// Sampling below the runs: its mode, switch, walks and record.
     sampler: Sampler,
+    /// Whether the thread ending timed runs was started (and, if not, why): [`timer::start`].
+    timer: OnceLock<Result<(), Cause>>,
+    /// The whole run's window and where its profiles go at exit ([`whole_run`]).
+    whole_run: OnceLock<(u64, PathBuf)>,
     /// Work left off the program's start: the profile root's sweep, done by whichever needs it first (see
     /// [`Profiler::leave_off_the_start`]).
     left_off: left_off::LeftOff,
@@ -110,6 +124,7 @@ impl Profiler {
             runs: Runs::new(settings.keep_runs),
             store: ProfileStore::new(settings.profile_parent.path.clone(), crate::labels::table_text),
             windows: HashMap::new(),
+            eviction_listener: None,
         };
         Profiler {
             books: Mutex::new(books),
@@ -126,6 +141,8 @@ impl Profiler {
             config,
             settings,
             left_off: left_off::LeftOff::default(),
+            timer: OnceLock::new(),
+            whole_run: OnceLock::new(),
         }
     }
 
@@ -156,6 +173,11 @@ impl Profiler {
         let mut overview = books.runs.overview(books.store.path().map(PathBuf::from), books.store.in_memory());
         overview.store_warning = books.store.warning().map(str::to_owned);
         overview
+    }
+
+    /// Has `listener` told the id of each profile no longer kept, from now on (the first listener stays).
+    pub(crate) fn on_eviction(&self, listener: fn(u64)) {
+        self.books.lock().eviction_listener.get_or_insert(listener);
     }
 
     /// Keeps the `count` newest profiles (at least one) from now on.
@@ -314,10 +336,12 @@ impl Profiler {
 
     /// Deletes what earlier processes kept; how many profiles there were.
     pub(crate) fn clear_earlier(&self) -> usize {
-        let earlier = self.books.lock().runs.take_earlier();
+        let mut books = self.books.lock();
+        let earlier = books.runs.take_earlier();
         for profile in earlier.iter().flat_map(|process| &process.profiles) {
-            evicted(profile.profile.id);
+            books.evicted(profile.profile.id);
         }
+        drop(books);
         crate::profile_root::evidence::clear(&earlier)
     }
 
@@ -436,21 +460,6 @@ fn write_last_seen(books: &mut Books, counters: Option<memprof_wire::HeapCounter
     };
     // Failing leaves the previous record (or none): the next start says less about this process's end.
     let _ = books.store.write_small_file(crate::profile_root::last_seen::FILE, &json);
-}
-
-/// Told the id of each profile that is no longer kept: set by the layer above that keeps renders of them
-/// (the endpoints), which the profiler knows nothing of.
-static EVICTION_LISTENER: OnceLock<fn(u64)> = OnceLock::new();
-
-/// Has `listener` told the id of each profile no longer kept, from now on (the first listener stays).
-pub(crate) fn on_eviction(listener: fn(u64)) {
-    let _ = EVICTION_LISTENER.set(listener);
-}
-
-fn evicted(id: u64) {
-    if let Some(listener) = EVICTION_LISTENER.get() {
-        listener(id);
-    }
 }
 
 #[cfg(test)]

@@ -2,19 +2,14 @@
 //! and lives as long as the process: a thread's end makes jemalloc decay the program's main arena (see
 //! [`crate::process::threads`]), which would return the program's freed pages at the end of each run.
 
-use std::sync::OnceLock;
-
 use super::Profiler;
 use super::error::{Cause, Error};
 use crate::process::messages;
 
-/// Whether the timer thread was started (and, if not, why).
-static STARTED: OnceLock<Result<(), Cause>> = OnceLock::new();
-
 /// Starts the timer thread of `profiler`, the first time. Called before sampling is switched on: the thread
 /// is unsampled before this returns.
 pub(super) fn start(profiler: &'static Profiler) -> Result<(), Error> {
-    let started = STARTED.get_or_init(|| {
+    let started = profiler.timer.get_or_init(|| {
         crate::process::threads::spawn("memprof-timer", move || end_runs(profiler)).map_err(Cause::from)
     });
     started.clone().map_err(|error| Error::Thread { purpose: "the runs' timer", error })

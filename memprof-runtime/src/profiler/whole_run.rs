@@ -14,16 +14,12 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use super::{Owner, Profiler};
 use crate::process::environment::WHOLE_RUN as WHOLE_RUN_VARIABLE;
 use crate::process::messages;
 use crate::profile_root::files::{Beside, variance_of};
 use crate::profile_root::storage::write_owner_only;
-
-/// The whole run's window and where its profiles go at exit.
-static WHOLE_RUN: OnceLock<(u64, PathBuf)> = OnceLock::new();
 
 /// Opens the window of the whole run over `profiler`'s record, kept in `directory` at exit (made now, owner-only, so that a
 /// directory that cannot be made is said at start, not found at exit); reports why not when the
@@ -38,7 +34,7 @@ pub(crate) fn open(profiler: &Profiler, directory: PathBuf) {
     }
     match profiler.open_window(Owner::Code("whole run".to_owned())) {
         Ok(Some(window)) => {
-            let _ = WHOLE_RUN.set((window.id, directory));
+            let _ = profiler.whole_run.set((window.id, directory));
         }
         Ok(None) => messages::error(&format!(
             "{WHOLE_RUN_VARIABLE} is set, but sampling is not continuous ({}): the whole run is not kept",
@@ -51,7 +47,7 @@ pub(crate) fn open(profiler: &Profiler, directory: PathBuf) {
 /// At the end: closes the whole run's window and copies its profiles and the automatic dumps into the
 /// directory asked for, owner-only; says where, or why not.
 pub(super) fn keep(profiler: &Profiler) {
-    let Some((id, directory)) = WHOLE_RUN.get() else { return };
+    let Some((id, directory)) = profiler.whole_run.get() else { return };
     let window = match profiler.close_window(*id) {
         Ok(window) => window,
         // Closed already (an earlier shutdown): nothing more to keep.

@@ -51,6 +51,8 @@ pub(crate) struct Sampler {
     unwinder: OnceLock<Unwinder>,
     /// How sampling runs (with, continuously, the record of samples), and why: chosen once, at start-up.
     mode: OnceLock<(Mode, String)>,
+    /// Whether runs were told that no record can be kept (said once).
+    said_no_record: std::sync::atomic::AtomicBool,
 }
 
 impl Sampler {
@@ -58,7 +60,7 @@ impl Sampler {
     /// whose samples walk the stack with `unwinder` (installed when first needed, if empty); on demand
     /// until start-up chooses.
     pub(crate) fn new(configured: Configured, profiling_enabled: bool, unwinder: OnceLock<Unwinder>) -> Self {
-        Sampler { configured, profiling_enabled, unwinder, mode: OnceLock::new() }
+        Sampler { configured, profiling_enabled, unwinder, mode: OnceLock::new(), said_no_record: Default::default() }
     }
 
     /// How samples walk the stack: the first call chooses the walk (the frame-pointer check against
@@ -127,13 +129,11 @@ impl Sampler {
     /// what they allocated and their high-water marks; answers the sequence number a run starting now
     /// begins at (`None` where the record cannot be kept: the run has its live view alone, and says why).
     pub(crate) fn views_start(&self) -> Option<u64> {
-        if self.views_record().is_none() {
-            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-            if let Err(error) = jemalloc::unsampled(|| record::start(self.configured.record))
-                && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                messages::warn(&format!("Runs keep only what is live at their end: no record of samples ({error})"));
-            }
+        if self.views_record().is_none()
+            && let Err(error) = jemalloc::unsampled(|| record::start(self.configured.record))
+            && !self.said_no_record.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            messages::warn(&format!("Runs keep only what is live at their end: no record of samples ({error})"));
         }
         self.views_record().map(|record| record.next_sequence())
     }

@@ -28,29 +28,45 @@ use std::time::{Duration, Instant};
 use super::budget::{Budget, Persistence, Spent, Thinning, ended};
 use crate::jemalloc;
 
+/// What the budget's pacer and the sample hooks share, process-wide: the budget armed, the work measured,
+/// the thinning in force and what it was at most.
+struct Pacing {
+    /// The budget and jemalloc's configured interval (log2), once continuous sampling armed it ([`arm`]);
+    /// `None` inside: sampling is never thinned.
+    budget: OnceLock<Option<(Budget, usize)>>,
+    /// The work measured in sampled allocations since the pacer last took it, nanoseconds.
+    work_nanos: AtomicU64,
+    /// How many sampled allocations that work was.
+    samples: AtomicU64,
+    /// The thinning jemalloc draws sampling distances at now (its exponent).
+    thinning: AtomicU8,
+    /// Whether a run an operator asked for is in progress: sampling whole meanwhile.
+    whole: AtomicBool,
+    /// The most sampling was thinned since start-up (its exponent).
+    most: AtomicU8,
+    /// How long sampling was thinned since start-up, in all (ns).
+    thinned_nanos: AtomicU64,
+    /// Held while the interval changes (the pacer's, a run's start): the interval and the weight change
+    /// together.
+    changing: parking_lot::Mutex<()>,
+}
+
+static PACING: Pacing = Pacing {
+    budget: OnceLock::new(),
+    work_nanos: AtomicU64::new(0),
+    samples: AtomicU64::new(0),
+    thinning: AtomicU8::new(0),
+    whole: AtomicBool::new(false),
+    most: AtomicU8::new(0),
+    thinned_nanos: AtomicU64::new(0),
+    changing: parking_lot::Mutex::new(()),
+};
+
 /// How often the pacer takes what sampling cost unthinned (a reading is judged once [`super::budget::JUDGED_AFTER`] long).
 const LOOK: Duration = Duration::from_millis(100);
 
 /// How often it takes it thinned, to see a load's end within milliseconds ([`ended`]).
 const THINNED_LOOK: Duration = Duration::from_millis(10);
-
-/// The budget and jemalloc's configured interval (log2), once continuous sampling armed it ([`arm`]);
-/// `None` inside: sampling is never thinned.
-static BUDGET: OnceLock<Option<(Budget, usize)>> = OnceLock::new();
-
-/// The work measured in sampled allocations since the pacer last took it, nanoseconds, and their count.
-static WORK_NANOS: AtomicU64 = AtomicU64::new(0);
-static SAMPLES: AtomicU64 = AtomicU64::new(0);
-
-/// The thinning jemalloc draws sampling distances at now (its exponent).
-static THINNING: AtomicU8 = AtomicU8::new(0);
-
-/// Whether a run an operator asked for is in progress: sampling whole meanwhile.
-static WHOLE: AtomicBool = AtomicBool::new(false);
-
-/// The most sampling was thinned since start-up (its exponent), and for how long in all (ns).
-static MOST: AtomicU8 = AtomicU8::new(0);
-static THINNED_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// A thread's thinning before its first sample: not known.
 const UNKNOWN: u8 = u8::MAX;
@@ -64,7 +80,7 @@ thread_local! {
 /// starts; later calls change nothing.
 pub(crate) fn arm(budget: Option<Budget>) {
     let armed = budget.and_then(|budget| Some((budget, jemalloc::lg_sample().ok()?)));
-    if BUDGET.set(armed).is_ok() && armed.is_some() {
+    if PACING.budget.set(armed).is_ok() && armed.is_some() {
         crate::stack_walk::work_clock::switch_on();
     }
 }
@@ -75,13 +91,13 @@ pub(crate) fn budget() -> Option<Budget> {
 }
 
 fn armed() -> Option<(Budget, usize)> {
-    BUDGET.get().copied().flatten()
+    PACING.budget.get().copied().flatten()
 }
 
 /// Samples whole while `whole`: a run an operator asked for is in progress. Whole at once (the pacer may be
 /// busy reading the counters), and kept whole by the pacer until it ends.
 pub(crate) fn sample_whole(whole: bool) {
-    WHOLE.store(whole, Ordering::Release);
+    PACING.whole.store(whole, Ordering::Release);
     if whole {
         thin(Thinning::NONE);
     }
@@ -92,14 +108,14 @@ pub(crate) fn sample_whole(whole: bool) {
 #[inline]
 pub(crate) fn work_ended() {
     if let Some(work) = crate::stack_walk::work_clock::stop() {
-        WORK_NANOS.fetch_add(work.as_nanos() as u64, Ordering::Relaxed);
-        SAMPLES.fetch_add(1, Ordering::Relaxed);
+        PACING.work_nanos.fetch_add(work.as_nanos() as u64, Ordering::Relaxed);
+        PACING.samples.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// The thinning jemalloc draws sampling distances at now.
 pub(crate) fn thinning() -> Thinning {
-    Thinning::of(THINNING.load(Ordering::Relaxed))
+    Thinning::of(PACING.thinning.load(Ordering::Relaxed))
 }
 
 /// The thinning the sample this thread is taking was drawn at (the record's sample hook, once a sample):
@@ -107,7 +123,7 @@ pub(crate) fn thinning() -> Thinning {
 /// one in force now, which jemalloc draws the thread's next distance at as the hook returns.
 #[inline]
 pub(crate) fn thinning_of_this_sample() -> Thinning {
-    let now = THINNING.load(Ordering::Relaxed);
+    let now = PACING.thinning.load(Ordering::Relaxed);
     let drawn_at = DRAWN_AT.try_with(|drawn_at| drawn_at.replace(now)).unwrap_or(now);
     Thinning::of(if drawn_at == UNKNOWN { now } else { drawn_at })
 }
@@ -132,8 +148,8 @@ pub(crate) fn report() -> Option<Report> {
     Some(Report {
         budget: budget()?,
         now: thinning(),
-        most: Thinning::of(MOST.load(Ordering::Relaxed)),
-        thinned: Duration::from_nanos(THINNED_NANOS.load(Ordering::Relaxed)),
+        most: Thinning::of(PACING.most.load(Ordering::Relaxed)),
+        thinned: Duration::from_nanos(PACING.thinned_nanos.load(Ordering::Relaxed)),
     })
 }
 
@@ -178,9 +194,7 @@ pub(crate) fn sampling_attributes() -> Vec<(String, String)> {
 /// are dropped, memprof's record keeps every one), unless it does already.
 fn thin(thinning: Thinning) {
     let Some((_, lg_sample)) = armed() else { return };
-    // One change at a time (the pacer's, a run's start): the interval and the weight change together.
-    static CHANGING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-    let _changing = CHANGING.lock();
+    let _changing = PACING.changing.lock();
     let before = self::thinning();
     if thinning == before {
         return;
@@ -189,12 +203,12 @@ fn thin(thinning: Thinning) {
     // finer of the two is said first and kept last, so such a sample is weighed at most as its interval
     // says (never 2^n times more: one sample of a storm would then stand for a whole interval's bytes).
     let finer = thinning.min(before);
-    THINNING.store(finer.exponent(), Ordering::Relaxed);
+    PACING.thinning.store(finer.exponent(), Ordering::Relaxed);
     if jemalloc::reset_samples(lg_sample + usize::from(thinning.exponent())).is_ok() {
-        THINNING.store(thinning.exponent(), Ordering::Relaxed);
-        MOST.fetch_max(thinning.exponent(), Ordering::Relaxed);
+        PACING.thinning.store(thinning.exponent(), Ordering::Relaxed);
+        PACING.most.fetch_max(thinning.exponent(), Ordering::Relaxed);
     } else {
-        THINNING.store(before.exponent(), Ordering::Relaxed);
+        PACING.thinning.store(before.exponent(), Ordering::Relaxed);
     }
 }
 
@@ -226,15 +240,16 @@ impl Pacer {
             let step = Instant::now();
             std::thread::sleep(if thinned { THINNED_LOOK } else { LOOK }.min(left));
             let lasted = step.elapsed().as_nanos() as u64;
-            let (work, samples) = (WORK_NANOS.swap(0, Ordering::Relaxed), SAMPLES.swap(0, Ordering::Relaxed));
-            if WHOLE.load(Ordering::Acquire) {
+            let (work, samples) =
+                (PACING.work_nanos.swap(0, Ordering::Relaxed), PACING.samples.swap(0, Ordering::Relaxed));
+            if PACING.whole.load(Ordering::Acquire) {
                 // A run sampled whole: nothing judged, and what sampling costs meanwhile left out.
                 thin(Thinning::NONE);
                 self.start_afresh();
                 continue;
             }
             if thinned {
-                THINNED_NANOS.fetch_add(lasted, Ordering::Relaxed);
+                PACING.thinned_nanos.fetch_add(lasted, Ordering::Relaxed);
             }
             self.quiet_nanos = if samples == 0 { self.quiet_nanos + lasted } else { 0 };
             if thinned && ended(self.rate, self.quiet_nanos) {

@@ -20,12 +20,20 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::dwarf::unwind_backtrace;
 
+/// What completing broken frame chains keeps, process-wide: the ends seen, and how many were completed.
+struct Completion {
+    /// Where walks end at a thread's start; 0 for a free place.
+    ends: [AtomicUsize; ENDS_KEPT],
+    /// Walks completed by the DWARF unwinder.
+    completed: AtomicU64,
+}
+
+static COMPLETION: Completion =
+    Completion { ends: [const { AtomicUsize::new(0) }; ENDS_KEPT], completed: AtomicU64::new(0) };
+
 /// How many return addresses where stacks end are remembered (a process has a few: the main thread's
 /// start, the threads' start, a coroutine library's).
 const ENDS_KEPT: usize = 64;
-
-/// Where walks end at a thread's start; 0 for a free place.
-static ENDS: [AtomicUsize; ENDS_KEPT] = [const { AtomicUsize::new(0) }; ENDS_KEPT];
 
 /// How many frames beyond where a walk ended still count as the thread's start.
 const OUTERMOST_FRAMES: usize = 2;
@@ -34,12 +42,9 @@ const OUTERMOST_FRAMES: usize = 2;
 /// some frames deeper, in memprof's hook and jemalloc.
 const DWARF_DEPTH: usize = 160;
 
-/// Walks completed by the DWARF unwinder.
-static COMPLETED: AtomicU64 = AtomicU64::new(0);
-
 /// How many samples' walks the DWARF unwinder completed since start-up (`state`'s `stack_walk`).
 pub(crate) fn completed_walks() -> u64 {
-    COMPLETED.load(Ordering::Relaxed)
+    COMPLETION.completed.load(Ordering::Relaxed)
 }
 
 /// Completes the walk in `frames` (`count` return addresses, the last where the frame chain ended; room
@@ -67,7 +72,7 @@ pub(super) unsafe fn complete(frames: *mut usize, count: usize, max: usize) -> u
     let added = beyond.len().min(max - count);
     // SAFETY: `count + added <= max`, and `frames` has room for `max` addresses.
     unsafe { std::ptr::copy_nonoverlapping(beyond.as_ptr(), frames.add(count), added) };
-    COMPLETED.fetch_add(1, Ordering::Relaxed);
+    COMPLETION.completed.fetch_add(1, Ordering::Relaxed);
     count + added
 }
 
@@ -102,13 +107,13 @@ fn beyond_the_walk<'a>(walked: &[usize], found: &'a [usize]) -> &'a [usize] {
 
 /// Whether walks are known to end at `frame`.
 fn is_end(frame: usize) -> bool {
-    ENDS.iter().any(|end| end.load(Ordering::Relaxed) == frame)
+    COMPLETION.ends.iter().any(|end| end.load(Ordering::Relaxed) == frame)
 }
 
 /// Remembers `end` as where stacks end (nothing when the places are all taken: walks ending there are then
 /// walked again by the unwinder, at a cost, but never wrong).
 fn remember_end(end: usize) {
-    for place in &ENDS {
+    for place in &COMPLETION.ends {
         match place.compare_exchange(0, end, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => return,
             Err(taken) if taken == end => return,
@@ -137,6 +142,6 @@ mod tests {
     fn an_end_is_remembered_once() {
         remember_end(0xe1);
         remember_end(0xe1);
-        assert_eq!(ENDS.iter().filter(|end| end.load(Ordering::Relaxed) == 0xe1).count(), 1);
+        assert_eq!(COMPLETION.ends.iter().filter(|end| end.load(Ordering::Relaxed) == 0xe1).count(), 1);
     }
 }

@@ -54,6 +54,27 @@ use dwarf::{libgcc_backtrace, unwind_backtrace};
 use filling::Filling;
 use maps::mapping_containing;
 
+/// How samples walk the stack, process-wide (jemalloc's backtrace hook reads it): chosen once, before
+/// sampling first switches on.
+struct Walk {
+    /// Whether the samples the frame-pointer walk does not take are walked by [`unwind_backtrace`] (jemalloc's
+    /// own walk is not an unwinder's), else by the hook before memprof's, `previous_hook`.
+    own_unwind: AtomicBool,
+    /// jemalloc's previous hook (libgcc's walk), for the samples the frame-pointer walk cannot take.
+    previous_hook: AtomicUsize,
+    /// Whether samples are walked by frame pointers.
+    frame_pointers: AtomicBool,
+    /// Whether samples are walked by the unwind tables (when not by frame pointers; else by `previous_hook`).
+    unwind_tables: AtomicBool,
+}
+
+static WALK: Walk = Walk {
+    own_unwind: AtomicBool::new(false),
+    previous_hook: AtomicUsize::new(0),
+    frame_pointers: AtomicBool::new(false),
+    unwind_tables: AtomicBool::new(false),
+};
+
 /// jemalloc's `prof_backtrace_hook_t`: fills `frames` with up to `max` return addresses and sets `len`.
 type BacktraceHook = unsafe extern "C" fn(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint);
 
@@ -74,7 +95,7 @@ impl Unwinder {
         match self {
             Unwinder::FramePointers => "frame pointers",
             Unwinder::UnwindTables(_) => "unwind tables",
-            Unwinder::Libgcc(_) if OWN_UNWIND.load(Ordering::Relaxed) => "the program's _Unwind_Backtrace",
+            Unwinder::Libgcc(_) if WALK.own_unwind.load(Ordering::Relaxed) => "the program's _Unwind_Backtrace",
             Unwinder::Libgcc(_) => "libgcc",
         }
     }
@@ -87,19 +108,6 @@ impl Unwinder {
         }
     }
 }
-
-/// Whether the samples the frame-pointer walk does not take are walked by [`unwind_backtrace`] (jemalloc's
-/// own walk is not an unwinder's), else by [`PREVIOUS_HOOK`].
-static OWN_UNWIND: AtomicBool = AtomicBool::new(false);
-
-/// jemalloc's previous hook (libgcc's walk), for the samples the frame-pointer walk cannot take.
-static PREVIOUS_HOOK: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether samples are walked by frame pointers.
-static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
-
-/// Whether samples are walked by the unwind tables (when not by frame pointers; else by [`PREVIOUS_HOOK`]).
-static UNWIND_TABLES: AtomicBool = AtomicBool::new(false);
 
 /// The walk an operator chose (`MEMPROF_UNWINDER`), whatever frame pointers allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +134,7 @@ pub(crate) fn install(asked: Option<WalkAsked>) -> Unwinder {
     if let Unwinder::UnwindTables(reason) = &unwinder {
         unwinder = match tables::prepare() {
             Ok(()) => {
-                UNWIND_TABLES.store(true, Ordering::Release);
+                WALK.unwind_tables.store(true, Ordering::Release);
                 unwinder
             }
             Err(error) => Unwinder::Libgcc(format!("{reason}, and {error}")),
@@ -137,12 +145,12 @@ pub(crate) fn install(asked: Option<WalkAsked>) -> Unwinder {
         Ok(previous) => previous,
         Err(error) => return Unwinder::Libgcc(format!("jemalloc does not show its backtrace hook ({error})")),
     };
-    PREVIOUS_HOOK.store(previous, Ordering::Release);
-    OWN_UNWIND.store(!crate::jemalloc::walks_with_an_unwinder(), Ordering::Release);
+    WALK.previous_hook.store(previous, Ordering::Release);
+    WALK.own_unwind.store(!crate::jemalloc::walks_with_an_unwinder(), Ordering::Release);
     // Reading the symbol table for the allocator's code takes milliseconds on a large executable: it is
     // read off the program's start (see `prepare_for_samples`), and a program that never samples (a
     // command-line tool run thousands of times a day) never pays it.
-    FRAME_POINTERS.store(unwinder == Unwinder::FramePointers, Ordering::Release);
+    WALK.frame_pointers.store(unwinder == Unwinder::FramePointers, Ordering::Release);
     match crate::jemalloc::replace_backtrace_hook(labelling_hook as BacktraceHook as usize) {
         Ok(_) => unwinder,
         Err(error) => {
@@ -170,18 +178,18 @@ pub(crate) fn prepare_for_samples() {
 /// `frames` must have room for `max` pointers and `len` must be writable, as jemalloc guarantees.
 unsafe extern "C" fn labelling_hook(frames: *mut *mut c_void, len: *mut c_uint, max: c_uint) {
     work_clock::start();
-    let walked = if FRAME_POINTERS.load(Ordering::Relaxed) {
+    let walked = if WALK.frame_pointers.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_frame_pointers(frames, len, max) }
-    } else if UNWIND_TABLES.load(Ordering::Relaxed) {
+    } else if WALK.unwind_tables.load(Ordering::Relaxed) {
         // SAFETY: jemalloc's contract, passed on.
         unsafe { walk_unwind_tables(frames, len, max) }
     } else {
         None
     };
     if walked.is_none() {
-        let previous = PREVIOUS_HOOK.load(Ordering::Acquire);
-        if OWN_UNWIND.load(Ordering::Acquire) {
+        let previous = WALK.previous_hook.load(Ordering::Acquire);
+        if WALK.own_unwind.load(Ordering::Acquire) {
             // SAFETY: jemalloc's contract, passed on.
             unsafe { unwind_backtrace(frames, len, max) };
         } else if previous != 0 {

@@ -64,7 +64,7 @@ fn installed() {
                 watch.answer();
             }
         });
-        while WATCHING_PROCESS.load(Ordering::Acquire) == 0 {
+        while ARENAS_MADE.watching_process.load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }
     });

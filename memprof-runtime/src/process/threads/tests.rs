@@ -66,13 +66,13 @@ fn a_spawned_thread_switches_its_sampling_off() {
 #[test]
 fn sampling_is_switched_only_once_every_thread_started_is_unsampled() {
     // A birth the scheduler is slow to run: counted as started, unsampled 200 ms later.
-    *UNBORN.lock() += 1;
+    *BIRTH.unborn.lock() += 1;
     let slow = std::thread::spawn(|| {
         std::thread::sleep(Duration::from_millis(200));
         one_born();
     });
     let started = Instant::now();
-    let unborn_at_the_switch = with_sampling_switched(|| *UNBORN.lock());
+    let unborn_at_the_switch = with_sampling_switched(|| *BIRTH.unborn.lock());
     assert_eq!(unborn_at_the_switch, 0, "switched while a thread was still being born");
     assert!(started.elapsed() >= Duration::from_millis(150), "did not wait: {:?}", started.elapsed());
     slow.join().unwrap();

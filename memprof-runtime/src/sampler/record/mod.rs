@@ -40,6 +40,19 @@ use table::{Capacity, Held, Table, Totals};
 use crate::jemalloc;
 use crate::profile_root::storage::write_owner_only;
 
+/// The record's history of readings, and where the last reading was in the record's sequence.
+struct Watched {
+    /// What the stacks held over the last hour ([`growth`]).
+    history: Mutex<History>,
+    /// The record's next sequence number at the history's latest reading: stacks with no sample since are idle.
+    sequence_at_last_reading: std::sync::atomic::AtomicU64,
+}
+
+static WATCHED: Watched = Watched {
+    history: Mutex::new(History { readings: std::collections::VecDeque::new() }),
+    sequence_at_last_reading: std::sync::atomic::AtomicU64::new(0),
+};
+
 /// The record's size unless `MEMPROF_RECORD_OBJECTS` says otherwise: 64 Ki live sampled objects (at
 /// 512 KiB a sample, some 32 GiB of heap), 16 Ki stacks and 1 Mi frames: 10.9 MiB reserved, its pages
 /// touched as it fills.
@@ -214,27 +227,21 @@ pub(crate) fn unsampled_dump(stacks: impl Iterator<Item = (Vec<usize>, table::To
     Ok(heap_v2::write(&stacks, heap_v2::Content::Live, 1, &maps))
 }
 
-/// What the stacks held over the last hour ([`growth`]).
-static HISTORY: Mutex<History> = Mutex::new(History { readings: std::collections::VecDeque::new() });
-
-/// The record's next sequence number at the history's latest reading: stacks with no sample since are idle.
-static SEQUENCE_AT_LAST_READING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// Takes a reading of what each stack holds into the history, when [`growth::PERIOD_SECONDS`] passed since
 /// the last, and gives back the stacks idle since the last reading when the record is nearly full
 /// ([`Table::give_back_idle`]), forgetting their history: called by the counters' thread every second.
 pub(crate) fn read_when_due(record: &Table) {
     use std::sync::atomic::Ordering;
     let now = clock_seconds();
-    if HISTORY.lock().newest().is_some_and(|newest| now < newest + growth::PERIOD_SECONDS) {
+    if WATCHED.history.lock().newest().is_some_and(|newest| now < newest + growth::PERIOD_SECONDS) {
         return;
     }
     let sequence = record.next_sequence();
     let held = record.held(now, u32::MAX);
-    let given_back = record.give_back_idle(SEQUENCE_AT_LAST_READING.swap(sequence, Ordering::Relaxed), &held);
+    let given_back = record.give_back_idle(WATCHED.sequence_at_last_reading.swap(sequence, Ordering::Relaxed), &held);
     let reading =
         Reading::of(now, held.iter().enumerate().map(|(stack, held)| (stack as u32, held.live.unbiased_bytes)));
-    let mut history = HISTORY.lock();
+    let mut history = WATCHED.history.lock();
     history.forget(&given_back);
     history.push(reading);
 }
@@ -242,14 +249,14 @@ pub(crate) fn read_when_due(record: &Table) {
 /// Forgets the history (on demand, sampling switched off: what the stacks held across a time nothing was
 /// sampled is no growth, and the next run's is watched from its start).
 pub(crate) fn forget_history() {
-    HISTORY.lock().readings.clear();
+    WATCHED.history.lock().readings.clear();
 }
 
 /// What the stacks at `indexes` held at each reading of the history: (Unix milliseconds, bytes of each).
 pub(crate) fn history_of(indexes: &[u32]) -> Vec<(u64, Vec<f32>)> {
     let (now, unix_now) = (clock_seconds(), crate::profile_root::untrusted::unix_seconds(std::time::SystemTime::now()));
     let unix_ms = |time: u32| ((unix_now - f64::from(now.saturating_sub(time))) * 1000.0).max(0.0) as u64;
-    HISTORY.lock().of(indexes).into_iter().map(|(time, bytes)| (unix_ms(time), bytes)).collect()
+    WATCHED.history.lock().of(indexes).into_iter().map(|(time, bytes)| (unix_ms(time), bytes)).collect()
 }
 
 /// A stack that grew steadily over the history: its frames, its growth, and what it holds now (with the
@@ -263,7 +270,7 @@ pub(crate) struct Grower {
 /// The stacks that grew steadily over the last hour, the most grown first, with how old what they hold is:
 /// older than `older_than(seconds watched)` seconds, and that age.
 pub(crate) fn growers(record: &Table, older_than: impl FnOnce(u32) -> u32) -> (Vec<Grower>, u32) {
-    let growing = HISTORY.lock().growing();
+    let growing = WATCHED.history.lock().growing();
     let Some(watched) = growing.first().map(|growth| growth.seconds) else { return (Vec::new(), 0) };
     let older_than = older_than(watched);
     let held = record.held(clock_seconds(), older_than);
