@@ -16,6 +16,16 @@ pub(crate) struct Context {
     /// the axum routers) answer only then, as the built-in server is started only then.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) switched_on: bool,
+    /// Whether the endpoints mounted on the program's own server said how they are served (once).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) announced: std::sync::atomic::AtomicBool,
+}
+
+impl Context {
+    /// The context of this process's profiler, with `token` (none: no token asked for) and the switch.
+    pub(crate) fn new(token: Option<String>, switched_on: bool) -> Context {
+        Context { profiler: Profiler::global(), token, switched_on, announced: Default::default() }
+    }
 }
 
 /// The context of this process's endpoints, set by [`crate::start`]; a router used without `start` gets
@@ -32,7 +42,7 @@ pub(crate) fn set_up(token: Option<String>, switched_on: bool) -> &'static Conte
                 "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
             ));
         }
-        Context { profiler: Profiler::global(), token: token.filter(|token| !token.is_empty()), switched_on }
+        Context::new(token.filter(|token| !token.is_empty()), switched_on)
     })
 }
 

@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_context_with_a_token_refuses_every_request_without_it_but_the_dashboard_page() {
-        let context = Context { profiler: Profiler::global(), token: Some("s3cret".to_owned()), switched_on: true };
+        let context = Context::new(Some("s3cret".to_owned()), true);
         let status = |target: &str, authorization: Option<&str>| {
             let fields = Fields { authorization: authorization.map(str::to_owned), ..Fields::default() };
             answer(&context, &Request { fields, ..request("GET", target) }).status()
@@ -276,13 +276,13 @@ mod tests {
         assert_eq!(status("/memory-profiler/state", Some("Bearer s3cret")), 200);
         assert_eq!(status("/memory-profiler/", None), 200);
         assert_eq!(status("/memory-profiler/nowhere", Some("Bearer s3cret")), 404);
-        let open = Context { profiler: Profiler::global(), token: None, switched_on: true };
+        let open = Context::new(None, true);
         assert_eq!(answer(&open, &request("GET", "/metrics")).status(), 200);
     }
 
     #[test]
     fn pages_of_other_sites_reach_only_the_dashboard_page() {
-        let open = Context { profiler: Profiler::global(), token: None, switched_on: true };
+        let open = Context::new(None, true);
         let cross_site = |target: &str| {
             let fields = Fields { fetch_site: Some("cross-site".to_owned()), ..Fields::default() };
             answer(&open, &Request { fields, ..request("GET", target) }).status()

@@ -32,18 +32,28 @@ pub(super) struct Sampled {
     before: HashMap<Vec<usize>, Totals>,
 }
 
-/// The label numbers of measures that ended, to reuse: a process records at most
-/// [`crate::labels::MAX_LABEL_SETS`] label sets, so a number a measure is not what a test suite of
-/// thousands of measures (or a service measuring each request) could afford.
-static FREE_NUMBERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// What measures share, process-wide: their label numbers, and the record their samples go to.
+struct Measures {
+    /// The label numbers of measures that ended, to reuse: a process records at most
+    /// [`crate::labels::MAX_LABEL_SETS`] label sets, so a number a measure is not what a test suite of
+    /// thousands of measures (or a service measuring each request) could afford.
+    free_numbers: Mutex<Vec<u64>>,
+    /// The next number never used.
+    next: AtomicU64,
+    /// The record of sampling started for measures (where memprof was not started), once.
+    for_measures: OnceLock<Option<&'static Table>>,
+}
+
+static MEASURES: Measures =
+    Measures { free_numbers: Mutex::new(Vec::new()), next: AtomicU64::new(1), for_measures: OnceLock::new() };
 
 impl Sampled {
     /// A label of its own for a block about to be measured, if its samples can be recorded: one no measure
     /// running now has (its number reused from an ended one), with what its stacks allocated so far.
     pub(super) fn begin() -> Option<Sampled> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         let record = sampling()?;
-        let number = FREE_NUMBERS.lock().pop().unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed));
+        let number =
+            MEASURES.free_numbers.lock().pop().unwrap_or_else(|| MEASURES.next.fetch_add(1, Ordering::Relaxed));
         let sampled = jemalloc::unsampled(|| {
             jemalloc::in_own_arena(|| {
                 let label = crate::labels::interned(&[("memprof.measure", &number.to_string())]);
@@ -103,7 +113,7 @@ impl Sampled {
 impl Drop for Sampled {
     /// The label's number is free again once the measure ends (or its future is dropped unfinished).
     fn drop(&mut self) {
-        FREE_NUMBERS.lock().push(self.number);
+        MEASURES.free_numbers.lock().push(self.number);
     }
 }
 
@@ -145,8 +155,7 @@ fn sampling() -> Option<&'static Table> {
     if crate::startup::was_started() {
         return record::started().filter(|_| jemalloc::profiling_active().unwrap_or(false));
     }
-    static FOR_MEASURES: OnceLock<Option<&'static Table>> = OnceLock::new();
-    *FOR_MEASURES.get_or_init(|| jemalloc::unsampled(start_for_measures))
+    *MEASURES.for_measures.get_or_init(|| jemalloc::unsampled(start_for_measures))
 }
 
 /// Starts sampling for measures, where `MEMPROF_MEASURE_SAMPLE` allows (see

@@ -7,7 +7,7 @@
 //! calling thread's allocations are not sampled while it works, so serving never shows in a profile.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::endpoints::{self, Context};
 use crate::http::{self, Fields, HttpError, MAX_BODY, MAX_HEADER_FIELDS, MAX_HEADERS, MAX_TARGET, Request, Wait};
@@ -43,8 +43,7 @@ pub(crate) fn respond_waiting(
 
 /// Says once how the mounted endpoints are served.
 fn announce(context: &Context) {
-    static ANNOUNCED: AtomicBool = AtomicBool::new(false);
-    if ANNOUNCED.swap(true, Ordering::SeqCst) {
+    if context.announced.swap(true, Ordering::SeqCst) {
         return;
     }
     if !context.switched_on {
@@ -123,10 +122,9 @@ pub(crate) fn refusal(error: HttpError) -> ::http::Response<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiler::Profiler;
 
     fn respond(on: bool, request: ::http::Request<Vec<u8>>) -> ::http::Response<Vec<u8>> {
-        respond_in(&Context { profiler: Profiler::global(), token: None, switched_on: on }, request, None)
+        respond_in(&Context::new(None, on), request, None)
     }
 
     fn get(target: &str) -> ::http::Response<Vec<u8>> {
