@@ -199,11 +199,14 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         .collect();
     // Both programs the checks run against label their allocations: the label table is kept beside; and
     // the process's last-seen note, which the next start reads if this process is killed; and the run's
-    // views from the record of samples (net growth, allocations, peak).
+    // views from the record of samples (net growth, allocations, peak), the allocations' with the variance
+    // of their estimate (a run on demand is jemalloc's dump: its own counts say its error).
     names.sort();
     let id = latest_run.id;
-    let mut expected: Vec<String> = ["heap", "heap.labels", "json", "allocated", "net-grown", "net-shrunk", "peak"]
-        .iter()
+    let views = ["allocated", "allocated.variance", "net-grown", "net-shrunk", "peak"];
+    let mut expected: Vec<String> = ["heap", "heap.labels", "json"]
+        .into_iter()
+        .chain(views)
         .map(|suffix| format!("profile.{id}.{suffix}"))
         .chain(["last-seen.json".to_owned(), "owner".to_owned()])
         .collect();

@@ -58,35 +58,93 @@ fn assert_commands_hold(blocks: &[Block]) {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// What the dependency blocks and the manifests say of a dependency: a version, or a table with one and
+/// features.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum Dependency {
+    Version(String),
+    Detailed {
+        version: Option<String>,
+        #[serde(default)]
+        features: Vec<String>,
+    },
+}
+
+impl Dependency {
+    fn version(&self) -> &str {
+        match self {
+            Dependency::Version(version) => version,
+            Dependency::Detailed { version, .. } => version.as_deref().unwrap_or_default(),
+        }
+    }
+
+    fn features(&self) -> &[String] {
+        match self {
+            Dependency::Version(_) => &[],
+            Dependency::Detailed { features, .. } => features,
+        }
+    }
+}
+
+/// The dependencies this test reads: memprof and the allocator.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Dependencies {
+    memprof: Option<Dependency>,
+    #[serde(rename = "tikv-jemallocator")]
+    jemallocator: Option<Dependency>,
+}
+
+/// A manifest, or a documented block of one (which may be its dependencies alone).
+#[derive(Debug, serde::Deserialize)]
+struct Manifest {
+    workspace: Option<WorkspaceTable>,
+    #[serde(default)]
+    features: std::collections::BTreeMap<String, toml::Value>,
+    dependencies: Option<Dependencies>,
+    #[serde(rename = "dev-dependencies")]
+    dev_dependencies: Option<Dependencies>,
+    /// A block that is only dependencies, without their table's header.
+    #[serde(flatten)]
+    bare: Dependencies,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct WorkspaceTable {
+    package: PackageTable,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct PackageTable {
+    version: String,
+}
+
 /// The dependency blocks name crates of this workspace with its version, features it has, and the
 /// allocator version memprof links.
 #[test]
 fn the_dependency_blocks_name_this_workspaces_crates() {
     let workspace = docs::workspace();
-    let manifest: toml::Table = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap().parse().unwrap();
-    let version = manifest["workspace"]["package"]["version"].as_str().unwrap();
-    let features = manifest["features"].as_table().unwrap();
-    let runtime: toml::Table =
-        std::fs::read_to_string(workspace.join("memprof-runtime/Cargo.toml")).unwrap().parse().unwrap();
-    let jemallocator = runtime["dependencies"]["tikv-jemallocator"]
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| runtime["dependencies"]["tikv-jemallocator"]["version"].as_str().unwrap().to_owned());
+    let read =
+        |path: &str| -> Manifest { toml::from_str(&std::fs::read_to_string(workspace.join(path)).unwrap()).unwrap() };
+    let manifest = read("Cargo.toml");
+    let version = &manifest.workspace.as_ref().expect("a workspace").package.version;
+    let runtime = read("memprof-runtime/Cargo.toml");
+    let jemallocator = runtime.dependencies.and_then(|dependencies| dependencies.jemallocator).expect("the allocator");
     for block in docs::checked_by("the_dependency_blocks_name_this_workspaces_crates") {
-        let parsed: toml::Table = block.text.parse().unwrap_or_else(|error| panic!("{}: {error}", block.place()));
-        let table = parsed.get("dependencies").or_else(|| parsed.get("dev-dependencies"));
-        let dependencies = table.and_then(toml::Value::as_table).unwrap_or(&parsed);
-        let memprof = &dependencies["memprof"];
-        let wanted = memprof.as_str().or_else(|| memprof.get("version")?.as_str()).unwrap();
+        let parsed: Manifest = toml::from_str(&block.text).unwrap_or_else(|error| panic!("{}: {error}", block.place()));
+        let dependencies = parsed.dependencies.or(parsed.dev_dependencies).unwrap_or(parsed.bare);
+        let memprof = dependencies.memprof.unwrap_or_else(|| panic!("{}: no memprof", block.place()));
+        let wanted = memprof.version();
         assert!(version.starts_with(wanted), "{}: memprof {wanted} is not {version}", block.place());
-        for feature in memprof.get("features").and_then(toml::Value::as_array).into_iter().flatten() {
-            assert!(features.contains_key(feature.as_str().unwrap()), "{}: no feature {feature}", block.place());
+        for feature in memprof.features() {
+            assert!(manifest.features.contains_key(feature), "{}: no feature {feature}", block.place());
         }
-        if let Some(allocator) = dependencies.get("tikv-jemallocator") {
+        if let Some(allocator) = dependencies.jemallocator {
             assert!(
-                jemallocator.starts_with(allocator.as_str().unwrap()),
-                "{}: memprof links {jemallocator}",
-                block.place()
+                jemallocator.version().starts_with(allocator.version()),
+                "{}: memprof links {}",
+                block.place(),
+                jemallocator.version()
             );
         }
     }
