@@ -3,7 +3,6 @@
 
 use std::sync::OnceLock;
 
-use crate::process::messages;
 use crate::profiler::Profiler;
 
 /// What handlers work with.
@@ -33,25 +32,26 @@ impl Context {
 /// call).
 static CONTEXT: OnceLock<Context> = OnceLock::new();
 
-/// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none. When
-/// the endpoints are on, the memory counters are read from now on, for the dashboard's chart.
+/// Sets the context of this process's endpoints (once, at start-up); an empty token counts as none.
 pub(crate) fn set_up(token: Option<String>, switched_on: bool) -> &'static Context {
-    CONTEXT.get_or_init(|| {
-        if switched_on && let Err(error) = crate::profiler::counters::start() {
-            messages::warn(&format!(
-                "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
-            ));
-        }
-        Context::new(token.filter(|token| !token.is_empty()), switched_on)
-    })
+    CONTEXT.get_or_init(|| Context::new(token.filter(|token| !token.is_empty()), switched_on))
 }
 
 /// The context of this process's endpoints: [`crate::start`]'s, else one with `MEMPROF_TOKEN`'s token and
-/// `LIBPROCESS_MEMORY_PROFILING`'s switch.
+/// `LIBPROCESS_MEMORY_PROFILING`'s switch. A router mounted without [`crate::start`] (which starts the
+/// memory counters' reading for everything that reads them) starts it here, for the dashboard's chart.
 #[cfg(any(test, feature = "http"))]
 pub(crate) fn context() -> &'static Context {
     CONTEXT.get().unwrap_or_else(|| {
         let settings = Profiler::global().settings();
+        if settings.switched_on
+            && CONTEXT.get().is_none()
+            && let Err(error) = crate::profiler::counters::start()
+        {
+            crate::process::messages::warn(&format!(
+                "The dashboard's memory chart stays empty: cannot start the thread that reads the memory counters ({error})"
+            ));
+        }
         set_up(settings.token.clone(), settings.switched_on)
     })
 }

@@ -13,8 +13,9 @@
 //! the record saw no sample taken and none freed is not read again ([`read_due`]): the last reading stands,
 //! for at most [`UNREAD_AT_MOST`]. An idle process reads them every [`UNREAD_AT_MOST`].
 //!
-//! Started at start-up when the endpoints are on or automatic dumps are armed (before any run, so its
-//! birth is never sampled), and at most once.
+//! Started once, by start-up, for all that read it (the endpoints on, automatic dumps armed, sampling
+//! continuous), before sampling can be on, so its birth is never sampled; a router mounted without
+//! [`crate::start`] starts it for the dashboard's chart ([`crate::endpoints`]' context).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -139,22 +139,35 @@ fn start_with(settings: &'static Settings) -> Guard {
         {
             messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.sampler().unwinder().name()));
         }
-        match automatic_dumps {
-            Some((triggers, by_default)) if profiler.config.profiling_enabled => {
-                match crate::profiler::counters::start() {
-                    Ok(()) => {
-                        crate::profiler::autodump::arm(triggers, settings.retention);
-                        messages::info(if by_default {
-                            "Automatic heap dumps are on, as continuous sampling has them: at each high water 50 % above the last, and at 90 % of the memory limit (MEMPROF_DUMP_* to choose)"
-                        } else {
-                            "Automatic heap dumps are on (MEMPROF_DUMP_*)"
-                        })
-                    }
-                    Err(error) => messages::error(&format!(
-                        "Automatic heap dumps are off: cannot start the thread that reads the memory counters ({error})"
-                    )),
-                }
+        // memprof's one thread reading the memory counters, started here once for all that read them: the
+        // automatic dumps, the dashboard's chart (the endpoints on), and the record's history (sampled
+        // continuously: born before sampling is on).
+        let sampled_continuously = choice.mode == Sampling::Continuous && profiler.config.profiling_enabled;
+        let dumps_armed = automatic_dumps.is_some() && profiler.config.profiling_enabled;
+        let unread = (dumps_armed || wanted || sampled_continuously)
+            .then(crate::profiler::counters::start)
+            .and_then(Result::err)
+            .map(|error| format!("cannot start the thread that reads the memory counters ({error})"));
+        if let Some(why) = &unread {
+            if wanted {
+                messages::warn(&format!("The dashboard's memory chart stays empty: {why}"));
             }
+            if sampled_continuously {
+                messages::warn(&format!("Leaks will not be named from the record: {why}"));
+            }
+        }
+        match automatic_dumps {
+            Some((triggers, by_default)) if profiler.config.profiling_enabled => match &unread {
+                None => {
+                    crate::profiler::autodump::arm(triggers, settings.retention);
+                    messages::info(if by_default {
+                        "Automatic heap dumps are on, as continuous sampling has them: at each high water 50 % above the last, and at 90 % of the memory limit (MEMPROF_DUMP_* to choose)"
+                    } else {
+                        "Automatic heap dumps are on (MEMPROF_DUMP_*)"
+                    })
+                }
+                Some(why) => messages::error(&format!("Automatic heap dumps are off: {why}")),
+            },
             Some(_) => messages::error("Automatic heap dumps are off: heap profiling is disabled"),
             None => {}
         }
@@ -178,12 +191,6 @@ fn start_with(settings: &'static Settings) -> Guard {
 /// Says how sampling runs (see [`crate::sampler::sampling`]) and makes it continuous if so chosen: last,
 /// once memprof's threads are born.
 fn choose_sampling(profiler: &'static Profiler, choice: Choice, active_at_start: bool) {
-    // The record's history is read by the counters' thread, born before sampling is on.
-    if choice.mode == Sampling::Continuous
-        && let Err(error) = crate::profiler::counters::start()
-    {
-        messages::warn(&format!("Leaks will not be named from the record: cannot start a thread ({error})"));
-    }
     match choice.mode {
         Sampling::Continuous => match profiler.sample_continuously(choice.because.clone()) {
             Ok(()) => messages::info(&format!(
