@@ -15,7 +15,7 @@
 // `unsafe` is denied but in these files, each for its reason (a test keeps this list true):
 // - jemalloc/mod.rs: jemalloc's controls (all in jemalloc/controls.rs, each declared once with its type), its
 //   extent hooks and arena-made hook;
-// - profiler/malloc_conf.rs: the exported configuration symbol; lib.rs: the same, for the runtime's own tests;
+// - jemalloc/malloc_conf.rs: the exported configuration symbol; lib.rs: the same, for the runtime's own tests;
 // - stack_walk/mod.rs, with its modules: the stack walk jemalloc calls for each sample, the DWARF walk
 //   that completes it, the stack's mapping read without allocating;
 // - sampler/record/mod.rs, sampler/record/table.rs, sampler/record/spin.rs: jemalloc's sample hooks, the
@@ -54,12 +54,12 @@ mod startup;
 #[cfg(test)]
 mod testing;
 
+pub use jemalloc::malloc_conf::{MallocConf, PROFILING_CONF};
 /// Parsing, symbolizing, splitting and rendering heap profiles: memprof-analysis, as the endpoints use it.
 pub use measure::{Allocator, MeasuredFuture, measure, measure_future};
 pub use memprof_analysis as analysis;
 pub use process::environment;
 pub use profiler::code_runs::{Profile, Run, Scope};
-pub use profiler::malloc_conf::{MallocConf, PROFILING_CONF};
 pub use profiler::{Cause, DumpOf, Error};
 pub use sampler::sampling::Sampling;
 pub use startup::{DEFAULT_ADDRESS, Guard, MAX_KEEP_RUNS, Options, shutdown, start};

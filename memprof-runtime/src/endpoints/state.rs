@@ -145,7 +145,7 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
 /// the record of samples could not hold, and why labels from `tracing` are silent while allocations are
 /// `sampled`.
 fn warnings(
-    config: &crate::profiler::malloc_conf::ConfigReport,
+    config: &crate::jemalloc::malloc_conf::ConfigReport,
     record: Option<&crate::sampler::record::table::Table>,
     sampled: bool,
 ) -> Vec<String> {

@@ -17,6 +17,7 @@ mod arena;
 mod arenas;
 mod controls;
 mod extents;
+pub(crate) mod malloc_conf;
 mod memory;
 mod sources;
 

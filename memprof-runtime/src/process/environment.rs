@@ -71,9 +71,9 @@ pub const OTLP_INTERVAL: &str = "MEMPROF_OTLP_INTERVAL";
 /// How long an ending program waits for its last OTLP push.
 pub const OTLP_EXIT_TIMEOUT: &str = "MEMPROF_OTLP_EXIT_TIMEOUT";
 /// jemalloc's own configuration, read by unprefixed builds (Linux).
-pub const MALLOC_CONF: &str = "MALLOC_CONF";
+pub const MALLOC_CONF: &str = crate::jemalloc::malloc_conf::CONFIG_VARIABLES[0];
 /// jemalloc's own configuration, read by prefixed builds (Apple, Android, DragonFly).
-pub const PREFIXED_MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
+pub const PREFIXED_MALLOC_CONF: &str = crate::jemalloc::malloc_conf::CONFIG_VARIABLES[1];
 
 /// Every variable memprof reads.
 pub const ALL: &[Variable] = &[

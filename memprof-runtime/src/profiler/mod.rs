@@ -18,7 +18,6 @@ pub(crate) mod duration;
 mod error;
 mod final_dump;
 mod left_off;
-pub(crate) mod malloc_conf;
 mod outcomes;
 mod runs;
 mod timer;
@@ -39,9 +38,9 @@ pub(crate) use runs::Overview;
 use runs::{Runs, StopTarget};
 
 use crate::jemalloc;
+use crate::jemalloc::malloc_conf::ConfigReport;
 use crate::profile_root::evidence::{EarlierProcess, EarlierProfile};
 use crate::profile_root::storage::ProfileStore;
-use crate::profiler::malloc_conf::ConfigReport;
 use crate::sampler::{Sampler, record};
 use crate::settings::Settings;
 use crate::stack_walk::Unwinder;

@@ -84,7 +84,7 @@ pub(crate) struct Settings {
     /// first.
     pub(crate) service: Vec<(String, String)>,
     /// jemalloc's own variables as set (`MALLOC_CONF`, `_RJEM_MALLOC_CONF`), to say which it ignored.
-    pub(crate) jemalloc_variables: JemallocVariables,
+    pub(crate) jemalloc_variables: crate::jemalloc::malloc_conf::JemallocVariables,
     /// `MEMPROF_LOG`: the most detailed of memprof's messages said, when set.
     pub(crate) log: Option<log::LevelFilter>,
     /// What was wrong, in the order read.
@@ -178,15 +178,6 @@ pub(crate) struct ProfileParent {
     pub(crate) path: PathBuf,
     /// Whether `MEMPROF_DIR` named it (then it is made, owner-only, when missing).
     pub(crate) named: bool,
-}
-
-/// jemalloc's own configuration variables, as set.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct JemallocVariables {
-    /// `MALLOC_CONF`.
-    pub(crate) unprefixed: Option<String>,
-    /// `_RJEM_MALLOC_CONF`.
-    pub(crate) prefixed: Option<String>,
 }
 
 /// A reading of the environment: a variable's value, when set and not empty.

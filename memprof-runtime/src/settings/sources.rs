@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use super::grammar::{self, Problem};
 use super::options::Options;
-use super::{DumpTriggers, EndOn, JemallocVariables, ProfileParent, Reading, Retention, SamplingAsked, Settings, otlp};
+use super::{DumpTriggers, EndOn, ProfileParent, Reading, Retention, SamplingAsked, Settings, otlp};
+use crate::jemalloc::malloc_conf::JemallocVariables;
 use crate::process::environment as variables;
 use crate::sampler::budget::Budget;
 use crate::sampler::record::table::Capacity;

@@ -9,7 +9,6 @@
 use std::ffi::{CStr, c_char};
 
 use crate::jemalloc;
-use crate::settings::JemallocVariables;
 
 /// The value of the exported `malloc_conf` symbol: a C string pointer, exactly as jemalloc declares it
 /// (`const char *malloc_conf`). A `&[u8]` would be a fat pointer and jemalloc would read garbage.
@@ -107,8 +106,16 @@ macro_rules! malloc_conf {
 }
 
 /// The environment variables jemalloc may read its options from: unprefixed builds', then prefixed ones'.
-const CONFIG_VARIABLES: [&str; 2] =
-    [crate::process::environment::MALLOC_CONF, crate::process::environment::PREFIXED_MALLOC_CONF];
+pub(crate) const CONFIG_VARIABLES: [&str; 2] = ["MALLOC_CONF", "_RJEM_MALLOC_CONF"];
+
+/// jemalloc's own configuration variables, as set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct JemallocVariables {
+    /// `MALLOC_CONF`.
+    pub(crate) unprefixed: Option<String>,
+    /// `_RJEM_MALLOC_CONF`.
+    pub(crate) prefixed: Option<String>,
+}
 
 /// What the process's jemalloc configuration means for profiling, read once at start.
 #[derive(Debug, Clone)]
