@@ -31,7 +31,7 @@ pub(super) fn heap_profile(context: &Context, query: &Query) -> Result<Reply, Ht
 fn switches(context: &Context) -> Switches {
     let overview = context.profiler.overview();
     Switches {
-        profiling_enabled: context.profiler.config.profiling_enabled,
+        profiling_enabled: context.profiler.sampler().config().profiling_enabled,
         profiling_active: crate::sampler::throttle::sampling_on().ok(),
         new_threads_sampled: jemalloc::new_threads_sampled().ok(),
         current_run: overview.current.as_ref().map(|run| RunOwner { id: run.id, started_by: run.owner.name() }),

@@ -53,7 +53,7 @@ pub(super) fn metrics(context: &Context, _: &Query) -> Result<Reply, HttpError> 
         "memprof_profiling_enabled",
         "gauge",
         "1 when heap profiling is compiled in and enabled (opt.prof).",
-        flag(profiler.config.profiling_enabled),
+        flag(profiler.sampler().config().profiling_enabled),
     );
     metric(
         "memprof_profiling_active",

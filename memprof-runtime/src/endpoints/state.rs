@@ -17,7 +17,7 @@ use crate::jemalloc;
 /// `state`: Mesos's object, plus the kept runs, the sampling rate, warnings and heap counters.
 pub(super) fn state(context: &Context, _: &Query) -> Result<Reply, HttpError> {
     let profiler = context.profiler;
-    let config = &profiler.config;
+    let config = profiler.sampler().config();
     // jemalloc's figures are read with no lock held (a stats epoch walks every arena), and the runs'
     // records are a copy: a run's start or stop never waits for this answer.
     let active = crate::sampler::throttle::sampling_on().unwrap_or(false);

@@ -79,7 +79,6 @@ pub(crate) struct Profiler {
     books: Mutex<Books>,
     /// Wakes the timer when a run starts or ends.
     runs_changed: Condvar,
-    pub(crate) config: ConfigReport,
     /// What the program and the operator configured: resolved once, handed down to each part from here.
     settings: &'static Settings,
     /// Sampling below the runs: its mode, switch, walks and record.
@@ -134,10 +133,9 @@ impl Profiler {
                     budget: settings.budget,
                     walk: settings.unwinder,
                 },
-                config.profiling_enabled,
+                config,
                 unwinder,
             ),
-            config,
             settings,
             left_off: left_off::LeftOff::default(),
             timer: OnceLock::new(),
@@ -187,10 +185,11 @@ impl Profiler {
     }
 
     fn check_available(&self) -> Result<(), Error> {
-        if self.config.profiling_enabled {
+        let config = self.sampler.config();
+        if config.profiling_enabled {
             Ok(())
         } else {
-            let why = self.config.warnings.last().cloned().unwrap_or_default();
+            let why = config.warnings.last().cloned().unwrap_or_default();
             Err(Error::Unavailable(why))
         }
     }

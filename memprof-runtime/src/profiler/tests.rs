@@ -15,7 +15,7 @@ fn profiler() -> &'static Profiler {
         ConfigReport::read(&settings.jemalloc_variables),
         OnceLock::from(Unwinder::FramePointers),
     );
-    assert!(profiler.config.profiling_enabled, "the runtime's tests run with profiling armed");
+    assert!(profiler.sampler().config().profiling_enabled, "the runtime's tests run with profiling armed");
     Box::leak(Box::new(profiler))
 }
 

@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 use memprof_wire::Error;
 
 use crate::jemalloc;
+use crate::jemalloc::malloc_conf::ConfigReport;
 use crate::process::messages;
 use crate::stack_walk::{Unwinder, WalkAsked};
 use mode::Mode;
@@ -44,8 +45,8 @@ pub(crate) fn control(doing: &'static str, control: &'static str, error: jemallo
 pub(crate) struct Sampler {
     /// The record's size, the budget and the walk asked for.
     configured: Configured,
-    /// Whether jemalloc was built with profiling and started with it (`opt.prof`).
-    profiling_enabled: bool,
+    /// The configuration jemalloc really got, checked (whether it profiles at all, and what it changed).
+    config: ConfigReport,
     /// How samples walk the stack: chosen, its tables indexed and its hook installed when sampling can
     /// first happen ([`Sampler::unwinder`]), never in a program that never samples.
     unwinder: OnceLock<Unwinder>,
@@ -56,11 +57,17 @@ pub(crate) struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler `configured` so, in a process where jemalloc's profiling is `profiling_enabled`,
+    /// A sampler `configured` so, in a process whose jemalloc got `config`,
     /// whose samples walk the stack with `unwinder` (installed when first needed, if empty); on demand
     /// until start-up chooses.
-    pub(crate) fn new(configured: Configured, profiling_enabled: bool, unwinder: OnceLock<Unwinder>) -> Self {
-        Sampler { configured, profiling_enabled, unwinder, mode: OnceLock::new(), said_no_record: Default::default() }
+    pub(crate) fn new(configured: Configured, config: ConfigReport, unwinder: OnceLock<Unwinder>) -> Self {
+        Sampler { configured, config, unwinder, mode: OnceLock::new(), said_no_record: Default::default() }
+    }
+
+    /// The configuration jemalloc really got, checked: whether it profiles at all ([`ConfigReport::profiling_enabled`]),
+    /// and what it was told that it ignored or changed.
+    pub(crate) fn config(&self) -> &ConfigReport {
+        &self.config
     }
 
     /// How samples walk the stack: the first call chooses the walk (the frame-pointer check against
@@ -71,7 +78,7 @@ impl Sampler {
             // memprof's own: unsampled, and its tables in memprof's arena, whoever asks first.
             jemalloc::unsampled(|| {
                 jemalloc::in_own_arena(|| {
-                    if self.profiling_enabled {
+                    if self.config.profiling_enabled {
                         crate::stack_walk::install(self.configured.walk)
                     } else {
                         Unwinder::Libgcc("heap profiling is disabled".to_owned())
@@ -180,7 +187,7 @@ impl Sampler {
     /// the walk, the record, the interval of 2^`lg_sample` bytes, sampling on; `None` where jemalloc cannot
     /// sample or sampling was switched on outside memprof.
     pub(crate) fn sample_for_measures(&self, lg_sample: u32) -> Option<&'static Table> {
-        if !self.profiling_enabled || jemalloc::profiling_active().unwrap_or(true) {
+        if !self.config.profiling_enabled || jemalloc::profiling_active().unwrap_or(true) {
             return None;
         }
         self.unwinder();
