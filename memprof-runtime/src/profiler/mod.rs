@@ -3,7 +3,7 @@
 //! timer, by `stop`, or by the code that started them: on demand one at a time; continuously, windows that
 //! may overlap (an HTTP run and any number of `scope!`s).
 //!
-//! On demand (the default with the switch off; see [`crate::sampler::mode`]), a run resets jemalloc's samples (`prof.reset`) so its profile
+//! On demand (the default with the switch off; see [`crate::sampler::sampling`]), a run resets jemalloc's samples (`prof.reset`) so its profile
 //! holds only its own window, switches `prof.active` on, and at its end dumps the heap into the
 //! [`ProfileStore`] and switches sampling off. Continuously (the default with the switch on) sampling stays on from start-up and a run is
 //! a window over it: it resets nothing, and its profile is what the [`record`] holds of the objects sampled

@@ -1,11 +1,11 @@
 //! Sampling, below the runs ([`crate::profiler`], which open windows over it), reached through one type,
-//! [`Sampler`]: how it runs, on demand or continuously ([`sampling`] chooses, [`mode`] holds the choice);
+//! [`Sampler`]: how it runs, on demand or continuously (one [`sampling::Sampling`] from the attribute to
+//! `state`: [`sampling`] chooses it, the sampler holds the choice);
 //! the switch (`prof.active`, and on demand `prof.reset`); the walks each sample takes, prepared before
 //! sampling first switches on; the record of sampled objects continuous sampling keeps ([`record`]); and
 //! the budget of sampling work, judged ([`budget`]) on the readings its pacer takes ([`throttle`]).
 
 pub(crate) mod budget;
-pub(crate) mod mode;
 pub(crate) mod record;
 pub(crate) mod sampling;
 pub(crate) mod throttle;
@@ -19,7 +19,6 @@ use crate::jemalloc;
 use crate::jemalloc::malloc_conf::ConfigReport;
 use crate::process::messages;
 use crate::stack_walk::{Unwinder, WalkAsked};
-use mode::Mode;
 use record::table::Table;
 
 /// What the sampler is configured with, handed down from the settings at start-up.
@@ -51,7 +50,7 @@ pub(crate) struct Sampler {
     /// first happen ([`Sampler::unwinder`]), never in a program that never samples.
     unwinder: OnceLock<Unwinder>,
     /// How sampling runs (with, continuously, the record of samples), and why: chosen once, at start-up.
-    mode: OnceLock<(Mode, String)>,
+    mode: OnceLock<(sampling::Choice, Option<&'static Table>)>,
     /// Whether runs were told that no record can be kept (said once).
     said_no_record: std::sync::atomic::AtomicBool,
 }
@@ -99,31 +98,23 @@ impl Sampler {
             .map_err(|error| control("Cannot keep the record of samples", "experimental.hooks.prof_sample", error))?;
         throttle::arm(self.configured.budget);
         self.switch_on()?;
-        let _ = self.mode.set((Mode::Continuous(record), because));
+        let _ = self.mode.set((sampling::Choice { mode: sampling::Sampling::Continuous, because }, Some(record)));
         Ok(())
     }
 
     /// Leaves sampling on demand (`because` says why); once: the mode chosen first stays.
     pub(crate) fn sample_on_demand(&self, because: String) {
-        let _ = self.mode.set((Mode::OnDemand, because));
+        let _ = self.mode.set((sampling::Choice { mode: sampling::Sampling::OnDemand, because }, None));
     }
 
     /// How sampling runs and why, as `state` and the log say it; on demand before start-up chose.
     pub(crate) fn sampling(&self) -> sampling::Choice {
-        match self.mode.get() {
-            Some((Mode::OnDemand, because)) => {
-                sampling::Choice { mode: sampling::Sampling::OnDemand, because: because.clone() }
-            }
-            Some((Mode::Continuous(_), because)) => {
-                sampling::Choice { mode: sampling::Sampling::Continuous, because: because.clone() }
-            }
-            None => sampling::default_choice(false),
-        }
+        self.mode.get().map_or_else(|| sampling::default_choice(false), |(choice, _)| choice.clone())
     }
 
     /// The record of sampled objects, when sampling is continuous.
     pub(crate) fn record(&self) -> Option<&'static Table> {
-        self.mode.get().and_then(|(mode, _)| mode.record())
+        self.mode.get().and_then(|(_, record)| *record)
     }
 
     /// The record the views of runs and windows are written from (net growth, allocations, peak):
