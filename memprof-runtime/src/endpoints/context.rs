@@ -15,6 +15,8 @@ pub(crate) struct Context {
     /// the axum routers) answer only then, as the built-in server is started only then.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) switched_on: bool,
+    /// Held while a symbol lookup names its addresses (`/debug/pprof/symbol`): one at a time.
+    pub(crate) naming: parking_lot::Mutex<()>,
     /// Whether the endpoints mounted on the program's own server said how they are served (once).
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) announced: std::sync::atomic::AtomicBool,
@@ -23,7 +25,13 @@ pub(crate) struct Context {
 impl Context {
     /// The context of this process's profiler, with `token` (none: no token asked for) and the switch.
     pub(crate) fn new(token: Option<String>, switched_on: bool) -> Context {
-        Context { profiler: Profiler::global(), token, switched_on, announced: Default::default() }
+        Context {
+            profiler: Profiler::global(),
+            token,
+            switched_on,
+            naming: parking_lot::Mutex::new(()),
+            announced: Default::default(),
+        }
     }
 }
 

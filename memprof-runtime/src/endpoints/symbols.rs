@@ -16,9 +16,6 @@ use crate::profile_root::untrusted::printable;
 /// The most addresses one lookup takes.
 const MAX_ADDRESSES: usize = 1 << 16;
 
-/// Held while a lookup names its addresses.
-static NAMING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-
 /// How many addresses are named at once.
 const ADDRESSES_AT_ONCE: usize = 4096;
 
@@ -29,7 +26,7 @@ const ADDRESSES_AT_ONCE: usize = 4096;
 const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// `pprof/symbol`.
-pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
+pub(super) fn symbol(context: &Context, _: &Query, request: &Request) -> Result<Reply, HttpError> {
     let body = std::str::from_utf8(&request.body)
         .map_err(|_| HttpError::bad_request("The addresses must be text: 0x-prefixed hexadecimal joined by '+'"))?;
     let body = body.trim();
@@ -53,7 +50,7 @@ pub(super) fn symbol(_: &Context, _: &Query, request: &Request) -> Result<Reply,
     addresses.dedup();
     let permit = Permit::or_busy()?;
     // One lookup names addresses at a time (the other job may render): two would double what naming costs.
-    let Some(_naming) = NAMING.try_lock() else {
+    let Some(_naming) = context.naming.try_lock() else {
         return Err(HttpError::busy("Another symbol lookup is being answered; try again in a second", 1));
     };
     let mut pieces = Vec::new();
@@ -112,7 +109,7 @@ mod tests {
     #[test]
     fn a_lookup_while_another_names_its_addresses_is_refused_with_503() {
         let request = Request::new("POST", "/debug/pprof/symbol", b"0x1+0x2".to_vec());
-        let naming = NAMING.lock();
+        let naming = super::super::context::context().naming.lock();
         let error = symbol(super::super::context::context(), &Query::default(), &request).err().unwrap();
         assert_eq!(
             (error.status, error.message.as_str()),

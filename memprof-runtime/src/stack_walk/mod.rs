@@ -66,6 +66,8 @@ struct Walk {
     frame_pointers: AtomicBool,
     /// Whether samples are walked by the unwind tables (when not by frame pointers; else by `previous_hook`).
     unwind_tables: AtomicBool,
+    /// Whether the hooks time each sample's work ([`work_clock`]).
+    timed: AtomicBool,
 }
 
 static WALK: Walk = Walk {
@@ -73,6 +75,7 @@ static WALK: Walk = Walk {
     previous_hook: AtomicUsize::new(0),
     frame_pointers: AtomicBool::new(false),
     unwind_tables: AtomicBool::new(false),
+    timed: AtomicBool::new(false),
 };
 
 /// jemalloc's `prof_backtrace_hook_t`: fills `frames` with up to `max` return addresses and sets `len`.

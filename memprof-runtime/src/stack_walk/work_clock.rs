@@ -4,11 +4,8 @@
 //! read) until continuous sampling with a budget switches it on.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// Whether the hooks time their work.
-static ON: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// When this thread's sampled allocation began.
@@ -17,13 +14,13 @@ thread_local! {
 
 /// Times every sampled allocation's work from now on.
 pub(crate) fn switch_on() {
-    ON.store(true, Ordering::Release);
+    super::WALK.timed.store(true, Ordering::Release);
 }
 
 /// A sampled allocation's work begins on this thread (memprof's backtrace hook, first thing).
 #[inline]
 pub(crate) fn start() {
-    if ON.load(Ordering::Relaxed) {
+    if super::WALK.timed.load(Ordering::Relaxed) {
         let _ = BEGAN.try_with(|began| began.set(Some(Instant::now())));
     }
 }
@@ -32,7 +29,7 @@ pub(crate) fn start() {
 /// if it was timed.
 #[inline]
 pub(crate) fn stop() -> Option<Duration> {
-    if !ON.load(Ordering::Relaxed) {
+    if !super::WALK.timed.load(Ordering::Relaxed) {
         return None;
     }
     BEGAN.try_with(|began| began.take()).ok().flatten().map(|began| began.elapsed())

@@ -61,8 +61,15 @@ pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity::for_objects(1 << 16);
 /// The live sampled objects `MEMPROF_RECORD_OBJECTS` may ask for (at most 512 MiB of slots).
 pub(crate) const RECORD_OBJECTS_RANGE: std::ops::RangeInclusive<u64> = 1024..=1 << 24;
 
-/// The record, once continuous mode began.
-static RECORD: OnceLock<Table> = OnceLock::new();
+/// The record, once continuous mode began, and its clock.
+struct Record {
+    /// The table of sampled objects.
+    table: OnceLock<Table>,
+    /// The coarse monotonic clock's second the record's clock counts from ([`clock_seconds`]).
+    clock_start: OnceLock<u64>,
+}
+
+static RECORD: Record = Record { table: OnceLock::new(), clock_start: OnceLock::new() };
 
 /// Starts keeping the record: makes it (in memprof's arena, unsampled) and installs jemalloc's sample
 /// hooks. Call before sampling is switched on: objects sampled earlier are not in it. Once; later calls
@@ -74,12 +81,13 @@ pub(crate) fn start(capacity: Capacity) -> Result<&'static Table, jemalloc::CtlE
 /// Starts keeping the record, as [`start`] does, of samples taken every 2^`lg_sample` bytes on average (the
 /// interval sampling runs at: a measure's, where memprof was not started).
 pub(crate) fn start_at(capacity: Capacity, lg_sample: usize) -> Result<&'static Table, jemalloc::CtlError> {
-    if let Some(record) = RECORD.get() {
+    if let Some(record) = RECORD.table.get() {
         return Ok(record);
     }
     let sample_period = 1u64 << lg_sample;
-    let record =
-        RECORD.get_or_init(|| jemalloc::unsampled(|| jemalloc::in_own_arena(|| Table::new(capacity, sample_period))));
+    let record = RECORD
+        .table
+        .get_or_init(|| jemalloc::unsampled(|| jemalloc::in_own_arena(|| Table::new(capacity, sample_period))));
     // SAFETY: the three handlers are `extern "C"` functions that only take and release the table's lock.
     unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
     clock_seconds();
@@ -144,17 +152,16 @@ pub(crate) fn promoted_bytes() -> u64 {
 
 /// The record, if started (by continuous sampling, or by a first run on demand for its views).
 pub(crate) fn started() -> Option<&'static Table> {
-    RECORD.get()
+    RECORD.table.get()
 }
 
 /// Seconds since the record began, from the kernel's coarse monotonic clock (no system call, no lock).
 pub(crate) fn clock_seconds() -> u32 {
-    static START: OnceLock<u64> = OnceLock::new();
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `now` is a valid `timespec` to write; CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
     let seconds = now.tv_sec as u64;
-    let start = *START.get_or_init(|| seconds);
+    let start = *RECORD.clock_start.get_or_init(|| seconds);
     u32::try_from(seconds.saturating_sub(start)).unwrap_or(u32::MAX)
 }
 
@@ -166,7 +173,7 @@ unsafe extern "C" fn sampled(
     length: c_uint,
     usable: usize,
 ) {
-    let Some(record) = RECORD.get() else { return };
+    let Some(record) = RECORD.table.get() else { return };
     let frames = if backtrace.is_null() {
         &[][..]
     } else {
@@ -181,19 +188,19 @@ unsafe extern "C" fn sampled(
 
 /// jemalloc's `prof_sample_free_hook_t`.
 unsafe extern "C" fn freed(address: *const c_void, _usable: usize) {
-    if let Some(record) = RECORD.get() {
+    if let Some(record) = RECORD.table.get() {
         record.freed(address as usize);
     }
 }
 
 extern "C" fn before_fork() {
-    if let Some(record) = RECORD.get() {
+    if let Some(record) = RECORD.table.get() {
         record.lock_for_fork();
     }
 }
 
 extern "C" fn after_fork() {
-    if let Some(record) = RECORD.get() {
+    if let Some(record) = RECORD.table.get() {
         record.unlock_after_fork();
     }
 }
