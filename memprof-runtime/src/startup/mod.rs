@@ -123,18 +123,19 @@ fn start_with(settings: &'static Settings) -> Guard {
             keep_what_earlier_processes_left(profiler, &parent.path, settings.retention)
         }));
         // Where profiling cannot work at all, every reason is an error: an operator must see why there is none.
-        let impossible = !profiler.sampler().config().profiling_enabled || !crate::jemalloc::serves_allocations();
-        for warning in &profiler.sampler().config().warnings {
+        let config = profiler.sampler().config();
+        let impossible = !config.profiling_enabled || !crate::jemalloc::serves_allocations();
+        for warning in &config.warnings {
             if impossible { messages::error(warning) } else { messages::warn(warning) }
         }
-        for note in profiler.sampler().config().notes() {
+        for note in config.notes() {
             messages::info(&note);
         }
         // The walk is chosen and installed where sampling may happen from the start (profiling asked for,
         // or jemalloc sampling already), else when sampling is first switched on: a command-line tool run
         // with the switch off never pays the frame-pointer check or the tables' index.
         if (settings.profiling_asked() || active_at_start)
-            && profiler.sampler().config().profiling_enabled
+            && config.profiling_enabled
             && let Some(reason) = profiler.sampler().unwinder().why()
         {
             messages::info(&format!("Samples walk the stack with {}: {reason}", profiler.sampler().unwinder().name()));
@@ -142,8 +143,8 @@ fn start_with(settings: &'static Settings) -> Guard {
         // memprof's one thread reading the memory counters, started here once for all that read them: the
         // automatic dumps, the dashboard's chart (the endpoints on), and the record's history (sampled
         // continuously: born before sampling is on).
-        let sampled_continuously = choice.mode == Sampling::Continuous && profiler.sampler().config().profiling_enabled;
-        let dumps_armed = automatic_dumps.is_some() && profiler.sampler().config().profiling_enabled;
+        let sampled_continuously = choice.mode == Sampling::Continuous && config.profiling_enabled;
+        let dumps_armed = automatic_dumps.is_some() && config.profiling_enabled;
         let unread = (dumps_armed || wanted || sampled_continuously)
             .then(crate::profiler::counters::start)
             .and_then(Result::err)
@@ -157,7 +158,7 @@ fn start_with(settings: &'static Settings) -> Guard {
             }
         }
         match automatic_dumps {
-            Some((triggers, by_default)) if profiler.sampler().config().profiling_enabled => match &unread {
+            Some((triggers, by_default)) if config.profiling_enabled => match &unread {
                 None => {
                     crate::profiler::autodump::arm(triggers, settings.retention);
                     messages::info(if by_default {
@@ -174,7 +175,7 @@ fn start_with(settings: &'static Settings) -> Guard {
         let context = crate::endpoints::set_up(settings.token.clone(), wanted);
         // Answering once the rest of start-up is done (the opening dropped as this returns).
         let _opening = (wanted && settings.built_in_server).then(|| start_server(settings, context)).flatten();
-        if profiler.sampler().config().profiling_enabled {
+        if config.profiling_enabled {
             choose_sampling(profiler, choice, active_at_start);
         }
         if let Some(push) = &settings.push {
