@@ -23,7 +23,8 @@
 // - allocator_code.rs, process/executable.rs: the executable mapped to be read (and its load bias, from the
 //   dynamic loader); allocator_code/tests.rs: the same, in a test;
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
-//   lets a forked child die of it; process/lineage.rs: its test's `fork`;
+//   lets a forked child die of it; process/lineage.rs: its test's `fork`; process/environment.rs: the
+//   environment scanned in place, as `getenv` reads it;
 // - memory/residency.rs: `mincore`;
 // - measure/counting.rs, measure/segment.rs: the counting global allocator (jemalloc's calls) and jemalloc's
 //   per-thread byte counters, read through the pointers it gives;

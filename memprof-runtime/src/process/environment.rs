@@ -206,7 +206,7 @@ pub const ALL: &[Variable] = &[
 ];
 
 /// The prefix of memprof's own variables: one with it near a name of [`ALL`] is a misspelling, reported.
-const PREFIX: &str = "MEMPROF_";
+pub(crate) const PREFIX: &str = "MEMPROF_";
 
 /// The variables memprof reads, as the environment held them when first needed: a few hundred bytes, made
 /// where the first reader allocates (the program's main thread at start-up, unsampled), not moved to
@@ -230,6 +230,41 @@ pub(crate) fn read(name: &str) -> Option<OsString> {
         std::env::var_os(name)
     };
     value.filter(|value| !value.is_empty())
+}
+
+/// Whether `test` holds for any variable set (its name and value, as bytes), the environment scanned in place:
+/// nothing copied, nothing allocated. For the one judgment made before the environment is read (whether a
+/// program asks anything of memprof at all, [`crate::settings`]): a command-line tool run with the switch
+/// off pays this scan alone.
+#[allow(unsafe_code)]
+pub(crate) fn any_set(mut test: impl FnMut(&[u8], &[u8]) -> bool) -> bool {
+    unsafe extern "C" {
+        /// The process's environment, as `getenv` reads it: `NAME=value` strings, a null pointer last.
+        static environ: *const *const std::ffi::c_char;
+    }
+    // SAFETY: read as the C library's `getenv` reads it, each string to its terminator. A program that
+    // changes its environment while another thread reads it breaks every such reader; Rust makes that
+    // change `unsafe` (`std::env::set_var`) for this reason, and memprof reads here once, at start-up.
+    let mut entry = unsafe { environ };
+    while !entry.is_null() {
+        // SAFETY: `entry` points into the null-terminated array `environ` holds, not past its end.
+        let string = unsafe { *entry };
+        if string.is_null() {
+            break;
+        }
+        // SAFETY: every entry of `environ` is a C string.
+        let bytes = unsafe { std::ffi::CStr::from_ptr(string) }.to_bytes();
+        let (name, value) = match bytes.iter().position(|&byte| byte == b'=') {
+            Some(at) => (&bytes[..at], &bytes[at + 1..]),
+            None => (bytes, &b""[..]),
+        };
+        if test(name, value) {
+            return true;
+        }
+        // SAFETY: `string` was not null, so the array goes on at least to its null pointer.
+        entry = unsafe { entry.add(1) };
+    }
+    false
 }
 
 /// The `MEMPROF_*` variables set that memprof does not read but are within two edits of one it does (a

@@ -101,9 +101,13 @@ pub(crate) fn count(text: &str, range: RangeInclusive<u64>) -> Option<u64> {
 /// ```
 pub(crate) fn path(bytes: &[u8]) -> Option<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
+    is_path(bytes).then(|| std::ffi::OsStr::from_bytes(bytes).into())
+}
+
+/// Whether [`path`] takes `bytes` (judged without allocating).
+pub(crate) fn is_path(bytes: &[u8]) -> bool {
     let explicit = [&b"/"[..], b"./", b"../"].iter().any(|start| bytes.starts_with(start));
-    let control = bytes.iter().any(|byte| byte.is_ascii_control());
-    (explicit && !control).then(|| std::ffi::OsStr::from_bytes(bytes).into())
+    explicit && !bytes.iter().any(u8::is_ascii_control)
 }
 
 /// `true` or `false`.

@@ -19,6 +19,7 @@
 pub(crate) mod grammar;
 pub(crate) mod options;
 pub(crate) mod otlp;
+mod quiet;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -186,21 +187,47 @@ pub(crate) type Reading<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 /// The settings, once resolved.
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
-/// The settings: those [`at_start`] resolved, else resolved now with the default options (memprof needed
-/// before or without [`crate::start`]); their problems said once, when resolved.
+/// The program's options, kept unresolved where start-up found nothing asked of memprof ([`at_start`]).
+static PROGRAM_OPTIONS: OnceLock<Options> = OnceLock::new();
+
+/// The settings: those [`at_start`] resolved, else resolved now with the program's options where start-up
+/// kept them, else with the default ones (memprof needed before or without [`crate::start`]); their
+/// problems said once, when resolved.
 pub(crate) fn get() -> &'static Settings {
-    SETTINGS.get_or_init(|| resolved(&Options::default()))
+    SETTINGS.get_or_init(|| match PROGRAM_OPTIONS.get() {
+        Some(options) => resolved(options),
+        None => resolved(&Options::default()),
+    })
 }
 
-/// Resolves the settings with the program's `options`, at start-up; `Err` with the settings in force when
-/// memprof was needed before start-up and resolved them with the default options.
-pub(crate) fn at_start(options: &Options) -> Result<&'static Settings, &'static Settings> {
+/// What start-up makes of the program's options.
+pub(crate) enum AtStart {
+    /// The settings, resolved now with them.
+    Resolved(&'static Settings),
+    /// The settings in force: memprof was needed before start-up, and resolved them with the default options.
+    Earlier(&'static Settings),
+    /// Neither the options nor the environment ask anything of memprof ([`quiet`]): nothing resolved, read or
+    /// said; the options are kept for when memprof is first needed ([`get`]).
+    NothingAsked,
+}
+
+/// Resolves the settings with the program's `options`, at start-up, unless nothing asks anything of
+/// memprof (judged without allocating, the environment scanned in place).
+pub(crate) fn at_start(options: Options) -> AtStart {
+    let asked = || {
+        quiet::options_ask(&options)
+            || crate::process::environment::any_set(|name, value| quiet::asks(&options, name, value))
+    };
+    if SETTINGS.get().is_none() && !asked() {
+        let _ = PROGRAM_OPTIONS.set(options);
+        return AtStart::NothingAsked;
+    }
     let mut fresh = false;
     let settings = SETTINGS.get_or_init(|| {
         fresh = true;
-        resolved(options)
+        resolved(&options)
     });
-    if fresh { Ok(settings) } else { Err(settings) }
+    if fresh { AtStart::Resolved(settings) } else { AtStart::Earlier(settings) }
 }
 
 /// The settings `options` and this process's environment give, their problems said.

@@ -12,7 +12,7 @@ use crate::process::messages;
 use crate::process::watch::Watched;
 use crate::profiler::Profiler;
 use crate::sampler::sampling::{Asked, Choice, Sampling};
-use crate::settings::{DumpTriggers, Retention, Settings};
+use crate::settings::{AtStart, DumpTriggers, Retention, Settings};
 
 /// Whether [`start`] ran already.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -38,28 +38,38 @@ pub fn start(options: Options) -> Guard {
     // jemalloc's own sources leave sampling off, nothing can be sampled until memprof switches it on, and a
     // program that asks nothing of memprof (a command-line tool run with the switch off) starts nothing and
     // asks jemalloc nothing ([`crate::jemalloc::unsampled`] neither): its first `mallctl` alone costs some 42
-    // page faults. What it would need later (a mounted router's first request, a `scope!`) is made then.
+    // page faults. Nor does it resolve its settings: the options and the environment's names are judged
+    // in place, nothing copied or allocated (each size class's first allocation touches a fresh page). What
+    // it would need later (a mounted router's first request, a `scope!`) is made then.
     crate::jemalloc::unsampled(|| {
-        let Some(settings) = first_start(&options) else { return Guard { owns_shutdown: false } };
-        if settings.nothing_to_start() && !crate::jemalloc::sampling_may_be_on() {
-            return Guard { owns_shutdown: true };
+        let Some(resolved) = first_start(options) else { return Guard { owns_shutdown: false } };
+        match resolved {
+            Some(settings) if !settings.nothing_to_start() => start_with(settings),
+            // Nothing asked, but jemalloc's own sources sample from the start: memprof says so and keeps
+            // its work out of the profiles.
+            _ if crate::jemalloc::sampling_may_be_on() => start_with(crate::settings::get()),
+            _ => Guard { owns_shutdown: true },
         }
-        start_with(settings)
     })
 }
 
-/// The settings `options` and the environment give, resolved now, unless memprof was started already.
-fn first_start(options: &Options) -> Option<&'static Settings> {
+/// The settings `options` and the environment give, resolved now (`None` where nothing asks anything of
+/// memprof: they are resolved when first needed), unless memprof was started already.
+fn first_start(options: Options) -> Option<Option<&'static Settings>> {
     if STARTED.swap(true, Ordering::SeqCst) {
         messages::warn("memprof::start was called again; only the first call counts");
         return None;
     }
-    Some(crate::settings::at_start(options).unwrap_or_else(|settings| {
-        messages::warn(
-            "memprof was used before memprof::start (a scope! or a Run first): it runs with the default options, not the program's; call memprof::start first",
-        );
-        settings
-    }))
+    Some(match crate::settings::at_start(options) {
+        AtStart::Resolved(settings) => Some(settings),
+        AtStart::Earlier(settings) => {
+            messages::warn(
+                "memprof was used before memprof::start (a scope! or a Run first): it runs with the default options, not the program's; call memprof::start first",
+            );
+            Some(settings)
+        }
+        AtStart::NothingAsked => None,
+    })
 }
 
 /// Starts what `settings` ask for: the sampling mode, memprof's threads, the endpoints, the push.
@@ -330,15 +340,15 @@ fn start_server(settings: &Settings, context: &'static crate::endpoints::Context
 /// std::process::exit(0);
 /// ```
 pub fn shutdown() {
+    // A program that asked nothing and used nothing has no profiler (nor a push, which pushes its record),
+    // and nothing to remove: its exit runs nothing else of memprof's.
+    let Some(profiler) = Profiler::made() else { return };
     if crate::process::lineage::forked_child() {
         return;
     }
     // The last interval's heap profiles go to the Collector first, within their deadline.
     crate::otlp_push::at_exit();
-    // A program that asked nothing and used nothing has no profiler, and nothing to remove.
-    if let Some(profiler) = Profiler::made() {
-        profiler.shut_down();
-    }
+    profiler.shut_down();
 }
 
 /// Returned by [`start`]; when dropped (as `main` returns) it calls [`shutdown`], so no files are left
