@@ -22,8 +22,12 @@ mod baseline;
 #[allow(dead_code)]
 #[path = "common/callgrind.rs"]
 mod callgrind;
+#[path = "common/spread.rs"]
+mod spread;
 
 use std::process::Command;
+
+use spread::Spread;
 
 /// How many starts hyperfine times for each build.
 const RUNS: &str = "300";
@@ -115,8 +119,8 @@ fn counted() {
                 })
                 .collect()
         };
-        let program_threads = spread(count(&["start"]).iter().map(|counted| counted.program).collect());
-        let memprof_threads = spread(count(&["start", "2"]).iter().map(|counted| counted.memprof).collect());
+        let program_threads = Spread::of(count(&["start"]).iter().map(|counted| counted.program).collect());
+        let memprof_threads = Spread::of(count(&["start", "2"]).iter().map(|counted| counted.memprof).collect());
         println!("{name:>14} {:>26} {:>26}", program_threads.text(), memprof_threads.text());
         medians.push((program_threads.median, memprof_threads.median));
     }
@@ -126,22 +130,4 @@ fn counted() {
         continuous.0 as i64 - on_demand.0 as i64,
         continuous.1 as i64 - on_demand.1 as i64
     );
-}
-
-/// A median and the range around it.
-struct Spread {
-    median: u64,
-    low: u64,
-    high: u64,
-}
-
-impl Spread {
-    fn text(&self) -> String {
-        format!("{} ({}-{})", self.median, self.low, self.high)
-    }
-}
-
-fn spread(mut counts: Vec<u64>) -> Spread {
-    counts.sort_unstable();
-    Spread { median: counts[counts.len() / 2], low: counts[0], high: counts[counts.len() - 1] }
 }
