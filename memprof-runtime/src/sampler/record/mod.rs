@@ -121,7 +121,7 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
 /// ([`Totals::error_bytes`]), for the pprof served to scrapers (`go tool pprof -comments`).
 pub(crate) fn estimate_note(record: &Table) -> String {
     let mut held = Totals::default();
-    record.held(clock_seconds(), 0).iter().for_each(|stack| held.absorb(&stack.live));
+    record.held(0, clock_seconds(), 0).iter().for_each(|stack| held.absorb(&stack.live));
     let mut allocated = Totals::default();
     record.allocated().iter().for_each(|(_, totals)| allocated.absorb(totals));
     let mib = |bytes: f64| bytes / f64::from(1 << 20);
@@ -244,7 +244,7 @@ pub(crate) fn read_when_due(record: &Table) {
         return;
     }
     let sequence = record.next_sequence();
-    let held = record.held(now, u32::MAX);
+    let held = record.held(0, now, u32::MAX);
     let given_back = record.give_back_idle(WATCHED.sequence_at_last_reading.swap(sequence, Ordering::Relaxed), &held);
     let reading =
         Reading::of(now, held.iter().enumerate().map(|(stack, held)| (stack as u32, held.live.unbiased_bytes)));
@@ -280,7 +280,7 @@ pub(crate) fn growers(record: &Table, older_than: impl FnOnce(u32) -> u32) -> (V
     let growing = WATCHED.history.lock().growing();
     let Some(watched) = growing.first().map(|growth| growth.seconds) else { return (Vec::new(), 0) };
     let older_than = older_than(watched);
-    let held = record.held(clock_seconds(), older_than);
+    let held = record.held(0, clock_seconds(), older_than);
     let indexes: Vec<u32> = growing.iter().map(|growth| growth.stack).collect();
     let frames = record.frames(&indexes);
     let growers = growing
@@ -316,7 +316,7 @@ struct Base {
 
 /// What each stack holds now (by stack index): the base a window's net growth is measured from.
 pub(crate) fn live_now(record: &Table) -> Vec<table::Totals> {
-    record.held(clock_seconds(), u32::MAX).into_iter().map(|held| held.live).collect()
+    record.held(0, clock_seconds(), u32::MAX).into_iter().map(|held| held.live).collect()
 }
 
 /// The base of a window starting now, at sequence number `since`; its high-water mark tracked from now on.
@@ -411,25 +411,46 @@ fn write_stacks(record: &Table, indexes: &[u32], totals: Vec<table::Totals>, pat
 
 /// Writes the net growth of every stack since `base` ([`live_now`] at a window's start): what grew at
 /// `grown`, what shrank at `shrunk`, each a `heap_v2` dump of unbiased counts (period 1), so that the net
-/// growth is the first minus the second (as `base=` diffs read).
+/// growth is the first minus the second (as `base=` diffs read); beside each, the variance of its stacks'
+/// net growth ([`net_variance`]), so the difference says its error (the sum of the two).
 fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, shrunk_path: &Path) -> io::Result<()> {
-    let now = live_now(record);
+    let now = clock_seconds();
+    let live = record.held(0, now, u32::MAX);
+    let sampled_since = record.held(base.since, now, u32::MAX);
     let born = record.allocated();
-    let mut sides: [(Vec<u32>, Vec<table::Totals>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
-    for (index, live) in now.iter().enumerate() {
+    let mut sides: [(Vec<u32>, Vec<table::Totals>, f64); 2] = Default::default();
+    for (index, held) in live.iter().enumerate() {
         let born = born.get(index).map_or(0, |(born, _)| *born);
-        let (objects, bytes) = grown(live, base.of(&base.live, index, born));
+        let before = base.of(&base.live, index, born);
+        let (objects, bytes) = grown(&held.live, before);
         if bytes.abs() < 1.0 {
             continue;
         }
+        let since = sampled_since.get(index).map_or(0.0, |since| since.live.variance);
         let side = &mut sides[usize::from(bytes < 0.0)];
         side.0.push(index as u32);
         side.1.push(table::Totals::unsampled(objects.abs(), bytes.abs()));
+        side.2 += net_variance(since, before.map_or(0.0, |before| before.variance), held.live.variance);
     }
-    for ((indexes, totals), path) in sides.into_iter().zip([grown_path, shrunk_path]) {
+    for ((indexes, totals, variance), path) in sides.into_iter().zip([grown_path, shrunk_path]) {
         write_stacks(record, &indexes, totals, path)?;
+        crate::profile_root::storage::write_variance(path, variance);
     }
     Ok(())
+}
+
+/// The variance of a stack's net growth over a window, from the variances (each the sum of `w (w - 1) b^2`
+/// over its sampled objects) of what it holds now of the objects sampled since the window started
+/// (`since`), of what it held as it started (`at_start`) and of what it holds now (`now`). The objects held
+/// at both ends cancel in the difference; those sampled since and held now, and those held at the start and
+/// freed since, each count once: `since + (at_start - (now - since))`.
+///
+/// ```ignore
+/// // 4 held throughout, 1 sampled since and held, 2 freed since:
+/// assert_eq!(net_variance(1.0, 4.0 + 2.0, 4.0 + 1.0), 1.0 + 2.0);
+/// ```
+fn net_variance(since: f64, at_start: f64, now: f64) -> f64 {
+    (2.0 * since + at_start - now).max(0.0)
 }
 
 #[cfg(test)]

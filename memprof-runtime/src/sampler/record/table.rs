@@ -337,11 +337,12 @@ impl Table {
             .collect()
     }
 
-    /// What each stack holds now (by stack index), without the frames: the light reading taken every few
-    /// seconds for the record's history ([`super::growth`]).
-    pub(crate) fn held(&self, now: u32, older_than: u32) -> Vec<Held> {
+    /// What each stack holds now (by stack index) of the objects sampled from sequence number `since` on
+    /// (0: all), without the frames: the light reading taken every few seconds for the record's history
+    /// ([`super::growth`]).
+    pub(crate) fn held(&self, since: u64, now: u32, older_than: u32) -> Vec<Held> {
         let mut held = vec![Held::default(); self.stacks.with(|stacks| stacks.stacks.len())];
-        self.tally(0, now, older_than, &mut held);
+        self.tally(since, now, older_than, &mut held);
         held
     }
 

@@ -68,3 +68,34 @@ fn a_windows_profile_and_allocations_carry_the_variance_of_their_samples_weights
     .unwrap();
     assert!(estimated.powi(2) / 4.0 < expected / 8.0, "{estimated} against {expected}");
 }
+
+/// A window's net growth carries beside its two halves the variance of what each estimates: the objects
+/// held at both ends cancel in the difference and add nothing; one sampled since and held at the end (on
+/// the grown side) and one held at the start and freed since (on the shrunk side) each add their own.
+#[test]
+fn a_windows_net_growth_carries_the_variance_of_what_came_and_went_only() {
+    let record: &'static Table =
+        Box::leak(Box::new(Table::new(Capacity { objects: 64, stacks: 8, frames: 64 }, 1 << 19)));
+    let thinned = Thinning::of(4);
+    record.sampled(0x1000, 4096, &[0xa], 0, thinned);
+    record.sampled(0x2000, 8192, &[0xa], 0, thinned);
+    record.sampled(0x3000, 4096, &[0xc], 0, thinned);
+    let window = Window::open(record, record.next_sequence());
+    record.sampled(0x4000, 4096, &[0xb], 0, thinned);
+    record.freed(0x3000);
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("profile.1.heap");
+    std::fs::write(&profile, "").unwrap();
+    window.close_into(&profile).unwrap();
+    let weight = |bytes: u64| table::unbias(bytes, (1u64 << 23) as f64);
+    let own = |bytes: u64| weight(bytes) * (weight(bytes) - 1.0) * (bytes as f64).powi(2);
+    let read = |side: crate::profile_root::files::Beside| {
+        crate::profile_root::files::read_variance(&side.of(&profile)).expect("a variance beside the view")
+    };
+    let (grown, shrunk) =
+        (read(crate::profile_root::files::Beside::Grown), read(crate::profile_root::files::Beside::Shrunk));
+    assert!((grown - own(4096)).abs() < 1e-6 * own(4096), "{grown} against {}", own(4096));
+    assert!((shrunk - own(4096)).abs() < 1e-6 * own(4096), "{shrunk} against {}", own(4096));
+    assert_eq!(net_variance(1.0, 4.0 + 2.0, 4.0 + 1.0), 3.0);
+    assert_eq!(net_variance(0.0, 1.0, 1.5), 0.0, "a reading's small race is never a negative variance");
+}

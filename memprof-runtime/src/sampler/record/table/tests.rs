@@ -66,7 +66,7 @@ fn a_window_holds_what_it_sampled_still_live_and_allocations_only_grow() {
     assert!((reading.allocated.unbiased_bytes - 3.0 * 4096.0 * scale).abs() < 1e-6);
     assert!(scale > 128.0 && scale < 129.0, "a 4 KiB object stands for ~128.5 at 512 KiB: {scale}");
     assert!((reading.live_older_bytes - 4096.0 * scale).abs() < 1e-6, "one of ages 90 and 80 is older than 85");
-    let held = table.held(100, 85);
+    let held = table.held(0, 100, 85);
     assert_eq!((held.len(), held[0].live.objects, held[0].older_bytes), (1, 2, reading.live_older_bytes));
     assert_eq!(table.frames(&[0, 7]), [vec![0xa], vec![]]);
 }
@@ -123,13 +123,13 @@ fn idle_stacks_holding_nothing_are_given_back_when_nearly_full() {
     let mark = table.next_sequence();
     table.sampled(0x80_0000, 64, &frames(7), 0, Thinning::NONE);
     table.freed(0x80_0000);
-    let held = table.held(0, u32::MAX);
+    let held = table.held(0, 0, u32::MAX);
     assert_eq!(table.give_back_idle(mark, &[]), Vec::<u32>::new(), "a stack no reading covers is kept");
     let given = table.give_back_idle(mark, &held);
     assert_eq!(given, [0, 1], "the oldest two of 0..4 bring 8 stacks to 6 (3/4)");
     assert_eq!(table.fill().2, 6);
     assert_eq!(table.given_back().0, 2);
-    assert!(table.give_back_idle(mark, &table.held(0, u32::MAX)).is_empty(), "at 3/4 nothing more");
+    assert!(table.give_back_idle(mark, &table.held(0, 0, u32::MAX)).is_empty(), "at 3/4 nothing more");
     // Every stack kept reads its own frames; the next new stack takes a given-back index.
     let kept = table.frames(&[2, 3, 4, 5, 6, 7]);
     assert_eq!(kept, (2..8).map(frames).collect::<Vec<_>>());
@@ -154,14 +154,14 @@ fn a_thinned_sample_weighs_as_its_interval_says() {
     table.sampled(0x3000, 64 << 20, &[0xc], 7, Thinning::of(3));
     let (one, thinned) = (unbias(4096, PERIOD as f64), unbias(4096, 8.0 * PERIOD as f64));
     assert!((thinned / one / 8.0 - 1.0).abs() < 0.01, "{thinned} against {one}");
-    let held = table.held(10, 2);
+    let held = table.held(0, 10, 2);
     assert!((held[0].live.unbiased_objects - one).abs() < 1e-9);
     assert!((held[1].live.unbiased_objects - thinned).abs() < 1e-9, "{held:?}");
     assert!((held[1].older_bytes - thinned * 4096.0).abs() < 1e-6, "3 s old, older than 2: {held:?}");
     assert!((held[2].live.unbiased_objects - 1.0).abs() < 0.02, "64 MiB at a 4 MiB interval: {held:?}");
     assert!((table.allocated()[1].1.unbiased_bytes - thinned * 4096.0).abs() < 1e-6);
     table.freed(0x2000);
-    assert_eq!(table.held(10, 2)[1].live, Totals::default(), "freed: its weight goes with it");
+    assert_eq!(table.held(0, 10, 2)[1].live, Totals::default(), "freed: its weight goes with it");
 }
 
 #[test]
