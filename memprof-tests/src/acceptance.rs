@@ -199,11 +199,20 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         .collect();
     // Both programs the checks run against label their allocations: the label table is kept beside; and
     // the process's last-seen note, which the next start reads if this process is killed; and the run's
-    // views from the record of samples (net growth, allocations, peak), the allocations' with the variance
-    // of their estimate (a run on demand is jemalloc's dump: its own counts say its error).
+    // views from the record of samples (net growth, allocations, peak), the allocations' and the net
+    // growth's with the variance of their estimate (a run on demand is jemalloc's dump: its own counts say
+    // its error; a peak keeps sums, not its objects' weights).
     names.sort();
     let id = latest_run.id;
-    let views = ["allocated", "allocated.variance", "net-grown", "net-shrunk", "peak"];
+    let views = [
+        "allocated",
+        "allocated.variance",
+        "net-grown",
+        "net-grown.variance",
+        "net-shrunk",
+        "net-shrunk.variance",
+        "peak",
+    ];
     let mut expected: Vec<String> = ["heap", "heap.labels", "json"]
         .into_iter()
         .chain(views)
