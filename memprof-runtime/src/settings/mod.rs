@@ -26,7 +26,7 @@ mod tests;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 pub(crate) use grammar::Problem;
 
@@ -187,16 +187,19 @@ pub(crate) type Reading<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 /// The settings, once resolved.
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
-/// The program's options, kept unresolved where start-up found nothing asked of memprof ([`at_start`]).
-static PROGRAM_OPTIONS: OnceLock<Options> = OnceLock::new();
+/// The program's options, kept unresolved where start-up found nothing asked of memprof ([`at_start`]);
+/// taken when the settings are resolved. A lock rather than a `OnceLock`: kept and taken in the caller's
+/// own code (an uncontended lock is an atomic operation inline), not in a once-cell's out-of-line
+/// initialization, which a command-line tool's start would fault in for this alone.
+static PROGRAM_OPTIONS: Mutex<Option<Options>> = Mutex::new(None);
 
 /// The settings: those [`at_start`] resolved, else resolved now with the program's options where start-up
 /// kept them, else with the default ones (memprof needed before or without [`crate::start`]); their
 /// problems said once, when resolved.
 pub(crate) fn get() -> &'static Settings {
-    SETTINGS.get_or_init(|| match PROGRAM_OPTIONS.get() {
-        Some(options) => resolved(options),
-        None => resolved(&Options::default()),
+    SETTINGS.get_or_init(|| {
+        let kept = PROGRAM_OPTIONS.lock().unwrap_or_else(PoisonError::into_inner).take();
+        resolved(&kept.unwrap_or_default())
     })
 }
 
@@ -219,7 +222,7 @@ pub(crate) fn at_start(options: Options) -> AtStart {
             || crate::process::environment::any_set(|name, value| quiet::asks(&options, name, value))
     };
     if SETTINGS.get().is_none() && !asked() {
-        let _ = PROGRAM_OPTIONS.set(options);
+        *PROGRAM_OPTIONS.lock().unwrap_or_else(PoisonError::into_inner) = Some(options);
         return AtStart::NothingAsked;
     }
     let mut fresh = false;

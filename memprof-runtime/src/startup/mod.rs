@@ -37,39 +37,34 @@ pub fn start(options: Options) -> Guard {
     // memprof's own start-up work never shows in a profile, even with sampling on from the start. Where
     // jemalloc's own sources leave sampling off, nothing can be sampled until memprof switches it on, and a
     // program that asks nothing of memprof (a command-line tool run with the switch off) starts nothing and
-    // asks jemalloc nothing ([`crate::jemalloc::unsampled`] neither): its first `mallctl` alone costs some 42
-    // page faults. Nor does it resolve its settings: the options and the environment's names are judged
-    // in place, nothing copied or allocated (each size class's first allocation touches a fresh page). What
-    // it would need later (a mounted router's first request, a `scope!`) is made then.
-    crate::jemalloc::unsampled(|| {
-        let Some(resolved) = first_start(options) else { return Guard { owns_shutdown: false } };
-        match resolved {
-            Some(settings) if !settings.nothing_to_start() => start_with(settings),
-            // Nothing asked, but jemalloc's own sources sample from the start: memprof says so and keeps
-            // its work out of the profiles.
-            _ if crate::jemalloc::sampling_may_be_on() => start_with(crate::settings::get()),
-            _ => Guard { owns_shutdown: true },
-        }
-    })
-}
-
-/// The settings `options` and the environment give, resolved now (`None` where nothing asks anything of
-/// memprof: they are resolved when first needed), unless memprof was started already.
-fn first_start(options: Options) -> Option<Option<&'static Settings>> {
+    // asks jemalloc nothing: its first `mallctl` alone costs some 42 page faults. Nor does it resolve its
+    // settings: the options and the environment are judged in place, nothing copied or allocated (each size
+    // class's first allocation touches a fresh page), so that judgment needs no unsampled work around it
+    // (the settings' resolution is unsampled itself). What it would need later (a mounted router's first
+    // request, a `scope!`) is made then.
     if STARTED.swap(true, Ordering::SeqCst) {
-        messages::warn("memprof::start was called again; only the first call counts");
-        return None;
+        crate::jemalloc::unsampled(|| messages::warn("memprof::start was called again; only the first call counts"));
+        return Guard { owns_shutdown: false };
     }
-    Some(match crate::settings::at_start(options) {
-        AtStart::Resolved(settings) => Some(settings),
+    let settings = match crate::settings::at_start(options) {
+        AtStart::Resolved(settings) => settings,
         AtStart::Earlier(settings) => {
-            messages::warn(
-                "memprof was used before memprof::start (a scope! or a Run first): it runs with the default options, not the program's; call memprof::start first",
-            );
-            Some(settings)
+            crate::jemalloc::unsampled(|| {
+                messages::warn(
+                    "memprof was used before memprof::start (a scope! or a Run first): it runs with the default options, not the program's; call memprof::start first",
+                )
+            });
+            settings
         }
-        AtStart::NothingAsked => None,
-    })
+        // Nothing asked, but jemalloc's own sources sample from the start: memprof says so and keeps its
+        // work out of the profiles.
+        AtStart::NothingAsked if crate::jemalloc::sampling_may_be_on() => crate::settings::get(),
+        AtStart::NothingAsked => return Guard { owns_shutdown: true },
+    };
+    if settings.nothing_to_start() && !crate::jemalloc::sampling_may_be_on() {
+        return Guard { owns_shutdown: true };
+    }
+    crate::jemalloc::unsampled(|| start_with(settings))
 }
 
 /// Starts what `settings` ask for: the sampling mode, memprof's threads, the endpoints, the push.
