@@ -204,6 +204,7 @@ pub(crate) fn flush_this_thread_cache() {
 
 /// Whether sampling may be on anywhere in the process: from the start unless jemalloc's sources left it off
 /// ([`sampling_off_at_start`]), else from the first time memprof switches it on.
+#[inline]
 pub(crate) fn sampling_may_be_on() -> bool {
     const UNKNOWN: u8 = 0;
     match SAMPLING_STATE.load(Ordering::Acquire) {

@@ -21,6 +21,7 @@ unsafe extern "C" {
 /// last said of either): then nothing can be sampled until someone switches sampling on, and memprof needs
 /// no `mallctl` to start unsampled. `false` where they do not say so, or cannot be read (jemalloc is then
 /// asked).
+#[inline]
 pub(crate) fn sampling_off_at_start() -> bool {
     // SAFETY: both are C string pointers jemalloc reads at its start and never writes after; null or a
     // NUL-terminated string.

@@ -237,6 +237,7 @@ pub(crate) fn read(name: &str) -> Option<OsString> {
 /// program asks anything of memprof at all, [`crate::settings`]): a command-line tool run with the switch
 /// off pays this scan alone.
 #[allow(unsafe_code)]
+#[inline]
 pub(crate) fn any_set(mut test: impl FnMut(&[u8], &[u8]) -> bool) -> bool {
     unsafe extern "C" {
         /// The process's environment, as `getenv` reads it: `NAME=value` strings, a null pointer last.

@@ -110,6 +110,7 @@ impl Profiler {
 
     /// The profiler of this process if anything made it: a program that asked nothing of memprof and
     /// never used it has none (and never read jemalloc's configuration).
+    #[inline]
     pub(crate) fn made() -> Option<&'static Profiler> {
         PROFILER.get()
     }

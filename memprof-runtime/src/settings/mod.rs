@@ -216,6 +216,7 @@ pub(crate) enum AtStart {
 
 /// Resolves the settings with the program's `options`, at start-up, unless nothing asks anything of
 /// memprof (judged without allocating, the environment scanned in place).
+#[inline]
 pub(crate) fn at_start(options: Options) -> AtStart {
     let asked = || {
         quiet::options_ask(&options)

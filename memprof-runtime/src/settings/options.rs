@@ -32,6 +32,7 @@ pub struct Options {
 }
 
 impl Default for Options {
+    #[inline]
     fn default() -> Self {
         Self {
             http: DEFAULT_ADDRESS.to_owned(),
@@ -60,18 +61,21 @@ pub const MAX_KEEP_RUNS: u32 = memprof_macros::__max_keep_runs!();
 impl Options {
     /// The defaults: serve on `127.0.0.1:5050` when `LIBPROCESS_MEMORY_PROFILING=true`, token in
     /// `MEMPROF_TOKEN`, four profiles kept, SIGTERM left to the program.
+    #[inline]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The address of the built-in server (`host:port`; port 0 picks a free one, which is logged).
     /// `MEMPROF_HTTP` overrides it at run time.
+    #[inline]
     pub fn http(mut self, address: impl Into<String>) -> Self {
         self.http = address.into();
         self
     }
 
     /// The environment variable that switches the built-in server on when it is `true`.
+    #[inline]
     pub fn env(mut self, variable: impl Into<String>) -> Self {
         self.env = variable.into();
         self

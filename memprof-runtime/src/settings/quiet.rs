@@ -21,6 +21,7 @@ use super::options::Options;
 use crate::process::environment;
 
 /// Whether `options` ask anything at start whatever the environment says: a signal to end memprof on.
+#[inline]
 pub(crate) fn options_ask(options: &Options) -> bool {
     options.dump_on_sigterm || options.dump_on_sigint
 }
@@ -29,6 +30,7 @@ pub(crate) fn options_ask(options: &Options) -> bool {
 /// program's switch but `false`, any `MEMPROF_*` (a setting, or a misspelt one) but the program's token,
 /// a `TMPDIR` that is no path, and every other variable memprof reads but those of debuginfod (read only
 /// when a profile is symbolized). An empty value is unset.
+#[inline]
 pub(crate) fn asks(options: &Options, name: &[u8], value: &[u8]) -> bool {
     if value.is_empty() {
         return false;

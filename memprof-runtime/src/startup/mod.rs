@@ -334,6 +334,7 @@ fn start_server(settings: &Settings, context: &'static crate::endpoints::Context
 /// memprof_runtime::shutdown();
 /// std::process::exit(0);
 /// ```
+#[inline]
 pub fn shutdown() {
     // A program that asked nothing and used nothing has no profiler (nor a push, which pushes its record),
     // and nothing to remove: its exit runs nothing else of memprof's.
@@ -361,6 +362,7 @@ pub struct Guard {
 }
 
 impl Drop for Guard {
+    #[inline]
     fn drop(&mut self) {
         if self.owns_shutdown {
             shutdown();
