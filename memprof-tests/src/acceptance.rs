@@ -199,9 +199,8 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         .collect();
     // Both programs the checks run against label their allocations: the label table is kept beside; and
     // the process's last-seen note, which the next start reads if this process is killed; and the run's
-    // views from the record of samples (net growth, allocations, peak), the allocations' and the net
-    // growth's with the variance of their estimate (a run on demand is jemalloc's dump: its own counts say
-    // its error; a peak keeps sums, not its objects' weights).
+    // views from the record of samples (net growth, allocations, peak), each with the variance of its
+    // estimate (a run on demand is jemalloc's dump: its own counts say its error).
     names.sort();
     let id = latest_run.id;
     let views = [
@@ -212,6 +211,7 @@ pub fn a_run_round_trips(service: &Program, binary: &Path, allocating: &[&str]) 
         "net-shrunk",
         "net-shrunk.variance",
         "peak",
+        "peak.variance",
     ];
     let mut expected: Vec<String> = ["heap", "heap.labels", "json"]
         .into_iter()

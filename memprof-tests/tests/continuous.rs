@@ -50,9 +50,9 @@ fn a_run_is_a_window_over_continuous_samples_and_erases_nothing() {
     let window = program.get(&format!("/memory-profiler/download/raw?id={id}")).text();
     assert_near(bytes_under(&program, &window, "grown_in_the_window"), 16.0, "grown in the window");
     assert_near(bytes_under(&program, &window, "grown_in_the_scope"), 8.0, "grown in the scope, in the run");
-    // Its text, its allocations' and its net growth's say their error from the variance the record wrote
-    // beside each (every sample weighed by the interval it was drawn at), not from the file's one interval.
-    for view in ["", "&view=allocated", "&net=true"] {
+    // Its text, its allocations', its net growth's and its peak's say their error from the variance the
+    // record wrote beside each (every sample weighed by the interval it was drawn at), not from the file's one interval.
+    for view in ["", "&view=allocated", "&net=true", "&view=peak"] {
         let text = program.get(&format!("/memory-profiler/download/text?id={id}{view}")).text();
         let said = |line: &&str| line.starts_with("# sampled: the total is within ") && line.contains("drawn at");
         assert!(text.lines().any(|line| said(&line)), "{view}: {text}");

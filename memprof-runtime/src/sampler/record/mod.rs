@@ -335,10 +335,11 @@ impl Base {
 }
 
 /// Writes what every stack held when the window tracked at `place` held the most, at `path` (a `heap_v2`
-/// dump of unbiased counts, period 1), and stops tracking it.
+/// dump of unbiased counts, period 1), with the variance of its total beside it, and stops tracking it.
 fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
-    let held = record.end_peak(place);
-    let (indexes, totals): (Vec<u32>, Vec<table::Totals>) = held
+    let at_peak = record.end_peak(place);
+    let (indexes, totals): (Vec<u32>, Vec<table::Totals>) = at_peak
+        .held
         .iter()
         .enumerate()
         .filter(|(_, held)| held.live.unbiased_bytes >= 1.0)
@@ -346,7 +347,9 @@ fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
             (index as u32, table::Totals::unsampled(held.live.unbiased_objects, held.live.unbiased_bytes))
         })
         .unzip();
-    write_stacks(record, &indexes, totals, path)
+    write_stacks(record, &indexes, totals, path)?;
+    crate::profile_root::storage::write_variance(path, at_peak.variance);
+    Ok(())
 }
 
 /// Writes what every stack allocated since `base` (a window's start), freed or not, at `path`: a `heap_v2`

@@ -108,8 +108,14 @@ impl Totals {
         self.bytes += bytes;
         self.unbiased_objects += scale;
         self.unbiased_bytes += scale * bytes as f64;
-        self.variance += scale * (scale - 1.0) * (bytes as f64).powi(2);
+        self.variance += variance_of_one(bytes, scale);
     }
+}
+
+/// What one sampled object of `bytes` standing for `scale` objects adds to the variance of an unbiased
+/// total (Horvitz and Thompson's: `w (w - 1) b^2`).
+pub(crate) fn variance_of_one(bytes: u64, scale: f64) -> f64 {
+    scale * (scale - 1.0) * (bytes as f64).powi(2)
 }
 
 /// How many objects a sampled object of `bytes` stands for at a mean sampling period of `sample_period` bytes:
@@ -292,7 +298,7 @@ impl Table {
 
     /// Stops tracking the window at `place`: what each stack held when the window held the most (by stack
     /// index). Allocates.
-    pub(crate) fn end_peak(&self, place: usize) -> Vec<Held> {
+    pub(crate) fn end_peak(&self, place: usize) -> peaks::AtPeak {
         self.peaks.end(place)
     }
 

@@ -13,7 +13,9 @@
 //! copy (2 %, or 256 KiB, whichever is more: a copy may lag its half's high by that much, so the peak reads
 //! at most some 2 % low) takes a copy, by the thread whose sample made it: one figure pair per stack
 //! (256 KiB for the default 16 Ki stacks, whatever the objects; some 350 copies a half as a window grows
-//! from 1 MiB to 1 GiB). Nothing here allocates in the
+//! from 1 MiB to 1 GiB). Each half keeps the variance of its estimate too (the sum of its live objects'
+//! `w (w - 1) b^2`), copied with its figures: the two copies' variances added are the peak's, as the two
+//! halves' samples are drawn apart and neither chose the moment it is read at. Nothing here allocates in the
 //! hooks: a place's memory is made the first time it is used, and kept for the process's life (a hook may
 //! still be adding to a place as its window ends).
 
@@ -21,7 +23,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::super::spin::SpinLock;
-use super::{Held, Totals};
+use super::{Held, Totals, variance_of_one};
 
 /// How many windows may be tracked at once; a window opened while all places are taken has no peak.
 pub(crate) const TRACKED: usize = 4;
@@ -37,8 +39,28 @@ const SETTING_UP: u64 = u64::MAX;
 /// Unbiased object counts are kept in 1/1024ths.
 const OBJECT_UNIT: f64 = 1024.0;
 
+/// Variances are kept in units of 2^20 square bytes (a KiB squared): a u64 holds some 10^13 objects of 1 MiB
+/// each standing for two.
+const VARIANCE_UNIT: f64 = (1u64 << 20) as f64;
+
 /// What each stack holds of a window, unbiased: bytes and objects (in [`OBJECT_UNIT`]s), two per stack.
 type Figures = Box<[AtomicU64]>;
+
+/// The *other* half's figures (by stack) and variance (in [`VARIANCE_UNIT`]s) at a half's last copy.
+#[derive(Default)]
+struct Copied {
+    figures: Vec<u64>,
+    variance: u64,
+}
+
+/// What a window held near its high-water mark: by stack, and the variance of its total's estimate.
+#[derive(Debug)]
+pub(crate) struct AtPeak {
+    /// By stack index.
+    pub(crate) held: Vec<Held>,
+    /// The variance of the total's estimate, square bytes.
+    pub(crate) variance: f64,
+}
 
 /// One half of a window's samples.
 struct Half {
@@ -46,11 +68,13 @@ struct Half {
     live: AtomicU64,
     /// What they held at its last copy.
     mark: AtomicU64,
+    /// The variance of `live` as an estimate, in [`VARIANCE_UNIT`]s.
+    variance: AtomicU64,
     /// Now, by stack.
     now: OnceLock<Figures>,
-    /// The *other* half's figures at this half's last copy, by stack; its lock also keeps two copies from
-    /// being taken at once.
-    highest: SpinLock<Vec<u64>>,
+    /// What the *other* half held at this half's last copy; its lock also keeps two copies from being taken
+    /// at once.
+    highest: SpinLock<Copied>,
 }
 
 /// One window's high-water mark.
@@ -70,8 +94,9 @@ impl Default for Peaks {
         let half = || Half {
             live: AtomicU64::new(0),
             mark: AtomicU64::new(0),
+            variance: AtomicU64::new(0),
             now: OnceLock::new(),
-            highest: SpinLock::new(Vec::new()),
+            highest: SpinLock::new(Copied::default()),
         };
         Peaks { places: std::array::from_fn(|_| Peak { since: AtomicU64::new(0), halves: [half(), half()] }) }
     }
@@ -98,11 +123,13 @@ impl Peaks {
             let now = half.now.get_or_init(|| (0..2 * stacks).map(|_| AtomicU64::new(0)).collect());
             now.iter().for_each(|figure| figure.store(0, Ordering::Relaxed));
             half.highest.with(|highest| {
-                highest.clear();
-                highest.resize(now.len(), 0);
+                highest.figures.clear();
+                highest.figures.resize(now.len(), 0);
+                highest.variance = 0;
             });
             half.live.store(0, Ordering::Relaxed);
             half.mark.store(0, Ordering::Relaxed);
+            half.variance.store(0, Ordering::Relaxed);
         }
         peak.since.store(since, Ordering::Release);
         Some(place)
@@ -118,6 +145,7 @@ impl Peaks {
             let unbiased = (scale * bytes as f64) as u64;
             now[figure].fetch_add(unbiased, Ordering::Relaxed);
             now[figure + 1].fetch_add((scale * OBJECT_UNIT) as u64, Ordering::Relaxed);
+            half.variance.fetch_add(variance_units(bytes, scale), Ordering::Relaxed);
             let live = half.live.fetch_add(unbiased, Ordering::AcqRel) + unbiased;
             let mark = half.mark.load(Ordering::Relaxed);
             if live >= mark + (mark / STEP).max(SMALLEST_STEP)
@@ -126,7 +154,7 @@ impl Peaks {
                 half.highest.with(|highest| {
                     // Another thread may have copied a higher mark meanwhile.
                     if live > half.mark.load(Ordering::Relaxed) {
-                        copy(others, highest);
+                        copy(&peak.halves[other], others, highest);
                         half.mark.store(live, Ordering::Relaxed);
                     }
                 });
@@ -147,6 +175,8 @@ impl Peaks {
             let _ =
                 now[figure + 1].fetch_update(Ordering::Relaxed, Ordering::Relaxed, less((scale * OBJECT_UNIT) as u64));
             let _ = half.live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, less(unbiased));
+            let _ =
+                half.variance.fetch_update(Ordering::Relaxed, Ordering::Relaxed, less(variance_units(bytes, scale)));
         }
     }
 
@@ -161,7 +191,7 @@ impl Peaks {
                     || peak.halves.iter().any(|half| {
                         let now = half.now.get().and_then(|now| now.get(figure));
                         now.is_some_and(|figure| figure.load(Ordering::Relaxed) != 0)
-                            || half.highest.with(|highest| highest.get(figure).is_some_and(|&bytes| bytes != 0))
+                            || half.highest.with(|highest| highest.figures.get(figure).is_some_and(|&bytes| bytes != 0))
                     }))
         })
     }
@@ -177,24 +207,27 @@ impl Peaks {
     }
 
     /// Stops tracking the window at `place` and answers what each stack held (by stack index) near its
-    /// high-water mark: each half's copy of the other's figures (taken now, if the half holds the most
-    /// now), added. Allocates (outside the hooks).
-    pub(crate) fn end(&self, place: usize) -> Vec<Held> {
+    /// high-water mark, and the variance of the total: each half's copy of the other's (taken now, if the
+    /// half holds the most now), added. Allocates (outside the hooks).
+    pub(crate) fn end(&self, place: usize) -> AtPeak {
         let peak = &self.places[place];
         let mut copies = [0, 1].map(|this| {
             let half = &peak.halves[this];
-            let mut figures = half.highest.with(|highest| highest.clone());
+            let mut copied =
+                half.highest.with(|highest| Copied { figures: highest.figures.clone(), variance: highest.variance });
             if let Some(others) = peak.halves[1 - this].now.get()
                 && half.live.load(Ordering::Acquire) >= half.mark.load(Ordering::Acquire)
             {
-                copy(others, &mut figures);
+                copy(&peak.halves[1 - this], others, &mut copied);
             }
-            figures
+            copied
         });
         peak.since.store(0, Ordering::Release);
         let [first, second] = &mut copies;
-        first.iter_mut().zip(second.iter()).for_each(|(sum, more)| *sum += more);
-        first
+        first.figures.iter_mut().zip(second.figures.iter()).for_each(|(sum, more)| *sum += more);
+        let variance = (first.variance + second.variance) as f64 * VARIANCE_UNIT;
+        let held = first
+            .figures
             .chunks_exact(2)
             .map(|pair| {
                 let objects = pair[1] as f64 / OBJECT_UNIT;
@@ -203,12 +236,14 @@ impl Peaks {
                     bytes: pair[0],
                     unbiased_objects: objects,
                     unbiased_bytes: pair[0] as f64,
-                    // A peak keeps sums, not its objects: its error is not known.
+                    // A peak keeps sums by stack, not its objects: each stack's error is not known,
+                    // only the total's.
                     variance: 0.0,
                 };
                 Held { live, older_bytes: 0.0 }
             })
-            .collect()
+            .collect();
+        AtPeak { held, variance }
     }
 }
 
@@ -220,11 +255,17 @@ fn counted(peak: &Peak, half: &Half, sequence: u64, stack: u32) -> Option<usize>
     (since != 0 && since != SETTING_UP && sequence >= since && figure + 1 < half.now.get()?.len()).then_some(figure)
 }
 
-/// Copies the figures `now` into `highest`.
-fn copy(now: &[AtomicU64], highest: &mut [u64]) {
-    for (figure, copied) in now.iter().zip(highest.iter_mut()) {
+/// Copies what `other` (a half, whose figures are `now`) holds into `highest`.
+fn copy(other: &Half, now: &[AtomicU64], highest: &mut Copied) {
+    for (figure, copied) in now.iter().zip(highest.figures.iter_mut()) {
         *copied = figure.load(Ordering::Relaxed);
     }
+    highest.variance = other.variance.load(Ordering::Relaxed);
+}
+
+/// What an object of `bytes` standing for `scale` objects adds to a half's variance, in [`VARIANCE_UNIT`]s.
+fn variance_units(bytes: u64, scale: f64) -> u64 {
+    (variance_of_one(bytes, scale) / VARIANCE_UNIT) as u64
 }
 
 #[cfg(test)]
@@ -248,7 +289,7 @@ mod tests {
             peaks.freed(sequence, (sequence % 2) as u32, MIB, 1.0);
         }
         peaks.freed(9, 0, 64 * MIB, 1.0);
-        let held = peaks.end(place);
+        let held = peaks.end(place).held;
         let total: f64 = held.iter().map(|held| held.live.unbiased_bytes).sum();
         assert!(total >= (60 * MIB) as f64 && total <= (64 * MIB) as f64, "{}", total / MIB as f64);
         assert!(held.iter().all(|held| held.live.unbiased_bytes >= (28 * MIB) as f64), "{held:?}");
@@ -293,7 +334,7 @@ mod tests {
                     most = most.max(estimate);
                 }
             }
-            peaks_read.push(peaks.end(place)[0].live.unbiased_bytes / (20 * MIB) as f64);
+            peaks_read.push(peaks.end(place).held[0].live.unbiased_bytes / (20 * MIB) as f64);
             maxima_read.push(most / (20 * MIB) as f64);
         }
         let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
@@ -303,12 +344,33 @@ mod tests {
         assert!((peak - 1.0).abs() < 0.05, "the peak's mean over 200 windows: {peak:.3} of the 20 MiB held");
     }
 
+    /// The variance said with a peak is the two copies': near a plateau of 64 objects of 1 MiB each standing
+    /// for two, each half's copy has the variance of the objects it held (`2 (2 - 1) MiB^2` each).
+    #[test]
+    fn a_peak_carries_the_variance_of_its_two_copies() {
+        let peaks = Peaks::default();
+        let place = peaks.track(1, 1).unwrap();
+        for sequence in 1..65 {
+            peaks.sampled(sequence, 0, MIB, 2.0);
+        }
+        for sequence in 1..65 {
+            peaks.freed(sequence, 0, MIB, 2.0);
+        }
+        let at_peak = peaks.end(place);
+        let one = 2.0 * (MIB as f64).powi(2);
+        let total: f64 = at_peak.held.iter().map(|held| held.live.unbiased_bytes).sum();
+        assert!((56.0 * one..=64.0 * one).contains(&at_peak.variance), "{} objects' worth", at_peak.variance / one);
+        // As many objects' variance as the objects the peak reads.
+        let objects = total / (2.0 * MIB as f64);
+        assert!((at_peak.variance / one - objects).abs() < 1e-6, "{} against {objects}", at_peak.variance / one);
+    }
+
     #[test]
     fn the_end_counts_when_it_is_the_highest() {
         let peaks = Peaks::default();
         let place = peaks.track(1, 1).unwrap();
         peaks.sampled(1, 0, 4096, 1.0);
-        assert_eq!(peaks.end(place)[0].live.unbiased_bytes, 4096.0, "below the first step, at its end");
+        assert_eq!(peaks.end(place).held[0].live.unbiased_bytes, 4096.0, "below the first step, at its end");
     }
 
     #[test]
