@@ -178,7 +178,11 @@ fn build_ripgrep(adoption: &Adoption) -> PathBuf {
     let memprof = workspace.to_str().unwrap();
     edit(adopted.join("Cargo.toml"), &|manifest| {
         assert!(manifest.contains(RIPGREP_MUSL_DEPENDENCY), "ripgrep's manifest changed");
-        manifest.replace(RIPGREP_MUSL_DEPENDENCY, "") + "\n" + &adoption.dependency.replace("MEMPROF", memprof)
+        manifest.replace(RIPGREP_MUSL_DEPENDENCY, "")
+            + "\n"
+            + &adoption.dependency.replace("MEMPROF", memprof)
+            // A workspace of its own: it lies under memprof's target directory, inside memprof's workspace.
+            + "\n[workspace]\n"
     });
     edit(adopted.join("crates").join("core").join("main.rs"), &|main| {
         assert!(main.contains(RIPGREP_MUSL_ALLOCATOR) && main.contains(RIPGREP_MAIN), "ripgrep's main.rs changed");
