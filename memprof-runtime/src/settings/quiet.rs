@@ -48,9 +48,9 @@ pub(crate) fn asks(options: &Options, name: &[u8], value: &[u8]) -> bool {
     if name == b"TMPDIR" {
         return !(value.iter().all(u8::is_ascii_whitespace) || grammar::is_path(value));
     }
-    environment::ALL
-        .iter()
-        .any(|variable| variable.name.as_bytes() == name && !variable.name.starts_with("DEBUGINFOD_"))
+    environment::ALL.iter().any(|variable| {
+        variable.name.as_bytes() == name && !memprof_analysis::DEBUGINFOD_VARIABLES.contains(&variable.name)
+    })
 }
 
 #[cfg(test)]
