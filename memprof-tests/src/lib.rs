@@ -7,6 +7,7 @@ pub mod binutils;
 pub mod blocks;
 pub mod collector;
 pub mod docs;
+pub mod estimates;
 pub mod explained;
 pub mod heap;
 pub mod http;

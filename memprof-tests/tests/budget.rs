@@ -2,6 +2,7 @@
 //! (src/bin/windows.rs): allocating without pause, it is thinned, says so in `state` and in its profiles,
 //! and is sampled as before once the load stops.
 
+use memprof_tests::estimates;
 use memprof_tests::heap::bytes_under;
 use memprof_tests::http::PATIENCE;
 use memprof_tests::process::{Program, memprof_tool};
@@ -99,30 +100,6 @@ fn the_budget_is_on_by_default_and_one_setting_away() {
     assert_eq!(budget(&wrong).map(|budget| budget.share_ppm), Some(5000));
 }
 
-/// What a storm's function allocated, estimated from two scrapes of `/debug/pprof/allocs` around it (Go's
-/// pprof library taking the delta), against what it says it allocated; and the same for the 64 MiB the main
-/// thread keeps right after it. Each a ratio, estimate over truth.
-fn storm_estimates(program: &Program, storm: &str) -> Option<(f64, f64)> {
-    let first = program.get("/debug/pprof/allocs");
-    program.tell(storm, &format!("windows: done {storm}"));
-    let second = program.get("/debug/pprof/allocs");
-    // This storm's line: printed before its `done`, so the last one printed.
-    let output = program.output();
-    let said = output.iter().rev().find(|line| line.starts_with("windows: storm ") && line.ends_with(" bytes"));
-    let allocated: f64 = said.unwrap()["windows: storm ".len()..].trim_end_matches(" bytes").parse().unwrap();
-    let estimated = |function: &str| {
-        tools::pprofcheck(&first.body, &second.body, function)
-            .map(|delta| delta.function_delta.get("alloc_space").copied().unwrap_or(0) as f64)
-    };
-    Some((estimated("stormed")? / allocated, estimated("kept_after_the_storm")? / (64.0 * MIB)))
-}
-
-/// The median of `ratios`.
-fn median(mut ratios: Vec<f64>) -> f64 {
-    ratios.sort_by(f64::total_cmp);
-    ratios[ratios.len() / 2]
-}
-
 /// Storms thinned through: 8 threads allocating and freeing 64-byte objects, then 2 threads with 256 KiB
 /// objects, 3 s each, five of each in one process, each followed by 64 MiB kept in 1 MiB blocks. Sampling
 /// is thinned in bytes, each sample weighed by the interval it was drawn at, so a burst is sampled evenly
@@ -141,12 +118,12 @@ fn thinned_through_storms_every_estimate_stays_true() {
     for storm in ["storm 3 64 8", "storm 3 262144 2"] {
         let mut ratios = Vec::new();
         for _ in 0..5 {
-            let Some((during, after)) = storm_estimates(&program, storm) else { return };
+            let Some((during, after)) = estimates::storm(&program, storm) else { return };
             println!("{storm}: storm {during:.3}, the 64 MiB after it {after:.3}, {:?}", budget(&program));
             ratios.push((during, after));
         }
         let during: Vec<f64> = ratios.into_iter().map(|(during, _)| during).collect();
         assert!(during.iter().all(|ratio| (0.6..=1.67).contains(ratio)), "{storm}: {during:.3?}");
-        assert!((0.8..=1.25).contains(&median(during.clone())), "{storm}: {during:.3?}");
+        assert!((0.8..=1.25).contains(&estimates::median(during.clone())), "{storm}: {during:.3?}");
     }
 }
