@@ -45,3 +45,50 @@ pub fn median(mut ratios: Vec<f64>) -> f64 {
     ratios.sort_by(f64::total_cmp);
     ratios[ratios.len() / 2]
 }
+
+/// A program's live heap at one moment: what its profile estimates, the error memprof says with it, and
+/// what jemalloc counts.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveHeap {
+    /// The bytes in use `/debug/pprof/heap` estimates, as Go's pprof adds them up (`inuse_space`).
+    pub estimate: f64,
+    /// The error memprof says with it (two standard errors, from the profile's comment), in bytes.
+    pub error: f64,
+    /// The samples the estimate comes from.
+    pub samples: u64,
+    /// jemalloc's `stats.allocated` read right after it (`/metrics`): every live byte, memprof's own
+    /// included.
+    pub allocated: f64,
+}
+
+impl LiveHeap {
+    /// The live heap of `program` now; `None` (the reason printed) where Go is not installed.
+    ///
+    /// ```no_run
+    /// let program = memprof_tests::process::Program::service().spawn();
+    /// if let Some(heap) = memprof_tests::estimates::LiveHeap::of(&program) {
+    ///     println!("{:.1} MiB +- {:.1} MiB", heap.estimate / (1 << 20) as f64, heap.error / (1 << 20) as f64);
+    /// }
+    /// ```
+    pub fn of(program: &Program) -> Option<LiveHeap> {
+        let profile = program.get("/debug/pprof/heap").body;
+        let metrics = program.get("/metrics").text();
+        let top = tools::pprof(&profile, &["-sample_index=inuse_space", "-unit=B", "-top", "-nodecount=1"])?;
+        let comments = tools::pprof(&profile, &["-comments"])?;
+        // "Showing nodes accounting for 25513650B, 100% of 25513650B total"
+        let total = top.lines().find_map(|line| line.split("% of ").nth(1)?.strip_suffix("B total"));
+        let estimate = total.and_then(|bytes| bytes.parse().ok()).unwrap_or_else(|| panic!("no total in {top}"));
+        // "... in use 20.6 MiB +- 6.2 MiB from 39 samples, allocated since ..."
+        let said = comments.split(" in use ").nth(1).and_then(|rest| rest.split(" samples").next());
+        let said = said.unwrap_or_else(|| panic!("no estimate said in {comments}"));
+        let words: Vec<&str> = said.split(' ').collect();
+        let [_, "MiB", "+-", error, "MiB", "from", samples] = words[..] else { panic!("{said}") };
+        let allocated = metrics.lines().find_map(|line| line.strip_prefix("memprof_jemalloc_allocated_bytes "));
+        Some(LiveHeap {
+            estimate,
+            error: error.parse::<f64>().unwrap() * MIB,
+            samples: samples.parse().unwrap(),
+            allocated: allocated.and_then(|value| value.parse().ok()).unwrap_or_else(|| panic!("{metrics}")),
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! Issue 61's estimates, measured as a new user would meet them: release builds, the switch on and
+//! nothing else set (continuous sampling within the default budget, 0.5 % of a core), each estimate over
+//! the truth the program knows, over more runs than the acceptance tests take (tests/budget.rs checks a
+//! bound the samples allow; this prints the spread):
+//!
+//! - start-up: the example service started `STARTS` times, its live heap read 4 s after each start
+//!   (`/debug/pprof/heap`'s inuse_space, Go's pprof adding it up) against the 20 MiB it keeps alive and
+//!   against jemalloc's `stats.allocated`, with the error memprof says and the samples it comes from;
+//! - storms: the `windows` program's storms, five of each (8 threads allocating and freeing 64 B blocks for
+//!   3 s; 2 threads with 256 KiB blocks), what the storm's function allocated read from two scrapes of
+//!   `/debug/pprof/allocs` around it, and the 64 MiB the main thread keeps right after each.
+//!
+//! ```text
+//! cargo bench -p memprof-tests --bench estimates
+//! ```
+//!
+//! Figures only, nothing is asserted; Go is needed (as the tests need it).
+
+#[path = "common/spread.rs"]
+mod spread;
+
+use std::time::{Duration, Instant};
+
+use memprof_tests::estimates::{self, LiveHeap};
+use memprof_tests::http::PATIENCE;
+use memprof_tests::process::Program;
+use memprof_tests::waiting::wait_until;
+use spread::Spread;
+
+/// How many times the example service is started.
+const STARTS: usize = 8;
+/// How many storms of each kind.
+const STORMS: usize = 5;
+/// When the issue read the example service's heap, from its start.
+const MOMENT: Duration = Duration::from_secs(4);
+/// A mebibyte, as a float.
+const MIB: f64 = (1 << 20) as f64;
+/// What the example service keeps alive: 256 sessions of 64 KiB and 128 index blocks of 32 KiB.
+const KEPT: f64 = 20.0 * MIB;
+
+fn main() {
+    start_up();
+    storms();
+}
+
+/// The example service's live heap 4 s after each start.
+fn start_up() {
+    let (mut of_kept, mut of_allocated, mut samples) = (Vec::new(), Vec::new(), Vec::new());
+    for start in 1..=STARTS {
+        let spawned = Instant::now();
+        let program = Program::service().spawn();
+        wait_until("4 s from the start", PATIENCE, || {
+            let since = spawned.elapsed();
+            if since >= MOMENT { Ok(()) } else { Err(format!("{since:?}")) }
+        });
+        let heap = LiveHeap::of(&program).expect("Go's pprof");
+        println!(
+            "start {start}: in use {:.1} MiB +- {:.1} MiB from {} samples: {:.2} of the 20 MiB kept, {:.2} of jemalloc's {:.1} MiB allocated",
+            heap.estimate / MIB,
+            heap.error / MIB,
+            heap.samples,
+            heap.estimate / KEPT,
+            heap.estimate / heap.allocated,
+            heap.allocated / MIB,
+        );
+        of_kept.push(heap.estimate / KEPT);
+        of_allocated.push(heap.estimate / heap.allocated);
+        samples.push(heap.samples);
+    }
+    println!(
+        "start-up, {STARTS} starts: {} of what is kept, {} of jemalloc's allocated, samples {}",
+        Spread::of(of_kept).text(),
+        Spread::of(of_allocated).text(),
+        Spread::of(samples).text(),
+    );
+}
+
+/// Five storms of each kind in one process, each followed by 64 MiB kept.
+fn storms() {
+    let program = Program::windows().spawn();
+    program.wait_for_line(|line| line == "windows: ready");
+    for storm in ["storm 3 64 8", "storm 3 262144 2"] {
+        let (mut during, mut after) = (Vec::new(), Vec::new());
+        for _ in 0..STORMS {
+            let (storm_read, after_read) = estimates::storm(&program, storm).expect("Go's pprof library");
+            println!("{storm}: the storm {storm_read:.3}, the 64 MiB after it {after_read:.3}");
+            during.push(storm_read);
+            after.push(after_read);
+        }
+        println!(
+            "{storm}, {STORMS} storms: the storm {}, the 64 MiB after it {}",
+            Spread::of(during).text(),
+            Spread::of(after).text()
+        );
+    }
+}
