@@ -111,9 +111,9 @@ fn the_budget_is_on_by_default_and_one_setting_away() {
 /// samples a release build takes at the default 0.5 %. What the main thread keeps right after a storm is
 /// printed, not checked: a thread that takes a sample while the interval is still long (before the pacer
 /// sees the storm's end) keeps the long distance jemalloc drew then until its next sample, so on a loaded
-/// machine it reads 0 or 4x as often as 1, and a release build at the default budget read 0 ten times in
-/// ten (`cargo bench -p memprof-tests --bench estimates`; issue 61's bar for it is not met: jemalloc has
-/// one interval for every thread, and no way to redraw a thread's distance).
+/// machine it reads 0 or 4x as often as 1, and a release build at the default budget 0-2.5 after the 256
+/// KiB storms (`cargo bench -p memprof-tests --bench estimates`; issue 61's bar for it is not met: jemalloc
+/// has one interval for every thread, and no way to redraw a thread's distance).
 #[test]
 fn thinned_through_storms_every_estimate_stays_true() {
     let program = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "5%").spawn();
