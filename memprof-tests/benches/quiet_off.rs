@@ -9,7 +9,9 @@
 //! - `jemalloc prof`: tikv-jemallocator built as memprof builds it, with memprof's configuration
 //!   (`MALLOC_CONF=prof:true,prof_active:false`): what jemalloc's profiling itself costs at start;
 //! - `compiled out`: `#[memprof::main]` with the profiler compiled out;
-//! - `switch off`: `#[memprof::main]` compiled in, its switch unset.
+//! - `switch off`: `#[memprof::main]` compiled in, its switch unset;
+//! - `jemalloc prof, packed` and `switch off, packed`: the same two linked with packed relative
+//!   relocations (`-Wl,-z,pack-relative-relocs`, glibc 2.36's DT_RELR), what a user can choose.
 //!
 //! Then ripgrep 14.1.1 from crates.io (`cargo vendor`, into `target/bench-ripgrep`), `rg --version`,
 //! adopted as a user would, its own musl-only jemallocator taken out (cargo allows one crate linking
@@ -49,6 +51,10 @@ const BUILDS: [(&str, &str, Option<&str>); 5] = [
     ("switch off", "memprof-compiled-in", None),
 ];
 
+/// Relative relocations packed (DT_RELR, glibc 2.36): the loader reads a few KiB of them instead of 24
+/// bytes for each pointer in the executable's tables, which memprof's code makes several thousand more.
+const PACKED_RELOCATIONS: &str = "-Wl,-z,pack-relative-relocs";
+
 /// What one start cost, as the kernel counted it.
 struct Start {
     /// Minor and major page faults.
@@ -72,6 +78,15 @@ fn main() {
         .map(|(name, features, malloc_conf)| measured(name, &baseline::build(features), &["start"], *malloc_conf))
         .collect();
     compare("switch off", baseline[4], baseline[2]);
+    let packed: Vec<Medians> =
+        [("jemalloc prof, packed", "jemalloc-as-memprof", PROF), ("switch off, packed", "memprof-compiled-in", None)]
+            .iter()
+            .map(|(name, features, malloc_conf)| {
+                measured(name, &baseline::build_linked(features, Some(PACKED_RELOCATIONS)), &["start"], *malloc_conf)
+            })
+            .collect();
+    compare("switch off, packed", packed[1], packed[0]);
+    compare("switch off, packed (jemalloc prof not packed)", packed[1], baseline[2]);
     let ripgrep: Vec<Medians> = RIPGREP_BUILDS
         .iter()
         .map(|adoption| measured(adoption.name, &build_ripgrep(adoption), &["--version"], adoption.malloc_conf))
