@@ -99,6 +99,82 @@ pub(crate) fn ended(rate: f64, quiet_nanos: u64) -> bool {
     rate * quiet_nanos as f64 >= MISSED_SAMPLES
 }
 
+/// How much of the budget a thread's own allocation may take, sampled at jemalloc's configured interval, for
+/// the thread to be light ([`light`]): an eighth.
+const LIGHT_SHARE: f64 = 1.0 / 8.0;
+
+/// Whether a thread taking a sample while sampling is thinned is light: what it allocates on its own,
+/// sampled at jemalloc's configured interval, would take at most an eighth of `budget`. Its last sample
+/// came `since_nanos` ago and its distance to this one was drawn at `drawn_at`, so it allocated about one
+/// such interval meanwhile; each sample costs `cost_nanos` (the last reading's mean). A thread that took no
+/// sample before (`since_nanos` unknown) is not judged light.
+///
+/// jemalloc draws a thread's next distance as the thread takes a sample, at the interval in force then,
+/// and keeps it until that sample: a thread that allocates little and samples once while a storm has
+/// sampling thinned (the main thread's first megabyte right after it, a cache filling on a quiet thread)
+/// would keep the storm's interval, up to 2^10 times the configured one, for what it allocates next, and
+/// read 0 or many times its truth. Such a thread is given a probe ([`Probe`]): the interval unthinned
+/// while it draws.
+pub(crate) fn light(drawn_at: Thinning, since_nanos: Option<u64>, cost_nanos: f64, budget: Budget) -> bool {
+    let Some(since_nanos) = since_nanos else { return false };
+    let rate_unthinned = drawn_at.weight() / since_nanos.max(1) as f64;
+    rate_unthinned * cost_nanos <= budget.share * LIGHT_SHARE
+}
+
+/// How often a probe may begin, at most.
+pub(crate) const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The longest a probe lasts without an answer: then the load is taken to go on.
+const PROBE_AT_MOST: std::time::Duration = JUDGED_AFTER;
+
+/// Sampling unthinned for a moment while a light thread draws its next distance ([`light`]): begun from
+/// that thread's sample hook, before jemalloc draws, at `from` (the thinning the load had). A sample of any
+/// other thread coming next says the load goes on: thinned again at once, from that sample's hook, so that
+/// thread draws thinned (a storm's threads, which sample often, are each unthinned for one sample at most;
+/// the light thread drew unthinned once). None coming while the load would have taken several ([`ended`],
+/// at the rate judged last) says the load ended: sampling stays unthinned, as the pacer would have found a
+/// little later, and the light thread samples its own load at the configured interval meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Probe {
+    /// The thinning before it.
+    pub(crate) from: Thinning,
+    /// When it began, nanoseconds on the pacer's clock.
+    pub(crate) began_nanos: u64,
+    /// The light thread that began it (an address of its own).
+    pub(crate) thread: usize,
+}
+
+/// What a probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Nothing yet: the probe goes on.
+    Nothing,
+    /// The load thinned before it ended: unthinned it stays.
+    Ended,
+    /// No answer within [`PROBE_AT_MOST`]: thinned again, as before it.
+    GoesOn,
+}
+
+impl Probe {
+    /// Whether a sample `thread` takes says the load the probe began in goes on: one of any other thread.
+    pub(crate) fn goes_on(self, thread: usize) -> bool {
+        thread != self.thread
+    }
+
+    /// What the probe found by `now_nanos` without a sample saying the load goes on, where the load
+    /// judged last took `rate` samples a nanosecond at its thinning ([`Spent::rate`]).
+    pub(crate) fn found(self, rate: f64, now_nanos: u64) -> Found {
+        let lasted = now_nanos.saturating_sub(self.began_nanos);
+        if ended(rate, lasted) {
+            Found::Ended
+        } else if lasted >= PROBE_AT_MOST.as_nanos() as u64 {
+            Found::GoesOn
+        } else {
+            Found::Nothing
+        }
+    }
+}
+
 /// Sampling every 2^(lg_sample + n) bytes on average ([`Thinning::exponent`]); 0, unthinned, is jemalloc's
 /// configured interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
