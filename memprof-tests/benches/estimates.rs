@@ -7,8 +7,9 @@
 //!   (`/debug/pprof/heap`'s inuse_space, Go's pprof adding it up) against the 20 MiB it keeps alive and
 //!   against jemalloc's `stats.allocated`, with the error memprof says and the samples it comes from;
 //! - storms: the `windows` program's storms, five of each (8 threads allocating and freeing 64 B blocks for
-//!   3 s; 2 threads with 256 KiB blocks), what the storm's function allocated read from two scrapes of
-//!   `/debug/pprof/allocs` around it, and the 64 MiB the main thread keeps right after each.
+//!   3 s; 2 threads with 256 KiB blocks; 1,000 threads born for it with 1 KiB blocks for 2 s), what the
+//!   storm's function allocated read from two scrapes of `/debug/pprof/allocs` around it, and the 64 MiB
+//!   the main thread keeps right after each.
 //!
 //! ```text
 //! cargo bench -p memprof-tests --bench estimates
@@ -79,7 +80,7 @@ fn start_up() {
 fn storms() {
     let program = Program::windows().spawn();
     program.wait_for_line(|line| line == "windows: ready");
-    for storm in ["storm 3 64 8", "storm 3 262144 2"] {
+    for storm in ["storm 3 64 8", "storm 3 262144 2", "storm 2 1024 1000"] {
         let (mut during, mut after) = (Vec::new(), Vec::new());
         for _ in 0..STORMS {
             let (storm_read, after_read) = estimates::storm(&program, storm).expect("Go's pprof library");

@@ -16,23 +16,16 @@
 //! taken: where the interval changed between the thread's first allocation and that sample, that one
 //! sample is weighed at the new interval.
 //!
-//! A thread that allocates little and takes a sample while a storm has sampling thinned would keep the
-//! storm's interval for what it allocates next (the main thread's first megabyte right after the storm):
-//! such a light thread ([`super::budget::light`]) begins a probe from its sample hook, before jemalloc
-//! draws its next distance: sampling unthinned until a sample of another thread comes, which thins it
-//! again at once from that sample's hook, or until the pacer finds none came while the load would have
-//! taken several, and leaves it unthinned ([`super::budget::Probe`]).
-//!
 //! While a run an operator asked for is in progress (`/start`, `heap_profile?active=true`), sampling is
 //! whole, as on demand ([`sample_whole`]): its profile is what the operator came for, and its length is
 //! theirs; the budget judges again from its end.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Found, PROBE_EVERY, Persistence, Probe, Spent, Thinning, ended, light};
+use super::budget::{Budget, Persistence, Spent, Thinning, ended};
 use crate::jemalloc;
 
 /// What the budget's pacer and the sample hooks share, process-wide: the budget armed, the work measured,
@@ -53,23 +46,9 @@ struct Pacing {
     most: AtomicU8,
     /// How long sampling was thinned since start-up, in all (ns).
     thinned_nanos: AtomicU64,
-    /// The thinning a probe began at (its exponent), 0 when none is under way.
-    probed_from: AtomicU8,
-    /// The light thread that began the probe under way ([`this_thread`]).
-    probing_thread: AtomicUsize,
-    /// What a sample cost on average in the last reading judged, nanoseconds.
-    cost_nanos: AtomicU64,
-    /// Held while the interval changes (the pacer's, a run's start, a probe's): the interval and the weight
-    /// change together. It keeps the probe under way and when the last one began.
-    changing: parking_lot::Mutex<Probes>,
-}
-
-/// The probes, kept under [`Pacing::changing`].
-struct Probes {
-    /// The one under way.
-    now: Option<Probe>,
-    /// When the last one began, on the pacer's clock.
-    last_nanos: Option<u64>,
+    /// Held while the interval changes (the pacer's, a run's start): the interval and the weight change
+    /// together.
+    changing: parking_lot::Mutex<()>,
 }
 
 static PACING: Pacing = Pacing {
@@ -80,19 +59,8 @@ static PACING: Pacing = Pacing {
     whole: AtomicBool::new(false),
     most: AtomicU8::new(0),
     thinned_nanos: AtomicU64::new(0),
-    probed_from: AtomicU8::new(0),
-    probing_thread: AtomicUsize::new(0),
-    cost_nanos: AtomicU64::new(0),
-    changing: parking_lot::Mutex::new(Probes { now: None, last_nanos: None }),
+    changing: parking_lot::Mutex::new(()),
 };
-
-/// The pacer's clock's origin: probes are timed from it.
-static CLOCK: OnceLock<Instant> = OnceLock::new();
-
-/// `at` on the pacer's clock, in nanoseconds (0 before it began).
-fn clock_nanos(at: Instant) -> u64 {
-    at.saturating_duration_since(*CLOCK.get_or_init(Instant::now)).as_nanos() as u64
-}
 
 /// How often the pacer takes what sampling cost unthinned (a reading is judged once [`super::budget::JUDGED_AFTER`] long).
 const LOOK: Duration = Duration::from_millis(100);
@@ -106,8 +74,6 @@ const UNKNOWN: u8 = u8::MAX;
 thread_local! {
     /// The thinning in force at this thread's last sample: its distance to the next was drawn at it.
     static DRAWN_AT: Cell<u8> = const { Cell::new(UNKNOWN) };
-    /// When this thread's last sample began (timed with a budget armed).
-    static LAST_SAMPLE: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 /// Keeps sampling within `budget` from now on (`None`: never thinned): called once, as continuous sampling
@@ -115,7 +81,6 @@ thread_local! {
 pub(crate) fn arm(budget: Option<Budget>) {
     let armed = budget.and_then(|budget| Some((budget, jemalloc::lg_sample().ok()?)));
     if PACING.budget.set(armed).is_ok() && armed.is_some() {
-        clock_nanos(Instant::now());
         crate::stack_walk::work_clock::switch_on();
     }
 }
@@ -134,77 +99,18 @@ fn armed() -> Option<(Budget, usize)> {
 pub(crate) fn sample_whole(whole: bool) {
     PACING.whole.store(whole, Ordering::Release);
     if whole {
-        let Some((_, lg_sample)) = armed() else { return };
-        let mut probes = PACING.changing.lock();
-        end_probe(&mut probes);
-        change(lg_sample, Thinning::NONE);
+        thin(Thinning::NONE);
     }
 }
 
-/// This thread's sample ends (the record's sample hook, last thing; `drawn_at` what
-/// [`thinning_of_this_sample`] said of it): its work counted, where it was timed
-/// ([`crate::stack_walk::work_clock`], started by the walk's hook); a probe begun for a light thread, or
-/// ended by a sample of the load it began in; and the thinning jemalloc draws this thread's next distance
-/// at, as the hook returns, remembered.
+/// This thread's sampled allocation's work ends (the record's sample hook, last thing): counted, where it
+/// was timed ([`crate::stack_walk::work_clock`], started by the walk's hook).
 #[inline]
-pub(crate) fn sample_ended(drawn_at: Thinning) {
-    if let Some((began, work)) = crate::stack_walk::work_clock::stop() {
+pub(crate) fn work_ended() {
+    if let Some(work) = crate::stack_walk::work_clock::stop() {
         PACING.work_nanos.fetch_add(work.as_nanos() as u64, Ordering::Relaxed);
         PACING.samples.fetch_add(1, Ordering::Relaxed);
-        let last = LAST_SAMPLE.try_with(|last| last.replace(Some(began))).ok().flatten();
-        probe_after(drawn_at, began, last);
     }
-    let now = PACING.thinning.load(Ordering::Relaxed);
-    let _ = DRAWN_AT.try_with(|drawn_at| drawn_at.set(now));
-}
-
-/// This thread, as probes tell threads apart: the address of one of its thread-locals (0 while they are
-/// torn down).
-fn this_thread() -> usize {
-    LAST_SAMPLE.try_with(|last| std::ptr::from_ref(last) as usize).unwrap_or(0)
-}
-
-/// After a timed sample drawn at `drawn_at`, begun at `began`, this thread's last before it at `last`: a
-/// probe under way ended where the sample says the load goes on; else one begun where sampling is thinned
-/// and the thread light. Never waits: where the interval is being changed, nothing is done.
-fn probe_after(drawn_at: Thinning, began: Instant, last: Option<Instant>) {
-    let Some((budget, lg_sample)) = armed() else { return };
-    if PACING.probed_from.load(Ordering::Relaxed) != 0 {
-        if PACING.probing_thread.load(Ordering::Relaxed) != this_thread() {
-            let Some(mut probes) = PACING.changing.try_lock() else { return };
-            if let Some(probe) = probes.now.filter(|probe| probe.goes_on(this_thread())) {
-                end_probe(&mut probes);
-                change(lg_sample, probe.from);
-            }
-        }
-        return;
-    }
-    let now = thinning();
-    if now == Thinning::NONE || PACING.whole.load(Ordering::Relaxed) {
-        return;
-    }
-    let since = last.map(|last| began.saturating_duration_since(last).as_nanos() as u64);
-    if !light(drawn_at, since, PACING.cost_nanos.load(Ordering::Relaxed) as f64, budget) {
-        return;
-    }
-    let Some(mut probes) = PACING.changing.try_lock() else { return };
-    let began_nanos = clock_nanos(began);
-    let recent = probes.last_nanos.is_some_and(|last| began_nanos < last + PROBE_EVERY.as_nanos() as u64);
-    if recent || probes.now.is_some() || thinning() != now || PACING.whole.load(Ordering::Relaxed) {
-        return;
-    }
-    let thread = this_thread();
-    probes.now = Some(Probe { from: now, began_nanos, thread });
-    probes.last_nanos = Some(began_nanos);
-    PACING.probing_thread.store(thread, Ordering::Relaxed);
-    PACING.probed_from.store(now.exponent(), Ordering::Relaxed);
-    change(lg_sample, Thinning::NONE);
-}
-
-/// Ends the probe under way, if any (`probes` held).
-fn end_probe(probes: &mut Probes) {
-    probes.now = None;
-    PACING.probed_from.store(0, Ordering::Relaxed);
 }
 
 /// The thinning jemalloc draws sampling distances at now.
@@ -213,12 +119,12 @@ pub(crate) fn thinning() -> Thinning {
 }
 
 /// The thinning the sample this thread is taking was drawn at (the record's sample hook, once a sample):
-/// the one in force at the thread's last sample, and the one in force now for its first.
-/// [`sample_ended`] remembers the one jemalloc draws the thread's next distance at.
+/// the one in force at the thread's last sample, and the one in force now for its first. Remembers the
+/// one in force now, which jemalloc draws the thread's next distance at as the hook returns.
 #[inline]
 pub(crate) fn thinning_of_this_sample() -> Thinning {
     let now = PACING.thinning.load(Ordering::Relaxed);
-    let drawn_at = DRAWN_AT.try_with(Cell::get).unwrap_or(now);
+    let drawn_at = DRAWN_AT.try_with(|drawn_at| drawn_at.replace(now)).unwrap_or(now);
     Thinning::of(if drawn_at == UNKNOWN { now } else { drawn_at })
 }
 
@@ -284,20 +190,11 @@ pub(crate) fn sampling_attributes() -> Vec<(String, String)> {
     attributes
 }
 
-/// Makes jemalloc draw sampling distances at `thinning` from now on, unless it does already ([`change`])
-/// or a probe is under way (the pacer concludes it first).
+/// Makes jemalloc draw sampling distances at `thinning` from now on (`prof.reset`: jemalloc's own samples
+/// are dropped, memprof's record keeps every one), unless it does already.
 fn thin(thinning: Thinning) {
     let Some((_, lg_sample)) = armed() else { return };
-    let probes = PACING.changing.lock();
-    if probes.now.is_none() {
-        change(lg_sample, thinning);
-    }
-}
-
-/// Makes jemalloc draw sampling distances at `thinning` of the configured `lg_sample` from now on
-/// (`prof.reset`: jemalloc's own samples are dropped, memprof's record keeps every one), unless it does
-/// already; [`Pacing::changing`] held.
-fn change(lg_sample: usize, thinning: Thinning) {
+    let _changing = PACING.changing.lock();
     let before = self::thinning();
     if thinning == before {
         return;
@@ -336,11 +233,10 @@ impl Pacer {
     /// Waits `period`, judging what sampling cost every [`LOOK`] and thinning it as the budget says, and,
     /// thinned, looking every [`THINNED_LOOK`] whether the load ended (no budget armed: asleep).
     pub(crate) fn pace(&mut self, period: Duration) {
-        let Some((budget, lg_sample)) = armed() else { return std::thread::sleep(period) };
+        let Some(budget) = budget() else { return std::thread::sleep(period) };
         let started = Instant::now();
         while let Some(left) = period.checked_sub(started.elapsed()).filter(|left| !left.is_zero()) {
-            let probing = PACING.probed_from.load(Ordering::Relaxed) != 0;
-            let thinned = thinning() != Thinning::NONE || probing;
+            let thinned = thinning() != Thinning::NONE;
             let step = Instant::now();
             std::thread::sleep(if thinned { THINNED_LOOK } else { LOOK }.min(left));
             let lasted = step.elapsed().as_nanos() as u64;
@@ -350,12 +246,6 @@ impl Pacer {
                 // A run sampled whole: nothing judged, and what sampling costs meanwhile left out.
                 thin(Thinning::NONE);
                 self.start_afresh();
-                continue;
-            }
-            if probing {
-                // A reading over a probe is of two thinnings: not judged.
-                self.quiet_nanos = 0;
-                self.conclude_probe(lg_sample);
                 continue;
             }
             if thinned {
@@ -372,31 +262,10 @@ impl Pacer {
             self.spent.samples += samples;
             if self.spent.enough() {
                 let (spent, judged) = (std::mem::take(&mut self.spent), thinning());
-                if let Some(cost) = spent.work_nanos.checked_div(spent.samples) {
-                    PACING.cost_nanos.store(cost, Ordering::Relaxed);
-                }
                 let next = self.persistence.next(judged, budget, spent);
                 // The load judged, sampled at the thinning it is given.
                 self.rate = spent.rate() * judged.weight() / next.weight();
                 thin(next);
-            }
-        }
-    }
-
-    /// Ends the probe under way where it found what it looked for: the load ended (sampling stays
-    /// unthinned, the readings before it forgotten), or no answer came in time (thinned again as before).
-    fn conclude_probe(&mut self, lg_sample: usize) {
-        let mut probes = PACING.changing.lock();
-        let Some(probe) = probes.now else { return };
-        match probe.found(self.rate, clock_nanos(Instant::now())) {
-            Found::Nothing => {}
-            Found::Ended => {
-                end_probe(&mut probes);
-                self.start_afresh();
-            }
-            Found::GoesOn => {
-                end_probe(&mut probes);
-                change(lg_sample, probe.from);
             }
         }
     }

@@ -25,12 +25,12 @@ pub(crate) fn start() {
     }
 }
 
-/// This thread's sampled allocation's work ends (the record's sample hook, last thing): when it began and
-/// how long it took, if it was timed.
+/// This thread's sampled allocation's work ends (the record's sample hook, last thing): how long it took,
+/// if it was timed.
 #[inline]
-pub(crate) fn stop() -> Option<(Instant, Duration)> {
+pub(crate) fn stop() -> Option<Duration> {
     if !super::WALK.timed.load(Ordering::Relaxed) {
         return None;
     }
-    BEGAN.try_with(|began| began.take()).ok().flatten().map(|began| (began, began.elapsed()))
+    BEGAN.try_with(|began| began.take()).ok().flatten().map(|began| began.elapsed())
 }

@@ -63,36 +63,3 @@ fn a_time_without_samples_says_the_load_ended_once_the_load_would_have_taken_sev
     assert!(!ended(slow, 100_000_000) && ended(slow, 250_000_000));
     assert!(!ended(Spent::default().rate(), u64::MAX), "no load judged: nothing ends");
 }
-
-/// Light and heavy threads as the storms show them (samples costing 5 us each, the default budget): the
-/// main thread sampling right after a 3 s storm, its last sample before it, is light; a storm's thread is
-/// not, thinned 2^10 and sampling every 8 ms, nor unthinned every half millisecond; a thread's first
-/// sample says nothing of its load.
-#[test]
-fn a_thread_is_light_when_its_own_load_sampled_unthinned_would_take_an_eighth_of_the_budget() {
-    let (budget, cost) = (Budget::DEFAULT, 5_000.0);
-    assert!(light(Thinning::NONE, Some(3_000_000_000), cost, budget), "0.3 samples a second: light");
-    assert!(!light(Thinning(10), Some(8_000_000), cost, budget), "128,000 a second unthinned");
-    assert!(!light(Thinning::NONE, Some(500_000), cost, budget), "2,000 a second");
-    assert!(!light(Thinning::NONE, None, cost, budget), "a first sample");
-    // 0.005 / 8 of a core at 5 us a sample is 125 samples a second: 8 ms apart.
-    assert!(light(Thinning::NONE, Some(8_100_000), cost, budget));
-    assert!(!light(Thinning::NONE, Some(7_900_000), cost, budget));
-    assert!(!light(Thinning(1), Some(8_100_000), cost, budget), "the same time, drawn twice as far");
-}
-
-/// A probe begun by thread 1 at a thinning of 2^10, the load judged at 2,000 samples a second: a sample of
-/// another thread says the load goes on, one of thread 1 does not; 2.5 ms without one says it ended, and
-/// without a judged rate a probe ends by PROBE_AT_MOST, the load taken to go on.
-#[test]
-fn a_probe_ends_when_a_sample_of_the_load_comes_or_when_none_would_have_failed_to() {
-    let probe = Probe { from: Thinning(10), began_nanos: 1_000_000_000, thread: 1 };
-    assert!(probe.goes_on(2) && !probe.goes_on(1));
-    let storm = Spent { work_nanos: 5_000_000, wall_nanos: 1_000_000_000, samples: 2_000 }.rate();
-    assert_eq!(probe.found(storm, 1_002_000_000), Found::Nothing, "4 samples' worth");
-    assert_eq!(probe.found(storm, 1_002_500_000), Found::Ended);
-    assert_eq!(probe.found(storm, 999_000_000), Found::Nothing, "a clock read before it began");
-    let unknown = Spent::default().rate();
-    assert_eq!(probe.found(unknown, 1_099_000_000), Found::Nothing);
-    assert_eq!(probe.found(unknown, 1_100_000_000), Found::GoesOn);
-}

@@ -183,7 +183,7 @@ unsafe extern "C" fn sampled(
     };
     let thinning = crate::sampler::throttle::thinning_of_this_sample();
     record.sampled(address as usize, usable as u64, frames, clock_seconds(), thinning);
-    crate::sampler::throttle::sample_ended(thinning);
+    crate::sampler::throttle::work_ended();
 }
 
 /// jemalloc's `prof_sample_free_hook_t`.
