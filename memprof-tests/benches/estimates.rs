@@ -20,24 +20,16 @@
 #[path = "common/spread.rs"]
 mod spread;
 
-use std::time::{Duration, Instant};
-
-use memprof_tests::estimates::{self, LiveHeap};
-use memprof_tests::http::PATIENCE;
+use memprof_tests::estimates::{self, LiveHeap, SERVICE_KEPT};
 use memprof_tests::process::Program;
-use memprof_tests::waiting::wait_until;
 use spread::Spread;
 
 /// How many times the example service is started.
 const STARTS: usize = 8;
 /// How many storms of each kind.
 const STORMS: usize = 5;
-/// When the issue read the example service's heap, from its start.
-const MOMENT: Duration = Duration::from_secs(4);
 /// A mebibyte, as a float.
 const MIB: f64 = (1 << 20) as f64;
-/// What the example service keeps alive: 256 sessions of 64 KiB and 128 index blocks of 32 KiB.
-const KEPT: f64 = 20.0 * MIB;
 
 fn main() {
     start_up();
@@ -48,23 +40,18 @@ fn main() {
 fn start_up() {
     let (mut of_kept, mut of_allocated, mut samples) = (Vec::new(), Vec::new(), Vec::new());
     for start in 1..=STARTS {
-        let spawned = Instant::now();
-        let program = Program::service().spawn();
-        wait_until("4 s from the start", PATIENCE, || {
-            let since = spawned.elapsed();
-            if since >= MOMENT { Ok(()) } else { Err(format!("{since:?}")) }
-        });
-        let heap = LiveHeap::of(&program).expect("Go's pprof");
+        let (_service, heap) = LiveHeap::of_service(Program::service());
+        let heap = heap.expect("Go's pprof");
         println!(
             "start {start}: in use {:.1} MiB +- {:.1} MiB from {} samples: {:.2} of the 20 MiB kept, {:.2} of jemalloc's {:.1} MiB allocated",
             heap.estimate / MIB,
             heap.error / MIB,
             heap.samples,
-            heap.estimate / KEPT,
+            heap.estimate / SERVICE_KEPT,
             heap.estimate / heap.allocated,
             heap.allocated / MIB,
         );
-        of_kept.push(heap.estimate / KEPT);
+        of_kept.push(heap.estimate / SERVICE_KEPT);
         of_allocated.push(heap.estimate / heap.allocated);
         samples.push(heap.samples);
     }

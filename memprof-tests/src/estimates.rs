@@ -1,11 +1,20 @@
 //! Sampled estimates read from a real program's profiles against the truth it knows: the acceptance tests
 //! check a bound the samples allow, the benchmarks print the spread over many runs.
 
-use crate::process::Program;
+use std::time::{Duration, Instant};
+
+use crate::process::{Launch, Program};
 use crate::tools;
 
 /// A mebibyte, as a float.
 const MIB: f64 = (1 << 20) as f64;
+
+/// What the example service keeps alive: 256 sessions of 64 KiB and 128 index blocks of 32 KiB, all of
+/// them replaced continuously (examples/service.rs).
+pub const SERVICE_KEPT: f64 = 20.0 * MIB;
+
+/// When issue 61 read the example service's heap, from its start.
+const SERVICE_MOMENT: Duration = Duration::from_secs(4);
 
 /// What a storm's function allocated, estimated from two scrapes of `/debug/pprof/allocs` around it (Go's
 /// pprof library taking the delta), against what it says it allocated; and the same for the 64 MiB the main
@@ -71,6 +80,31 @@ impl LiveHeap {
     /// }
     /// ```
     pub fn of(program: &Program) -> Option<LiveHeap> {
+        Self::read(program)
+    }
+
+    /// The example service `launch` spawned, and its live heap read 4 s after (when issue 61 read it);
+    /// `None` for the heap (the reason printed) where Go is not installed.
+    ///
+    /// ```no_run
+    /// use memprof_tests::estimates::{LiveHeap, SERVICE_KEPT};
+    /// let (_service, heap) = LiveHeap::of_service(memprof_tests::process::Program::service());
+    /// if let Some(heap) = heap {
+    ///     println!("{:.2} of what it keeps", heap.estimate / SERVICE_KEPT);
+    /// }
+    /// ```
+    pub fn of_service(launch: Launch) -> (Program, Option<LiveHeap>) {
+        let spawned = Instant::now();
+        let program = launch.spawn();
+        crate::waiting::wait_until("the moment issue 61 read the heap", crate::http::PATIENCE, || {
+            let since = spawned.elapsed();
+            if since >= SERVICE_MOMENT { Ok(()) } else { Err(format!("{since:?} since spawned")) }
+        });
+        let heap = Self::read(&program);
+        (program, heap)
+    }
+
+    fn read(program: &Program) -> Option<LiveHeap> {
         let profile = program.get("/debug/pprof/heap").body;
         let metrics = program.get("/metrics").text();
         let top = tools::pprof(&profile, &["-sample_index=inuse_space", "-unit=B", "-top", "-nodecount=1"])?;

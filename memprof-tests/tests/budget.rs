@@ -2,9 +2,7 @@
 //! (src/bin/windows.rs): allocating without pause, it is thinned, says so in `state` and in its profiles,
 //! and is sampled as before once the load stops.
 
-use std::time::{Duration, Instant};
-
-use memprof_tests::estimates::{self, LiveHeap};
+use memprof_tests::estimates::{self, LiveHeap, SERVICE_KEPT};
 use memprof_tests::heap::bytes_under;
 use memprof_tests::http::PATIENCE;
 use memprof_tests::process::{Program, memprof_tool};
@@ -141,17 +139,10 @@ fn thinned_through_storms_every_estimate_stays_true() {
 /// --bench estimates` prints the spread of the release build at the default over more starts.
 #[test]
 fn the_example_service_s_live_heap_reads_true_from_its_start() {
-    const KEPT: f64 = 20.0 * MIB;
-    const MOMENT: Duration = Duration::from_secs(4);
     for start in 1..=3 {
-        let spawned = Instant::now();
-        let program = Program::service().env("MEMPROF_SAMPLING_BUDGET", "5%").spawn();
-        wait_until("the moment the issue read the heap", PATIENCE, || {
-            let since = spawned.elapsed();
-            if since >= MOMENT { Ok(()) } else { Err(format!("{since:?} since spawned")) }
-        });
-        let Some(heap) = LiveHeap::of(&program) else { return };
-        let ratio = heap.estimate / KEPT;
+        let (program, heap) = LiveHeap::of_service(Program::service().env("MEMPROF_SAMPLING_BUDGET", "5%"));
+        let Some(heap) = heap else { return };
+        let ratio = heap.estimate / SERVICE_KEPT;
         println!(
             "start {start}: {:.1} MiB +- {:.1} MiB from {} samples, {ratio:.2} of the 20 MiB kept ({:.2} of jemalloc's {:.1} MiB allocated), {:?}",
             heap.estimate / MIB,
@@ -161,6 +152,6 @@ fn the_example_service_s_live_heap_reads_true_from_its_start() {
             heap.allocated / MIB,
             budget(&program),
         );
-        assert!((heap.estimate - KEPT).abs() <= 2.0 * heap.error, "start {start}: {heap:?}");
+        assert!((heap.estimate - SERVICE_KEPT).abs() <= 2.0 * heap.error, "start {start}: {heap:?}");
     }
 }
