@@ -17,7 +17,9 @@
 //! budget when that does not fit (unthinned, two readings running: [`Persistence`], so a burst shorter than
 //! a reading is sampled whole), and falls to the least that fits half of it when the load falls. Thinned,
 //! a time without samples long enough that the load judged last would have taken several says the load
-//! ended ([`ended`]): sampling is unthinned then, within milliseconds of a burst's end.
+//! ended ([`ended`]): sampling is unthinned then, within milliseconds of a burst's end; and at once when
+//! the threads that took samples while it was thinned have all exited
+//! ([`gone_with_its_threads`]).
 //!
 //! ```ignore
 //! // 2 % of a core measured unthinned, against a budget of 0.5 %: sampled every 2^(lg_sample + 2) bytes.
@@ -99,6 +101,29 @@ pub(crate) fn ended(rate: f64, quiet_nanos: u64) -> bool {
     rate * quiet_nanos as f64 >= MISSED_SAMPLES
 }
 
+/// Whether a thinned load is gone with its threads, as one of the threads that sampled it exits: of the
+/// samples taken since sampling was thinned (`all`), `live` were taken by threads still running. It is gone
+/// when none was: every thread that sampled it has exited (a burst of threads, scoped or spawned for it,
+/// joined).
+///
+/// Sampling is then unthinned there and then, before the thread that joined them allocates: a thread draws
+/// its next distance at its own sample, at the interval in force then, and keeps it until its next, so what
+/// it allocates right after the burst would otherwise be sampled as thinly as the burst was until the pacer
+/// saw the burst's end ([`ended`]). Not sooner (the threads still running holding a small share of the
+/// samples): a thread whose sample hook read the long interval and whose next distance is drawn after the
+/// change would have that sample weighed as drawn at the long one, and with hundreds of threads runnable on
+/// a few cores, many are preempted just there (a storm of 1,000 threads read up to 2.2 times its truth so).
+/// A load that goes on in threads that live on is the pacer's to judge; one that goes on in new threads is
+/// thinned again by the next readings ([`Persistence`]).
+///
+/// ```ignore
+/// assert!(!gone_with_its_threads(125, 1000), "one of 8 threads still runs");
+/// assert!(gone_with_its_threads(0, 1000), "all joined");
+/// ```
+pub(crate) fn gone_with_its_threads(live: u64, all: u64) -> bool {
+    all > 0 && live == 0
+}
+
 /// Sampling every 2^(lg_sample + n) bytes on average ([`Thinning::exponent`]); 0, unthinned, is jemalloc's
 /// configured interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -159,28 +184,68 @@ impl Thinning {
 /// Unthinned sampling judged over readings in a row: a load past the budget is thinned once it has been
 /// past it for two readings running, so a burst shorter than a reading (a window's allocations, a
 /// request's) is sampled whole, whenever it falls.
-#[derive(Debug, Clone, Copy, Default)]
+///
+/// Unthinned because the threads that sampled a thinned load exited ([`gone_with_its_threads`]), the readings
+/// after say whether the load went with them: a load thinned again by the two readings that follow goes on
+/// (made by one short-lived thread after another), and then no exit unthins sampling until the pacer itself
+/// has (so such a load costs two readings unthinned, not two every thread). A burst shorter than a reading
+/// after it (what the thread that joined them does next) is sampled whole, as any.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Persistence {
     /// Whether the last reading judged unthinned was past the budget.
     past: bool,
+    /// Whether sampling was unthinned as a thinned load's threads exited, and no reading judged since has
+    /// been within the budget.
+    gone: bool,
+    /// Whether the threads that sample a thinned load unthin sampling as the last of them exits.
+    exits_unthin: bool,
+}
+
+impl Default for Persistence {
+    fn default() -> Persistence {
+        Persistence { past: false, gone: false, exits_unthin: true }
+    }
 }
 
 impl Persistence {
     /// The thinning after `spent` at `thinning`, as [`Thinning::next`] says, but that unthinned sampling
-    /// past the budget for one reading alone stays unthinned.
+    /// past the budget for one reading alone stays unthinned (unless it was unthinned as a load's threads
+    /// exited: then that load goes on).
     pub(crate) fn next(&mut self, thinning: Thinning, budget: Budget, spent: Spent) -> Thinning {
         let next = thinning.next(budget, spent);
         let past = thinning == Thinning::NONE && next != Thinning::NONE;
-        let first = past && !self.past;
-        if spent.enough() {
-            self.past = past;
+        if !spent.enough() {
+            return thinning;
         }
+        let first = past && !self.past;
+        if past && !first && self.gone {
+            // Past the budget two readings running since the exits: the load went on.
+            self.exits_unthin = false;
+        }
+        if thinning != Thinning::NONE && next == Thinning::NONE {
+            // The load fell within the budget: the next one's threads may say its end again.
+            self.exits_unthin = true;
+        }
+        (self.past, self.gone) = (past, self.gone && first);
         if first { thinning } else { next }
     }
 
-    /// Starts afresh (a run sampled whole ended): the readings before it are of another load.
+    /// Starts afresh (a run sampled whole ended, or the load ended): the readings before it are of another
+    /// load.
     pub(crate) fn forget(&mut self) {
-        self.past = false;
+        *self = Persistence::default();
+    }
+
+    /// Starts afresh as a thinned load's threads exited and unthinned sampling: the next readings say
+    /// whether it went with them.
+    pub(crate) fn gone_with_its_threads(&mut self) {
+        (self.past, self.gone) = (false, true);
+    }
+
+    /// Whether the threads that sample a thinned load unthin sampling as the last of them exits: not after
+    /// that was wrong once, until the pacer unthins sampling itself.
+    pub(crate) fn exits_unthin(&self) -> bool {
+        self.exits_unthin
     }
 }
 

@@ -16,16 +16,21 @@
 //! taken: where the interval changed between the thread's first allocation and that sample, that one
 //! sample is weighed at the new interval.
 //!
+//! Thinned, each thread counts the samples it takes ([`Sampler`]), and takes them off as it exits (its
+//! thread-local's destructor runs before the thread is joined): the last of them to exit, its load gone
+//! with its threads ([`gone_with_its_threads`]), unthins sampling itself, before the thread that joined
+//! them allocates, and the pacer starts afresh.
+//!
 //! While a run an operator asked for is in progress (`/start`, `heap_profile?active=true`), sampling is
 //! whole, as on demand ([`sample_whole`]): its profile is what the operator came for, and its length is
 //! theirs; the budget judges again from its end.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Persistence, Spent, Thinning, ended};
+use super::budget::{Budget, Persistence, Spent, Thinning, ended, gone_with_its_threads};
 use crate::jemalloc;
 
 /// What the budget's pacer and the sample hooks share, process-wide: the budget armed, the work measured,
@@ -49,6 +54,16 @@ struct Pacing {
     /// Held while the interval changes (the pacer's, a run's start): the interval and the weight change
     /// together.
     changing: parking_lot::Mutex<()>,
+    /// The number of the time sampling is thinned, from leaving unthinned to returning to it.
+    thinned_time: AtomicU32,
+    /// The samples taken in it, and those of them by threads still running.
+    thinned_samples: AtomicU64,
+    live_samples: AtomicU64,
+    /// Set when a thread's exit unthinned sampling, its load gone with its threads: the pacer's readings
+    /// were of that load.
+    gone: AtomicBool,
+    /// Whether threads' exits may unthin sampling ([`Persistence::exits_unthin`]).
+    exits_unthin: AtomicBool,
 }
 
 static PACING: Pacing = Pacing {
@@ -60,6 +75,11 @@ static PACING: Pacing = Pacing {
     most: AtomicU8::new(0),
     thinned_nanos: AtomicU64::new(0),
     changing: parking_lot::Mutex::new(()),
+    thinned_time: AtomicU32::new(0),
+    thinned_samples: AtomicU64::new(0),
+    live_samples: AtomicU64::new(0),
+    gone: AtomicBool::new(false),
+    exits_unthin: AtomicBool::new(true),
 };
 
 /// How often the pacer takes what sampling cost unthinned (a reading is judged once [`super::budget::JUDGED_AFTER`] long).
@@ -74,6 +94,49 @@ const UNKNOWN: u8 = u8::MAX;
 thread_local! {
     /// The thinning in force at this thread's last sample: its distance to the next was drawn at it.
     static DRAWN_AT: Cell<u8> = const { Cell::new(UNKNOWN) };
+    /// The samples this thread took while sampling was thinned, and in which thinned time.
+    static SAMPLER: Sampler = const { Sampler { time: Cell::new(0), samples: Cell::new(0) } };
+}
+
+/// A thread's samples in a thinned time ([`Pacing::live_samples`]): taken off as it exits, and, where what
+/// is left of the load is gone with its threads, sampling unthinned.
+struct Sampler {
+    time: Cell<u32>,
+    samples: Cell<u64>,
+}
+
+impl Sampler {
+    /// Counts a sample this thread took thinned.
+    fn sampled_thinned(&self) {
+        let time = PACING.thinned_time.load(Ordering::Relaxed);
+        if self.time.replace(time) != time {
+            self.samples.set(0);
+        }
+        self.samples.set(self.samples.get() + 1);
+        PACING.thinned_samples.fetch_add(1, Ordering::Relaxed);
+        PACING.live_samples.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        if self.samples.get() == 0 || self.time.get() != PACING.thinned_time.load(Ordering::Relaxed) {
+            return;
+        }
+        let taken = self.samples.get();
+        let left = PACING
+            .live_samples
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| Some(live.saturating_sub(taken)))
+            .map_or(0, |live| live.saturating_sub(taken));
+        if gone_with_its_threads(left, PACING.thinned_samples.load(Ordering::Relaxed))
+            && thinning() != Thinning::NONE
+            && PACING.exits_unthin.load(Ordering::Relaxed)
+            && !PACING.whole.load(Ordering::Acquire)
+        {
+            thin(Thinning::NONE);
+            PACING.gone.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// Keeps sampling within `budget` from now on (`None`: never thinned): called once, as continuous sampling
@@ -124,6 +187,10 @@ pub(crate) fn thinning() -> Thinning {
 #[inline]
 pub(crate) fn thinning_of_this_sample() -> Thinning {
     let now = PACING.thinning.load(Ordering::Relaxed);
+    if now != Thinning::NONE.exponent() {
+        // A thread exiting meanwhile has nothing to count.
+        let _ = SAMPLER.try_with(Sampler::sampled_thinned);
+    }
     let drawn_at = DRAWN_AT.try_with(|drawn_at| drawn_at.replace(now)).unwrap_or(now);
     Thinning::of(if drawn_at == UNKNOWN { now } else { drawn_at })
 }
@@ -203,6 +270,12 @@ fn thin(thinning: Thinning) {
     // finer of the two is said first and kept last, so such a sample is weighed at most as its interval
     // says (never 2^n times more: one sample of a storm would then stand for a whole interval's bytes).
     let finer = thinning.min(before);
+    if before == Thinning::NONE {
+        // A new thinned time: its samples counted from none.
+        PACING.thinned_time.fetch_add(1, Ordering::Relaxed);
+        PACING.thinned_samples.store(0, Ordering::Relaxed);
+        PACING.live_samples.store(0, Ordering::Relaxed);
+    }
     PACING.thinning.store(finer.exponent(), Ordering::Relaxed);
     if jemalloc::reset_samples(lg_sample + usize::from(thinning.exponent())).is_ok() {
         PACING.thinning.store(thinning.exponent(), Ordering::Relaxed);
@@ -242,14 +315,21 @@ impl Pacer {
             let lasted = step.elapsed().as_nanos() as u64;
             let (work, samples) =
                 (PACING.work_nanos.swap(0, Ordering::Relaxed), PACING.samples.swap(0, Ordering::Relaxed));
+            if thinned {
+                PACING.thinned_nanos.fetch_add(lasted, Ordering::Relaxed);
+            }
+            if PACING.gone.swap(false, Ordering::Acquire) {
+                // The load's threads exited and unthinned sampling: what was read was of it, and the next
+                // readings say whether it went with them.
+                self.start_afresh();
+                self.persistence.gone_with_its_threads();
+                continue;
+            }
             if PACING.whole.load(Ordering::Acquire) {
                 // A run sampled whole: nothing judged, and what sampling costs meanwhile left out.
                 thin(Thinning::NONE);
                 self.start_afresh();
                 continue;
-            }
-            if thinned {
-                PACING.thinned_nanos.fetch_add(lasted, Ordering::Relaxed);
             }
             self.quiet_nanos = if samples == 0 { self.quiet_nanos + lasted } else { 0 };
             if thinned && ended(self.rate, self.quiet_nanos) {
@@ -263,6 +343,7 @@ impl Pacer {
             if self.spent.enough() {
                 let (spent, judged) = (std::mem::take(&mut self.spent), thinning());
                 let next = self.persistence.next(judged, budget, spent);
+                PACING.exits_unthin.store(self.persistence.exits_unthin(), Ordering::Relaxed);
                 // The load judged, sampled at the thinning it is given.
                 self.rate = spent.rate() * judged.weight() / next.weight();
                 thin(next);
@@ -273,6 +354,7 @@ impl Pacer {
     /// Forgets the readings so far: they were of a load gone.
     fn start_afresh(&mut self) {
         self.persistence.forget();
+        PACING.exits_unthin.store(self.persistence.exits_unthin(), Ordering::Relaxed);
         (self.spent, self.rate, self.quiet_nanos) = (Spent::default(), 0.0, 0);
     }
 }

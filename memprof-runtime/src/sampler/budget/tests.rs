@@ -63,3 +63,46 @@ fn a_time_without_samples_says_the_load_ended_once_the_load_would_have_taken_sev
     assert!(!ended(slow, 100_000_000) && ended(slow, 250_000_000));
     assert!(!ended(Spent::default().rate(), u64::MAX), "no load judged: nothing ends");
 }
+
+/// A burst of 8 threads thinned, each taking an eighth of its 1,000 samples: the load is gone as the last
+/// of them exits, not before; with no sample taken thinned, nothing is.
+#[test]
+fn a_load_is_gone_when_the_threads_that_sampled_it_thinned_have_all_exited() {
+    assert!(!gone_with_its_threads(250, 1000), "two of the 8 run");
+    assert!(!gone_with_its_threads(1, 1000), "a thread that took one sample runs");
+    assert!(gone_with_its_threads(0, 1000), "all joined");
+    assert!(!gone_with_its_threads(0, 0), "no sample taken thinned: nothing to say");
+}
+
+/// Unthinned as a thinned load's threads exited: a load that went with them is judged anew (a burst shorter
+/// than a reading after it is sampled whole, as any); one that goes on in new threads is thinned again by
+/// the two readings that follow, as any, and its threads' exits no longer unthin sampling until the pacer
+/// unthins it itself.
+#[test]
+fn a_load_said_gone_with_its_threads_that_goes_on_is_left_to_the_pacer() {
+    let budget = Budget::DEFAULT;
+    let mut gone = Persistence::default();
+    assert!(gone.exits_unthin());
+    gone.gone_with_its_threads();
+    assert_eq!(gone.next(Thinning::NONE, budget, spent(0.03)), Thinning::NONE, "a burst after it, once");
+    assert_eq!(gone.next(Thinning::NONE, budget, spent(0.001)), Thinning::NONE, "gone with them");
+    assert_eq!(gone.next(Thinning::NONE, budget, spent(0.03)), Thinning::NONE, "a burst of its own, once");
+    assert_eq!(gone.next(Thinning::NONE, budget, spent(0.03)), Thinning(3), "that lasts: thinned");
+    assert!(gone.exits_unthin(), "its threads may say its end");
+
+    let mut going_on = Persistence::default();
+    going_on.gone_with_its_threads();
+    let short = Spent { work_nanos: 100_000_000, wall_nanos: 5_000_000, samples: 100 };
+    assert_eq!(going_on.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "once");
+    assert_eq!(going_on.next(Thinning::NONE, budget, short), Thinning::NONE, "not judged");
+    assert_eq!(going_on.next(Thinning::NONE, budget, spent(0.15)), Thinning(5), "twice: it went on");
+    assert!(!going_on.exits_unthin(), "its threads' exits say nothing now");
+    assert_eq!(going_on.next(Thinning(5), budget, spent(0.15 / 32.0)), Thinning(5));
+    assert!(!going_on.exits_unthin());
+    assert_eq!(going_on.next(Thinning(5), budget, spent(0.0)), Thinning::NONE, "the pacer unthins it");
+    assert!(going_on.exits_unthin(), "the next load's threads may say its end again");
+
+    going_on.gone_with_its_threads();
+    going_on.forget();
+    assert!(going_on.exits_unthin(), "a load ended by a time without samples, or a run sampled whole");
+}
