@@ -209,8 +209,7 @@ impl Default for Persistence {
 
 impl Persistence {
     /// The thinning after `spent` at `thinning`, as [`Thinning::next`] says, but that unthinned sampling
-    /// past the budget for one reading alone stays unthinned (unless it was unthinned as a load's threads
-    /// exited: then that load goes on).
+    /// past the budget for one reading alone stays unthinned.
     pub(crate) fn next(&mut self, thinning: Thinning, budget: Budget, spent: Spent) -> Thinning {
         let next = thinning.next(budget, spent);
         let past = thinning == Thinning::NONE && next != Thinning::NONE;
