@@ -17,7 +17,7 @@
 
 use std::fs::File;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use object::read::elf::{ElfFile, FileHeader, Sym};
 use object::{Object, ObjectSymbol, SymbolIndex};
@@ -56,6 +56,8 @@ pub(crate) struct AllocatorCode {
     asked: AtomicBool,
     /// The executable, mapped for the life of the process: names are read from it when judged.
     executable: Option<memmap2::Mmap>,
+    /// Verdicts reached, by return address ([`Remembered`]).
+    remembered: Remembered,
 }
 
 /// The allocator's code of this process, once read.
@@ -81,6 +83,7 @@ impl AllocatorCode {
             verdicts: Box::new([]),
             asked: AtomicBool::new(false),
             executable: None,
+            remembered: Remembered::new(),
         }
     }
 
@@ -140,11 +143,23 @@ impl AllocatorCode {
     /// instruction after the call, the call itself is the byte before). For the walks: no lock, no
     /// allocation; a function not judged yet is asked for ([`Judged::NotYet`]).
     pub(crate) fn judged_at(&self, return_address: usize) -> Judged {
-        let Some(function) = self.function_at(return_address.wrapping_sub(1)) else { return Judged::Program };
+        if let Some(judged) = self.remembered.get(return_address) {
+            return judged;
+        }
+        let Some(function) = self.function_at(return_address.wrapping_sub(1)) else {
+            self.remembered.put(return_address, Judged::Program);
+            return Judged::Program;
+        };
         let verdict = &self.verdicts[function];
         match verdict.load(Ordering::Relaxed) {
-            ALLOCATOR => Judged::Allocator,
-            PROGRAM => Judged::Program,
+            ALLOCATOR => {
+                self.remembered.put(return_address, Judged::Allocator);
+                Judged::Allocator
+            }
+            PROGRAM => {
+                self.remembered.put(return_address, Judged::Program);
+                Judged::Program
+            }
             UNKNOWN => {
                 verdict.store(ASKED, Ordering::Relaxed);
                 self.asked.store(true, Ordering::Release);
@@ -229,6 +244,7 @@ impl AllocatorCode {
             verdicts: verdicts.iter().map(|judged| AtomicU8::new(verdict(judged))).collect(),
             asked: AtomicBool::new(false),
             executable: None,
+            remembered: Remembered::new(),
         }
     }
 
@@ -242,6 +258,55 @@ impl AllocatorCode {
     #[cfg(test)]
     fn contains(&self, address: usize) -> bool {
         self.function_at(address).is_some_and(|function| self.verdicts[function].load(Ordering::Relaxed) == ALLOCATOR)
+    }
+}
+
+/// Verdicts reached (final: the allocator's or the program's), by the return address they were asked for,
+/// so that a walk meeting an address again finds its verdict in one read. The walks meet the same few dozen
+/// return addresses at the start of every stack (the allocator's plumbing and its callers), and finding
+/// the function of one is a binary search of the executable's sorted functions, a cache line a level (some
+/// 15 on a large executable), each level a likely miss right after the program's own work has filled the
+/// caches: on the example service (`vec!`s of 64 and 32 KiB, sampled 1,500 times a second) those searches
+/// were three quarters of the walk's time and a third of a sample's.
+///
+/// A direct-mapped table of [`Remembered::SLOTS`] words, each the return address shifted left by one and
+/// the verdict in the lowest bit (0: empty). Addresses that share a slot replace each other; one not found
+/// is searched for as before. Nothing locked, nothing allocated after it is made.
+struct Remembered {
+    slots: Box<[AtomicU64]>,
+}
+
+impl Remembered {
+    /// How many return addresses it holds at most: 8 KiB.
+    const SLOTS: usize = 1024;
+
+    fn new() -> Self {
+        Self { slots: (0..Self::SLOTS).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    /// The slot of `return_address`: a multiplicative hash's top bits (nearby addresses spread apart).
+    fn slot(&self, return_address: usize) -> &AtomicU64 {
+        let hashed = (return_address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        &self.slots[(hashed >> (64 - Self::SLOTS.trailing_zeros())) as usize]
+    }
+
+    /// The verdict remembered for `return_address`, if it is.
+    fn get(&self, return_address: usize) -> Option<Judged> {
+        let entry = self.slot(return_address).load(Ordering::Relaxed);
+        (entry != 0 && entry >> 1 == return_address as u64).then_some(if entry & 1 == 1 {
+            Judged::Allocator
+        } else {
+            Judged::Program
+        })
+    }
+
+    /// Remembers a final verdict for `return_address` (one whose top bit is set, never a return address in
+    /// user space, is not remembered: the shift would lose it).
+    fn put(&self, return_address: usize, judged: Judged) {
+        let address = return_address as u64;
+        if address >> 63 == 0 && address != 0 {
+            self.slot(return_address).store(address << 1 | u64::from(judged == Judged::Allocator), Ordering::Relaxed);
+        }
     }
 }
 

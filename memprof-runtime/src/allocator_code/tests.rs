@@ -101,3 +101,29 @@ fn keys_sort_by_address_as_a_whole_sort_would() {
     sort_by_address(&mut keys);
     assert_eq!(keys, expected);
 }
+
+#[test]
+fn final_verdicts_are_remembered_by_return_address_and_a_question_is_not() {
+    let code = AllocatorCode::judged_already(&[(0x100, 0x180), (0x200, 0x210)], &[None, A]);
+    assert_eq!(code.judged_at(0x101), Judged::NotYet);
+    assert_eq!(code.remembered.get(0x101), None, "a question is not an answer");
+    code.verdicts[0].store(PROGRAM, Ordering::Relaxed);
+    assert_eq!(code.judged_at(0x101), Judged::Program, "judged since");
+    assert_eq!(code.remembered.get(0x101), Some(Judged::Program));
+    assert_eq!(code.judged_at(0x201), Judged::Allocator);
+    assert_eq!(code.remembered.get(0x201), Some(Judged::Allocator));
+    assert_eq!(code.judged_at(0x5000), Judged::Program, "no function of the executable's");
+    assert_eq!(code.remembered.get(0x5000), Some(Judged::Program));
+    // Two addresses of one slot replace each other, and each is searched for again.
+    let slot = |address: usize| code.remembered.slot(address) as *const AtomicU64;
+    let other = (0x202..).find(|&address| slot(address) == slot(0x201)).unwrap();
+    code.remembered.put(other, Judged::Program);
+    assert_eq!(code.remembered.get(0x201), None);
+    assert_eq!(code.judged_at(0x201), Judged::Allocator);
+    assert_eq!(code.remembered.get(other), None);
+    // No address of kernel space (nor 0) is remembered: its top bit would be lost in the slot.
+    code.remembered.put(usize::MAX - 0xff, Judged::Allocator);
+    code.remembered.put(0, Judged::Allocator);
+    assert_eq!(code.remembered.get(usize::MAX - 0xff), None);
+    assert_eq!(code.remembered.get(0), None);
+}
