@@ -323,9 +323,12 @@ fn describe_state(state: &State) -> String {
         (false, _) => "profiling: disabled in this process".to_owned(),
     });
     if let Some(budget) = profiler.sampling.budget.as_ref().filter(|budget| budget.most_thinned_by > 1) {
+        let work = budget
+            .sample_work_ns
+            .map_or_else(String::new, |nanos| format!("; a sample's work {:.1} us", nanos as f64 / 1000.0));
         lines.push(format!(
             "sampling thinned to keep within {} % of a core: its interval {} times jemalloc's now (a sample every \
-             {} KiB on average), up to {} times for {:.1} s since start-up",
+             {} KiB on average), up to {} times for {:.1} s since start-up{work}",
             f64::from(budget.share_ppm) / 10_000.0,
             budget.thinned_by,
             budget.interval_bytes / 1024,

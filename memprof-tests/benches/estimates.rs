@@ -5,7 +5,8 @@
 //!
 //! - start-up: the example service started `STARTS` times, its live heap read 4 s after each start
 //!   (`/debug/pprof/heap`'s inuse_space, Go's pprof adding it up) against the 20 MiB it keeps alive and
-//!   against jemalloc's `stats.allocated`, with the error memprof says and the samples it comes from;
+//!   against jemalloc's `stats.allocated`, with the error memprof says and the samples it comes from, and
+//!   what `state` says of the budget then (the thinning, a sample's work);
 //! - storms: the `windows` program's storms, five of each (8 threads allocating and freeing 64 B blocks for
 //!   3 s; 2 threads with 256 KiB blocks; 1,000 threads born for it with 1 KiB blocks for 2 s), what the
 //!   storm's function allocated read from two scrapes of `/debug/pprof/allocs` around it, and the 64 MiB
@@ -22,6 +23,7 @@ mod spread;
 
 use memprof_tests::estimates::{self, LiveHeap, SERVICE_KEPT};
 use memprof_tests::process::Program;
+use memprof_wire::State;
 use spread::Spread;
 
 /// How many times the example service is started.
@@ -38,28 +40,34 @@ fn main() {
 
 /// The example service's live heap 4 s after each start.
 fn start_up() {
-    let (mut of_kept, mut of_allocated, mut samples) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut of_kept, mut of_allocated, mut samples, mut work) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for start in 1..=STARTS {
-        let (_service, heap) = LiveHeap::of_service(Program::service());
+        let (service, heap) = LiveHeap::of_service(Program::service());
         let heap = heap.expect("Go's pprof");
+        let state: State = serde_json::from_value(service.get_json("/memory-profiler/state")).expect("state");
+        let budget = state.memory_profiler.sampling.budget.expect("a budget, sampling continuously");
+        let sample_work = budget.sample_work_ns.unwrap_or_default() as f64 / 1000.0;
         println!(
-            "start {start}: in use {:.1} MiB +- {:.1} MiB from {} samples: {:.2} of the 20 MiB kept, {:.2} of jemalloc's {:.1} MiB allocated",
+            "start {start}: in use {:.1} MiB +- {:.1} MiB from {} samples: {:.2} of the 20 MiB kept, {:.2} of jemalloc's {:.1} MiB allocated; thinned by {}, a sample's work {sample_work:.1} us",
             heap.estimate / MIB,
             heap.error / MIB,
             heap.samples,
             heap.estimate / SERVICE_KEPT,
             heap.estimate / heap.allocated,
             heap.allocated / MIB,
+            budget.thinned_by,
         );
         of_kept.push(heap.estimate / SERVICE_KEPT);
         of_allocated.push(heap.estimate / heap.allocated);
         samples.push(heap.samples);
+        work.push(sample_work);
     }
     println!(
-        "start-up, {STARTS} starts: {} of what is kept, {} of jemalloc's allocated, samples {}",
+        "start-up, {STARTS} starts: {} of what is kept, {} of jemalloc's allocated, samples {}, a sample's work {} us",
         Spread::of(of_kept).text(),
         Spread::of(of_allocated).text(),
         Spread::of(samples).text(),
+        Spread::of(work).text(),
     );
 }
 

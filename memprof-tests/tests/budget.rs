@@ -34,9 +34,11 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let thinned = budget(&program).unwrap();
     assert!((4..=1024).contains(&thinned.most_thinned_by), "{thinned:?}");
     assert!(thinned.thinned_ms > 0, "{thinned:?}");
+    assert!(thinned.sample_work_ns.is_some_and(|nanos| nanos > 0), "what a sample's work took: {thinned:?}");
     let (status, said, _) = memprof_tool(&program, &["state"]);
     assert_eq!(status, 0, "{said}");
     assert!(said.contains("sampling thinned to keep within 0.1 % of a core: its interval "), "{said}");
+    assert!(said.contains("; a sample's work "), "{said}");
     let started = program.get("/memory-profiler/start");
     assert_eq!(started.status, 200, "{}", started.text());
     program.tell("busy 3", "windows: done busy 3");

@@ -214,6 +214,11 @@ pub struct SamplingBudget {
     pub most_thinned_by: u32,
     /// How long sampling was thinned in all since start-up, in milliseconds.
     pub thinned_ms: u64,
+    /// What one sample's work took over the last reading the budget judged, on average, in nanoseconds
+    /// (the stack walk, jemalloc's bookkeeping, the record; longer where the program's own work keeps
+    /// evicting it from the caches): the budget fits this many fewer samples. `None` before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_work_ns: Option<u64>,
 }
 
 /// `state.memory_profiler.sampling.record`: the bounded record continuous sampling keeps.

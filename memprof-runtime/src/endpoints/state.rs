@@ -136,6 +136,7 @@ fn sampling(profiler: &crate::profiler::Profiler) -> Sampling {
                 interval_bytes: (1u64 << lg_sample) * u64::from(report.now.factor()),
                 most_thinned_by: report.most.factor(),
                 thinned_ms: report.thinned.as_millis() as u64,
+                sample_work_ns: report.sample_work.map(|work| work.as_nanos() as u64),
             }
         }),
     }

@@ -51,6 +51,8 @@ struct Pacing {
     most: AtomicU8,
     /// How long sampling was thinned since start-up, in all (ns).
     thinned_nanos: AtomicU64,
+    /// The work of one sample over the last reading judged, on average (ns; 0: none judged yet).
+    sample_work_nanos: AtomicU64,
     /// Held while the interval changes (the pacer's, a run's start): the interval and the weight change
     /// together.
     changing: parking_lot::Mutex<()>,
@@ -74,6 +76,7 @@ static PACING: Pacing = Pacing {
     whole: AtomicBool::new(false),
     most: AtomicU8::new(0),
     thinned_nanos: AtomicU64::new(0),
+    sample_work_nanos: AtomicU64::new(0),
     changing: parking_lot::Mutex::new(()),
     thinned_time: AtomicU32::new(0),
     thinned_samples: AtomicU64::new(0),
@@ -200,14 +203,16 @@ pub(crate) fn sampling_on() -> Result<bool, jemalloc::CtlError> {
     jemalloc::profiling_active()
 }
 
-/// What `state` says of the budget: the budget, the thinning now, the most since start-up, and how long
-/// sampling was thinned in all.
+/// What `state` says of the budget: the budget, the thinning now, the most since start-up, how long
+/// sampling was thinned in all, and what a sample's work was over the last reading judged (what the budget
+/// weighs: where it is long, few samples fit).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Report {
     pub(crate) budget: Budget,
     pub(crate) now: Thinning,
     pub(crate) most: Thinning,
     pub(crate) thinned: Duration,
+    pub(crate) sample_work: Option<Duration>,
 }
 
 /// The budget's report, when one is armed.
@@ -217,6 +222,9 @@ pub(crate) fn report() -> Option<Report> {
         now: thinning(),
         most: Thinning::of(PACING.most.load(Ordering::Relaxed)),
         thinned: Duration::from_nanos(PACING.thinned_nanos.load(Ordering::Relaxed)),
+        sample_work: Some(PACING.sample_work_nanos.load(Ordering::Relaxed))
+            .filter(|&nanos| nanos > 0)
+            .map(Duration::from_nanos),
     })
 }
 
@@ -342,6 +350,9 @@ impl Pacer {
             self.spent.samples += samples;
             if self.spent.enough() {
                 let (spent, judged) = (std::mem::take(&mut self.spent), thinning());
+                if let Some(per_sample) = spent.work_nanos.checked_div(spent.samples) {
+                    PACING.sample_work_nanos.store(per_sample.max(1), Ordering::Relaxed);
+                }
                 let next = self.persistence.next(judged, budget, spent);
                 PACING.exits_unthin.store(self.persistence.exits_unthin(), Ordering::Relaxed);
                 // The load judged, sampled at the thinning it is given.
