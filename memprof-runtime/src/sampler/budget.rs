@@ -27,6 +27,9 @@
 //! assert_eq!(Thinning::NONE.next(Budget::DEFAULT, spent).exponent(), 2);
 //! ```
 
+mod work;
+pub(crate) use work::{BUCKETS as WORK_BUCKETS, Work, bucket as work_bucket};
+
 /// The share of one core sampling may take, measured while it is on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Budget {
@@ -91,8 +94,13 @@ impl Spent {
 pub(crate) const JUDGED_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How many samples the load of the last judged reading would have taken in a time with none, for that
-/// time to say the load ended: the chance of a load unchanged taking none is then e^-5, under 1 %.
-const MISSED_SAMPLES: f64 = 5.0;
+/// time to say the load ended. A load thinned to its budget takes some 300 samples a second, and each gap
+/// between two of them says "ended" wrongly with a chance of e^-n: at 5 (a chance under 1 % a gap, as
+/// first chosen), a storm of 3 s was unthinned mid-storm two to ten times and a steady service every
+/// second or so, each time sampled unthinned for two readings (20 % of a core, on the storm) before it
+/// was thinned again. At 12, once in some nine minutes of such a load; a burst's end is seen after 12 of
+/// its gaps (40 ms at 300 samples a second; a scoped burst's end at once, as its threads exit).
+const MISSED_SAMPLES: f64 = 12.0;
 
 /// Whether `quiet_nanos` without a sample say the load ended, where the last judged reading took `rate`
 /// samples a nanosecond ([`Spent::rate`]): then sampling is unthinned at once, without waiting for a

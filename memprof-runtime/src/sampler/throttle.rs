@@ -6,7 +6,8 @@
 //! start, [`crate::stack_walk::work_clock`]) to the record's sample hook (the object recorded,
 //! [`work_ended`]): the walk,
 //! jemalloc's bookkeeping of the stack and the promoted page, the record; two reads of the vDSO's clock
-//! each, nothing taken, nothing allocated. The free of a sampled object is not measured.
+//! each, nothing taken, nothing allocated, counted by its order of magnitude ([`Work`]: a sample measured
+//! far longer than the median one was not running). The free of a sampled object is not measured.
 //!
 //! jemalloc draws each thread's distance to its next sample as it takes one (and at the thread's first
 //! allocation), at the interval in force then, and keeps it whatever the interval becomes. So a sample
@@ -30,7 +31,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Persistence, Spent, Thinning, ended, gone_with_its_threads};
+use super::budget::{Budget, Persistence, Thinning, WORK_BUCKETS, Work, ended, gone_with_its_threads, work_bucket};
 use crate::jemalloc;
 
 /// What the budget's pacer and the sample hooks share, process-wide: the budget armed, the work measured,
@@ -39,10 +40,10 @@ struct Pacing {
     /// The budget and jemalloc's configured interval (log2), once continuous sampling armed it ([`arm`]);
     /// `None` inside: sampling is never thinned.
     budget: OnceLock<Option<(Budget, usize)>>,
-    /// The work measured in sampled allocations since the pacer last took it, nanoseconds.
-    work_nanos: AtomicU64,
-    /// How many sampled allocations that work was.
-    samples: AtomicU64,
+    /// The sampled allocations since the pacer last took them, by their work ([`Work`]): how many in each
+    /// bucket, and their work in nanoseconds.
+    work_counts: [AtomicU64; WORK_BUCKETS],
+    work_nanos: [AtomicU64; WORK_BUCKETS],
     /// The thinning jemalloc draws sampling distances at now (its exponent).
     thinning: AtomicU8,
     /// Whether a run an operator asked for is in progress: sampling whole meanwhile.
@@ -70,8 +71,8 @@ struct Pacing {
 
 static PACING: Pacing = Pacing {
     budget: OnceLock::new(),
-    work_nanos: AtomicU64::new(0),
-    samples: AtomicU64::new(0),
+    work_counts: [const { AtomicU64::new(0) }; WORK_BUCKETS],
+    work_nanos: [const { AtomicU64::new(0) }; WORK_BUCKETS],
     thinning: AtomicU8::new(0),
     whole: AtomicBool::new(false),
     most: AtomicU8::new(0),
@@ -174,8 +175,10 @@ pub(crate) fn sample_whole(whole: bool) {
 #[inline]
 pub(crate) fn work_ended() {
     if let Some(work) = crate::stack_walk::work_clock::stop() {
-        PACING.work_nanos.fetch_add(work.as_nanos() as u64, Ordering::Relaxed);
-        PACING.samples.fetch_add(1, Ordering::Relaxed);
+        let nanos = work.as_nanos() as u64;
+        let bucket = work_bucket(nanos);
+        PACING.work_counts[bucket].fetch_add(1, Ordering::Relaxed);
+        PACING.work_nanos[bucket].fetch_add(nanos, Ordering::Relaxed);
     }
 }
 
@@ -293,11 +296,22 @@ fn thin(thinning: Thinning) {
     }
 }
 
+/// The sampled allocations' work since the last call, taken.
+fn taken_work() -> Work {
+    let mut work = Work::default();
+    for bucket in 0..WORK_BUCKETS {
+        work.counts[bucket] = PACING.work_counts[bucket].swap(0, Ordering::Relaxed);
+        work.nanos[bucket] = PACING.work_nanos[bucket].swap(0, Ordering::Relaxed);
+    }
+    work
+}
+
 /// The counters' thread's pace: its period waited, sampling thinned meanwhile as the budget needs.
 #[derive(Default)]
 pub(crate) struct Pacer {
-    /// What sampling cost since the last judgement.
-    spent: Spent,
+    /// What sampling cost since the last judgement, and how long that was.
+    work: Work,
+    wall_nanos: u64,
     persistence: Persistence,
     /// Samples a nanosecond the load judged last takes at the thinning it was given, and how long none was
     /// taken since.
@@ -321,8 +335,8 @@ impl Pacer {
             let step = Instant::now();
             std::thread::sleep(if thinned { THINNED_LOOK } else { LOOK }.min(left));
             let lasted = step.elapsed().as_nanos() as u64;
-            let (work, samples) =
-                (PACING.work_nanos.swap(0, Ordering::Relaxed), PACING.samples.swap(0, Ordering::Relaxed));
+            let work = taken_work();
+            let samples = work.samples();
             if thinned {
                 PACING.thinned_nanos.fetch_add(lasted, Ordering::Relaxed);
             }
@@ -345,11 +359,12 @@ impl Pacer {
                 self.start_afresh();
                 continue;
             }
-            self.spent.work_nanos += work;
-            self.spent.wall_nanos += lasted;
-            self.spent.samples += samples;
-            if self.spent.enough() {
-                let (spent, judged) = (std::mem::take(&mut self.spent), thinning());
+            self.work.absorb(&work);
+            self.wall_nanos += lasted;
+            let spent = self.work.spent(self.wall_nanos);
+            if spent.enough() {
+                (self.work, self.wall_nanos) = (Work::default(), 0);
+                let judged = thinning();
                 if let Some(per_sample) = spent.work_nanos.checked_div(spent.samples) {
                     PACING.sample_work_nanos.store(per_sample.max(1), Ordering::Relaxed);
                 }
@@ -366,6 +381,6 @@ impl Pacer {
     fn start_afresh(&mut self) {
         self.persistence.forget();
         PACING.exits_unthin.store(self.persistence.exits_unthin(), Ordering::Relaxed);
-        (self.spent, self.rate, self.quiet_nanos) = (Spent::default(), 0.0, 0);
+        (self.work, self.wall_nanos, self.rate, self.quiet_nanos) = (Work::default(), 0, 0.0, 0);
     }
 }

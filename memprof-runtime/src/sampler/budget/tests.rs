@@ -52,15 +52,15 @@ fn unthinned_a_load_is_thinned_once_past_the_budget_two_readings_running() {
     assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "after a run sampled whole");
 }
 
-/// Thinned, a storm judged at 2,000 samples a second (2 a millisecond): 2.5 ms with none is within what
-/// chance gives it, 2.5 ms more say it ended; a load of 20 samples a second says so only after 250 ms.
+/// Thinned, a storm judged at 2,000 samples a second (2 a millisecond): 5.5 ms with none is within what
+/// chance gives it, 0.5 ms more say it ended; a load of 20 samples a second says so only after 600 ms.
 #[test]
 fn a_time_without_samples_says_the_load_ended_once_the_load_would_have_taken_several() {
     let storm = Spent { work_nanos: 5_000_000, wall_nanos: 1_000_000_000, samples: 2_000 }.rate();
-    assert!(!ended(storm, 2_000_000), "4 samples missing: chance");
-    assert!(ended(storm, 2_500_000), "5 missing");
+    assert!(!ended(storm, 5_500_000), "11 samples missing: chance, once in 60,000 gaps");
+    assert!(ended(storm, 6_000_000), "12 missing");
     let slow = Spent { work_nanos: 5_000_000, wall_nanos: 1_000_000_000, samples: 20 }.rate();
-    assert!(!ended(slow, 100_000_000) && ended(slow, 250_000_000));
+    assert!(!ended(slow, 500_000_000) && ended(slow, 600_000_000));
     assert!(!ended(Spent::default().rate(), u64::MAX), "no load judged: nothing ends");
 }
 
