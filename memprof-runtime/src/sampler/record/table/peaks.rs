@@ -162,12 +162,14 @@ impl Peaks {
         }
     }
 
-    /// A sampled object of `bytes` standing for `scale` objects, of stack `stack`, with sequence number
-    /// `sequence`, was freed.
-    pub(crate) fn freed(&self, sequence: u64, stack: u32, bytes: u64, scale: f64) {
+    /// A sampled object of `bytes` standing for `scale()` objects (asked only where a window counts it), of
+    /// stack `stack`, with sequence number `sequence`, was freed.
+    pub(crate) fn freed(&self, sequence: u64, stack: u32, bytes: u64, scale: impl Fn() -> f64) {
+        let mut known = None;
         for peak in &self.places {
             let half = &peak.halves[half_of(sequence)];
             let (Some(now), Some(figure)) = (half.now.get(), counted(peak, half, sequence, stack)) else { continue };
+            let scale = *known.get_or_insert_with(&scale);
             let unbiased = (scale * bytes as f64) as u64;
             // Saturating: an object sampled as its window was set up may have been left out of it.
             let less = |by: u64| move |value: u64| Some(value.saturating_sub(by));
@@ -286,9 +288,9 @@ mod tests {
             peaks.sampled(sequence, (sequence % 2) as u32, MIB, 1.0);
         }
         for sequence in 10..74 {
-            peaks.freed(sequence, (sequence % 2) as u32, MIB, 1.0);
+            peaks.freed(sequence, (sequence % 2) as u32, MIB, || 1.0);
         }
-        peaks.freed(9, 0, 64 * MIB, 1.0);
+        peaks.freed(9, 0, 64 * MIB, || 1.0);
         let held = peaks.end(place).held;
         let total: f64 = held.iter().map(|held| held.live.unbiased_bytes).sum();
         assert!(total >= (60 * MIB) as f64 && total <= (64 * MIB) as f64, "{}", total / MIB as f64);
@@ -319,7 +321,7 @@ mod tests {
                 if step >= live_objects {
                     let index = (random() * heap.len() as f64) as usize;
                     if let Some(freed) = heap.swap_remove(index) {
-                        peaks.freed(freed, 0, object, 1.0 / chance);
+                        peaks.freed(freed, 0, object, || 1.0 / chance);
                         estimate -= object as f64 / chance;
                     }
                 }
@@ -362,7 +364,7 @@ mod tests {
             peaks.sampled(sequence, 0, MIB, 2.0);
         }
         for sequence in 1..65 {
-            peaks.freed(sequence, 0, MIB, 2.0);
+            peaks.freed(sequence, 0, MIB, || 2.0);
         }
         let at_peak = peaks.end(place);
         let one = 2.0 * (MIB as f64).powi(2);

@@ -210,3 +210,19 @@ pub(super) fn uniform_draws(mut seed: u64) -> impl FnMut() -> f64 {
         (seed >> 11) as f64 / (1u64 << 53) as f64
     }
 }
+
+/// The chance an object holds a sample, computed without libm, against libm's `expm1` (the most exact
+/// `1 - e^-x` it has), over objects from a byte at 512 MiB intervals to 40 intervals and past.
+#[test]
+fn the_chance_of_a_sample_is_libm_s_to_within_ten_to_the_minus_thirteen() {
+    let mut x = 1e-12;
+    while x < 60.0 {
+        let (ours, libm) = (chance_sampled(x), -(-x).exp_m1());
+        assert!((ours - libm).abs() <= 1e-13 * libm, "x = {x}: {ours} against {libm}");
+        x *= 1.0137;
+    }
+    for x in [0.5, 0.5 - f64::EPSILON, std::f64::consts::LN_2 / 2.0, 40.0, 1e300, f64::INFINITY] {
+        assert!((chance_sampled(x) + (-x).exp_m1()).abs() <= 1e-13, "x = {x}");
+    }
+    assert_eq!((chance_sampled(0.0), chance_sampled(-1.0), chance_sampled(f64::NAN)), (0.0, 0.0, 0.0));
+}
