@@ -105,9 +105,11 @@ fn beyond_the_walk<'a>(walked: &[usize], found: &'a [usize]) -> &'a [usize] {
     at.map_or(&[], |index| &found[index + 1..])
 }
 
-/// Whether walks are known to end at `frame`.
+/// Whether walks are known to end at `frame`. The places are taken in order ([`remember_end`]) and never
+/// given back, so the first empty one ends the search: a process's few ends lie in the first cache line,
+/// and a walk (once a sample, on cold caches when sampling is thinned) reads no other.
 fn is_end(frame: usize) -> bool {
-    COMPLETION.ends.iter().any(|end| end.load(Ordering::Relaxed) == frame)
+    COMPLETION.ends.iter().map(|end| end.load(Ordering::Relaxed)).take_while(|&end| end != 0).any(|end| end == frame)
 }
 
 /// Remembers `end` as where stacks end (nothing when the places are all taken: walks ending there are then
