@@ -18,12 +18,19 @@ pub(crate) fn bucket(nanos: u64) -> usize {
 }
 
 /// How many buckets past the median one a sample's work may lie and still count as measured: up to 8
-/// times the median sample's (at least 4 times). A sample whose work is measured longer was, nearly
-/// always, not running all that time: its thread was preempted inside the hooks, or waited for a lock
-/// held by a thread preempted (with 8 threads sampling on 2 cores, the median sample 10 us, some tenths
-/// measured 3-4 ms, a time slice). Counted as measured, those readings said sampling took 5-10 % of a
-/// core where it took under 0.5 %, and thinned a storm 1024 times where 64 held the budget.
+/// times the median sample's (at least 4 times). A sample whose work is measured longer, and longer than
+/// any sample's work ([`NOT_WORK_FROM`]), was not running all that time: its thread was preempted inside
+/// the hooks, or waited for a lock held by a thread preempted (with 8 threads sampling on 2 cores, the
+/// median sample 10 us, some tenths measured 3-4 ms, a time slice). Counted as measured, those readings
+/// said sampling took 5-10 % of a core where it took under 0.5 %, and thinned a storm 1024 times where 64
+/// held the budget.
 const KEPT_PAST_MEDIAN: usize = 2;
+
+/// The bucket from which a sample's measured time can be a time slice rather than work: 2^17 ns, 131 us.
+/// Samples that really cost more than most (a stack through C code completed by the DWARF walk, some
+/// 20-50 us, where most take 2-10 us) lie below it and count as measured, however many of them there are:
+/// the budget must hold for a program whose dearer samples are a large minority.
+const NOT_WORK_FROM: usize = 17;
 
 /// A reading's samples by their work ([`bucket`]): how many in each bucket, and their work in all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +60,8 @@ impl Work {
     }
 
     /// What these samples cost over a reading of `wall_nanos`: each sample's work as measured, but that a
-    /// sample measured more than [`KEPT_PAST_MEDIAN`] buckets past the median sample's counts as the mean
-    /// of those that were not (not running, not working).
+    /// sample measured more than [`KEPT_PAST_MEDIAN`] buckets past the median sample's, and at least
+    /// [`NOT_WORK_FROM`]'s, counts as the mean of those that were not (not running, not working).
     pub(crate) fn spent(&self, wall_nanos: u64) -> Spent {
         let samples = self.samples();
         let mut seen = 0;
@@ -64,7 +71,7 @@ impl Work {
         }) else {
             return Spent { work_nanos: 0, wall_nanos, samples };
         };
-        let kept = (median + KEPT_PAST_MEDIAN + 1).min(BUCKETS);
+        let kept = (median + KEPT_PAST_MEDIAN + 1).max(NOT_WORK_FROM).min(BUCKETS);
         let (kept_count, kept_nanos): (u64, u64) = (self.counts[..kept].iter().sum(), self.nanos[..kept].iter().sum());
         let left_out = samples - kept_count;
         let work_nanos = kept_nanos + (kept_nanos as f64 / kept_count.max(1) as f64 * left_out as f64) as u64;
@@ -114,6 +121,17 @@ mod tests {
         // Half the samples dear: the median (the upper one) is among them, nothing is left out.
         let halves = work(&[(50, 2_000), (50, 200_000)]);
         assert_eq!(halves.spent(1).work_nanos, 50 * 2_000 + 50 * 200_000);
+    }
+
+    /// A program whose samples through C code are completed by the DWARF walk (40 us) and are three in ten,
+    /// the others 2 us: the dear ones are work, and the budget counts them all.
+    #[test]
+    fn a_large_minority_of_dear_samples_is_work_however_far_past_the_median() {
+        let reading = work(&[(70, 2_000), (30, 40_000)]);
+        assert_eq!(reading.spent(1).work_nanos, 70 * 2_000 + 30 * 40_000);
+        // A time slice among them is not.
+        let sliced = work(&[(70, 2_000), (29, 40_000), (1, 3_000_000)]);
+        assert_eq!(sliced.spent(1).work_nanos, ((70 * 2_000 + 29 * 40_000) as f64 / 99.0 * 100.0) as u64);
     }
 
     #[test]
