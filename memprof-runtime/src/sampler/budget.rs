@@ -194,10 +194,15 @@ impl Thinning {
 /// request's) is sampled whole, whenever it falls.
 ///
 /// Unthinned because the threads that sampled a thinned load exited ([`gone_with_its_threads`]), the readings
-/// after say whether the load went with them: a load thinned again by the two readings that follow goes on
-/// (made by one short-lived thread after another), and then no exit unthins sampling until the pacer itself
-/// has (so such a load costs two readings unthinned, not two every thread). A burst shorter than a reading
-/// after it (what the thread that joined them does next) is sampled whole, as any.
+/// after say whether the load went with them: a load thinned again by the two readings that follow went on,
+/// or another began at once. Twice so within [`WENT_ON_WITHIN`] readings, it goes on (made by one
+/// short-lived thread after another), and then no exit unthins sampling until the pacer itself has (so
+/// such a load costs two readings unthinned twice, not two every thread). Once is not enough: a program
+/// that starts its next burst as soon as one is joined (a storm, its result kept, the next storm) would
+/// otherwise have the next burst's end left to the pacer, and what its joining thread allocates right
+/// after sampled at the burst's interval (the 64 MiB kept after a storm of 256 KiB blocks read 0 and 4.85
+/// in a run of five so). A burst shorter than a reading after it (what the thread that joined them does
+/// next) is sampled whole, as any.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Persistence {
     /// Whether the last reading judged unthinned was past the budget.
@@ -207,11 +212,18 @@ pub(crate) struct Persistence {
     gone: bool,
     /// Whether the threads that sample a thinned load unthin sampling as the last of them exits.
     exits_unthin: bool,
+    /// Readings judged since a load said gone with its threads went on, while fewer than
+    /// [`WENT_ON_WITHIN`].
+    went_on: Option<u32>,
 }
+
+/// How many readings apart two loads said gone with their threads that went on must be for exits to go on
+/// unthinning sampling: 2 s.
+const WENT_ON_WITHIN: u32 = 20;
 
 impl Default for Persistence {
     fn default() -> Persistence {
-        Persistence { past: false, gone: false, exits_unthin: true }
+        Persistence { past: false, gone: false, exits_unthin: true, went_on: None }
     }
 }
 
@@ -225,13 +237,18 @@ impl Persistence {
             return thinning;
         }
         let first = past && !self.past;
+        self.went_on = self.went_on.map(|readings| readings + 1).filter(|&readings| readings < WENT_ON_WITHIN);
         if past && !first && self.gone {
-            // Past the budget two readings running since the exits: the load went on.
-            self.exits_unthin = false;
+            // Past the budget two readings running since the exits: the load went on, or another began; the
+            // second time within a while, it goes on.
+            if self.went_on.is_some() {
+                self.exits_unthin = false;
+            }
+            self.went_on = Some(0);
         }
         if thinning != Thinning::NONE && next == Thinning::NONE {
             // The load fell within the budget: the next one's threads may say its end again.
-            self.exits_unthin = true;
+            (self.exits_unthin, self.went_on) = (true, None);
         }
         (self.past, self.gone) = (past, self.gone && first);
         if first { thinning } else { next }
@@ -244,9 +261,9 @@ impl Persistence {
     }
 
     /// Starts afresh as a thinned load's threads exited and unthinned sampling: the next readings say
-    /// whether it went with them.
+    /// whether it went with them (whether one said gone went on lately is kept).
     pub(crate) fn gone_with_its_threads(&mut self) {
-        (self.past, self.gone) = (false, true);
+        *self = Persistence { past: false, gone: true, went_on: self.went_on, ..Persistence::default() };
     }
 
     /// Whether the threads that sample a thinned load unthin sampling as the last of them exits: not after

@@ -343,8 +343,9 @@ impl Pacer {
             if PACING.gone.swap(false, Ordering::Acquire) {
                 // The load's threads exited and unthinned sampling: what was read was of it, and the next
                 // readings say whether it went with them.
-                self.start_afresh();
+                self.forget_readings();
                 self.persistence.gone_with_its_threads();
+                PACING.exits_unthin.store(self.persistence.exits_unthin(), Ordering::Relaxed);
                 continue;
             }
             if PACING.whole.load(Ordering::Acquire) {
@@ -377,10 +378,15 @@ impl Pacer {
         }
     }
 
-    /// Forgets the readings so far: they were of a load gone.
+    /// Forgets the readings so far and what they said: they were of a load gone.
     fn start_afresh(&mut self) {
         self.persistence.forget();
         PACING.exits_unthin.store(self.persistence.exits_unthin(), Ordering::Relaxed);
+        self.forget_readings();
+    }
+
+    /// Forgets the readings so far.
+    fn forget_readings(&mut self) {
         (self.work, self.wall_nanos, self.rate, self.quiet_nanos) = (Work::default(), 0, 0.0, 0);
     }
 }

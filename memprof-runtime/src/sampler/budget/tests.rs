@@ -76,8 +76,8 @@ fn a_load_is_gone_when_the_threads_that_sampled_it_thinned_have_all_exited() {
 
 /// Unthinned as a thinned load's threads exited: a load that went with them is judged anew (a burst shorter
 /// than a reading after it is sampled whole, as any); one that goes on in new threads is thinned again by
-/// the two readings that follow, as any, and its threads' exits no longer unthin sampling until the pacer
-/// unthins it itself.
+/// the two readings that follow, as any, and once that happened twice within 2 s its threads' exits no
+/// longer unthin sampling until the pacer unthins it itself.
 #[test]
 fn a_load_said_gone_with_its_threads_that_goes_on_is_left_to_the_pacer() {
     let budget = Budget::DEFAULT;
@@ -96,6 +96,11 @@ fn a_load_said_gone_with_its_threads_that_goes_on_is_left_to_the_pacer() {
     assert_eq!(going_on.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "once");
     assert_eq!(going_on.next(Thinning::NONE, budget, short), Thinning::NONE, "not judged");
     assert_eq!(going_on.next(Thinning::NONE, budget, spent(0.15)), Thinning(5), "twice: it went on");
+    assert!(going_on.exits_unthin(), "or another load began at once: the next exits may say its end");
+    assert_eq!(going_on.next(Thinning(5), budget, spent(0.15 / 32.0)), Thinning(5));
+    going_on.gone_with_its_threads();
+    assert_eq!(going_on.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE, "once");
+    assert_eq!(going_on.next(Thinning::NONE, budget, spent(0.15)), Thinning(5), "went on again at once");
     assert!(!going_on.exits_unthin(), "its threads' exits say nothing now");
     assert_eq!(going_on.next(Thinning(5), budget, spent(0.15 / 32.0)), Thinning(5));
     assert!(!going_on.exits_unthin());
@@ -105,4 +110,21 @@ fn a_load_said_gone_with_its_threads_that_goes_on_is_left_to_the_pacer() {
     going_on.gone_with_its_threads();
     going_on.forget();
     assert!(going_on.exits_unthin(), "a load ended by a time without samples, or a run sampled whole");
+}
+
+/// Bursts started back to back, each as the last is joined (storms of a few seconds): the readings after
+/// each exit say "went on", but never twice within 2 s, so each burst's threads say its end as they exit.
+#[test]
+fn bursts_started_as_the_last_is_joined_each_end_with_their_threads() {
+    let budget = Budget::DEFAULT;
+    let mut persistence = Persistence::default();
+    for _ in 0..5 {
+        persistence.gone_with_its_threads();
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning::NONE);
+        assert_eq!(persistence.next(Thinning::NONE, budget, spent(0.15)), Thinning(5), "the next burst");
+        for _ in 0..25 {
+            assert_eq!(persistence.next(Thinning(5), budget, spent(0.15 / 32.0)), Thinning(5), "3 s of it");
+        }
+        assert!(persistence.exits_unthin(), "its threads say its end");
+    }
 }
