@@ -71,7 +71,7 @@ impl Work {
         }) else {
             return Spent { work_nanos: 0, wall_nanos, samples };
         };
-        let kept = (median + KEPT_PAST_MEDIAN + 1).max(NOT_WORK_FROM).min(BUCKETS);
+        let kept = (median + KEPT_PAST_MEDIAN + 1).clamp(NOT_WORK_FROM, BUCKETS);
         let (kept_count, kept_nanos): (u64, u64) = (self.counts[..kept].iter().sum(), self.nanos[..kept].iter().sum());
         let left_out = samples - kept_count;
         let work_nanos = kept_nanos + (kept_nanos as f64 / kept_count.max(1) as f64 * left_out as f64) as u64;
