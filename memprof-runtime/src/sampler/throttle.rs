@@ -20,7 +20,8 @@
 //! Thinned, each thread counts the samples it takes ([`Sampler`]), and takes them off as it exits (its
 //! thread-local's destructor runs before the thread is joined): the last of them to exit, its load gone
 //! with its threads ([`gone_with_its_threads`]), unthins sampling itself, before the thread that joined
-//! them allocates, and the pacer starts afresh.
+//! them allocates, and the pacer judges afresh from there ([`Persistence`] keeping whether such a load
+//! went on lately).
 //!
 //! While a run an operator asked for is in progress (`/start`, `heap_profile?active=true`), sampling is
 //! whole, as on demand ([`sample_whole`]): its profile is what the operator came for, and its length is
