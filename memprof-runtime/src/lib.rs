@@ -24,7 +24,8 @@
 //   dynamic loader); allocator_code/tests.rs: the same, in a test;
 // - process/threads.rs: a thread's stack bounds and `madvise`; process/signals.rs: a signal's action that
 //   lets a forked child die of it; process/lineage.rs: its test's `fork`; process/environment.rs: the
-//   environment scanned in place, as `getenv` reads it;
+//   environment scanned in place, as `getenv` reads it; process/thread_times.rs: a thread's accounts read
+//   from `/proc` without allocating, and the boot clock;
 // - memory/residency.rs: `mincore`;
 // - measure/counting.rs, measure/segment.rs: the counting global allocator (jemalloc's calls) and jemalloc's
 //   per-thread byte counters, read through the pointers it gives;

@@ -14,7 +14,10 @@
 //!
 //! ```text
 //! cargo bench -p memprof-tests --bench estimates
+//! cargo bench -p memprof-tests --bench estimates -- "storm 2 1024 1000"
 //! ```
+//!
+//! Words after `--` choose what runs: the parts (`start-up`, each storm's command) holding any of them.
 //!
 //! Figures only, nothing is asserted; Go is needed (as the tests need it).
 
@@ -34,8 +37,12 @@ const STORMS: usize = 5;
 const MIB: f64 = (1 << 20) as f64;
 
 fn main() {
-    start_up();
-    storms();
+    let chosen: Vec<String> = std::env::args().skip(1).filter(|word| !word.starts_with('-')).collect();
+    let runs = |part: &str| chosen.is_empty() || chosen.iter().any(|word| part.contains(word.as_str()));
+    if runs("start-up") {
+        start_up();
+    }
+    storms(&runs);
 }
 
 /// The example service's live heap 4 s after each start.
@@ -71,11 +78,16 @@ fn start_up() {
     );
 }
 
-/// Five storms of each kind in one process, each followed by 64 MiB kept.
-fn storms() {
+/// Five storms of each kind `runs` chooses in one process, each followed by 64 MiB kept.
+fn storms(runs: &dyn Fn(&str) -> bool) {
+    let chosen: Vec<&str> =
+        ["storm 3 64 8", "storm 3 262144 2", "storm 2 1024 1000"].into_iter().filter(|storm| runs(storm)).collect();
+    if chosen.is_empty() {
+        return;
+    }
     let program = Program::windows().spawn();
     program.wait_for_line(|line| line == "windows: ready");
-    for storm in ["storm 3 64 8", "storm 3 262144 2", "storm 2 1024 1000"] {
+    for storm in chosen {
         let (mut during, mut after) = (Vec::new(), Vec::new());
         for _ in 0..STORMS {
             let (storm_read, after_read) = estimates::storm(&program, storm).expect("Go's pprof library");

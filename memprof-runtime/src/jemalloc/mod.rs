@@ -73,6 +73,12 @@ pub(crate) fn serves_allocations() -> bool {
     after.is_ok_and(|after| after != before)
 }
 
+/// `thread.allocated`: the bytes the calling thread allocated so far (in size classes); `None` where
+/// jemalloc was built without statistics.
+pub(crate) fn this_threads_allocated() -> Option<u64> {
+    THREAD_ALLOCATED.read().ok()
+}
+
 /// `thread.allocatedp` and `thread.deallocatedp`: where jemalloc counts the bytes the calling thread
 /// allocated and freed (in size classes), to read at no cost for as long as the thread lives; `None` where
 /// jemalloc was built without statistics.

@@ -27,7 +27,9 @@
 //! assert_eq!(Thinning::NONE.next(Budget::DEFAULT, spent).exponent(), 2);
 //! ```
 
+mod first_draw;
 mod work;
+pub(crate) use first_draw::{Change, Prior, first_allocation_within, rounded};
 pub(crate) use work::{BUCKETS as WORK_BUCKETS, Work, bucket as work_bucket};
 
 /// The share of one core sampling may take, measured while it is on.
@@ -149,7 +151,7 @@ impl Thinning {
     }
 
     /// n, for an interval 2^n times the configured one.
-    pub(crate) fn exponent(self) -> u8 {
+    pub(crate) const fn exponent(self) -> u8 {
         self.0
     }
 

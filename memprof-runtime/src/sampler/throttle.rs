@@ -14,8 +14,9 @@
 //! stands for what the interval its distance was drawn at makes it stand for: each thread remembers the
 //! thinning in force at its last sample ([`thinning_of_this_sample`]), and its next sample carries that
 //! one into the record, which weighs it so. A thread's first sample carries the thinning in force as it is
-//! taken: where the interval changed between the thread's first allocation and that sample, that one
-//! sample is weighed at the new interval.
+//! taken where the interval has not changed since the thread was born; else what the kernel's accounts of
+//! the thread and the bytes it allocated say of the thinning its first distance was drawn at
+//! ([`super::budget::Prior`]), against the latest changes of the interval kept with their times.
 //!
 //! Thinned, each thread counts the samples it takes ([`Sampler`]), and takes them off as it exits (its
 //! thread-local's destructor runs before the thread is joined): the last of them to exit, its load gone
@@ -32,8 +33,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Persistence, Thinning, WORK_BUCKETS, Work, ended, gone_with_its_threads, work_bucket};
+use super::budget::{
+    Budget, Change, Persistence, Prior, Thinning, WORK_BUCKETS, Work, ended, first_allocation_within,
+    gone_with_its_threads, rounded, work_bucket,
+};
 use crate::jemalloc;
+use crate::process::thread_times;
 
 /// What the budget's pacer and the sample hooks share, process-wide: the budget armed, the work measured,
 /// the thinning in force and what it was at most.
@@ -68,6 +73,50 @@ struct Pacing {
     gone: AtomicBool,
     /// Whether threads' exits may unthin sampling ([`Persistence::exits_unthin`]).
     exits_unthin: AtomicBool,
+    /// The latest changes of the thinning ([`Changes`]).
+    changes: Changes,
+}
+
+/// How many of the latest changes of the thinning are kept.
+const CHANGES: usize = 64;
+
+/// The latest changes of the thinning, each its time on the boot clock (us) and its exponent, packed
+/// (`at_us << 8 | exponent`), in a ring; written under [`Pacing::changing`], read by any thread without a
+/// lock: `begun` counts the changes whose writing began, `made` those written (a sequence lock).
+struct Changes {
+    begun: AtomicU64,
+    made: AtomicU64,
+    ring: [AtomicU64; CHANGES],
+}
+
+impl Changes {
+    /// Keeps a change to `to`, now (the one writer: under [`Pacing::changing`]).
+    fn keep(&self, to: Thinning) {
+        let Some(now_ns) = thread_times::boot_clock_ns() else { return };
+        let made = self.made.load(Ordering::Relaxed);
+        self.begun.store(made + 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        self.ring[made as usize % CHANGES].store((now_ns / 1000) << 8 | u64::from(to.exponent()), Ordering::Relaxed);
+        self.made.store(made + 1, Ordering::Release);
+    }
+
+    /// Whether the thinning ever changed.
+    fn any(&self) -> bool {
+        self.made.load(Ordering::Relaxed) > 0
+    }
+
+    /// The changes kept, oldest first, into `into`, and whether they are every change since start-up;
+    /// `None` where one was being written meanwhile.
+    fn read<'c>(&self, into: &'c mut [Change; CHANGES]) -> Option<(&'c [Change], bool)> {
+        let made = self.made.load(Ordering::Acquire);
+        let kept = (made as usize).min(CHANGES);
+        for (slot, index) in into.iter_mut().zip(made as usize - kept..made as usize) {
+            let packed = self.ring[index % CHANGES].load(Ordering::Relaxed);
+            *slot = Change { at_ns: (packed >> 8) * 1000, to: Thinning::of(packed as u8) };
+        }
+        std::sync::atomic::fence(Ordering::Acquire);
+        (self.begun.load(Ordering::Relaxed) == made).then_some((&into[..kept], made as usize <= CHANGES))
+    }
 }
 
 static PACING: Pacing = Pacing {
@@ -85,6 +134,11 @@ static PACING: Pacing = Pacing {
     live_samples: AtomicU64::new(0),
     gone: AtomicBool::new(false),
     exits_unthin: AtomicBool::new(true),
+    changes: Changes {
+        begun: AtomicU64::new(0),
+        made: AtomicU64::new(0),
+        ring: [const { AtomicU64::new(0) }; CHANGES],
+    },
 };
 
 /// How often the pacer takes what sampling cost unthinned (a reading is judged once [`super::budget::JUDGED_AFTER`] long).
@@ -188,18 +242,50 @@ pub(crate) fn thinning() -> Thinning {
     Thinning::of(PACING.thinning.load(Ordering::Relaxed))
 }
 
-/// The thinning the sample this thread is taking was drawn at (the record's sample hook, once a sample):
-/// the one in force at the thread's last sample, and the one in force now for its first. Remembers the
-/// one in force now, which jemalloc draws the thread's next distance at as the hook returns.
+/// The thinning the sample this thread is taking at `address` was drawn at (the record's sample hook, once
+/// a sample): the one in force at the thread's last sample; for its first, the one in force now where the
+/// thinning never changed since the thread was born, else [`first_draw`]'s. Remembers the one in force now,
+/// which jemalloc draws the thread's next distance at as the hook returns.
 #[inline]
-pub(crate) fn thinning_of_this_sample() -> Thinning {
+pub(crate) fn thinning_of_this_sample(address: usize) -> Thinning {
     let now = PACING.thinning.load(Ordering::Relaxed);
     if now != Thinning::NONE.exponent() {
         // A thread exiting meanwhile has nothing to count.
         let _ = SAMPLER.try_with(Sampler::sampled_thinned);
     }
     let drawn_at = DRAWN_AT.try_with(|drawn_at| drawn_at.replace(now)).unwrap_or(now);
-    Thinning::of(if drawn_at == UNKNOWN { now } else { drawn_at })
+    match drawn_at {
+        UNKNOWN if PACING.changes.any() => first_draw(Thinning::of(now), address),
+        UNKNOWN => Thinning::of(now),
+        drawn_at => Thinning::of(drawn_at),
+    }
+}
+
+/// What a thread's first sample stands for, as a thinning ([`super::budget::Prior`]): `now` where the
+/// thinning did not change since the thread was born, or where what that takes cannot be read (the
+/// kernel's accounts of the thread, the changes kept reaching back to its birth, the configured
+/// interval). Once a thread, after the thinning first changed: two small files read.
+#[cold]
+fn first_draw(now: Thinning, address: usize) -> Thinning {
+    let mut kept = [Change { at_ns: 0, to: Thinning::NONE }; CHANGES];
+    let (Some((changes, complete)), Some(thread), Some((_, lg_sample))) =
+        (PACING.changes.read(&mut kept), thread_times::this_thread(), armed())
+    else {
+        return now;
+    };
+    if changes.last().is_none_or(|last| last.at_ns < thread.born_ns) {
+        return now;
+    }
+    let (from, to) = first_allocation_within(&thread);
+    let Some(prior) = Prior::over(changes, complete, from, to) else { return now };
+    // Before this allocation (jemalloc counts it once the hooks return).
+    let before = jemalloc::this_threads_allocated().unwrap_or(0);
+    // One draw of a uniform in 0..1 for the rounding: the address and the time mixed (splitmix64's finish).
+    let mut mixed = (address as u64 ^ thread.now_ns).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    let uniform = ((mixed ^ (mixed >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
+    rounded(prior.first_sample_factor(before, 1 << lg_sample), uniform)
 }
 
 /// Whether sampling is on (`prof.active`; thinned, it is on).
@@ -290,6 +376,7 @@ fn thin(thinning: Thinning) {
     }
     PACING.thinning.store(finer.exponent(), Ordering::Relaxed);
     if jemalloc::reset_samples(lg_sample + usize::from(thinning.exponent())).is_ok() {
+        PACING.changes.keep(thinning);
         PACING.thinning.store(thinning.exponent(), Ordering::Relaxed);
         PACING.most.fetch_max(thinning.exponent(), Ordering::Relaxed);
     } else {

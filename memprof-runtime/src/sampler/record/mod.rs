@@ -181,7 +181,7 @@ unsafe extern "C" fn sampled(
         // `usize` have the same layout.
         unsafe { std::slice::from_raw_parts(backtrace.cast::<usize>(), length as usize) }
     };
-    let thinning = crate::sampler::throttle::thinning_of_this_sample();
+    let thinning = crate::sampler::throttle::thinning_of_this_sample(address as usize);
     record.sampled(address as usize, usable as u64, frames, clock_seconds(), thinning);
     crate::sampler::throttle::work_ended();
 }
