@@ -16,7 +16,7 @@ pub const AARCH64: &str = "aarch64-unknown-linux-gnu";
 pub const AARCH64_LIBRARIES: &str = "/usr/aarch64-linux-gnu";
 
 /// Builds the example service for [`MUSL`] once per test process (debug, in `target/musl`, where `.ci/run`
-/// builds the runtime's unit tests for musl too, so jemalloc is compiled once) and returns its path; `None`,
+/// builds the runtime's unit tests for musl too with the same compiler, so jemalloc is compiled once) and returns its path; `None`,
 /// with the reason said ([`crate::tools::skipped`]), without `musl-gcc` or the Rust target.
 ///
 /// ```no_run
@@ -28,11 +28,12 @@ pub fn musl_service() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let compiler = crate::tools::find("musl-gcc", "musl-tools")?;
+            let variable = format!("CC_{}", MUSL.replace('-', "_"));
+            let compiler = set_or_found(&variable, "musl-gcc", "musl-tools")?;
             if !rust_target_installed(MUSL) {
                 return None;
             }
-            Some(example_service_for(MUSL, "musl", &[(format!("CC_{}", MUSL.replace('-', "_")), compiler)]))
+            Some(example_service_for(MUSL, "musl", &[(variable, compiler)]))
         })
         .as_deref()
 }
@@ -50,17 +51,23 @@ pub fn aarch64_service() -> Option<&'static Aarch64> {
     static BUILT: OnceLock<Option<Aarch64>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let compiler = crate::tools::find("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")?;
+            let compiler =
+                set_or_found("CC_aarch64_unknown_linux_gnu", "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")?;
+            let linker = set_or_found(
+                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER",
+                "aarch64-linux-gnu-gcc",
+                "gcc-aarch64-linux-gnu",
+            )?;
             let qemu = crate::tools::find("qemu-aarch64", "qemu-user")?;
             let addr2line = crate::tools::find("aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")?;
             if !rust_target_installed(AARCH64) {
                 return None;
             }
-            let linker = [
-                ("CC_aarch64_unknown_linux_gnu".to_owned(), compiler.clone()),
-                ("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER".to_owned(), compiler),
+            let variables = [
+                ("CC_aarch64_unknown_linux_gnu".to_owned(), compiler),
+                ("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER".to_owned(), linker),
             ];
-            let service = example_service_for(AARCH64, "aarch64", &linker);
+            let service = example_service_for(AARCH64, "aarch64", &variables);
             Some(Aarch64 { service, qemu, addr2line })
         })
         .as_ref()
@@ -92,6 +99,13 @@ fn example_service_for(target: &str, directory: &str, variables: &[(String, Path
         .unwrap();
     assert!(output.status.success(), "building the example for {target}: {}", String::from_utf8_lossy(&output.stderr));
     target_directory.join(target).join("debug").join("examples").join("service")
+}
+
+/// The program the environment's `variable` names (`.ci/run` names the cross compilers once, for its own
+/// builds and these: the same value, so that jemalloc's build script, which watches it, is not run again),
+/// else `name` found on the `PATH` (or said missing, from `debian_package`).
+fn set_or_found(variable: &str, name: &str, debian_package: &str) -> Option<PathBuf> {
+    std::env::var_os(variable).map(PathBuf::from).or_else(|| crate::tools::find(name, debian_package))
 }
 
 /// Whether rustup installed the standard library for `target` (else said, as a skip).
