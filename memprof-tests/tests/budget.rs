@@ -117,15 +117,21 @@ fn the_budget_is_on_by_default_and_one_setting_away() {
 fn thinned_through_storms_every_estimate_stays_true() {
     let program = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "5%").spawn();
     program.wait_for_line(|line| line == "windows: ready");
-    for storm in ["storm 3 64 8", "storm 3 262144 2"] {
+    // After the 1,000 threads the main thread keeps the distance it drew at the storm's interval while it
+    // spawned them (jemalloc cannot redraw one thread's): unbiased, but a handful of samples at most, so
+    // what it keeps after is not checked there.
+    for (storm, storms, after_checked) in
+        [("storm 3 64 8", 5, true), ("storm 3 262144 2", 5, true), ("storm 2 1024 1000", 3, false)]
+    {
         let (mut during, mut after) = (Vec::new(), Vec::new());
-        for _ in 0..5 {
+        for _ in 0..storms {
             let Some((storm_ratio, after_ratio)) = estimates::storm(&program, storm) else { return };
             println!("{storm}: storm {storm_ratio:.3}, the 64 MiB after it {after_ratio:.3}, {:?}", budget(&program));
             during.push(storm_ratio);
             after.push(after_ratio);
         }
-        for (what, ratios, median) in [("storm", &during, 0.8..=1.25), ("the 64 MiB after", &after, 0.75..=1.33)] {
+        let checked = [("storm", &during, 0.8..=1.25), ("the 64 MiB after", &after, 0.75..=1.33)];
+        for (what, ratios, median) in checked.into_iter().take(if after_checked { 2 } else { 1 }) {
             assert!(ratios.iter().all(|ratio| (0.6..=1.67).contains(ratio)), "{storm}, {what}: {ratios:.3?}");
             assert!(median.contains(&estimates::median(ratios.clone())), "{storm}, {what}: {ratios:.3?}");
         }

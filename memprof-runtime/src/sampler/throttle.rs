@@ -277,15 +277,19 @@ fn first_draw(now: Thinning, address: usize) -> Thinning {
         return now;
     }
     let (from, to) = first_allocation_within(&thread);
-    let Some(prior) = Prior::over(changes, complete, from, to) else { return now };
     // Before this allocation (jemalloc counts it once the hooks return).
     let before = jemalloc::this_threads_allocated().unwrap_or(0);
+    let interval = 1 << lg_sample;
+    let prior = Prior::over(changes, complete, from, to)
+        .filter(|prior| prior.explains(before, interval))
+        .or_else(|| Prior::over(changes, complete, thread.born_ns, thread.now_ns));
+    let Some(prior) = prior else { return now };
     // One draw of a uniform in 0..1 for the rounding: the address and the time mixed (splitmix64's finish).
     let mut mixed = (address as u64 ^ thread.now_ns).wrapping_add(0x9e37_79b9_7f4a_7c15);
     mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     let uniform = ((mixed ^ (mixed >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-    rounded(prior.first_sample_factor(before, 1 << lg_sample), uniform)
+    rounded(prior.first_sample_factor(before, interval), uniform)
 }
 
 /// Whether sampling is on (`prof.active`; thinned, it is on).

@@ -10,7 +10,9 @@
 //! the bytes the thread allocated before the sample weigh each: a first sample after 30 MiB was hardly
 //! drawn at 512 KiB. The sample stands for the reciprocal of the rate of sampling expected, at what the
 //! thread had allocated ([`Prior::first_sample_factor`]): unbiased over the threads whose first allocation
-//! falls within those bounds as the prior says.
+//! falls within those bounds as the prior says. Where no thinning of those bounds can have drawn a distance
+//! as long as the thread went ([`Prior::explains`]: a thread that blocked between its start and its first
+//! allocation), every thinning in force since its birth is as likely as the time it held.
 //!
 //! ```ignore
 //! // Born unthinned, first run after sampling was thinned 64 times, sampled after 40 MiB: 64 times.
@@ -27,6 +29,9 @@ pub(crate) struct Change {
     pub(crate) at_ns: u64,
     pub(crate) to: Thinning,
 }
+
+/// How many mean intervals past a distance drawn is too unlikely to have been (e^-20: two in a billion).
+const UNLIKELY_PAST: f64 = 20.0;
 
 /// How late the scheduler's account of the time a thread ran may be (it updates it at its ticks: 10 ms at
 /// the lowest tick rate, 100 Hz).
@@ -76,6 +81,16 @@ impl Prior {
         shares[usize::from(held.exponent())] += (to - since) as f64;
         let all: f64 = shares.iter().sum();
         Some(Prior(shares.map(|share| share / all)))
+    }
+
+    /// Whether some thinning the prior holds can have drawn a distance of `before` bytes or more at the
+    /// configured interval of `interval` bytes with a chance better than e^-[`UNLIKELY_PAST`]: where none
+    /// can, the bounds it was taken over were wrong (a thread that blocked between its start and its first
+    /// allocation: it first allocated later than it first ran).
+    pub(crate) fn explains(&self, before: u64, interval: u64) -> bool {
+        (0..self.0.len())
+            .filter(|&n| self.0[n] > 0.0)
+            .any(|n| (before as f64) < UNLIKELY_PAST * interval as f64 * f64::from(1u32 << n))
     }
 
     /// What a first sample, taken after the thread allocated `before` bytes, stands for, in times the
@@ -193,6 +208,20 @@ mod tests {
         }
         let truth = threads as f64 * allocated as f64;
         assert!((estimate / truth - 1.0).abs() < 0.02, "{}", estimate / truth);
+    }
+
+    #[test]
+    fn a_distance_no_thinning_of_the_bounds_draws_says_the_bounds_were_wrong() {
+        let interval = 1 << 19;
+        // Recorded: born unthinned, its first run 155 ms later at the latest; sampled after 300 MB while
+        // thinned 1024 times (it blocked before its first allocation, till thinning reached 1024).
+        let changes = [change(161, 6), change(336, 8), change(444, 10)];
+        let window = Prior::over(&changes, true, 0, 155 * MS).unwrap();
+        assert!(window.explains(700 << 10, interval) && !window.explains(300 << 20, interval));
+        let life = Prior::over(&changes, true, 0, 900 * MS).unwrap();
+        assert!(life.explains(300 << 20, interval));
+        let factor = life.first_sample_factor(300 << 20, interval);
+        assert!((800.0..1024.0).contains(&factor), "{factor}");
     }
 
     #[test]
