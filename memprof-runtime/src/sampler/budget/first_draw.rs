@@ -44,7 +44,7 @@ const RAN_LATE_BY_NS: u64 = 10_000_000;
 pub(crate) fn first_allocation_within(thread: &ThreadTimes) -> (u64, u64) {
     let began = thread.now_ns.saturating_sub(thread.ran_ns);
     let mut from = thread.born_ns;
-    let mut to = began.min(thread.born_ns + thread.tick_ns + thread.waited_ns);
+    let mut to = began.min(thread.born_ns.saturating_add(thread.tick_ns).saturating_add(thread.waited_ns));
     if thread.slices <= 1 {
         from = from.max(began.saturating_sub(RAN_LATE_BY_NS));
         to = began;
