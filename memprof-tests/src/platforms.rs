@@ -16,8 +16,9 @@ pub const AARCH64: &str = "aarch64-unknown-linux-gnu";
 pub const AARCH64_LIBRARIES: &str = "/usr/aarch64-linux-gnu";
 
 /// Builds the example service for [`MUSL`] once per test process (debug, in `target/musl`, where `.ci/run`
-/// builds the runtime's unit tests for musl too with the same compiler, so jemalloc is compiled once) and returns its path; `None`,
-/// with the reason said ([`crate::tools::skipped`]), without `musl-gcc` or the Rust target.
+/// builds the runtime's unit tests for musl too with the same compiler, so jemalloc is compiled once) and
+/// returns its path; `None`, with the reason said ([`crate::tools::skipped`]), without `musl-gcc` or the
+/// Rust target.
 ///
 /// ```no_run
 /// if let Some(service) = memprof_tests::platforms::musl_service() {
