@@ -65,7 +65,7 @@ impl Prior {
         let before = changes.iter().take_while(|change| change.at_ns <= from).last();
         let mut held = match before {
             Some(change) => change.to,
-            None if complete || changes.first().is_some_and(|first| first.at_ns <= from) => Thinning::NONE,
+            None if complete => Thinning::NONE,
             None => return None,
         };
         let mut shares = [0.0; Thinning::MOST.exponent() as usize + 1];
