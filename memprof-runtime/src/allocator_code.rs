@@ -382,8 +382,16 @@ fn executable_bias() -> Option<usize> {
 /// names reach ([`DEMANGLED_PREFIX`]): std's symbols are mangled in Rust's v0 scheme, whose generic
 /// arguments made demangling whole names most of start-up's cost.
 fn is_allocator_code(name: &str) -> bool {
-    may_be_allocator_code(name.as_bytes())
-        && memprof_analysis::is_allocation_plumbing(DemangledPrefix::of(name).as_str())
+    if !may_be_allocator_code(name.as_bytes()) {
+        return false;
+    }
+    let prefix = DemangledPrefix::of(name);
+    if prefix.trait_cut_off() {
+        // A trait method whose self type is longer than the prefix (v0 mangling's generic arguments): the
+        // trait it belongs to decides, so the whole name is read (rare: an allocation here is no cost).
+        return memprof_analysis::is_allocation_plumbing(&format!("{:#}", rustc_demangle::demangle(name)));
+    }
+    memprof_analysis::is_allocation_plumbing(prefix.as_str())
 }
 
 /// Whether a mangled name can be the allocator's code (the others are never demangled): a search for
@@ -404,15 +412,24 @@ const DEMANGLED_PREFIX: usize = 192;
 struct DemangledPrefix {
     bytes: [u8; DEMANGLED_PREFIX],
     len: usize,
+    /// Whether the name went on past the prefix.
+    cut: bool,
 }
 
 impl DemangledPrefix {
     fn of(name: &str) -> Self {
         use std::fmt::Write;
-        let mut prefix = Self { bytes: [0; DEMANGLED_PREFIX], len: 0 };
+        let mut prefix = Self { bytes: [0; DEMANGLED_PREFIX], len: 0, cut: false };
         // Full: the demangler is told to stop, and what was written is kept.
         let _ = write!(prefix, "{:#}", rustc_demangle::demangle(name));
         prefix
+    }
+
+    /// Whether the name is a trait method's (`<Self as Trait>::method`) cut off before its trait: a self
+    /// type that is plumbing judges it already, any other leaves it to the trait.
+    fn trait_cut_off(&self) -> bool {
+        let text = self.as_str();
+        self.cut && text.starts_with('<') && !text.contains(" as ") && !memprof_analysis::is_allocation_plumbing(text)
     }
 
     fn as_str(&self) -> &str {
@@ -431,7 +448,8 @@ impl std::fmt::Write for DemangledPrefix {
         };
         self.bytes[self.len..self.len + fits].copy_from_slice(&text.as_bytes()[..fits]);
         self.len += fits;
-        if fits < text.len() { Err(std::fmt::Error) } else { Ok(()) }
+        self.cut |= fits < text.len();
+        if self.cut { Err(std::fmt::Error) } else { Ok(()) }
     }
 }
 

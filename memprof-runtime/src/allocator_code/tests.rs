@@ -46,6 +46,23 @@ fn names_are_demangled_only_as_far_as_the_plumbing_reaches() {
 }
 
 #[test]
+fn a_trait_method_whose_self_type_fills_the_prefix_is_judged_by_its_trait() {
+    // v0: `<[service::Long..; 3] as alloc::vec::spec_from_elem::SpecFromElem>::from_elem`, the element type's
+    // name 300 bytes long.
+    let element = format!("NtCs3_7service300{}", "x".repeat(300));
+    let trait_path = "NtNtNtCs2_5alloc3vec14spec_from_elem12SpecFromElem";
+    let plumbing = format!("_RNvXCs2_5allocAINtNtCs1_4core6option6Option{element}Ej3_{trait_path}9from_elem");
+    let demangled = format!("{:#}", rustc_demangle::demangle(&plumbing));
+    assert!(demangled.ends_with("as alloc::vec::spec_from_elem::SpecFromElem>::from_elem"), "{demangled}");
+    assert!(demangled.len() > DEMANGLED_PREFIX && DemangledPrefix::of(&plumbing).cut);
+    assert!(is_allocator_code(&plumbing));
+    // The same self type for a trait of the program's, in a crate named so that the mangled name may be.
+    let program = format!("_RNvXCs3_7serviceAINtNtCs1_4core6option6Option{element}Ej3_NtCs4_13alloc_service4Make4make");
+    assert!(may_be_allocator_code(program.as_bytes()) && DemangledPrefix::of(&program).cut);
+    assert!(!is_allocator_code(&program), "{:#}", rustc_demangle::demangle(&program));
+}
+
+#[test]
 fn this_programs_symbols_are_judged_alike_by_their_demangled_prefix_and_whole_name() {
     let file = File::open("/proc/self/exe").unwrap();
     // SAFETY: only read, in this test.
