@@ -55,10 +55,15 @@ fn start_up() {
         let budget = state.memory_profiler.sampling.budget.expect("a budget, sampling continuously");
         let sample_work = budget.sample_work_ns.unwrap_or_default() as f64 / 1000.0;
         println!(
-            "start {start}: in use {:.1} MiB +- {:.1} MiB from {} samples: {:.2} of the 20 MiB kept, {:.2} of jemalloc's {:.1} MiB allocated; thinned by {}, a sample's work {sample_work:.1} us",
+            "start {start}: in use {:.1} MiB +- {:.1} MiB from {} samples ({}): {:.2} of the 20 MiB kept, {:.2} of jemalloc's {:.1} MiB allocated; thinned by {}, a sample's work {sample_work:.1} us",
             heap.estimate / MIB,
             heap.error / MIB,
             heap.samples,
+            heap.calibrated.map_or("sampled alone".to_owned(), |calibrated| format!(
+                "calibrated: {:.1} MiB in classes no live sample reached, {:.1} MiB cached",
+                calibrated.unreached / MIB,
+                calibrated.cached / MIB
+            )),
             heap.estimate / SERVICE_KEPT,
             heap.estimate / heap.allocated,
             heap.allocated / MIB,

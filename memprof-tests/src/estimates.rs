@@ -65,9 +65,23 @@ pub struct LiveHeap {
     pub error: f64,
     /// The samples the estimate comes from.
     pub samples: u64,
+    /// Where the estimate is calibrated by size class (jemalloc's exact count of each class sampled, the
+    /// record started with the program), the bytes of the classes no live sample reached, in no stack, and
+    /// the freed bytes the threads' caches keep, counted among the classes' (from the comment); `None`
+    /// where the estimate is sampled alone.
+    pub calibrated: Option<Calibrated>,
     /// jemalloc's `stats.allocated` read right after it (`/metrics`): every live byte, memprof's own
     /// included.
     pub allocated: f64,
+}
+
+/// What a calibrated estimate of the live heap leaves out and counts beyond the program's objects.
+#[derive(Debug, Clone, Copy)]
+pub struct Calibrated {
+    /// Bytes of the size classes no live sample reached: in no stack.
+    pub unreached: f64,
+    /// Freed bytes the threads' caches keep, counted in their classes.
+    pub cached: f64,
 }
 
 impl LiveHeap {
@@ -117,11 +131,24 @@ impl LiveHeap {
         let said = said.unwrap_or_else(|| panic!("no estimate said in {comments}"));
         let words: Vec<&str> = said.split(' ').collect();
         let [_, "MiB", "+-", error, "MiB", "from", samples] = words[..] else { panic!("{said}") };
+        // "... from 12 samples (each size class sampled counted whole ...; 4.0 MiB more in classes no live
+        // sample reached, in no stack; 0.6 MiB of what is counted is freed objects the threads' caches keep)"
+        let mib_before = |text: &str, marker: &str| -> Option<f64> {
+            let before = text.split(marker).next()?;
+            Some(before.rsplit(' ').nth(1)?.parse::<f64>().ok()? * MIB)
+        };
+        let calibrated = comments.split_once(" counted whole by jemalloc").and_then(|(_, rest)| {
+            Some(Calibrated {
+                unreached: mib_before(rest, " more in classes no live sample reached")?,
+                cached: mib_before(rest, " of what is counted is freed objects")?,
+            })
+        });
         let allocated = metrics.lines().find_map(|line| line.strip_prefix("memprof_jemalloc_allocated_bytes "));
         Some(LiveHeap {
             estimate,
             error: error.parse::<f64>().unwrap() * MIB,
             samples: samples.parse().unwrap(),
+            calibrated,
             allocated: allocated.and_then(|value| value.parse().ok()).unwrap_or_else(|| panic!("{metrics}")),
         })
     }

@@ -360,6 +360,10 @@ controls! {
     STATS_ARENAS_BINS_CURREGS: ReadOnly usize = c"stats.arenas.0.bins.0.curregs";
     /// An arena's requests of a small size class since start-up.
     STATS_ARENAS_BINS_NREQUESTS: ReadOnly u64 = c"stats.arenas.0.bins.0.nrequests";
+    /// An arena's live extents of a large size class.
+    STATS_ARENAS_LEXTENTS_CURLEXTENTS: ReadOnly usize = c"stats.arenas.0.lextents.0.curlextents";
+    /// The bytes an arena's threads' caches hold, freed by the program and kept for its next allocations.
+    STATS_ARENAS_TCACHE_BYTES: ReadOnly usize = c"stats.arenas.0.tcache_bytes";
     /// An arena's requests of a large size class since start-up.
     STATS_ARENAS_LEXTENTS_NREQUESTS: ReadOnly u64 = c"stats.arenas.0.lextents.0.nrequests";
 }

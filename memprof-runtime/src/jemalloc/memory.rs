@@ -125,6 +125,46 @@ pub(crate) fn bins() -> Result<Vec<BinUse>, CtlError> {
         .collect()
 }
 
+/// What the program's arenas hold in one size class: jemalloc's exact count, not a sample's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SizeClass {
+    /// The class's size, in bytes.
+    pub(crate) size: u64,
+    /// Objects of it allocated now (`curregs` of a small class, `curlextents` of a large one), those the
+    /// threads' caches keep among them.
+    pub(crate) live: u64,
+    /// A small class (a slab's region), which profiling promotes a sampled object of to the smallest large
+    /// class while it lives.
+    pub(crate) small: bool,
+}
+
+/// What every arena but memprof's own holds in each size class, exactly, after an `epoch` advance: the
+/// small classes then the large, by size; with the bytes the threads' caches keep among them
+/// (`tcache_bytes`). Some 240 reads of jemalloc's counters.
+pub(crate) fn size_classes() -> Result<(Vec<SizeClass>, u64), CtlError> {
+    tikv_jemalloc_ctl::epoch::advance()?;
+    let own = own_arena();
+    let mut classes = Vec::with_capacity(256);
+    let kinds = [
+        (ARENAS_NBINS, ARENAS_BIN_SIZE, STATS_ARENAS_BINS_CURREGS, true),
+        (ARENAS_NLEXTENTS, ARENAS_LEXTENT_SIZE, STATS_ARENAS_LEXTENTS_CURLEXTENTS, false),
+    ];
+    for (count, size, live, small) in kinds {
+        let (size, live) = (size.at(&[0])?, live.at(&[0, 0])?);
+        let live_in = |arena: u32, class: usize| live.at(&[arena as usize, class]).read().map(|live| live as u64);
+        for class in 0..count.read()? as usize {
+            let mut program = live_in(ALL_ARENAS, class)?;
+            if let Some(own) = own {
+                program = program.saturating_sub(live_in(own, class)?);
+            }
+            classes.push(SizeClass { size: size.at(&[class]).read()? as u64, live: program, small });
+        }
+    }
+    let cached = |arena: u32| STATS_ARENAS_TCACHE_BYTES.at(&[arena as usize])?.read().map(|bytes| bytes as u64);
+    let cached = cached(ALL_ARENAS)?.saturating_sub(own.map(cached).transpose()?.unwrap_or(0));
+    Ok((classes, cached))
+}
+
 /// The decay times of arena 0 (every automatic arena has the same unless changed one by one) and whether
 /// background threads run.
 pub(crate) fn decay_settings() -> Result<DecaySettings, CtlError> {

@@ -30,7 +30,8 @@ pub(crate) use memory::ArenaBytes;
 pub(crate) use arena::{bind_this_thread_to_own_arena, in_own_arena, own_arena, use_arena};
 pub(crate) use extents::{ArenaWatch, range_hooks_installed, ranges};
 pub(crate) use memory::{
-    BinUse, HeapReading, bins, decay_settings, heap_reading, set_decay_settings, smallest_large_class,
+    BinUse, HeapReading, SizeClass, bins, decay_settings, heap_reading, set_decay_settings, size_classes,
+    smallest_large_class,
 };
 
 /// Installs the hooks that record jemalloc's ranges (see [`extents`]) and creates memprof's own arena with

@@ -19,6 +19,7 @@
 //! any lock but the table's spin lock, which `fork` never leaves held in the child.
 #![allow(unsafe_code)]
 
+pub(crate) mod calibration;
 pub(crate) mod growth;
 pub(crate) mod heap_v2;
 mod spin;
@@ -34,6 +35,7 @@ use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
+use calibration::Calibration;
 use growth::{Growth, History, Reading};
 use table::{Capacity, Held, Table, Totals};
 
@@ -61,15 +63,23 @@ pub(crate) const DEFAULT_CAPACITY: Capacity = Capacity::for_objects(1 << 16);
 /// The live sampled objects `MEMPROF_RECORD_OBJECTS` may ask for (at most 512 MiB of slots).
 pub(crate) const RECORD_OBJECTS_RANGE: std::ops::RangeInclusive<u64> = 1024..=1 << 24;
 
+/// The most the program's heap may hold as the record starts, or one sampling interval if more, for what
+/// the heap holds to be calibrated by size class: what it held then is in the counts and in no sample.
+const SAW_THE_HEAP_START: u64 = 1 << 20;
+
 /// The record, once continuous mode began, and its clock.
 struct Record {
     /// The table of sampled objects.
     table: OnceLock<Table>,
     /// The coarse monotonic clock's second the record's clock counts from ([`clock_seconds`]).
     clock_start: OnceLock<u64>,
+    /// Whether the program's heap was under [`SAW_THE_HEAP_START`] as the record started: nearly every
+    /// object live since could be sampled, so what the heap holds is calibrated by size class ([`calibration`]).
+    saw_the_heap_start: OnceLock<bool>,
 }
 
-static RECORD: Record = Record { table: OnceLock::new(), clock_start: OnceLock::new() };
+static RECORD: Record =
+    Record { table: OnceLock::new(), clock_start: OnceLock::new(), saw_the_heap_start: OnceLock::new() };
 
 /// Starts keeping the record: makes it (in memprof's arena, unsampled) and installs jemalloc's sample
 /// hooks. Call before sampling is switched on: objects sampled earlier are not in it. Once; later calls
@@ -85,6 +95,8 @@ pub(crate) fn start_at(capacity: Capacity, lg_sample: usize) -> Result<&'static 
         return Ok(record);
     }
     let sample_period = 1u64 << lg_sample;
+    let heap_before = jemalloc::heap_stats().map_or(u64::MAX, |heap| heap.allocated as u64);
+    let _ = RECORD.saw_the_heap_start.set(heap_before <= sample_period.max(SAW_THE_HEAP_START));
     let record = RECORD
         .table
         .get_or_init(|| jemalloc::unsampled(|| jemalloc::in_own_arena(|| Table::new(capacity, sample_period))));
@@ -116,21 +128,54 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
     ))
 }
 
+/// What the whole heap holds now, calibrated by size class ([`calibration`]): `None` where the record
+/// started after the program's heap had grown (objects in no sample would be shared among the sampled) or
+/// jemalloc's counts cannot be read. Reads some 240 of jemalloc's counters and every live sample.
+pub(crate) fn calibration(record: &Table) -> Option<Calibration> {
+    if RECORD.saw_the_heap_start.get() != Some(&true) {
+        return None;
+    }
+    let (classes, cached) = jemalloc::size_classes().ok()?;
+    let sizes: Vec<u64> = classes.iter().map(|class| class.size).collect();
+    Some(Calibration::of(&classes, &record.by_class(&sizes), cached))
+}
+
+/// What every stack holds now and allocated since start-up (as [`Table::read`] from sequence number 0),
+/// calibrated by size class where the record allows ([`calibration`]); with the variance of the live
+/// total and the calibration.
+fn whole_heap(record: &Table) -> (Vec<table::StackReading>, f64, Option<Calibration>) {
+    let calibration = calibration(record);
+    let (readings, variance) = record.read_calibrated(0, clock_seconds(), u32::MAX, calibration.as_ref());
+    (readings, variance, calibration)
+}
+
 /// How far the record's estimates of what is held now and of what was allocated since it started may be
 /// from the truth: each total with its sampling error, two standard errors of its samples' variance
-/// ([`Totals::error_bytes`]), for the pprof served to scrapers (`go tool pprof -comments`).
+/// ([`Totals::error_bytes`]), for the pprof served to scrapers (`go tool pprof -comments`). What is held,
+/// calibrated, is jemalloc's count of the classes sampled: what no live sample reached, and what the
+/// threads' caches keep among it, are said.
 pub(crate) fn estimate_note(record: &Table) -> String {
+    let (readings, variance, calibration) = whole_heap(record);
     let mut held = Totals::default();
-    record.held(0, clock_seconds(), 0).iter().for_each(|stack| held.absorb(&stack.live));
+    readings.iter().for_each(|stack| held.absorb(&stack.live));
     let mut allocated = Totals::default();
     record.allocated().iter().for_each(|(_, totals)| allocated.absorb(totals));
     let mib = |bytes: f64| bytes / f64::from(1 << 20);
+    let calibrated = calibration.map_or_else(String::new, |calibration| {
+        format!(
+            " (each size class sampled counted whole by jemalloc, shared among its stacks by their samples; \
+             {:.1} MiB more in classes no live sample reached, in no stack; {:.1} MiB of what is counted is \
+             freed objects the threads' caches keep)",
+            mib(calibration.unreached_bytes as f64),
+            mib(calibration.cached_bytes as f64),
+        )
+    });
     format!(
         "sampled estimates, each within its error of the truth about 95 times in 100 (two standard errors): \
-         in use {:.1} MiB +- {:.1} MiB from {} samples, allocated since sampling began {:.1} MiB +- {:.1} MiB \
-         from {} samples",
+         in use {:.1} MiB +- {:.1} MiB from {} samples{calibrated}, allocated since sampling began {:.1} MiB +- \
+         {:.1} MiB from {} samples",
         mib(held.unbiased_bytes),
-        mib(held.error_bytes()),
+        mib(crate::memory::by_function::sampling_error(variance)),
         held.objects,
         mib(allocated.unbiased_bytes),
         mib(allocated.error_bytes()),
@@ -208,13 +253,21 @@ extern "C" fn after_fork() {
 /// Writes the record as a `heap_v2` dump at `path` (owner-only): the live objects sampled from sequence
 /// number `since` on, with `content`. Call unsampled (the caller's allocations must not reach the record).
 pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: heap_v2::Content) -> io::Result<()> {
-    let readings = record.read(since, clock_seconds(), u32::MAX);
+    // The whole heap is calibrated by size class where the record allows; a window's objects are a part of
+    // each class the counts cannot tell apart.
+    let (readings, variance) = match since {
+        0 => {
+            let (readings, variance, _) = whole_heap(record);
+            (readings, variance)
+        }
+        _ => record.read_calibrated(since, clock_seconds(), u32::MAX, None),
+    };
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let text = heap_v2::write(&readings, content, 1 << jemalloc::lg_sample().map_err(io::Error::other)?, &maps);
     write_owner_only(path, text.as_bytes())?;
     // What it holds is an estimate from samples each weighed by the interval it was drawn at: its variance
     // beside it, for the error downloads say (the file's one period cannot tell thinned samples apart).
-    crate::profile_root::storage::write_variance(path, readings.iter().map(|reading| reading.live.variance).sum());
+    crate::profile_root::storage::write_variance(path, variance);
     Ok(())
 }
 
@@ -385,7 +438,7 @@ pub(crate) type AllocatedByStack = Vec<(u64, table::Totals)>;
 /// for the first), as an unsampled `heap_v2` dump (unbiased counts, period 1): an interval's profiles
 /// for OTLP (in use at its end, allocated during it); with where this interval ends. Call unsampled.
 pub(crate) fn interval_dump(record: &Table, before: &[(u64, table::Totals)]) -> io::Result<(String, AllocatedByStack)> {
-    let readings = record.read(0, clock_seconds(), u32::MAX);
+    let (readings, _, _) = whole_heap(record);
     let ends_at = readings.iter().map(|reading| (reading.born, reading.allocated)).collect();
     let counted = |(objects, bytes): (f64, f64)| {
         if bytes >= 1.0 { table::Totals::unsampled(objects, bytes) } else { table::Totals::default() }

@@ -12,6 +12,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::calibration::{Calibration, Sampled, class_of};
 use super::spin::SpinLock;
 use crate::sampler::budget::Thinning;
 use padded::Padded;
@@ -113,9 +114,9 @@ impl Totals {
 }
 
 /// What one sampled object of `bytes` standing for `scale` objects adds to the variance of an unbiased
-/// total (Horvitz and Thompson's: `w (w - 1) b^2`).
+/// total (Horvitz and Thompson's: `w (w - 1) b^2`; none for a weight below 1, which only calibration gives).
 pub(crate) fn variance_of_one(bytes: u64, scale: f64) -> f64 {
-    scale * (scale - 1.0) * (bytes as f64).powi(2)
+    scale * (scale - 1.0).max(0.0) * (bytes as f64).powi(2)
 }
 
 /// How many objects a sampled object of `bytes` stands for at a mean sampling period of `sample_period` bytes:
@@ -348,6 +349,21 @@ impl Table {
     /// sequence number `since` on; `now` and `older_than` (the table's time unit) measure their ages.
     /// Allocates before taking a lock, never under one.
     pub(crate) fn read(&self, since: u64, now: u32, older_than: u32) -> Vec<StackReading> {
+        self.read_calibrated(since, now, older_than, None).0
+    }
+
+    /// [`Self::read`], each live object's weight taken by `calibration`'s factor for its size class where
+    /// there is one (see [`Calibration`]); with the variance of the readings' live total: the sampled
+    /// estimate's, of the objects no factor applies to (a calibrated class's total is counted, not
+    /// sampled). Each stack's own `variance` is then its objects' at their calibrated weights, an upper
+    /// bound of its error where it shares a class.
+    pub(crate) fn read_calibrated(
+        &self,
+        since: u64,
+        now: u32,
+        older_than: u32,
+        calibration: Option<&Calibration>,
+    ) -> (Vec<StackReading>, f64) {
         // Sized for the stacks there are now, and a few more that may come before the copy: those past it
         // are left out of this reading.
         let (count, frame_count) = self.stacks.with(|all| (all.stacks.len(), all.frames.len()));
@@ -361,8 +377,8 @@ impl Table {
             }
         });
         let mut held = vec![Held::default(); stacks.len()];
-        self.tally(since, now, older_than, &mut held);
-        stacks
+        let variance = self.tally(since, now, older_than, calibration, &mut held);
+        let readings = stacks
             .iter()
             .zip(held)
             .map(|(stack, held)| StackReading {
@@ -372,7 +388,8 @@ impl Table {
                 live: held.live,
                 live_older_bytes: held.older_bytes,
             })
-            .collect()
+            .collect();
+        (readings, variance)
     }
 
     /// What each stack holds now (by stack index) of the objects sampled from sequence number `since` on
@@ -380,8 +397,25 @@ impl Table {
     /// ([`super::growth`]).
     pub(crate) fn held(&self, since: u64, now: u32, older_than: u32) -> Vec<Held> {
         let mut held = vec![Held::default(); self.stacks.with(|stacks| stacks.stacks.len())];
-        self.tally(since, now, older_than, &mut held);
+        self.tally(since, now, older_than, None, &mut held);
         held
+    }
+
+    /// What the live sampled objects hold of each size class of `sizes` (ascending, as jemalloc numbers them),
+    /// by class: the record's side of a [`Calibration`]. Objects of no class's size are in none.
+    pub(crate) fn by_class(&self, sizes: &[u64]) -> Vec<Sampled> {
+        let mut classes = vec![Sampled::default(); sizes.len()];
+        for shard in &self.shards {
+            shard.with(|objects| {
+                for object in objects.slots.iter().filter(|object| object.address != 0) {
+                    if let Some(class) = class_of(sizes, object.bytes) {
+                        classes[class].objects += 1;
+                        classes[class].unbiased_objects += self.scale_of(object);
+                    }
+                }
+            });
+        }
+        classes
     }
 
     /// What each stack allocated since it was first sampled (by stack index), without the frames, and when
@@ -421,13 +455,30 @@ impl Table {
         self.shards.iter().map(|shard| shard.with(promoted)).sum()
     }
 
-    /// Adds each live object sampled from `since` on to its stack's entry of `held`, a shard at a time.
-    fn tally(&self, since: u64, now: u32, older_than: u32, held: &mut [Held]) {
+    /// Adds each live object sampled from `since` on to its stack's entry of `held`, a shard at a time, at
+    /// its weight taken by `calibration`'s factor where one applies; answers the variance of the total
+    /// (that of the objects no factor applies to).
+    fn tally(
+        &self,
+        since: u64,
+        now: u32,
+        older_than: u32,
+        calibration: Option<&Calibration>,
+        held: &mut [Held],
+    ) -> f64 {
+        let mut variance = 0.0;
         for shard in &self.shards {
             shard.with(|objects| {
                 for object in objects.slots.iter().filter(|object| object.address != 0 && object.sequence >= since) {
                     let Some(held) = held.get_mut(object.stack as usize) else { continue };
-                    let scale = self.scale_of(object);
+                    let sampled = self.scale_of(object);
+                    let scale = match calibration.and_then(|calibration| calibration.factor(object.bytes)) {
+                        Some(factor) => sampled * factor,
+                        None => {
+                            variance += variance_of_one(object.bytes, sampled);
+                            sampled
+                        }
+                    };
                     held.live.add_scaled(object.bytes, scale);
                     if now.saturating_sub(object.stamp.time()) > older_than {
                         held.older_bytes += scale * object.bytes as f64;
@@ -435,6 +486,7 @@ impl Table {
                 }
             });
         }
+        variance
     }
 }
 
