@@ -253,17 +253,22 @@ extern "C" fn after_fork() {
 /// Writes the record as a `heap_v2` dump at `path` (owner-only): the live objects sampled from sequence
 /// number `since` on, with `content`. Call unsampled (the caller's allocations must not reach the record).
 pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: heap_v2::Content) -> io::Result<()> {
-    // The whole heap is calibrated by size class where the record allows; a window's objects are a part of
-    // each class the counts cannot tell apart.
-    let (readings, variance) = match since {
-        0 => {
-            let (readings, variance, _) = whole_heap(record);
-            (readings, variance)
+    let sample_period = 1 << jemalloc::lg_sample().map_err(io::Error::other)?;
+    // The whole heap is calibrated by size class where the record allows, and written as the estimates it
+    // then is (period 1: a reader unbiasing a calibrated share as a sample would read a stack smaller than
+    // an interval as one interval); a window's objects are a part of each class the counts cannot tell apart.
+    let (readings, variance, sample_period) = match since {
+        0 => match whole_heap(record) {
+            (readings, variance, Some(_)) => (readings.into_iter().map(counted).collect(), variance, 1),
+            (readings, variance, None) => (readings, variance, sample_period),
+        },
+        _ => {
+            let (readings, variance) = record.read_calibrated(since, clock_seconds(), u32::MAX, None);
+            (readings, variance, sample_period)
         }
-        _ => record.read_calibrated(since, clock_seconds(), u32::MAX, None),
     };
     let maps = std::fs::read_to_string("/proc/self/maps")?;
-    let text = heap_v2::write(&readings, content, 1 << jemalloc::lg_sample().map_err(io::Error::other)?, &maps);
+    let text = heap_v2::write(&readings, content, sample_period, &maps);
     write_owner_only(path, text.as_bytes())?;
     // What it holds is an estimate from samples each weighed by the interval it was drawn at: its variance
     // beside it, for the error downloads say (the file's one period cannot tell thinned samples apart).
@@ -424,6 +429,19 @@ fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()>
     Ok(())
 }
 
+/// `reading` with its live and allocated totals as the unbiased counts they stand for, to be written
+/// unsampled (period 1); a total under a byte as none.
+fn counted(reading: table::StackReading) -> table::StackReading {
+    let counted = |totals: table::Totals| {
+        if totals.unbiased_bytes >= 1.0 {
+            table::Totals::unsampled(totals.unbiased_objects, totals.unbiased_bytes)
+        } else {
+            table::Totals::default()
+        }
+    };
+    table::StackReading { allocated: counted(reading.allocated), live: counted(reading.live), ..reading }
+}
+
 /// How much `now` is above `before` (none: zero), unbiased objects and bytes; negative where it is below.
 fn grown(now: &table::Totals, before: Option<&table::Totals>) -> (f64, f64) {
     let before = before.copied().unwrap_or_default();
@@ -440,19 +458,13 @@ pub(crate) type AllocatedByStack = Vec<(u64, table::Totals)>;
 pub(crate) fn interval_dump(record: &Table, before: &[(u64, table::Totals)]) -> io::Result<(String, AllocatedByStack)> {
     let (readings, _, _) = whole_heap(record);
     let ends_at = readings.iter().map(|reading| (reading.born, reading.allocated)).collect();
-    let counted = |(objects, bytes): (f64, f64)| {
-        if bytes >= 1.0 { table::Totals::unsampled(objects, bytes) } else { table::Totals::default() }
-    };
     let stacks: Vec<table::StackReading> = readings
         .into_iter()
         .enumerate()
         .map(|(index, reading)| {
             let earlier = before.get(index).filter(|(born, _)| *born == reading.born).map(|(_, totals)| totals);
-            table::StackReading {
-                allocated: counted(grown(&reading.allocated, earlier)),
-                live: counted((reading.live.unbiased_objects, reading.live.unbiased_bytes)),
-                ..reading
-            }
+            let allocated = grown(&reading.allocated, earlier);
+            counted(table::StackReading { allocated: table::Totals::unsampled(allocated.0, allocated.1), ..reading })
         })
         .collect();
     let maps = std::fs::read_to_string("/proc/self/maps")?;
