@@ -38,10 +38,10 @@ pub(crate) struct Made {
 /// Makes the export of the interval from `interval` to now, and moves `interval` on to now. Call on an
 /// unsampled thread (memprof's own).
 pub(crate) fn make(record: &Table, interval: &mut Interval, settings: &PushSettings) -> Result<Made, String> {
-    let (dump, ends_at) =
+    let dump =
         record::interval_dump(record, &interval.before).map_err(|error| format!("cannot read the record: {error}"))?;
     let now = SystemTime::now();
-    let mut analysis = Analysis::of_dump(&dump, &Binaries::this_process(), &crate::labels::table_now())
+    let mut analysis = Analysis::of_dump(&dump.text, &Binaries::this_process(), &crate::labels::table_now())
         .map_err(|error| format!("the record's dump is malformed: {error}"))?;
     // The four sample types every time, an interval without allocations too: engines see one series. The
     // counts are unbiased already; the period says how they were sampled.
@@ -49,16 +49,13 @@ pub(crate) fn make(record: &Table, interval: &mut Interval, settings: &PushSetti
     analysis.sample_period = crate::jemalloc::lg_sample().map_or(1, |lg_sample| 1 << lg_sample);
     let attributes = settings.resource.iter().cloned().chain(crate::process::resource::process_attributes());
     let attributes = attributes.chain([("memprof.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]).collect();
-    let resource = crate::process::resource::otlp_resource(
-        attributes,
-        crate::sampler::throttle::sampling_attributes(),
-        interval.started,
-        now,
-    );
+    let mut sampling = crate::sampler::throttle::sampling_attributes();
+    sampling.extend(dump.calibration.iter().flat_map(|calibration| calibration.attributes()));
+    let resource = crate::process::resource::otlp_resource(attributes, sampling, interval.started, now);
     let options = RenderOptions { resource, ..RenderOptions::default() };
     let encoded = Format::Otlp.render(&analysis, None, &options).map_err(|error| error.to_string())?;
     let body = if settings.gzip { gzip(&encoded) } else { encoded };
-    interval.before = ends_at;
+    interval.before = dump.ends_at;
     interval.started = now;
     if body.len() > MOST_BODY_BYTES {
         return Err(format!(

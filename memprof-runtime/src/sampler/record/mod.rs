@@ -452,11 +452,20 @@ fn grown(now: &table::Totals, before: Option<&table::Totals>) -> (f64, f64) {
 /// OTLP pushes ends ([`interval_dump`]).
 pub(crate) type AllocatedByStack = Vec<(u64, table::Totals)>;
 
+/// An interval's dump ([`interval_dump`]): its text, where the interval ends, and how what is in use in it
+/// was calibrated, if it was.
+pub(crate) struct IntervalDump {
+    pub(crate) text: String,
+    pub(crate) ends_at: AllocatedByStack,
+    pub(crate) calibration: Option<Calibration>,
+}
+
 /// The heap now, and what each stack allocated since `before` (where the previous interval ended; empty
 /// for the first), as an unsampled `heap_v2` dump (unbiased counts, period 1): an interval's profiles
-/// for OTLP (in use at its end, allocated during it); with where this interval ends. Call unsampled.
-pub(crate) fn interval_dump(record: &Table, before: &[(u64, table::Totals)]) -> io::Result<(String, AllocatedByStack)> {
-    let (readings, _, _) = whole_heap(record);
+/// for OTLP (in use at its end, calibrated where the record allows, allocated during it); with where this
+/// interval ends. Call unsampled.
+pub(crate) fn interval_dump(record: &Table, before: &[(u64, table::Totals)]) -> io::Result<IntervalDump> {
+    let (readings, _, calibration) = whole_heap(record);
     let ends_at = readings.iter().map(|reading| (reading.born, reading.allocated)).collect();
     let stacks: Vec<table::StackReading> = readings
         .into_iter()
@@ -468,7 +477,11 @@ pub(crate) fn interval_dump(record: &Table, before: &[(u64, table::Totals)]) -> 
         })
         .collect();
     let maps = std::fs::read_to_string("/proc/self/maps")?;
-    Ok((heap_v2::write(&stacks, heap_v2::Content::LiveAndAllocated, 1, &maps), ends_at))
+    Ok(IntervalDump {
+        text: heap_v2::write(&stacks, heap_v2::Content::LiveAndAllocated, 1, &maps),
+        ends_at,
+        calibration,
+    })
 }
 
 /// Writes the stacks at `indexes` with `totals` at `path`, as an unsampled `heap_v2` dump, owner-only.

@@ -12,7 +12,7 @@ fn an_intervals_dump_holds_what_was_allocated_since_the_last_and_what_is_held_no
     let one = table::unbias(4096, (1 << 19) as f64);
     record.sampled(0x1000, 4096, &[0xa], 0, Thinning::NONE);
     record.sampled(0x2000, 4096, &[0xb], 0, Thinning::NONE);
-    let (first, ends_at) = interval_dump(&record, &[]).unwrap();
+    let IntervalDump { text: first, ends_at, .. } = interval_dump(&record, &[]).unwrap();
     let counts = |dump: &str, frame: u64| {
         let profile = HeapProfile::parse(dump).unwrap();
         assert_eq!(profile.sample_period, 1, "unbiased already");
@@ -24,12 +24,12 @@ fn an_intervals_dump_holds_what_was_allocated_since_the_last_and_what_is_held_no
 
     record.freed(0x1000);
     record.sampled(0x3000, 4096, &[0xb], 0, Thinning::NONE);
-    let (second, _) = interval_dump(&record, &ends_at).unwrap();
+    let second = interval_dump(&record, &ends_at).unwrap().text;
     assert_eq!(counts(&second, 0xa), None, "nothing allocated, nothing held");
     assert_eq!(counts(&second, 0xb), Some(((2.0 * 4096.0 * one).round() as u64, whole)));
     // Where the interval before knew another stack at this index (another birth), all of it counts.
     let reborn: Vec<(u64, table::Totals)> = ends_at.iter().map(|(born, totals)| (born + 100, *totals)).collect();
-    let (third, _) = interval_dump(&record, &reborn).unwrap();
+    let third = interval_dump(&record, &reborn).unwrap().text;
     assert_eq!(counts(&third, 0xb), Some(((2.0 * 4096.0 * one).round() as u64, (2.0 * 4096.0 * one).round() as u64)));
 }
 
