@@ -61,7 +61,8 @@ impl Calibration {
     /// record's own count of them. A class whose count is below its live samples (a sample freed as the
     /// counts were read) counts as holding them.
     pub(crate) fn of(classes: &[SizeClass], sampled: &[Sampled], cached_bytes: u64) -> Self {
-        let promoted: u64 = classes.iter().zip(sampled).filter(|(class, _)| class.small).map(|(_, s)| s.objects).sum();
+        let promoted: u64 =
+            classes.iter().zip(sampled).filter(|(class, _)| class.small).map(|(_, small)| small.objects).sum();
         let smallest_large = classes.iter().position(|class| !class.small);
         let (mut factors, mut unreached_bytes) = (Vec::with_capacity(classes.len()), 0u64);
         for (index, (class, sampled)) in
