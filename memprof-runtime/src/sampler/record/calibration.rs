@@ -2,7 +2,9 @@
 //! class exactly (`curregs`, `curlextents`), and the record's samples say how a class's objects are shared
 //! among the stacks that allocated them. Each live sampled object of a class then stands for the class's
 //! exact count over the objects the class's samples stand for, not for one over its chance of being
-//! sampled alone (post-stratification): a class's bytes are exact, its stacks' shares sampled.
+//! sampled alone (post-stratification): a class's count is exact, its stacks' shares sampled (and its
+//! bytes exact where its objects are of one size: every small class; a large object's size is in pages,
+//! up to a quarter under its class's, and each sampled one counts at its own).
 //!
 //! Sampled alone, a heap replaced every few milliseconds at an interval the budget lengthened is a handful
 //! of live samples, each standing for megabytes (the example service's 20 MiB read 0.4 to 1.6 of itself
@@ -15,9 +17,9 @@
 //! answer) and jemalloc's internal allocations in the program's arenas (the threads' cache stacks, the
 //! profiler's records). A class with live objects and no live sample is in no stack: its bytes are said.
 //!
-//! jemalloc's counts and the record's samples are read a moment apart (the samples twice: the factors,
-//! then the stacks), so a heap replaced every fraction of a millisecond reads within a percent or so of
-//! its count (the example service's sessions, sampled every 64 KiB: 254.4 of 256).
+//! The factors and the stacks are made from one copy of the live samples, so a class's stacks add up to
+//! its count; jemalloc's counts are read a moment before (a heap replaced every fraction of a millisecond
+//! reads within a percent or so of what it holds as the samples are copied).
 //!
 //! Pure: readings in, factors out; [`crate::jemalloc::size_classes`] reads the counts.
 //!
@@ -46,7 +48,8 @@ pub(crate) struct Calibration {
     sizes: Vec<u64>,
     /// Each class's factor: its exact count over the objects its samples stand for (0 where none).
     factors: Vec<f64>,
-    /// Bytes of the classes with live objects and no live sample: in no stack.
+    /// Bytes of the classes with live objects and no live sample, at most (each large object counted at
+    /// its class's size, which it may be up to a quarter under): in no stack.
     pub(crate) unreached_bytes: u64,
     /// Bytes the threads' caches keep, freed, counted in their classes.
     pub(crate) cached_bytes: u64,
@@ -86,11 +89,17 @@ impl Calibration {
         Calibration { sizes: classes.iter().map(|class| class.size).collect(), factors, unreached_bytes, cached_bytes }
     }
 
-    /// The factor of a live sampled object of `bytes` (its usable size, a class's size): `None` for a size
-    /// that is no class's, and for a class no sample had reached when the calibration was made (an object
+    /// The factor of a live sampled object of `bytes` (its usable size; [`class_of`]): `None` past the
+    /// largest class, and for a class no sample had reached when the calibration was made (an object
     /// sampled since keeps its sampled weight).
+    #[cfg(test)]
     pub(crate) fn factor(&self, bytes: u64) -> Option<f64> {
-        class_of(&self.sizes, bytes).map(|class| self.factors[class]).filter(|factor| *factor > 0.0)
+        self.factor_of_class(class_of(&self.sizes, bytes)? as u32)
+    }
+
+    /// The factor of a live sampled object of the class at `class` ([`Self::factor`]).
+    pub(crate) fn factor_of_class(&self, class: u32) -> Option<f64> {
+        self.factors.get(class as usize).copied().filter(|factor| *factor > 0.0)
     }
 
     /// How an OTLP export's in-use profiles were calibrated, as its profiles' attributes (beside
@@ -104,9 +113,12 @@ impl Calibration {
     }
 }
 
-/// The index of the class of `bytes` among `sizes` (ascending): only a class's own size has one.
+/// The index of the class of an object of `bytes` among `sizes` (ascending): the least class it fits in,
+/// as jemalloc counts it. A small object's usable size is its class's; a large one's is its size rounded up
+/// to pages (this jemalloc's `disable_large_size_classes`), counted in the class above it. `None` past the
+/// largest class.
 pub(crate) fn class_of(sizes: &[u64], bytes: u64) -> Option<usize> {
-    sizes.binary_search(&bytes).ok()
+    Some(sizes.partition_point(|&size| size < bytes)).filter(|&class| class < sizes.len())
 }
 
 #[cfg(test)]
@@ -142,7 +154,11 @@ mod tests {
         assert!((index - 131.0 * 32768.0).abs() < 1.0, "{index}");
         assert_eq!(calibration.unreached_bytes, 20 * 4096 + 20 * 8192, "the responses the cache keeps are in no stack");
         assert_eq!(calibration.factor(16384), None, "no sample reached it: one sampled since keeps its weight");
-        assert_eq!(calibration.factor(12345), None, "no class's size");
+        assert_eq!(calibration.factor(65536 + 4096), None, "past the largest class");
+        // A large object's usable size is its size in pages, counted in the class above it.
+        assert_eq!(calibration.factor(61440), calibration.factor(65536));
+        assert_eq!(class_of(&[8, 16, 16384, 20480], 16), Some(1));
+        assert_eq!(class_of(&[8, 16, 16384, 20480], 17 << 10), Some(3));
     }
 
     #[test]

@@ -131,22 +131,14 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
 /// What the whole heap holds now, calibrated by size class ([`calibration`]): `None` where the record
 /// started after the program's heap had grown (objects in no sample would be shared among the sampled) or
 /// jemalloc's counts cannot be read. Reads some 240 of jemalloc's counters and every live sample.
-pub(crate) fn calibration(record: &Table) -> Option<Calibration> {
-    if RECORD.saw_the_heap_start.get() != Some(&true) {
-        return None;
-    }
-    let (classes, cached) = jemalloc::size_classes().ok()?;
-    let sizes: Vec<u64> = classes.iter().map(|class| class.size).collect();
-    Some(Calibration::of(&classes, &record.by_class(&sizes), cached))
-}
-
 /// What every stack holds now and allocated since start-up (as [`Table::read`] from sequence number 0),
-/// calibrated by size class where the record allows ([`calibration`]); with the variance of the live
-/// total and the calibration.
+/// calibrated by size class where the record started with the program ([`calibration`]: objects in no
+/// sample would otherwise be shared among the sampled) and jemalloc's counts can be read; with the variance
+/// of the live total and the calibration. Reads some 240 of jemalloc's counters and copies every live
+/// sample.
 fn whole_heap(record: &Table) -> (Vec<table::StackReading>, f64, Option<Calibration>) {
-    let calibration = calibration(record);
-    let (readings, variance) = record.read_calibrated(0, clock_seconds(), u32::MAX, calibration.as_ref());
-    (readings, variance, calibration)
+    let counts = (RECORD.saw_the_heap_start.get() == Some(&true)).then(jemalloc::size_classes).and_then(Result::ok);
+    record.read_calibrated(clock_seconds(), counts.as_ref().map(|(classes, cached)| (classes.as_slice(), *cached)))
 }
 
 /// How far the record's estimates of what is held now and of what was allocated since it started may be
@@ -164,7 +156,7 @@ pub(crate) fn estimate_note(record: &Table) -> String {
     let calibrated = calibration.map_or_else(String::new, |calibration| {
         format!(
             " (each size class sampled counted whole by jemalloc, shared among its stacks by their samples; \
-             {:.1} MiB more in classes no live sample reached, in no stack; {:.1} MiB of what is counted is \
+             up to {:.1} MiB more in classes no live sample reached, in no stack; {:.1} MiB of what is counted is \
              freed objects the threads' caches keep)",
             mib(calibration.unreached_bytes as f64),
             mib(calibration.cached_bytes as f64),
@@ -263,7 +255,8 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
             (readings, variance, None) => (readings, variance, sample_period),
         },
         _ => {
-            let (readings, variance) = record.read_calibrated(since, clock_seconds(), u32::MAX, None);
+            let readings = record.read(since, clock_seconds(), u32::MAX);
+            let variance = readings.iter().map(|reading| reading.live.variance).sum();
             (readings, variance, sample_period)
         }
     };

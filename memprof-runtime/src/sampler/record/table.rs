@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::calibration::{Calibration, Sampled, class_of};
 use super::spin::SpinLock;
+use crate::jemalloc::SizeClass;
 use crate::sampler::budget::Thinning;
 use padded::Padded;
 use peaks::Peaks;
@@ -349,21 +350,59 @@ impl Table {
     /// sequence number `since` on; `now` and `older_than` (the table's time unit) measure their ages.
     /// Allocates before taking a lock, never under one.
     pub(crate) fn read(&self, since: u64, now: u32, older_than: u32) -> Vec<StackReading> {
-        self.read_calibrated(since, now, older_than, None).0
+        self.read_with(since, now, older_than, Tally::Sampled).0
     }
 
-    /// [`Self::read`], each live object's weight taken by `calibration`'s factor for its size class where
-    /// there is one (see [`Calibration`]); with the variance of the readings' live total: the sampled
-    /// estimate's, of the objects no factor applies to (a calibrated class's total is counted, not
-    /// sampled). Each stack's own `variance` is then its objects' at their calibrated weights, an upper
-    /// bound of its error where it shares a class.
+    /// [`Self::read`] of every live object, calibrated by size class against jemalloc's `classes` (with the
+    /// bytes the threads' caches keep), where given: each object's weight taken by its class's factor (see
+    /// [`Calibration`]), the factors made from the very objects the stacks are read from (one pass copies
+    /// them), so that a class's stacks add up to its count however fast the heap is replaced meanwhile.
+    /// With the variance of the readings' live total: the sampled estimate's, of the objects no factor
+    /// applies to (a calibrated class's total is counted, not sampled); each stack's own `variance` is its
+    /// objects' at their calibrated weights, an upper bound of its error where it shares a class. And the
+    /// calibration made.
     pub(crate) fn read_calibrated(
         &self,
-        since: u64,
         now: u32,
-        older_than: u32,
-        calibration: Option<&Calibration>,
-    ) -> (Vec<StackReading>, f64) {
+        classes: Option<(&[SizeClass], u64)>,
+    ) -> (Vec<StackReading>, f64, Option<Calibration>) {
+        let Some((classes, cached_bytes)) = classes else {
+            let (readings, variance) = self.read_with(0, now, u32::MAX, Tally::Sampled);
+            return (readings, variance, None);
+        };
+        let sizes: Vec<u64> = classes.iter().map(|class| class.size).collect();
+        let seen = self.live_objects(&sizes);
+        let mut by_class = vec![Sampled::default(); sizes.len()];
+        for object in seen.iter().filter(|object| object.class != NO_CLASS) {
+            let class = &mut by_class[object.class as usize];
+            class.objects += 1;
+            class.unbiased_objects += object.scale;
+        }
+        let calibration = Calibration::of(classes, &by_class, cached_bytes);
+        let (readings, variance) = self.read_with(0, now, u32::MAX, Tally::Calibrated(&seen, &calibration));
+        (readings, variance, Some(calibration))
+    }
+
+    /// Every live object, with its class among `sizes` ([`class_of`]) and weight: copied a shard at a time
+    /// into memory allocated before (objects sampled meanwhile past it are left out).
+    fn live_objects(&self, sizes: &[u64]) -> Vec<Seen> {
+        let (_, live, _) = self.fill();
+        let mut seen = Vec::with_capacity(live + SLACK * SHARDS);
+        for shard in &self.shards {
+            shard.with(|objects| {
+                for object in objects.slots.iter().filter(|object| object.address != 0) {
+                    if seen.len() == seen.capacity() {
+                        return;
+                    }
+                    let class = class_of(sizes, object.bytes).map_or(NO_CLASS, |class| class as u32);
+                    seen.push(Seen { stack: object.stack, class, bytes: object.bytes, scale: self.scale_of(object) });
+                }
+            });
+        }
+        seen
+    }
+
+    fn read_with(&self, since: u64, now: u32, older_than: u32, tally: Tally<'_>) -> (Vec<StackReading>, f64) {
         // Sized for the stacks there are now, and a few more that may come before the copy: those past it
         // are left out of this reading.
         let (count, frame_count) = self.stacks.with(|all| (all.stacks.len(), all.frames.len()));
@@ -377,7 +416,10 @@ impl Table {
             }
         });
         let mut held = vec![Held::default(); stacks.len()];
-        let variance = self.tally(since, now, older_than, calibration, &mut held);
+        let variance = match tally {
+            Tally::Sampled => self.tally(since, now, older_than, &mut held),
+            Tally::Calibrated(seen, calibration) => calibrated(seen, calibration, &mut held),
+        };
         let readings = stacks
             .iter()
             .zip(held)
@@ -397,25 +439,8 @@ impl Table {
     /// ([`super::growth`]).
     pub(crate) fn held(&self, since: u64, now: u32, older_than: u32) -> Vec<Held> {
         let mut held = vec![Held::default(); self.stacks.with(|stacks| stacks.stacks.len())];
-        self.tally(since, now, older_than, None, &mut held);
+        self.tally(since, now, older_than, &mut held);
         held
-    }
-
-    /// What the live sampled objects hold of each size class of `sizes` (ascending, as jemalloc numbers them),
-    /// by class: the record's side of a [`Calibration`]. Objects of no class's size are in none.
-    pub(crate) fn by_class(&self, sizes: &[u64]) -> Vec<Sampled> {
-        let mut classes = vec![Sampled::default(); sizes.len()];
-        for shard in &self.shards {
-            shard.with(|objects| {
-                for object in objects.slots.iter().filter(|object| object.address != 0) {
-                    if let Some(class) = class_of(sizes, object.bytes) {
-                        classes[class].objects += 1;
-                        classes[class].unbiased_objects += self.scale_of(object);
-                    }
-                }
-            });
-        }
-        classes
     }
 
     /// What each stack allocated since it was first sampled (by stack index), without the frames, and when
@@ -455,30 +480,16 @@ impl Table {
         self.shards.iter().map(|shard| shard.with(promoted)).sum()
     }
 
-    /// Adds each live object sampled from `since` on to its stack's entry of `held`, a shard at a time, at
-    /// its weight taken by `calibration`'s factor where one applies; answers the variance of the total
-    /// (that of the objects no factor applies to).
-    fn tally(
-        &self,
-        since: u64,
-        now: u32,
-        older_than: u32,
-        calibration: Option<&Calibration>,
-        held: &mut [Held],
-    ) -> f64 {
+    /// Adds each live object sampled from `since` on to its stack's entry of `held`, a shard at a time;
+    /// answers the variance of the total.
+    fn tally(&self, since: u64, now: u32, older_than: u32, held: &mut [Held]) -> f64 {
         let mut variance = 0.0;
         for shard in &self.shards {
             shard.with(|objects| {
                 for object in objects.slots.iter().filter(|object| object.address != 0 && object.sequence >= since) {
                     let Some(held) = held.get_mut(object.stack as usize) else { continue };
-                    let sampled = self.scale_of(object);
-                    let scale = match calibration.and_then(|calibration| calibration.factor(object.bytes)) {
-                        Some(factor) => sampled * factor,
-                        None => {
-                            variance += variance_of_one(object.bytes, sampled);
-                            sampled
-                        }
-                    };
+                    let scale = self.scale_of(object);
+                    variance += variance_of_one(object.bytes, scale);
                     held.live.add_scaled(object.bytes, scale);
                     if now.saturating_sub(object.stamp.time()) > older_than {
                         held.older_bytes += scale * object.bytes as f64;
@@ -488,6 +499,43 @@ impl Table {
         }
         variance
     }
+}
+
+/// How a reading weighs the live objects: each at its sampled weight, or calibrated ([`calibrated`]).
+enum Tally<'a> {
+    Sampled,
+    Calibrated(&'a [Seen], &'a Calibration),
+}
+
+/// A live object as a calibrated reading copied it.
+struct Seen {
+    stack: u32,
+    /// Its size class's index ([`NO_CLASS`]: past the largest).
+    class: u32,
+    bytes: u64,
+    scale: f64,
+}
+
+/// The class of an object past the largest.
+const NO_CLASS: u32 = u32::MAX;
+
+/// Adds each of the `seen` objects to its stack's entry of `held` at its weight taken by `calibration`'s
+/// factor where one applies (every age counted as older: whole-heap readings ask none); answers the
+/// variance of the total (that of the objects no factor applies to).
+fn calibrated(seen: &[Seen], calibration: &Calibration, held: &mut [Held]) -> f64 {
+    let mut variance = 0.0;
+    for object in seen {
+        let Some(held) = held.get_mut(object.stack as usize) else { continue };
+        let scale = match calibration.factor_of_class(object.class) {
+            Some(factor) => object.scale * factor,
+            None => {
+                variance += variance_of_one(object.bytes, object.scale);
+                object.scale
+            }
+        };
+        held.live.add_scaled(object.bytes, scale);
+    }
+    variance
 }
 
 /// How many stacks a reading makes room for beyond those it counted before copying them.

@@ -226,3 +226,40 @@ fn the_chance_of_a_sample_is_libm_s_to_within_ten_to_the_minus_thirteen() {
     }
     assert_eq!((chance_sampled(0.0), chance_sampled(-1.0), chance_sampled(f64::NAN)), (0.0, 0.0, 0.0));
 }
+
+/// A calibrated reading: the stacks of each class add up to jemalloc's count of it, their shares as their
+/// samples say, a class with no live sample in none, and a large object at its own size (in pages).
+#[test]
+fn a_calibrated_readings_stacks_add_up_to_each_classs_count() {
+    use crate::jemalloc::SizeClass;
+    let table = table(1 << 10, 16, 256);
+    // Two stacks sharing the 64 B class (three samples and one), one alone in the 24 KiB class with an
+    // object of 22 KiB (in pages).
+    for (address, bytes, stack) in
+        [(0x1000, 64, 1), (0x2000, 64, 1), (0x3000, 64, 1), (0x4000, 64, 2), (0x5000, 22 << 10, 3)]
+    {
+        table.sampled(address, bytes, &[0x100 * stack, 0x900], 0, Thinning::NONE);
+    }
+    let classes = [
+        SizeClass { size: 64, live: 9996, small: true },
+        SizeClass { size: 128, live: 50, small: true },
+        SizeClass { size: 16 << 10, live: 5, small: false },
+        SizeClass { size: 24 << 10, live: 1, small: false },
+    ];
+    let (readings, variance, calibration) = table.read_calibrated(0, Some((&classes, 0)));
+    let held = |stack: usize| {
+        let reading = readings.iter().find(|reading| reading.frames[0] == 0x100 * stack).unwrap();
+        (reading.live.unbiased_objects, reading.live.unbiased_bytes)
+    };
+    // 9996 regions counted, and the four promoted samples of the 64 B class put back: 10,000.
+    assert!((held(1).0 - 7500.0).abs() < 1e-6 && (held(2).0 - 2500.0).abs() < 1e-6, "{readings:?}");
+    assert!((held(1).1 + held(2).1 - 640_000.0).abs() < 1e-3);
+    assert!((held(3).0 - 1.0).abs() < 1e-9 && (held(3).1 - f64::from(22 << 10)).abs() < 1e-6, "{readings:?}");
+    assert_eq!(variance, 0.0, "every object calibrated");
+    let calibration = calibration.unwrap();
+    assert_eq!(
+        calibration.unreached_bytes,
+        50 * 128 + (1 << 14),
+        "the 128 B class, and the promoted samples' class less them"
+    );
+}
