@@ -520,7 +520,7 @@ struct Seen {
 const NO_CLASS: u32 = u32::MAX;
 
 /// Adds each of the `seen` objects to its stack's entry of `held` at its weight taken by `calibration`'s
-/// factor where one applies (every age counted as older: whole-heap readings ask none); answers the
+/// factor where one applies (none counted as older: whole-heap readings ask no age); answers the
 /// variance of the total (that of the objects no factor applies to).
 fn calibrated(seen: &[Seen], calibration: &Calibration, held: &mut [Held]) -> f64 {
     let mut variance = 0.0;
