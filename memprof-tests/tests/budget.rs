@@ -112,11 +112,11 @@ fn the_budget_is_on_by_default_and_one_setting_away() {
 /// storm likewise, its median within issue 61's 0.75-1.33: the storm's threads unthin sampling as they
 /// exit, before the main thread has joined them (the pacer alone saw a storm's end some 10 ms later, after
 /// the main thread's first sample had drawn its next distance at the storm's interval: 0 or 4x as often as
-/// 1 on a loaded machine). Then three storms of 1,000 threads born for them (1 KiB blocks, 2 s), each
-/// within 0.25-2.0 of its truth (issue 61 read 0.33 to 3.61; a thread's first sample weighed at the
-/// interval in force then read 0.26 to 2.14): no tighter, as this debug build reads some storms low (0.34
-/// to 0.73 in 8 of 33 on 2026-11-29, the rest 0.85-1.17, where a release build at the default budget read
-/// 0.94-1.05), not yet understood.
+/// 1 on a loaded machine). Then three storms of 1,000 threads born for them (1 KiB blocks, 2 s), checked
+/// alike (issue 61 read 0.33 to 3.61; a thread's first sample weighed at the interval in force then read
+/// 0.26 to 2.14; with the interval each sample was drawn at taken from the pacer, which waits to run
+/// behind the thousand, this debug build read 8 storms of 33 at 0.34-0.73; read from jemalloc as the hook
+/// began, or with a change taken as made when it was asked, single storms read up to 16.7).
 #[test]
 fn thinned_through_storms_every_estimate_stays_true() {
     let program = Program::windows().env("MEMPROF_SAMPLING_BUDGET", "5%").spawn();
@@ -134,12 +134,8 @@ fn thinned_through_storms_every_estimate_stays_true() {
             during.push(storm_ratio);
             after.push(after_ratio);
         }
-        if thousand_threads {
-            assert!(during.iter().all(|ratio| (0.25..=2.0).contains(ratio)), "{storm}: {during:.3?}");
-            continue;
-        }
         let checked = [("storm", &during, 0.8..=1.25), ("the 64 MiB after", &after, 0.75..=1.33)];
-        for (what, ratios, median) in checked {
+        for (what, ratios, median) in checked.into_iter().take(if thousand_threads { 1 } else { 2 }) {
             assert!(ratios.iter().all(|ratio| (0.6..=1.67).contains(ratio)), "{storm}, {what}: {ratios:.3?}");
             assert!(median.contains(&estimates::median(ratios.clone())), "{storm}, {what}: {ratios:.3?}");
         }

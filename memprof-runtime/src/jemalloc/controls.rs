@@ -278,6 +278,8 @@ controls! {
     /// log2 of the mean bytes between samples, as configured (memprof's budget lengthens the interval in
     /// force, `prof.lg_sample`, from it).
     OPT_LG_PROF_SAMPLE: ReadOnly usize = c"opt.lg_prof_sample";
+    /// log2 of the mean bytes between samples in force now (the last `prof.reset`'s).
+    PROF_LG_SAMPLE: ReadOnly usize = c"prof.lg_sample";
     /// Drops every sample taken so far, with the sampling rate to keep.
     PROF_RESET: WriteOnly usize = c"prof.reset";
     /// Writes the heap profile to the file named.

@@ -120,6 +120,27 @@ pub(crate) fn lg_sample() -> Result<usize, CtlError> {
     OPT_LG_PROF_SAMPLE.read()
 }
 
+/// `prof.lg_sample`, translated once: the sampling interval in force, log2 of the mean bytes between
+/// samples, as jemalloc draws each thread's next distance at it (the last `prof.reset`'s).
+///
+/// ```ignore
+/// let in_force = jemalloc::IntervalInForce::new()?;
+/// assert!(in_force.lg_sample()? >= jemalloc::lg_sample()?);
+/// ```
+pub(crate) struct IntervalInForce(Indexed<usize, ReadOnly>);
+
+impl IntervalInForce {
+    /// The control, its name translated (no allocation, no lock, each read after).
+    pub(crate) fn new() -> Result<IntervalInForce, CtlError> {
+        PROF_LG_SAMPLE.at(&[]).map(IntervalInForce)
+    }
+
+    /// log2 of the mean bytes between samples now.
+    pub(crate) fn lg_sample(&self) -> Result<usize, CtlError> {
+        self.0.read()
+    }
+}
+
 /// `prof.reset`: drops every sample taken so far, drawing sampling distances at `lg_sample` from now on.
 pub(crate) fn reset_samples(lg_sample: usize) -> Result<(), CtlError> {
     PROF_RESET.write(lg_sample)

@@ -29,7 +29,7 @@
 
 mod first_draw;
 mod work;
-pub(crate) use first_draw::{Change, Prior, first_allocation_within, rounded};
+pub(crate) use first_draw::{Change, Prior, Seen, first_allocation_within, rounded};
 pub(crate) use work::{BUCKETS as WORK_BUCKETS, Work, bucket as work_bucket};
 
 /// The share of one core sampling may take, measured while it is on.

@@ -12,8 +12,9 @@
 //! jemalloc draws each thread's distance to its next sample as it takes one (and at the thread's first
 //! allocation), at the interval in force then, and keeps it whatever the interval becomes. So a sample
 //! stands for what the interval its distance was drawn at makes it stand for: each thread remembers the
-//! thinning in force at its last sample ([`thinning_of_this_sample`]), and its next sample carries that
-//! one into the record, which weighs it so. A thread's first sample carries the thinning in force as it is
+//! thinning jemalloc drew at as its last sample's hook returned ([`next_drawn`], read from jemalloc itself:
+//! the pacer's word lags jemalloc's when the pacer waits to run), and its next sample carries that one into
+//! the record, which weighs it so ([`thinning_of_this_sample`]). A thread's first sample carries the thinning in force as it is
 //! taken where the interval has not changed since the thread was born; else what the kernel's accounts of
 //! the thread and the bytes it allocated say of the thinning its first distance was drawn at
 //! ([`super::budget::Prior`]), against the latest changes of the interval kept with their times.
@@ -39,6 +40,9 @@ use super::budget::{
 };
 use crate::jemalloc;
 use crate::process::thread_times;
+
+mod changes;
+use changes::Changes;
 
 /// What the budget's pacer and the sample hooks share, process-wide: the budget armed, the work measured,
 /// the thinning in force and what it was at most.
@@ -73,50 +77,10 @@ struct Pacing {
     gone: AtomicBool,
     /// Whether threads' exits may unthin sampling ([`Persistence::exits_unthin`]).
     exits_unthin: AtomicBool,
-    /// The latest changes of the thinning ([`Changes`]).
+    /// The latest changes of the thinning, timed as the samples saw them made ([`Changes`]).
     changes: Changes,
-}
-
-/// How many of the latest changes of the thinning are kept.
-const CHANGES: usize = 64;
-
-/// The latest changes of the thinning, each its time on the boot clock (us) and its exponent, packed
-/// (`at_us << 8 | exponent`), in a ring; written under [`Pacing::changing`], read by any thread without a
-/// lock: `begun` counts the changes whose writing began, `made` those written (a sequence lock).
-struct Changes {
-    begun: AtomicU64,
-    made: AtomicU64,
-    ring: [AtomicU64; CHANGES],
-}
-
-impl Changes {
-    /// Keeps a change to `to`, now (the one writer: under [`Pacing::changing`]).
-    fn keep(&self, to: Thinning) {
-        let Some(now_ns) = thread_times::boot_clock_ns() else { return };
-        let made = self.made.load(Ordering::Relaxed);
-        self.begun.store(made + 1, Ordering::Relaxed);
-        std::sync::atomic::fence(Ordering::Release);
-        self.ring[made as usize % CHANGES].store((now_ns / 1000) << 8 | u64::from(to.exponent()), Ordering::Relaxed);
-        self.made.store(made + 1, Ordering::Release);
-    }
-
-    /// Whether the thinning ever changed.
-    fn any(&self) -> bool {
-        self.made.load(Ordering::Relaxed) > 0
-    }
-
-    /// The changes kept, oldest first, into `into`, and whether they are every change since start-up;
-    /// `None` where one was being written meanwhile.
-    fn read<'c>(&self, into: &'c mut [Change; CHANGES]) -> Option<(&'c [Change], bool)> {
-        let made = self.made.load(Ordering::Acquire);
-        let kept = (made as usize).min(CHANGES);
-        for (slot, index) in into.iter_mut().zip(made as usize - kept..made as usize) {
-            let packed = self.ring[index % CHANGES].load(Ordering::Relaxed);
-            *slot = Change { at_ns: (packed >> 8) * 1000, to: Thinning::of(packed as u8) };
-        }
-        std::sync::atomic::fence(Ordering::Acquire);
-        (self.begun.load(Ordering::Relaxed) == made).then_some((&into[..kept], made as usize <= CHANGES))
-    }
+    /// `prof.lg_sample`, translated once continuous sampling armed the budget ([`drawn_now`]).
+    in_force: OnceLock<jemalloc::IntervalInForce>,
 }
 
 static PACING: Pacing = Pacing {
@@ -134,11 +98,8 @@ static PACING: Pacing = Pacing {
     live_samples: AtomicU64::new(0),
     gone: AtomicBool::new(false),
     exits_unthin: AtomicBool::new(true),
-    changes: Changes {
-        begun: AtomicU64::new(0),
-        made: AtomicU64::new(0),
-        ring: [const { AtomicU64::new(0) }; CHANGES],
-    },
+    changes: Changes::new(),
+    in_force: OnceLock::new(),
 };
 
 /// How often the pacer takes what sampling cost unthinned (a reading is judged once [`super::budget::JUDGED_AFTER`] long).
@@ -202,6 +163,11 @@ impl Drop for Sampler {
 /// starts; later calls change nothing.
 pub(crate) fn arm(budget: Option<Budget>) {
     let armed = budget.and_then(|budget| Some((budget, jemalloc::lg_sample().ok()?)));
+    if armed.is_some()
+        && let Ok(in_force) = jemalloc::IntervalInForce::new()
+    {
+        let _ = PACING.in_force.set(in_force);
+    }
     if PACING.budget.set(armed).is_ok() && armed.is_some() {
         crate::stack_walk::work_clock::switch_on();
     }
@@ -242,23 +208,48 @@ pub(crate) fn thinning() -> Thinning {
     Thinning::of(PACING.thinning.load(Ordering::Relaxed))
 }
 
-/// The thinning the sample this thread is taking at `address` was drawn at (the record's sample hook, once
-/// a sample): the one in force at the thread's last sample; for its first, the one in force now where the
-/// thinning never changed since the thread was born, else [`first_draw`]'s. Remembers the one in force now,
-/// which jemalloc draws the thread's next distance at as the hook returns.
+/// The thinning the sample this thread is taking at `address` was drawn at (the record's sample hook, first
+/// thing): the one jemalloc drew at as the thread's last sample's hook returned ([`next_drawn`]); for its
+/// first, the one in force now where the thinning never changed since the thread was born, else
+/// [`first_draw`]'s.
 #[inline]
 pub(crate) fn thinning_of_this_sample(address: usize) -> Thinning {
-    let now = PACING.thinning.load(Ordering::Relaxed);
-    if now != Thinning::NONE.exponent() {
-        // A thread exiting meanwhile has nothing to count.
+    match DRAWN_AT.try_with(Cell::get) {
+        // What it reads of jemalloc is seen of a change being made, before the changes are read.
+        Ok(UNKNOWN) if PACING.changes.any() => first_draw(PACING.changes.watch(drawn_now), address),
+        Ok(UNKNOWN) | Err(_) => drawn_now(),
+        Ok(drawn_at) => Thinning::of(drawn_at),
+    }
+}
+
+/// Remembers the thinning jemalloc draws this thread's next distance at, read as the sample hook returns
+/// (its last thing: jemalloc draws the distance a few instructions later, so the interval can change
+/// between the two only where the thread is preempted just there; read as the hook began, a thread
+/// waiting to run behind a thousand others read the interval 150 ms before it drew, and a distance drawn
+/// unthinned counted 1,024 times); counts the sample where thinned.
+#[inline]
+pub(crate) fn next_drawn() {
+    let now = PACING.changes.watch(drawn_now);
+    // A thread exiting meanwhile has nothing to keep.
+    let _ = DRAWN_AT.try_with(|drawn_at| drawn_at.set(now.exponent()));
+    if now != Thinning::NONE {
         let _ = SAMPLER.try_with(Sampler::sampled_thinned);
     }
-    let drawn_at = DRAWN_AT.try_with(|drawn_at| drawn_at.replace(now)).unwrap_or(now);
-    match drawn_at {
-        UNKNOWN if PACING.changes.any() => first_draw(Thinning::of(now), address),
-        UNKNOWN => Thinning::of(now),
-        drawn_at => Thinning::of(drawn_at),
-    }
+}
+
+/// The thinning jemalloc draws distances at now, as jemalloc holds it (`prof.lg_sample` against the
+/// configured interval): the one the distance drawn as a sample's hook returns is drawn at. Not the pacer's
+/// [`thinning`], which it sets as `prof.reset` returns: with hundreds of threads runnable on a few cores,
+/// the pacer can wait a second or more to run again between the two, and every sample taken meanwhile
+/// would have its next distance drawn at the new interval and be counted at the old one (a storm of
+/// 1,000 threads in a debug build read 0.32 of its truth so: its samples drawn at 4 times the interval,
+/// each counted once).
+fn drawn_now() -> Thinning {
+    let read = armed().zip(PACING.in_force.get()).and_then(|((_, configured), in_force)| {
+        let in_force = in_force.lg_sample().ok()?;
+        Some(Thinning::of(u8::try_from(in_force.saturating_sub(configured)).unwrap_or(u8::MAX)))
+    });
+    read.unwrap_or_else(thinning)
 }
 
 /// What a thread's first sample stands for, as a thinning ([`super::budget::Prior`]): `now` where the
@@ -267,13 +258,13 @@ pub(crate) fn thinning_of_this_sample(address: usize) -> Thinning {
 /// interval). Once a thread, after the thinning first changed: two small files read.
 #[cold]
 fn first_draw(now: Thinning, address: usize) -> Thinning {
-    let mut kept = [Change { at_ns: 0, to: Thinning::NONE }; CHANGES];
+    let mut kept = [Change::asked(Thinning::NONE, 0); changes::KEPT];
     let (Some((changes, complete)), Some(thread), Some((_, lg_sample))) =
         (PACING.changes.read(&mut kept), thread_times::this_thread(), armed())
     else {
         return now;
     };
-    if changes.last().is_none_or(|last| last.at_ns < thread.born_ns) {
+    if changes.last().is_none_or(|last| last.by_ns < thread.born_ns) {
         return now;
     }
     let (from, to) = first_allocation_within(&thread);
@@ -368,23 +359,25 @@ fn thin(thinning: Thinning) {
     if thinning == before {
         return;
     }
-    // A sample taken while the interval changes may have its thread's next distance drawn at either: the
-    // finer of the two is said first and kept last, so such a sample is weighed at most as its interval
-    // says (never 2^n times more: one sample of a storm would then stand for a whole interval's bytes).
-    let finer = thinning.min(before);
     if before == Thinning::NONE {
         // A new thinned time: its samples counted from none.
         PACING.thinned_time.fetch_add(1, Ordering::Relaxed);
         PACING.thinned_samples.store(0, Ordering::Relaxed);
         PACING.live_samples.store(0, Ordering::Relaxed);
     }
-    PACING.thinning.store(finer.exponent(), Ordering::Relaxed);
-    if jemalloc::reset_samples(lg_sample + usize::from(thinning.exponent())).is_ok() {
-        PACING.changes.keep(thinning);
+    // Kept as it is asked, before jemalloc draws at it (a thread's first sample must not see the new interval
+    // before the change), and timed once made ([`Changes`]).
+    let Some(asked_ns) = thread_times::boot_clock_ns() else { return };
+    PACING.changes.asked(asked_ns, thinning);
+    let made = jemalloc::reset_samples(lg_sample + usize::from(thinning.exponent())).is_ok();
+    let done_ns = thread_times::boot_clock_ns().unwrap_or(asked_ns);
+    PACING.changes.made(done_ns);
+    if made {
         PACING.thinning.store(thinning.exponent(), Ordering::Relaxed);
         PACING.most.fetch_max(thinning.exponent(), Ordering::Relaxed);
     } else {
-        PACING.thinning.store(before.exponent(), Ordering::Relaxed);
+        PACING.changes.asked(done_ns, before);
+        PACING.changes.made(done_ns);
     }
 }
 

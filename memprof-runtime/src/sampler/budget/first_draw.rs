@@ -23,11 +23,51 @@
 use super::Thinning;
 use crate::process::thread_times::ThreadTimes;
 
-/// A change of the thinning: from `at_ns` on the boot clock, `to`.
+/// A change of the thinning to `to`: jemalloc draws at it from `at_ns` on the boot clock as near as it is
+/// known, and from `by_ns` at the latest (`u64::MAX` while it is being made).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Change {
     pub(crate) at_ns: u64,
+    pub(crate) by_ns: u64,
     pub(crate) to: Thinning,
+}
+
+/// What the samples taken while a change was being made saw of it: the last moment one saw jemalloc still
+/// drawing at the interval before it, and the first one saw it drawing at the new (boot clock, ns; `0` and
+/// `u64::MAX` where none did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub(crate) old_until_ns: u64,
+    pub(crate) new_from_ns: u64,
+}
+
+impl Seen {
+    /// Nothing seen.
+    pub(crate) const NOTHING: Seen = Seen { old_until_ns: 0, new_from_ns: u64::MAX };
+}
+
+impl Change {
+    /// A change to `to` asked of jemalloc at `asked_ns` and not yet made.
+    pub(crate) fn asked(to: Thinning, asked_ns: u64) -> Change {
+        Change { at_ns: asked_ns, by_ns: u64::MAX, to }
+    }
+
+    /// A change to `to` asked at `asked_ns` and made by `done_ns` (`prof.reset` returned: jemalloc changes
+    /// the interval once it holds its locks, then expires every thread's samples, and the pacer may wait
+    /// long to run again, a second with a thousand threads runnable), timed within those by what the
+    /// samples taken meanwhile saw: no sooner than the last that saw the old interval, no later than the
+    /// first that saw the new, at the middle of what is left (where they contradict each other, a sample
+    /// having waited to run between its reading and its clock's, at the first that saw the new).
+    ///
+    /// ```ignore
+    /// let seen = Seen { old_until_ns: 120, new_from_ns: 140 };
+    /// assert_eq!(Change::timed(Thinning::of(2), 100, 600, seen), Change { at_ns: 130, by_ns: 140, to: Thinning::of(2) });
+    /// ```
+    pub(crate) fn timed(to: Thinning, asked_ns: u64, done_ns: u64, seen: Seen) -> Change {
+        let by_ns = done_ns.min(seen.new_from_ns).max(asked_ns);
+        let from_ns = asked_ns.max(seen.old_until_ns).min(by_ns);
+        Change { at_ns: from_ns + (by_ns - from_ns) / 2, by_ns, to }
+    }
 }
 
 /// How many mean intervals past a distance drawn is too unlikely to have been (e^-20: two in a billion).
@@ -131,7 +171,24 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn change(at_ms: u64, to: u8) -> Change {
-        Change { at_ns: at_ms * MS, to: Thinning::of(to) }
+        Change { at_ns: at_ms * MS, by_ns: at_ms * MS, to: Thinning::of(to) }
+    }
+
+    #[test]
+    fn a_change_is_timed_between_what_the_samples_saw_within_its_asking_and_its_making() {
+        let to = Thinning::of(2);
+        // Recorded: a reset asked with a thousand threads runnable returned 575 ms later.
+        let (asked, done) = (100 * MS, 675 * MS);
+        assert_eq!(Change::timed(to, asked, done, Seen::NOTHING), Change { at_ns: 387_500_000, by_ns: done, to });
+        let seen = Seen { old_until_ns: 120 * MS, new_from_ns: 123 * MS };
+        assert_eq!(Change::timed(to, asked, done, seen), Change { at_ns: 121_500_000, by_ns: 123 * MS, to });
+        // Seen before it was asked, or after it was made: the asking and the making bound it.
+        let outside = Seen { old_until_ns: 50 * MS, new_from_ns: 900 * MS };
+        assert_eq!(Change::timed(to, asked, done, outside), Change::timed(to, asked, done, Seen::NOTHING));
+        // A sample that saw the old interval, its clock read late: at the first that saw the new.
+        let late = Seen { old_until_ns: 300 * MS, new_from_ns: 200 * MS };
+        assert_eq!(Change::timed(to, asked, done, late), Change { at_ns: 200 * MS, by_ns: 200 * MS, to });
+        assert_eq!(Change::asked(to, asked), Change { at_ns: asked, by_ns: u64::MAX, to });
     }
 
     #[test]

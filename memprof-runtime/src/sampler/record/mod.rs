@@ -221,6 +221,7 @@ unsafe extern "C" fn sampled(
     let thinning = crate::sampler::throttle::thinning_of_this_sample(address as usize);
     record.sampled(address as usize, usable as u64, frames, clock_seconds(), thinning);
     crate::sampler::throttle::work_ended();
+    crate::sampler::throttle::next_drawn();
 }
 
 /// jemalloc's `prof_sample_free_hook_t`.
