@@ -61,6 +61,8 @@ pub fn median(mut ratios: Vec<f64>) -> f64 {
 pub struct LiveHeap {
     /// The bytes in use `/debug/pprof/heap` estimates, as Go's pprof adds them up (`inuse_space`).
     pub estimate: f64,
+    /// The bytes in use its comment says (to a tenth of a MiB): of the same reading as the profile.
+    pub said: f64,
     /// The error memprof says with it (two standard errors, from the profile's comment), in bytes.
     pub error: f64,
     /// The samples the estimate comes from.
@@ -130,7 +132,7 @@ impl LiveHeap {
         let said = comments.split(" in use ").nth(1).and_then(|rest| rest.split(" samples").next());
         let said = said.unwrap_or_else(|| panic!("no estimate said in {comments}"));
         let words: Vec<&str> = said.split(' ').collect();
-        let [_, "MiB", "+-", error, "MiB", "from", samples] = words[..] else { panic!("{said}") };
+        let [in_use, "MiB", "+-", error, "MiB", "from", samples] = words[..] else { panic!("{said}") };
         // "... from 12 samples (each size class sampled counted whole ...; 4.0 MiB more in classes no live
         // sample reached, in no stack; 0.6 MiB of what is counted is freed objects the threads' caches keep)"
         let mib_before = |text: &str, marker: &str| -> Option<f64> {
@@ -146,6 +148,7 @@ impl LiveHeap {
         let allocated = metrics.lines().find_map(|line| line.strip_prefix("memprof_jemalloc_allocated_bytes "));
         Some(LiveHeap {
             estimate,
+            said: in_use.parse::<f64>().unwrap() * MIB,
             error: error.parse::<f64>().unwrap() * MIB,
             samples: samples.parse().unwrap(),
             calibrated,

@@ -14,7 +14,7 @@
 //! Only allocations made while sampling was on are in the heap profile: sample continuously for
 //! continuous profiling (`sampling = "continuous"`, `MEMPROF_SAMPLING=continuous`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::context::Context;
 use super::jobs::Permit;
@@ -57,16 +57,26 @@ fn heap_profile(
         .transpose()?;
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
     let off = (!crate::sampler::throttle::sampling_on().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
-    let record = context.profiler.sampler().record();
-    let cautions = record.into_iter().flat_map(crate::sampler::record::cautions);
-    let estimates = record.map(crate::sampler::record::estimate_note);
-    let comments =
-        off.into_iter().chain(cautions.chain(estimates).map(|caution| format!("memprof: {caution}"))).collect();
-    let options = RenderOptions { allocations_first, comments, ..RenderOptions::default() };
+    // The estimates said are of the heap the profile was made from (the reading of its last snapshot, taken
+    // `since` then).
+    let options = |context: &Context, since: Instant| {
+        let record = context.profiler.sampler().record();
+        let cautions = record.into_iter().flat_map(crate::sampler::record::cautions);
+        let written = crate::sampler::record::heap_written_since(since);
+        let estimates = record.map(|record| crate::sampler::record::estimate_note(record, written));
+        let comments = off
+            .clone()
+            .into_iter()
+            .chain(cautions.chain(estimates).map(|caution| format!("memprof: {caution}")))
+            .collect();
+        RenderOptions { allocations_first, comments, ..RenderOptions::default() }
+    };
     let bytes = match seconds {
         None => {
             let _permit = Permit::or_busy()?;
-            render(&super::heap_now::symbolized(context)?, &options)?
+            let since = Instant::now();
+            let now = super::heap_now::symbolized(context)?;
+            render(&now, &options(context, since))?
         }
         Some(seconds) => {
             // The first snapshot is kept through the wait, small beside its symbolizing; the wait holds no
@@ -77,7 +87,9 @@ fn heap_profile(
             };
             request.wait(Duration::from_secs(seconds))?;
             let _permit = Permit::or_busy()?;
-            render(&super::heap_now::symbolized(context)?.minus(&before), &options)?
+            let since = Instant::now();
+            let now = super::heap_now::symbolized(context)?;
+            render(&now.minus(&before), &options(context, since))?
         }
     };
     Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "profile.pb.gz".to_owned(), true))

@@ -76,10 +76,40 @@ struct Record {
     /// Whether the program's heap was under [`SAW_THE_HEAP_START`] as the record started: nearly every
     /// object live since could be sampled, so what the heap holds is calibrated by size class ([`calibration`]).
     saw_the_heap_start: OnceLock<bool>,
+    /// What the latest dump of the whole heap held, and when, for the note said with it ([`estimate_note`]).
+    heap_written: parking_lot::Mutex<Option<(std::time::Instant, HeapNow)>>,
 }
 
-static RECORD: Record =
-    Record { table: OnceLock::new(), clock_start: OnceLock::new(), saw_the_heap_start: OnceLock::new() };
+static RECORD: Record = Record {
+    table: OnceLock::new(),
+    clock_start: OnceLock::new(),
+    saw_the_heap_start: OnceLock::new(),
+    heap_written: parking_lot::Mutex::new(None),
+};
+
+/// What one reading of the whole heap held in all: its stacks' live totals, their variance, and its
+/// calibration where it was calibrated.
+#[derive(Debug, Clone)]
+pub(crate) struct HeapNow {
+    held: Totals,
+    variance: f64,
+    calibration: Option<Calibration>,
+}
+
+impl HeapNow {
+    fn of(readings: &[table::StackReading], variance: f64, calibration: Option<Calibration>) -> HeapNow {
+        let mut held = Totals::default();
+        readings.iter().for_each(|stack| held.absorb(&stack.live));
+        HeapNow { held, variance, calibration }
+    }
+}
+
+/// What the latest dump of the whole heap ([`write_profile`] from the start) held, where it was written
+/// since `since`, taken: the note said with that dump is of the same reading ([`estimate_note`]), not of one
+/// a moment later.
+pub(crate) fn heap_written_since(since: std::time::Instant) -> Option<HeapNow> {
+    RECORD.heap_written.lock().take().filter(|(at, _)| *at >= since).map(|(_, heap)| heap)
+}
 
 /// Starts keeping the record: makes it (in memprof's arena, unsampled) and installs jemalloc's sample
 /// hooks. Call before sampling is switched on: objects sampled earlier are not in it. Once; later calls
@@ -128,9 +158,6 @@ pub(crate) fn losses(record: &Table) -> Option<String> {
     ))
 }
 
-/// What the whole heap holds now, calibrated by size class ([`calibration`]): `None` where the record
-/// started after the program's heap had grown (objects in no sample would be shared among the sampled) or
-/// jemalloc's counts cannot be read. Reads some 240 of jemalloc's counters and every live sample.
 /// What every stack holds now and allocated since start-up (as [`Table::read`] from sequence number 0),
 /// calibrated by size class where the record started with the program ([`calibration`]: objects in no
 /// sample would otherwise be shared among the sampled) and jemalloc's counts can be read; with the variance
@@ -145,11 +172,13 @@ fn whole_heap(record: &Table) -> (Vec<table::StackReading>, f64, Option<Calibrat
 /// from the truth: each total with its sampling error, two standard errors of its samples' variance
 /// ([`Totals::error_bytes`]), for the pprof served to scrapers (`go tool pprof -comments`). What is held,
 /// calibrated, is jemalloc's count of the classes sampled: what no live sample reached, and what the
-/// threads' caches keep among it, are said.
-pub(crate) fn estimate_note(record: &Table) -> String {
-    let (readings, variance, calibration) = whole_heap(record);
-    let mut held = Totals::default();
-    readings.iter().for_each(|stack| held.absorb(&stack.live));
+/// threads' caches keep among it, are said. Of `heap` where given (what the dump served with the note held:
+/// [`heap_written_since`]), else of a reading made for it.
+pub(crate) fn estimate_note(record: &Table, heap: Option<HeapNow>) -> String {
+    let HeapNow { held, variance, calibration } = heap.unwrap_or_else(|| {
+        let (readings, variance, calibration) = whole_heap(record);
+        HeapNow::of(&readings, variance, calibration)
+    });
     let mut allocated = Totals::default();
     record.allocated().iter().for_each(|(_, totals)| allocated.absorb(totals));
     let mib = |bytes: f64| bytes / f64::from(1 << 20);
@@ -251,10 +280,15 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
     // then is (period 1: a reader unbiasing a calibrated share as a sample would read a stack smaller than
     // an interval as one interval); a window's objects are a part of each class the counts cannot tell apart.
     let (readings, variance, sample_period) = match since {
-        0 => match whole_heap(record) {
-            (readings, variance, Some(_)) => (readings.into_iter().map(counted).collect(), variance, 1),
-            (readings, variance, None) => (readings, variance, sample_period),
-        },
+        0 => {
+            let (readings, variance, calibration) = whole_heap(record);
+            let heap = HeapNow::of(&readings, variance, calibration.clone());
+            *RECORD.heap_written.lock() = Some((std::time::Instant::now(), heap));
+            match calibration {
+                Some(_) => (readings.into_iter().map(counted).collect(), variance, 1),
+                None => (readings, variance, sample_period),
+            }
+        }
         _ => {
             let readings = record.read(since, clock_seconds(), u32::MAX);
             let variance = readings.iter().map(|reading| reading.live.variance).sum();
