@@ -27,7 +27,7 @@
 //! // 64 KiB objects, 256 live; 3 live samples standing for 100 objects: each stands for 256/100 more.
 //! let classes = [SizeClass { size: 65536, live: 256, small: false }];
 //! let calibration = Calibration::of(&classes, &[Sampled { objects: 3, unbiased_objects: 100.0 }], 0);
-//! assert_eq!(calibration.factor(65536), Some(2.56));
+//! assert_eq!(calibration.factor_of_class(0), Some(2.56));
 //! ```
 
 use crate::jemalloc::SizeClass;
@@ -44,8 +44,6 @@ pub(crate) struct Sampled {
 /// The factor each live sampled object's weight takes, by its size class; see the module's documentation.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Calibration {
-    /// The classes' sizes, ascending.
-    sizes: Vec<u64>,
     /// Each class's factor: its exact count over the objects its samples stand for (0 where none).
     factors: Vec<f64>,
     /// Bytes of the classes with live objects and no live sample, at most (each large object counted at
@@ -86,18 +84,12 @@ impl Calibration {
                 factors.push(live as f64 / sampled.unbiased_objects);
             }
         }
-        Calibration { sizes: classes.iter().map(|class| class.size).collect(), factors, unreached_bytes, cached_bytes }
+        Calibration { factors, unreached_bytes, cached_bytes }
     }
 
-    /// The factor of a live sampled object of `bytes` (its usable size; [`class_of`]): `None` past the
-    /// largest class, and for a class no sample had reached when the calibration was made (an object
-    /// sampled since keeps its sampled weight).
-    #[cfg(test)]
-    pub(crate) fn factor(&self, bytes: u64) -> Option<f64> {
-        self.factor_of_class(class_of(&self.sizes, bytes)? as u32)
-    }
-
-    /// The factor of a live sampled object of the class at `class` ([`Self::factor`]).
+    /// The factor of a live sampled object of the class at `class` (among the classes it was made of;
+    /// [`class_of`] an object's): `None` past the last class, and for a class no sample had reached when the
+    /// calibration was made (an object sampled since keeps its sampled weight).
     pub(crate) fn factor_of_class(&self, class: u32) -> Option<f64> {
         self.factors.get(class as usize).copied().filter(|factor| *factor > 0.0)
     }
@@ -133,6 +125,12 @@ mod tests {
         Sampled { objects, unbiased_objects }
     }
 
+    /// The factor of a live sampled object of `bytes` (its usable size) among `classes`.
+    fn factor(calibration: &Calibration, classes: &[SizeClass], bytes: u64) -> Option<f64> {
+        let sizes: Vec<u64> = classes.iter().map(|class| class.size).collect();
+        calibration.factor_of_class(class_of(&sizes, bytes)? as u32)
+    }
+
     /// Read from the example service 4 s after its start (release, the default budget, thinned by 8): its
     /// 256 sessions of 64 KiB and 128 index blocks of 32 KiB live, the 32 KiB class's count holding what
     /// the main thread's cache keeps of freed blocks, 4 and 8 KiB responses freed at once (only cached).
@@ -148,15 +146,19 @@ mod tests {
         // 5 sessions sampled standing for 9 each, 1 index block standing for 17: 45 and 17 objects.
         let samples = [sampled(0, 0.0), sampled(0, 0.0), sampled(0, 0.0), sampled(1, 17.0), sampled(5, 45.0)];
         let calibration = Calibration::of(&classes, &samples, 3 * 32768 + 20 * 4096 + 20 * 8192);
-        let sessions = 5.0 * 9.0 * calibration.factor(65536).unwrap() * 65536.0;
-        let index = 17.0 * calibration.factor(32768).unwrap() * 32768.0;
+        let sessions = 5.0 * 9.0 * factor(&calibration, &classes, 65536).unwrap() * 65536.0;
+        let index = 17.0 * factor(&calibration, &classes, 32768).unwrap() * 32768.0;
         assert!((sessions - 256.0 * 65536.0).abs() < 1.0, "{sessions}");
         assert!((index - 131.0 * 32768.0).abs() < 1.0, "{index}");
         assert_eq!(calibration.unreached_bytes, 20 * 4096 + 20 * 8192, "the responses the cache keeps are in no stack");
-        assert_eq!(calibration.factor(16384), None, "no sample reached it: one sampled since keeps its weight");
-        assert_eq!(calibration.factor(65536 + 4096), None, "past the largest class");
+        assert_eq!(
+            factor(&calibration, &classes, 16384),
+            None,
+            "no sample reached it: one sampled since keeps its weight"
+        );
+        assert_eq!(factor(&calibration, &classes, 65536 + 4096), None, "past the largest class");
         // A large object's usable size is its size in pages, counted in the class above it.
-        assert_eq!(calibration.factor(61440), calibration.factor(65536));
+        assert_eq!(factor(&calibration, &classes, 61440), factor(&calibration, &classes, 65536));
         assert_eq!(class_of(&[8, 16, 16384, 20480], 16), Some(1));
         assert_eq!(class_of(&[8, 16, 16384, 20480], 17 << 10), Some(3));
     }
@@ -167,14 +169,15 @@ mod tests {
         // and 12 extents of 16 KiB, of which 2 are theirs.
         let classes = [class(64, 998, true), class(16384, 12, false)];
         let calibration = Calibration::of(&classes, &[sampled(2, 1000.0), sampled(1, 5.0)], 0);
-        assert_eq!(calibration.factor(64), Some(1.0), "1000 live, as the samples say");
-        assert_eq!(calibration.factor(16384), Some(2.0), "10 live of the program's own");
+        assert_eq!(factor(&calibration, &classes, 64), Some(1.0), "1000 live, as the samples say");
+        assert_eq!(factor(&calibration, &classes, 16384), Some(2.0), "10 live of the program's own");
     }
 
     #[test]
     fn a_count_below_the_samples_counts_them() {
-        let calibration = Calibration::of(&[class(1 << 20, 0, false)], &[sampled(2, 2.5)], 0);
-        assert_eq!(calibration.factor(1 << 20), Some(2.0 / 2.5));
+        let classes = [class(1 << 20, 0, false)];
+        let calibration = Calibration::of(&classes, &[sampled(2, 2.5)], 0);
+        assert_eq!(factor(&calibration, &classes, 1 << 20), Some(2.0 / 2.5));
     }
 
     /// Post-stratification's promise, checked by simulation: two stacks share a class unevenly, and a third
@@ -214,8 +217,9 @@ mod tests {
             for stack in 0..3 {
                 let mine = samples.iter().filter(|sample| sample.0 == stack);
                 let sampled: f64 = mine.clone().map(|&(_, size, weight)| weight * size as f64).sum();
-                let calibrated: f64 =
-                    mine.map(|&(_, size, weight)| weight * calibration.factor(size).unwrap() * size as f64).sum();
+                let calibrated: f64 = mine
+                    .map(|&(_, size, weight)| weight * factor(&calibration, &classes, size).unwrap() * size as f64)
+                    .sum();
                 calibrated_sum[stack] += calibrated;
                 // The lone stack of its class reads exact whenever a sample reached the class.
                 lone_off += usize::from(stack == 2 && by_class[0].objects > 0 && (calibrated - truth[2]).abs() > 1.0);
