@@ -116,7 +116,8 @@ fn raw_samples(profile: &[u8]) -> Option<Samples> {
 /// Grafana Alloy's and Pyroscope's rule, applied to two scrapes of `/debug/pprof/allocs` with 64 MiB
 /// allocated and freed between them: a sample is its locations' addresses plus its labels, its delta is
 /// current minus previous `alloc_*`. Every delta is >= 0 (`alloc_*` only grow, with no `prof_accum`), the
-/// churned stack's deltas add up to the 64 MiB, and nothing else grew by more than a MiB.
+/// churned stack's deltas add up to the 64 MiB, and nothing else grew by more than a MiB. The estimates
+/// said in its comment, and a delta's.
 #[test]
 fn scrapes_of_allocs_only_grow_and_their_deltas_add_up_to_the_load() {
     let program = windows();
@@ -155,6 +156,15 @@ fn scrapes_of_allocs_only_grow_and_their_deltas_add_up_to_the_load() {
     let figures: Vec<f64> = allocated.split(' ').filter_map(|word| word.parse().ok()).take(3).collect();
     let [total, error, samples] = figures[..] else { panic!("{estimates}") };
     assert!(total >= 64.0 && error > 0.0 && error < total / 4.0 && samples >= 64.0, "{estimates}");
+    // A delta (`?seconds=N`) is what changed over its seconds; the estimates said with it are of the whole
+    // heap as they ended, and say so.
+    let delta = program.get("/debug/pprof/heap?seconds=1");
+    let comments = tools::pprof(&delta.body, &["-comments"]).unwrap();
+    assert!(
+        comments.lines().any(|line| line.starts_with("memprof: sampled estimates")
+            && line.ends_with("; of the whole heap as the 1 s ended: the profile is what changed over them")),
+        "{comments}"
+    );
 }
 
 /// Faults in continuous mode: 2,000 `scope!` windows in a row (some 7 ms each in a debug build) leave no

@@ -58,12 +58,18 @@ fn heap_profile(
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
     let off = (!crate::sampler::throttle::sampling_on().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
     // The estimates said are of the heap the profile was made from (the reading of its last snapshot, taken
-    // `since` then).
+    // `since` then); a delta's, of the heap at its end.
     let options = |context: &Context, since: Instant| {
         let record = context.profiler.sampler().record();
         let cautions = record.into_iter().flat_map(crate::sampler::record::cautions);
         let written = crate::sampler::record::heap_written_since(since);
-        let estimates = record.map(|record| crate::sampler::record::estimate_note(record, written));
+        let estimates =
+            record.map(|record| crate::sampler::record::estimate_note(record, written)).map(|note| match seconds {
+                Some(seconds) => {
+                    format!("{note}; of the whole heap as the {seconds} s ended: the profile is what changed over them")
+                }
+                None => note,
+            });
         let comments = off
             .clone()
             .into_iter()
