@@ -26,9 +26,19 @@ use crate::process::thread_times;
 pub(crate) const KEPT: usize = 64;
 
 /// Bits of a word of what was seen that hold the time, in microseconds after the change was asked (12
-/// days); the change's number above them.
+/// days); the change's number above them, its low 24 bits (a change a second for half a year apart).
 const TIME_BITS: u32 = 40;
 const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+
+/// The word of what was seen of change `number` at `micros` after it was asked.
+fn seen_word(number: u64, micros: u64) -> u64 {
+    number << TIME_BITS | micros
+}
+
+/// Whether `word` is of change `number` (its low 24 bits).
+fn of_change(word: u64, number: u64) -> bool {
+    word >> TIME_BITS == number & (u64::MAX >> TIME_BITS)
+}
 
 /// The changes kept, and what the hooks see of the one being made.
 pub(crate) struct Changes {
@@ -68,8 +78,8 @@ impl Changes {
     pub(crate) fn asked(&self, asked_ns: u64, to: Thinning) {
         let number = self.made.load(Ordering::Relaxed) + 1;
         self.asked_ns.store(asked_ns, Ordering::Relaxed);
-        self.old_until.store(number << TIME_BITS, Ordering::Relaxed);
-        self.new_from.store(number << TIME_BITS | TIME_MASK, Ordering::Relaxed);
+        self.old_until.store(seen_word(number, 0), Ordering::Relaxed);
+        self.new_from.store(seen_word(number, TIME_MASK), Ordering::Relaxed);
         self.write(number - 1, Change::asked(to, asked_ns));
         self.in_flight.store(number << 8 | (u64::from(to.exponent()) + 1), Ordering::Release);
         self.made.store(number, Ordering::Release);
@@ -90,7 +100,7 @@ impl Changes {
     fn seen(&self, flight: u64) -> (Thinning, u64, Seen) {
         let asked_ns = self.asked_ns.load(Ordering::Relaxed);
         let at = |word: u64| asked_ns.saturating_add((word & TIME_MASK).saturating_mul(1000));
-        let of_it = |word: u64| word >> TIME_BITS == flight >> 8;
+        let of_it = |word: u64| of_change(word, flight >> 8);
         let old_until = self.old_until.load(Ordering::Relaxed);
         let new_from = self.new_from.load(Ordering::Relaxed);
         let mut seen = Seen::NOTHING;
@@ -142,7 +152,7 @@ impl Changes {
         let after_asked = clock.saturating_sub(asked_ns);
         let micros = if new { after_asked.div_ceil(1000) } else { after_asked / 1000 }.clamp(1, TIME_MASK - 1);
         let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |seen| {
-            (seen >> TIME_BITS == number).then(|| number << TIME_BITS | keep(seen & TIME_MASK, micros))
+            of_change(seen, number).then(|| seen_word(number, keep(seen & TIME_MASK, micros)))
         });
     }
 
@@ -217,6 +227,14 @@ mod tests {
         changes.made(done + 2_000);
         let (kept, _) = changes.read(&mut into).unwrap();
         assert_eq!(kept[1], Change { at_ns: done + 1_000, by_ns: done + 2_000, to: Thinning::NONE });
+    }
+
+    #[test]
+    fn the_words_of_what_was_seen_tell_changes_apart_past_their_24_bits() {
+        let number = (1 << 24) + 5;
+        assert!(of_change(seen_word(number, 7), number));
+        assert!(!of_change(seen_word(number, 7), number + 1));
+        assert_eq!(seen_word(number, 7) & TIME_MASK, 7);
     }
 
     #[test]
