@@ -58,18 +58,20 @@ fn heap_profile(
     // With sampling off the profile holds no samples: a scraper storing it all day should be told why.
     let off = (!crate::sampler::throttle::sampling_on().unwrap_or(false)).then(|| SAMPLING_OFF.to_owned());
     // The estimates said are of the heap the profile was made from (the reading of its last snapshot, taken
-    // `since` then); a delta's, of the heap at its end.
-    let options = |context: &Context, since: Instant| {
+    // `since` then); a delta's, of the heap at its end. Without the record (on demand), of jemalloc's dump,
+    // sampled at one interval: the profile's error, from its samples.
+    let options = |context: &Context, since: Instant, profile: &Analysis| {
         let record = context.profiler.sampler().record();
         let cautions = record.into_iter().flat_map(crate::sampler::record::cautions);
         let written = crate::sampler::record::heap_written_since(since);
-        let estimates =
-            record.map(|record| crate::sampler::record::estimate_note(record, written)).map(|note| match seconds {
-                Some(seconds) => {
-                    format!("{note}; of the whole heap as the {seconds} s ended: the profile is what changed over them")
-                }
-                None => note,
-            });
+        let estimates = match (record, seconds) {
+            (Some(record), None) => Some(crate::sampler::record::estimate_note(record, written)),
+            (Some(record), Some(seconds)) => Some(format!(
+                "{}; of the whole heap as the {seconds} s ended: the profile is what changed over them",
+                crate::sampler::record::estimate_note(record, written)
+            )),
+            (None, _) => profile.sampling_note(),
+        };
         let comments = off
             .clone()
             .into_iter()
@@ -82,7 +84,7 @@ fn heap_profile(
             let _permit = Permit::or_busy()?;
             let since = Instant::now();
             let now = super::heap_now::symbolized(context)?;
-            render(&now, &options(context, since))?
+            render(&now, &options(context, since, &now))?
         }
         Some(seconds) => {
             // The first snapshot is kept through the wait, small beside its symbolizing; the wait holds no
@@ -94,8 +96,8 @@ fn heap_profile(
             request.wait(Duration::from_secs(seconds))?;
             let _permit = Permit::or_busy()?;
             let since = Instant::now();
-            let now = super::heap_now::symbolized(context)?;
-            render(&now.minus(&before), &options(context, since))?
+            let grown = super::heap_now::symbolized(context)?.minus(&before);
+            render(&grown, &options(context, since, &grown))?
         }
     };
     Ok(Reply::rendered(Format::Pprof.content_type(), bytes.into(), "profile.pb.gz".to_owned(), true))
