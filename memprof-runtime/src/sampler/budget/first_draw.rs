@@ -61,7 +61,8 @@ impl Change {
     ///
     /// ```ignore
     /// let seen = Seen { old_until_ns: 120, new_from_ns: 140 };
-    /// assert_eq!(Change::timed(Thinning::of(2), 100, 600, seen), Change { at_ns: 130, by_ns: 140, to: Thinning::of(2) });
+    /// let timed = Change::timed(Thinning::of(2), 100, 600, seen);
+    /// assert_eq!(timed, Change { at_ns: 130, by_ns: 140, to: Thinning::of(2) });
     /// ```
     pub(crate) fn timed(to: Thinning, asked_ns: u64, done_ns: u64, seen: Seen) -> Change {
         let by_ns = done_ns.min(seen.new_from_ns).max(asked_ns);
