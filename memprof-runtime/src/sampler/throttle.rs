@@ -12,8 +12,9 @@
 //! jemalloc draws each thread's distance to its next sample as it takes one (and at the thread's first
 //! allocation), at the interval in force then, and keeps it whatever the interval becomes. So a sample
 //! stands for what the interval its distance was drawn at makes it stand for: each thread remembers the
-//! thinning jemalloc drew at as its last sample's hook returned ([`next_drawn`], read from jemalloc itself:
-//! the pacer's word lags jemalloc's when the pacer waits to run), and its next sample carries that one into
+//! thinning jemalloc drew at as its last sample's hook returned ([`next_drawn`]: the last change made, or,
+//! while one is being made, read from jemalloc itself, the pacer's word lagging jemalloc's when the pacer
+//! waits to run), and its next sample carries that one into
 //! the record, which weighs it so ([`thinning_of_this_sample`]). A thread's first sample carries the
 //! thinning in force as it is taken where the interval has not changed since the thread was born; else
 //! what the kernel's accounts of the thread and the bytes it allocated say of the thinning its first
@@ -55,8 +56,6 @@ struct Pacing {
     /// bucket, and their work in nanoseconds.
     work_counts: [AtomicU64; WORK_BUCKETS],
     work_nanos: [AtomicU64; WORK_BUCKETS],
-    /// The thinning jemalloc draws sampling distances at now (its exponent).
-    thinning: AtomicU8,
     /// Whether a run an operator asked for is in progress: sampling whole meanwhile.
     whole: AtomicBool,
     /// The most sampling was thinned since start-up (its exponent).
@@ -78,7 +77,8 @@ struct Pacing {
     gone: AtomicBool,
     /// Whether threads' exits may unthin sampling ([`Persistence::exits_unthin`]).
     exits_unthin: AtomicBool,
-    /// The latest changes of the thinning, timed as the samples saw them made ([`Changes`]).
+    /// The latest changes of the thinning, timed as the samples saw them made, the last made in force
+    /// ([`Changes`]).
     changes: Changes,
     /// `prof.lg_sample`, translated once continuous sampling armed the budget ([`drawn_now`]).
     in_force: OnceLock<jemalloc::IntervalInForce>,
@@ -88,7 +88,6 @@ static PACING: Pacing = Pacing {
     budget: OnceLock::new(),
     work_counts: [const { AtomicU64::new(0) }; WORK_BUCKETS],
     work_nanos: [const { AtomicU64::new(0) }; WORK_BUCKETS],
-    thinning: AtomicU8::new(0),
     whole: AtomicBool::new(false),
     most: AtomicU8::new(0),
     thinned_nanos: AtomicU64::new(0),
@@ -204,9 +203,10 @@ pub(crate) fn work_ended() {
     }
 }
 
-/// The thinning jemalloc draws sampling distances at now.
+/// The thinning jemalloc draws sampling distances at now: the last change made's (while the pacer makes one,
+/// jemalloc may draw at either).
 pub(crate) fn thinning() -> Thinning {
-    Thinning::of(PACING.thinning.load(Ordering::Relaxed))
+    PACING.changes.in_force()
 }
 
 /// The thinning the sample this thread is taking at `address` was drawn at (the record's sample hook, first
@@ -218,7 +218,7 @@ pub(crate) fn thinning_of_this_sample(address: usize) -> Thinning {
     match DRAWN_AT.try_with(Cell::get) {
         // What it reads of jemalloc is seen of a change being made, before the changes are read.
         Ok(UNKNOWN) if PACING.changes.any() => first_draw(PACING.changes.watch(drawn_now), address),
-        Ok(UNKNOWN) | Err(_) => drawn_now(),
+        Ok(UNKNOWN) | Err(_) => PACING.changes.watch(drawn_now),
         Ok(drawn_at) => Thinning::of(drawn_at),
     }
 }
@@ -239,12 +239,12 @@ pub(crate) fn next_drawn() {
 }
 
 /// The thinning jemalloc draws distances at now, as jemalloc holds it (`prof.lg_sample` against the
-/// configured interval): the one the distance drawn as a sample's hook returns is drawn at. Not the pacer's
-/// [`thinning`], which it sets as `prof.reset` returns: with hundreds of threads runnable on a few cores,
-/// the pacer can wait a second or more to run again between the two, and every sample taken meanwhile
-/// would have its next distance drawn at the new interval and be counted at the old one (a storm of
-/// 1,000 threads in a debug build read 0.32 of its truth so: its samples drawn at 4 times the interval,
-/// each counted once).
+/// configured interval): the one the distance drawn as a sample's hook returns is drawn at, read while a
+/// change is being made ([`Changes::watch`]). Not the pacer's [`thinning`], which changes as `prof.reset`
+/// returns: with hundreds of threads runnable on a few cores, the pacer can wait a second or more to run
+/// again between the two, and every sample taken meanwhile would have its next distance drawn at the new
+/// interval and be counted at the old one (a storm of 1,000 threads in a debug build read 0.32 of its
+/// truth so: its samples drawn at 4 times the interval, each counted once).
 fn drawn_now() -> Thinning {
     let read = armed().zip(PACING.in_force.get()).and_then(|((_, configured), in_force)| {
         let in_force = in_force.lg_sample().ok()?;
@@ -371,15 +371,8 @@ fn thin(thinning: Thinning) {
     let Some(asked_ns) = thread_times::boot_clock_ns() else { return };
     PACING.changes.asked(asked_ns, thinning);
     let made = jemalloc::reset_samples(lg_sample + usize::from(thinning.exponent())).is_ok();
-    let done_ns = thread_times::boot_clock_ns().unwrap_or(asked_ns);
-    PACING.changes.made(done_ns);
-    if made {
-        PACING.thinning.store(thinning.exponent(), Ordering::Relaxed);
-        PACING.most.fetch_max(thinning.exponent(), Ordering::Relaxed);
-    } else {
-        PACING.changes.asked(done_ns, before);
-        PACING.changes.made(done_ns);
-    }
+    PACING.changes.made(thread_times::boot_clock_ns().unwrap_or(asked_ns), made);
+    PACING.most.fetch_max(self::thinning().exponent(), Ordering::Relaxed);
 }
 
 /// The sampled allocations' work since the last call, taken.

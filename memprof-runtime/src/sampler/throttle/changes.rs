@@ -8,13 +8,16 @@
 //! the first that saw the new bound the moment it changed to within the time between two samples. A
 //! thread's first sample is weighed from those times ([`super::super::budget::Prior`]).
 //!
+//! Where no change is being made, what jemalloc draws at is the last change made ([`Changes::in_force`]): a
+//! hook reads jemalloc itself only while one is in flight.
+//!
 //! One writer (the pacer, under its lock), any number of readers without a lock: the kept changes behind
 //! a sequence lock (odd while written), what the hooks saw in words that carry the change they are of.
 //!
 //! ```ignore
 //! CHANGES.asked(now_ns, Thinning::of(2));
-//! jemalloc::reset_samples(lg_sample + 2)?;
-//! CHANGES.made(later_ns);
+//! let made = jemalloc::reset_samples(lg_sample + 2).is_ok();
+//! CHANGES.made(later_ns, made);
 //! ```
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
@@ -46,6 +49,8 @@ pub(crate) struct Changes {
     sequence: AtomicU64,
     /// How many changes were kept since start-up (the last may be in flight).
     made: AtomicU64,
+    /// The thinning of the last change made (its exponent): what jemalloc draws at while none is in flight.
+    settled: AtomicU8,
     at_ns: [AtomicU64; KEPT],
     by_ns: [AtomicU64; KEPT],
     to: [AtomicU8; KEPT],
@@ -64,6 +69,7 @@ impl Changes {
         Changes {
             sequence: AtomicU64::new(0),
             made: AtomicU64::new(0),
+            settled: AtomicU8::new(0),
             at_ns: [const { AtomicU64::new(0) }; KEPT],
             by_ns: [const { AtomicU64::new(0) }; KEPT],
             to: [const { AtomicU8::new(0) }; KEPT],
@@ -85,15 +91,24 @@ impl Changes {
         self.made.store(number, Ordering::Release);
     }
 
-    /// jemalloc's reset returned at `done_ns`: the change in flight is timed from what the hooks saw.
-    pub(crate) fn made(&self, done_ns: u64) {
+    /// jemalloc's reset returned at `done_ns`, having `made` the change in flight or not: the change is timed
+    /// from what the hooks saw (one refused is kept as a change to what was in force), and in force from now.
+    pub(crate) fn made(&self, done_ns: u64, made: bool) {
         let flight = self.in_flight.load(Ordering::Acquire);
         if flight == 0 {
             return;
         }
-        let (to, asked_ns, seen) = self.seen(flight);
+        let (asked, asked_ns, seen) = self.seen(flight);
+        let to = if made { asked } else { self.in_force() };
         self.write((flight >> 8) - 1, Change::timed(to, asked_ns, done_ns, seen));
+        // In force before the change is no longer in flight: a hook that sees none in flight reads it.
+        self.settled.store(to.exponent(), Ordering::Release);
         self.in_flight.store(0, Ordering::Release);
+    }
+
+    /// The thinning of the last change made: what jemalloc draws at, unless one is in flight.
+    pub(crate) fn in_force(&self) -> Thinning {
+        Thinning::of(self.settled.load(Ordering::Acquire))
     }
 
     /// The change in flight `flight`: its thinning, when it was asked, and what the hooks saw of it.
@@ -124,13 +139,18 @@ impl Changes {
         self.sequence.fetch_add(1, Ordering::Release);
     }
 
-    /// A sample's hook reads what jemalloc draws at now (`read`), and, while a change is being made, what it
-    /// saw is kept: the old interval, at the clock read before; the new, at the clock read after.
+    /// What jemalloc draws at now, as a sample's hook sees it: the last change made where none was asked
+    /// meanwhile (no change in flight, and none asked before the reading ended: the change counted as it is
+    /// asked, in force before it is no longer in flight); else jemalloc's own word (`read`), and, while a
+    /// change is being made, what it saw is kept: the old interval, at the clock read before; the new, at
+    /// the clock read after.
     #[inline]
     pub(crate) fn watch(&self, read: impl FnOnce() -> Thinning) -> Thinning {
+        let asked = self.made.load(Ordering::Acquire);
         let flight = self.in_flight.load(Ordering::Acquire);
         if flight == 0 {
-            return read();
+            let in_force = self.in_force();
+            return if self.made.load(Ordering::Acquire) == asked { in_force } else { read() };
         }
         let before = thread_times::boot_clock_ns();
         let now = read();
@@ -216,7 +236,7 @@ mod tests {
         assert!(kept[0].by_ns >= between && kept[0].by_ns < u64::MAX, "{kept:?}");
         // Nothing is seen once it is made.
         let done = thread_times::boot_clock_ns().unwrap() + 500_000_000;
-        changes.made(done);
+        changes.made(done, true);
         changes.watch(|| Thinning::NONE);
         let (kept, _) = changes.read(&mut into).unwrap();
         let change = kept[0];
@@ -224,9 +244,29 @@ mod tests {
         assert!(change.at_ns >= asked && change.at_ns <= change.by_ns, "{change:?}");
         // Another, seen by nothing: between its asking and its making.
         changes.asked(done, Thinning::NONE);
-        changes.made(done + 2_000);
+        changes.made(done + 2_000, true);
         let (kept, _) = changes.read(&mut into).unwrap();
         assert_eq!(kept[1], Change { at_ns: done + 1_000, by_ns: done + 2_000, to: Thinning::NONE });
+    }
+
+    #[test]
+    fn the_last_change_made_is_in_force_and_jemalloc_is_read_only_while_one_is_in_flight() {
+        let changes = Changes::new();
+        let unread = || -> Thinning { panic!("jemalloc read with no change in flight") };
+        assert_eq!(changes.watch(unread), Thinning::NONE);
+        changes.asked(1_000_000, Thinning::of(4));
+        // In flight: jemalloc's word, whatever was in force.
+        assert_eq!(changes.in_force(), Thinning::NONE);
+        assert_eq!(changes.watch(|| Thinning::of(4)), Thinning::of(4));
+        changes.made(2_000_000, true);
+        assert_eq!((changes.in_force(), changes.watch(unread)), (Thinning::of(4), Thinning::of(4)));
+        // A change jemalloc refused leaves the one in force, and is kept as a change to it.
+        changes.asked(3_000_000, Thinning::of(6));
+        changes.made(4_000_000, false);
+        assert_eq!((changes.in_force(), changes.watch(unread)), (Thinning::of(4), Thinning::of(4)));
+        let mut into = [Change::asked(Thinning::NONE, 0); KEPT];
+        let (kept, _) = changes.read(&mut into).unwrap();
+        assert_eq!(kept.iter().map(|change| change.to).collect::<Vec<_>>(), [Thinning::of(4); 2]);
     }
 
     #[test]
@@ -242,11 +282,11 @@ mod tests {
         let changes = Changes::new();
         changes.asked(1_000_000, Thinning::of(1));
         let first = changes.in_flight.load(Ordering::Relaxed);
-        changes.made(2_000_000);
+        changes.made(2_000_000, true);
         changes.asked(3_000_000, Thinning::of(2));
         // A hook that read the first change's flight, then waited to run: what it saw is not the second's.
         changes.saw(first, Thinning::of(1), Some(3_500_000), Some(3_600_000));
-        changes.made(5_000_000);
+        changes.made(5_000_000, true);
         let mut into = [Change::asked(Thinning::NONE, 0); KEPT];
         let (kept, _) = changes.read(&mut into).unwrap();
         assert_eq!(kept[1], Change::timed(Thinning::of(2), 3_000_000, 5_000_000, Seen::NOTHING));
