@@ -216,7 +216,8 @@ pub struct SamplingBudget {
     pub thinned_ms: u64,
     /// What one sample's work took over the last reading the budget judged, on average, in nanoseconds
     /// (the stack walk, jemalloc's bookkeeping, the record; longer where the program's own work keeps
-    /// evicting it from the caches): the budget fits this many fewer samples. `None` before the first.
+    /// evicting it from the caches), on the wall clock, bounded by what the samples timed on their threads'
+    /// CPU clocks say: the budget fits this many fewer samples. `None` before the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_work_ns: Option<u64>,
 }

@@ -40,9 +40,21 @@ pub(crate) fn this_thread() -> Option<ThreadTimes> {
 
 /// The boot clock now (ns), as the accounts are read against; `None` where it cannot be read.
 pub(crate) fn boot_clock_ns() -> Option<u64> {
+    // CLOCK_BOOTTIME exists on every Linux since 2.6.39.
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// The CPU time the calling thread ran (ns, `CLOCK_THREAD_CPUTIME_ID`: the scheduler's account to the
+/// nanosecond, a system call); `None` where it cannot be read.
+pub(crate) fn this_thread_cpu_ns() -> Option<u64> {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `clock` now (ns).
+fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid `timespec` to write; CLOCK_BOOTTIME exists on every Linux since 2.6.39.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
+    // SAFETY: `now` is a valid `timespec` to write; an unknown clock is an error returned.
+    if unsafe { libc::clock_gettime(clock, &mut now) } != 0 {
         return None;
     }
     Some((now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64))

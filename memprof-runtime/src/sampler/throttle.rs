@@ -7,7 +7,10 @@
 //! [`work_ended`]): the walk,
 //! jemalloc's bookkeeping of the stack and the promoted page, the record; two reads of the vDSO's clock
 //! each, nothing taken, nothing allocated, counted by its order of magnitude ([`Work`]: a sample measured
-//! far longer than the median one was not running). The free of a sampled object is not measured.
+//! far longer than the median one was not running), and some on their thread's CPU clock too
+//! ([`crate::stack_walk::work_clock::CPU_TIMED_ONE_IN`]: what the wall clock says is taken up to twice what
+//! those say, for with a thousand threads runnable on two cores most samples wait inside the hooks). The
+//! free of a sampled object is not measured.
 //!
 //! jemalloc draws each thread's distance to its next sample as it takes one (and at the thread's first
 //! allocation), at the interval in force then, and keeps it whatever the interval becomes. So a sample
@@ -56,6 +59,9 @@ struct Pacing {
     /// bucket, and their work in nanoseconds.
     work_counts: [AtomicU64; WORK_BUCKETS],
     work_nanos: [AtomicU64; WORK_BUCKETS],
+    /// Of them, those timed on their thread's CPU clock too, and their work on it (ns).
+    cpu_timed: AtomicU64,
+    cpu_nanos: AtomicU64,
     /// Whether a run an operator asked for is in progress: sampling whole meanwhile.
     whole: AtomicBool,
     /// The most sampling was thinned since start-up (its exponent).
@@ -88,6 +94,8 @@ static PACING: Pacing = Pacing {
     budget: OnceLock::new(),
     work_counts: [const { AtomicU64::new(0) }; WORK_BUCKETS],
     work_nanos: [const { AtomicU64::new(0) }; WORK_BUCKETS],
+    cpu_timed: AtomicU64::new(0),
+    cpu_nanos: AtomicU64::new(0),
     whole: AtomicBool::new(false),
     most: AtomicU8::new(0),
     thinned_nanos: AtomicU64::new(0),
@@ -196,10 +204,14 @@ pub(crate) fn sample_whole(whole: bool) {
 #[inline]
 pub(crate) fn work_ended() {
     if let Some(work) = crate::stack_walk::work_clock::stop() {
-        let nanos = work.as_nanos() as u64;
+        let nanos = work.wall.as_nanos() as u64;
         let bucket = work_bucket(nanos);
         PACING.work_counts[bucket].fetch_add(1, Ordering::Relaxed);
         PACING.work_nanos[bucket].fetch_add(nanos, Ordering::Relaxed);
+        if let Some(cpu) = work.cpu {
+            PACING.cpu_timed.fetch_add(1, Ordering::Relaxed);
+            PACING.cpu_nanos.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
+        }
     }
 }
 
@@ -382,6 +394,8 @@ fn taken_work() -> Work {
         work.counts[bucket] = PACING.work_counts[bucket].swap(0, Ordering::Relaxed);
         work.nanos[bucket] = PACING.work_nanos[bucket].swap(0, Ordering::Relaxed);
     }
+    work.cpu_timed = PACING.cpu_timed.swap(0, Ordering::Relaxed);
+    work.cpu_nanos = PACING.cpu_nanos.swap(0, Ordering::Relaxed);
     work
 }
 

@@ -1,6 +1,7 @@
 //! What a reading's samples cost, sample by sample: the work of each measured on its thread's wall clock,
 //! counted in buckets by its order of magnitude, so that the few measured long because the thread was not
-//! running count as what a sample costs ([`Work::spent`]).
+//! running count as what a sample costs; and, where most were not running, no more than what the few
+//! timed on their threads' CPU clocks say ([`Work::spent`]).
 
 use super::Spent;
 
@@ -32,16 +33,28 @@ const KEPT_PAST_MEDIAN: usize = 2;
 /// the budget must hold for a program whose dearer samples are a large minority.
 const NOT_WORK_FROM: usize = 17;
 
-/// A reading's samples by their work ([`bucket`]): how many in each bucket, and their work in all.
+/// How many of a reading's samples must have been timed on their threads' CPU clocks for what those say to
+/// bound what the wall clock says ([`Work::spent`]).
+const CPU_TIMED_ENOUGH: u64 = 8;
+
+/// How many times what the CPU-timed samples say the reading's samples cost what the wall clock may say at
+/// most: what a few samples say of many is noisy (their costs spread over an order of magnitude), and
+/// where the threads ran as they sampled the two clocks agree, the wall clock's reading left as it is.
+const CPU_MARGIN: u64 = 2;
+
+/// A reading's samples by their work ([`bucket`]): how many in each bucket, and their work in all; of them,
+/// how many were timed on their thread's CPU clock too, and their work on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Work {
     pub(crate) counts: [u64; BUCKETS],
     pub(crate) nanos: [u64; BUCKETS],
+    pub(crate) cpu_timed: u64,
+    pub(crate) cpu_nanos: u64,
 }
 
 impl Default for Work {
     fn default() -> Self {
-        Work { counts: [0; BUCKETS], nanos: [0; BUCKETS] }
+        Work { counts: [0; BUCKETS], nanos: [0; BUCKETS], cpu_timed: 0, cpu_nanos: 0 }
     }
 }
 
@@ -52,6 +65,8 @@ impl Work {
             self.counts[bucket] += more.counts[bucket];
             self.nanos[bucket] += more.nanos[bucket];
         }
+        self.cpu_timed += more.cpu_timed;
+        self.cpu_nanos += more.cpu_nanos;
     }
 
     /// The samples.
@@ -61,8 +76,21 @@ impl Work {
 
     /// What these samples cost over a reading of `wall_nanos`: each sample's work as measured, but that a
     /// sample measured more than [`KEPT_PAST_MEDIAN`] buckets past the median sample's, and at least
-    /// [`NOT_WORK_FROM`]'s, counts as the mean of those that were not (not running, not working).
+    /// [`NOT_WORK_FROM`]'s, counts as the mean of those that were not (not running, not working); and in
+    /// all no more than [`CPU_MARGIN`] times what the samples timed on their threads' CPU clocks say, where
+    /// there are [`CPU_TIMED_ENOUGH`] (most samples waited: the median one too).
     pub(crate) fn spent(&self, wall_nanos: u64) -> Spent {
+        let mut spent = self.spent_by_the_wall_clock(wall_nanos);
+        if self.cpu_timed >= CPU_TIMED_ENOUGH {
+            let by_cpu = self.cpu_nanos as f64 / self.cpu_timed as f64 * spent.samples as f64;
+            spent.work_nanos = spent.work_nanos.min((by_cpu * CPU_MARGIN as f64) as u64);
+        }
+        spent
+    }
+
+    /// What these samples cost as the wall clock says, the samples it measured while they were not running
+    /// counted as typical ones.
+    fn spent_by_the_wall_clock(&self, wall_nanos: u64) -> Spent {
         let samples = self.samples();
         let mut seen = 0;
         let Some(median) = (0..BUCKETS).find(|&bucket| {
@@ -134,12 +162,37 @@ mod tests {
         assert_eq!(sliced.spent(1).work_nanos, ((70 * 2_000 + 29 * 40_000) as f64 / 99.0 * 100.0) as u64);
     }
 
+    /// Shaped as the storm of 1,000 threads on 2 cores (debug build) read: the wall clock's median sample
+    /// some 3 ms inside the hooks (waiting to run, or behind a lock whose holder was), `state` saying a
+    /// sample's work was 886 ms; the samples timed on their CPU clocks some 100-190 us.
+    #[test]
+    fn where_most_samples_waited_the_cpu_clock_bounds_the_wall_clock() {
+        let mut storm = work(&[(300, 3_000_000), (100, 8_000_000), (50, 40_000)]);
+        (storm.cpu_timed, storm.cpu_nanos) = (14, 14 * 150_000);
+        let spent = storm.spent(100_000_000);
+        assert_eq!(spent.work_nanos, 2 * 150_000 * 450, "{spent:?}");
+        // Too few CPU-timed to say: the wall clock's reading stands.
+        storm.cpu_timed = CPU_TIMED_ENOUGH - 1;
+        assert_eq!(storm.spent(1).work_nanos, 300 * 3_000_000 + 100 * 8_000_000 + 50 * 40_000);
+    }
+
+    #[test]
+    fn where_the_threads_ran_as_they_sampled_the_cpu_clock_changes_nothing() {
+        let mut reading = work(&[(70, 2_000), (29, 40_000), (1, 3_000_000)]);
+        // The CPU-timed ones cheaper than the mean by chance: within the margin, nothing changes.
+        (reading.cpu_timed, reading.cpu_nanos) = (10, 10 * 7_000);
+        assert_eq!(reading.spent(1).work_nanos, ((70 * 2_000 + 29 * 40_000) as f64 / 99.0 * 100.0) as u64);
+    }
+
     #[test]
     fn no_samples_cost_nothing_and_readings_add_up() {
         assert_eq!(Work::default().spent(7), Spent { work_nanos: 0, wall_nanos: 7, samples: 0 });
         let mut reading = work(&[(3, 8_000)]);
-        reading.absorb(&work(&[(1, 8_000), (1, 5_000_000)]));
+        let mut more = work(&[(1, 8_000), (1, 5_000_000)]);
+        (more.cpu_timed, more.cpu_nanos) = (1, 7_000);
+        reading.absorb(&more);
         assert_eq!(reading.samples(), 5);
+        assert_eq!((reading.cpu_timed, reading.cpu_nanos), (1, 7_000));
         assert_eq!(reading.spent(1).work_nanos, 5 * 8_000);
     }
 }
