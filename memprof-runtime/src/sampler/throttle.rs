@@ -17,12 +17,11 @@
 //! stands for what the interval its distance was drawn at makes it stand for: each thread remembers the
 //! thinning jemalloc drew at as its last sample's hook returned ([`next_drawn`]: the last change made, or,
 //! while one is being made, read from jemalloc itself, the pacer's word lagging jemalloc's when the pacer
-//! waits to run), and its next sample carries that one into
-//! the record, which weighs it so ([`thinning_of_this_sample`]). A thread's first sample carries the
-//! thinning in force as it is taken where the interval has not changed since the thread was born; else
-//! what the kernel's accounts of the thread and the bytes it allocated say of the thinning its first
-//! distance was drawn at ([`super::budget::Prior`]), against the latest changes of the interval kept with
-//! their times.
+//! waits to run), and its next sample carries that one into the record, which weighs it so
+//! ([`thinning_of_this_sample`]). A thread's first sample carries the thinning in force as it is taken
+//! where the interval has not changed since the thread was born; else what the kernel's accounts of the
+//! thread and the bytes it allocated say of the thinning its first distance was drawn at
+//! ([`super::budget::Prior`]), against the latest changes of the interval kept with their times.
 //!
 //! Thinned, each thread counts the samples it takes ([`Sampler`]), and takes them off as it exits (its
 //! thread-local's destructor runs before the thread is joined): the last of them to exit, its load gone
