@@ -30,7 +30,9 @@ pub use analysis::{
     function_names_in_this_process, is_allocation_plumbing,
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
-pub use known_variance::{MAX_VARIANCE_FILE, parse_variance, variance_path, variance_text};
+pub use known_variance::{
+    Calibrated, MAX_VARIANCE_FILE, parse_calibrated, parse_variance, variance_path, variance_text,
+};
 
 /// The environment variables symbolizing reads (with the `debuginfod` feature, on Linux): elfutils'
 /// debuginfod client's, for stripped binaries' debug info.

@@ -115,18 +115,22 @@ fn analyze(path: &Path, binaries: &Binaries) -> Result<Analysis, Failure> {
         )));
     }
     let mut analysis = Analysis::of_dump(&text, binaries, &label_table(path)?).map_err(|error| refused(&error))?;
-    analysis.known_variance = known_variance(path);
+    if let Some(text) = variance_file(path) {
+        analysis.known_variance = memprof_analysis::parse_variance(&text);
+        analysis.calibrated = analysis.known_variance.and(memprof_analysis::parse_calibrated(&text));
+    }
     Ok(analysis)
 }
 
-/// The variance of the profile's total its maker kept beside it (`<profile>.variance`, each sample weighed by
-/// the interval it was drawn at), for the error the readable formats say; none when there is no such file
-/// or it does not read as one (the error is then estimated from the profile's own counts).
-fn known_variance(profile: &Path) -> Option<f64> {
+/// The file its maker kept beside the profile (`<profile>.variance`): the variance of its total, each sample
+/// weighed by the interval it was drawn at, and what a calibration by size class left out, for the error
+/// the readable formats say; none when there is no such file (the error is then estimated from the
+/// profile's own counts, as where it does not read as one).
+fn variance_file(profile: &Path) -> Option<String> {
     let mut text = String::new();
     let file = fs::File::open(memprof_analysis::variance_path(profile)).ok()?;
     file.take(memprof_analysis::MAX_VARIANCE_FILE).read_to_string(&mut text).ok()?;
-    memprof_analysis::parse_variance(&text)
+    Some(text)
 }
 
 /// The label table kept beside the profile (`<profile>.labels`, written by the service and downloaded by

@@ -46,6 +46,30 @@ fn automatic_dumps_every_n_bytes_stay_in_a_bounded_ring() {
     assert_eq!(settings.every_bytes, Some(16 << 20));
 }
 
+/// Sampled continuously from its start, the service's automatic dumps hold the whole heap calibrated by size
+/// class: their readable downloads (text, flame graph, call graph) say so after the total's error, with
+/// what the calibration left out (the file beside the dump keeps it), as `/debug/pprof/heap` does.
+#[test]
+fn an_automatic_dump_s_readable_downloads_say_how_it_was_calibrated() {
+    // Checked once a second: three kept, a dump found stays some seconds.
+    let service = Program::service().env("MEMPROF_DUMP_EVERY", "32MiB").env("MEMPROF_DUMP_KEEP", "3").spawn();
+    // One holding the sessions (the first may come before any live sample did).
+    let id = wait_until("an automatic dump holding the sessions", PATIENCE, || {
+        let id = automatic_dumps(&service, 1)[0].id;
+        let text = service.get(&format!("/memory-profiler/download/text?id={id}")).text();
+        if text.contains("% service::open_session\n") { Ok(id) } else { Err(text) }
+    });
+    for format in ["text", "flamegraph", "graph"] {
+        let download = service.get(&format!("/memory-profiler/download/{format}?id={id}"));
+        let body = download.text();
+        assert!(
+            download.status == 200 && body.contains("each size class sampled counted whole by jemalloc"),
+            "{format}: {body}"
+        );
+        assert!(body.contains(" more in classes no live sample reached"), "{format}: {body}");
+    }
+}
+
 #[test]
 fn a_resident_threshold_dumps_once_per_crossing() {
     let service = Program::service()

@@ -16,6 +16,8 @@ impl Analysis {
     pub fn only_labelled(&self, key: &str, value: &str) -> Analysis {
         let mut only = self.clone();
         only.samples.retain(|sample| sample.labels.get(key).unwrap_or(NO_LABEL) == value);
+        // The size classes were counted whole for the whole heap, not for one label's share.
+        only.calibrated = None;
         only
     }
 
@@ -62,6 +64,8 @@ impl Analysis {
         difference.cautions.extend(base.cautions.iter().cloned());
         // Where both variances are known, the difference's is their sum (the samples are independent).
         difference.known_variance = self.known_variance.zip(base.known_variance).map(|(one, other)| one + other);
+        // What two calibrations left out does not subtract.
+        difference.calibrated = None;
         difference
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::module::Module;
 use super::user_code;
+use crate::known_variance::Calibrated;
 use crate::labels::LabelSet;
 
 /// One function in a stack: a real call, or a call inlined into the frame after it.
@@ -71,6 +72,9 @@ pub struct Analysis {
     /// sample's own weight (memprof's record, which weighs a sample by the interval it was drawn at, so
     /// sampling thinned under load widens it); `None`: estimated from the samples at [`Self::sample_period`].
     pub known_variance: Option<f64>,
+    /// Where the profile's maker counted each size class sampled whole (the whole heap, by jemalloc's
+    /// counts): what that left out, said with the error ([`Self::sampling_note`]).
+    pub calibrated: Option<Calibrated>,
 }
 
 /// What an [`Analysis`]'s samples measure.
@@ -201,11 +205,17 @@ impl Analysis {
         (variance > 0.0).then(|| 2.0 * variance.sqrt())
     }
 
+    /// The error the readable formats say: [`Self::sampling_error`], or none at all where the maker counted
+    /// each size class sampled whole and knew the variance nil (what that left out is said beside it).
+    pub(crate) fn said_error(&self) -> Option<f64> {
+        self.sampling_error().or(self.calibrated.and(self.known_variance).map(|_| 0.0))
+    }
+
     /// What a reader is told of [`Self::sampling_error`], after the [`Self::notes`] in the readable formats
     /// (text, flame graph, call graph; pprof's scrapers are told by the profile's maker, which knows the
     /// intervals in force): `None` where it is not said.
     pub fn sampling_note(&self) -> Option<String> {
-        let error = self.sampling_error()?;
+        let error = self.said_error()?;
         let from = match self.known_variance {
             Some(_) => "each sample weighed by the interval it was drawn at, thinned or not".to_owned(),
             None => format!(
@@ -213,9 +223,10 @@ impl Analysis {
                 self.sample_period / 1024
             ),
         };
+        let calibrated = self.calibrated.map_or_else(String::new, |calibrated| calibrated.said());
         Some(format!(
             "sampled: the total is within +- {:.1} MB of the truth about 95 times in 100 (two standard errors, from \
-             {from})",
+             {from}){calibrated}",
             error / 1_048_576.0,
         ))
     }

@@ -10,6 +10,7 @@ use std::fmt::Write;
 use super::options::RenderOptions;
 use super::shown::{megabytes, percent, shown_names};
 use crate::analysis::Analysis;
+use crate::known_variance::Calibrated;
 
 const MAX_NODES: usize = 80;
 const NODE_FRACTION: f64 = 0.005;
@@ -37,7 +38,7 @@ pub(super) fn render(analysis: &Analysis, options: &RenderOptions) -> String {
     let (_, total) = analysis.total();
     let (mut nodes, edges) = graph(analysis, options, total);
     lay_out(&mut nodes, &edges);
-    draw(&nodes, &edges, (total, analysis.sampling_error()), options)
+    draw(&nodes, &edges, (total, analysis.said_error(), analysis.calibrated), options)
 }
 
 /// The kept functions, and the edges between them (caller, callee) with their bytes.
@@ -179,13 +180,20 @@ fn place(nodes: &mut [Node], rows: &[Vec<usize>]) {
     }
 }
 
-/// `total` is the bytes shown, with their sampling error where said ([`Analysis::sampling_error`]).
+/// `total` is the bytes shown, with their sampling error where said ([`Analysis::said_error`]) and what a
+/// calibration by size class left out where there was one.
 fn draw(
     nodes: &[Node],
     edges: &BTreeMap<(usize, usize), f64>,
-    (total, error): (f64, Option<f64>),
+    (total, error, calibrated): (f64, Option<f64>, Option<Calibrated>),
     options: &RenderOptions,
 ) -> String {
+    let calibrated = calibrated.map_or_else(String::new, |calibrated| {
+        format!(
+            "; each size class sampled counted whole by jemalloc: up to {} MB more in classes no live sample reached",
+            megabytes(calibrated.unreached_bytes as f64)
+        )
+    });
     let width = nodes.iter().map(|node| node.x + node.width).fold(400.0, f64::max) + MARGIN;
     let height = nodes.iter().map(|node| node.y + node.height).fold(80.0, f64::max) + MARGIN;
     let title = if options.title.is_empty() { "Live heap call graph" } else { &options.title };
@@ -195,7 +203,9 @@ fn draw(
         MARGIN + 12.0,
         escape(title),
         megabytes(total),
-        error.map(|error| format!(" +- {} MB (sampling, two standard errors)", megabytes(error))).unwrap_or_default(),
+        error
+            .map(|error| format!(" +- {} MB (sampling, two standard errors{calibrated})", megabytes(error)))
+            .unwrap_or_default(),
         nodes.len()
     );
     let heaviest = edges.values().map(|bytes| bytes.abs()).fold(0.0, f64::max).max(1.0);

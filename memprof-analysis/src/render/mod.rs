@@ -240,6 +240,23 @@ mod tests {
         );
         assert_eq!(known.minus(&known).sampling_error(), Some(2.0 * 8.0e12f64.sqrt()));
         assert_eq!(known.minus(&analysis).known_variance, None, "one side estimated: the difference is not said");
+        // Counted whole by size class (the whole heap), what that left out is said after the error, in each.
+        let calibrated = crate::Calibrated { unreached_bytes: 3 << 20, cached_bytes: 1 << 19 };
+        let whole = Analysis { calibrated: Some(calibrated), ..known.clone() };
+        let render =
+            |format: Format| String::from_utf8(format.render(&whole, None, &RenderOptions::default()).unwrap());
+        let left_out = "up to 3.0 MiB more in classes no live sample reached, in no stack; 0.5 MiB of what is counted";
+        assert!(render(Format::Text).unwrap().contains(left_out));
+        assert!(render(Format::FlameGraph).unwrap().contains(left_out));
+        let graph = render(Format::Graph).unwrap();
+        assert!(graph.contains("jemalloc: up to 3.0 MB more in classes no live sample reached), "), "{graph}");
+        // Counted whole, its error nil: said, with what was left out.
+        let exact = Analysis { known_variance: Some(0.0), ..whole.clone() };
+        assert!(exact.sampling_note().unwrap().contains("within +- 0.0 MB"));
+        assert!(exact.sampling_note().unwrap().contains(left_out));
+        assert_eq!(Analysis { calibrated: None, ..exact }.sampling_note(), None, "an exact total, not calibrated");
+        // Not of a difference, nor of one label's share.
+        assert_eq!((whole.minus(&whole).calibrated, whole.only_labelled("tenant", "acme").calibrated), (None, None));
     }
 
     #[test]

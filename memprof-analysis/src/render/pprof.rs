@@ -264,6 +264,7 @@ mod tests {
         let analysis = Analysis {
             sample_period: 524288,
             known_variance: None,
+            calibrated: None,
             samples: vec![Sample {
                 locations: vec![0, 1],
                 objects: 2.4,

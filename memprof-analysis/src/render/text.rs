@@ -93,6 +93,7 @@ mod tests {
         Analysis {
             sample_period: 524288,
             known_variance: None,
+            calibrated: None,
             samples: bytes
                 .iter()
                 .enumerate()

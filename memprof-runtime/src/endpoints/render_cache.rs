@@ -211,7 +211,7 @@ pub(super) fn read_profile(path: &std::path::Path, max_bytes: u64) -> std::io::R
 
 /// A kept profile's dump `text`, read from `file` (the profile at `profile`, or a view kept beside it),
 /// symbolized with the profile's labels, with the variance its maker wrote beside `file` (the error said is
-/// then each sample's own) and what the record of samples missed and how much sampling was thinned said
+/// then each sample's own, with what its calibration left out) and what the record of samples missed and how much sampling was thinned said
 /// first: windows and their views are the record's.
 pub(super) fn kept_dump(
     text: &str,
@@ -219,7 +219,8 @@ pub(super) fn kept_dump(
     file: &std::path::Path,
 ) -> Result<Analysis, memprof_analysis::ParseError> {
     let mut analysis = Analysis::of_dump(text, &Binaries::this_process(), &crate::labels::table_for(profile))?;
-    analysis.known_variance = crate::profile_root::files::read_variance(file);
+    (analysis.known_variance, analysis.calibrated) = crate::profile_root::files::read_variance(file)
+        .map_or((None, None), |(variance, calibrated)| (Some(variance), calibrated));
     let record = crate::profiler::Profiler::global().sampler().record();
     analysis.cautions.extend(record.into_iter().flat_map(crate::sampler::record::cautions));
     Ok(analysis)

@@ -51,10 +51,12 @@ pub(crate) fn variance_of(file: &Path) -> PathBuf {
     memprof_analysis::variance_path(file)
 }
 
-/// The known sampling variance of the profile at `file`, if one was written beside it and reads as one.
-pub(crate) fn read_variance(file: &Path) -> Option<f64> {
+/// The known sampling variance of the profile at `file`, if one was written beside it and reads as one, with
+/// what its calibration left out where it says so.
+pub(crate) fn read_variance(file: &Path) -> Option<(f64, Option<memprof_analysis::Calibrated>)> {
     let limit = memprof_analysis::MAX_VARIANCE_FILE;
-    memprof_analysis::parse_variance(&crate::profile_root::untrusted::read_small_text(&variance_of(file), limit).ok()?)
+    let text = crate::profile_root::untrusted::read_small_text(&variance_of(file), limit).ok()?;
+    Some((memprof_analysis::parse_variance(&text)?, memprof_analysis::parse_calibrated(&text)))
 }
 
 /// Deletes the heap profile at `profile` and every file beside it; a file already gone is not an error.
@@ -77,14 +79,17 @@ mod tests {
         let profile = directory.path().join("profile.7.heap");
         let view = Beside::Allocated.of(&profile);
         assert_eq!(read_variance(&profile), None, "none written");
-        crate::profile_root::storage::write_variance(&profile, 2.5e12);
-        assert_eq!(read_variance(&profile), Some(2.5e12));
+        crate::profile_root::storage::write_variance(&profile, 2.5e12, None);
+        assert_eq!(read_variance(&profile), Some((2.5e12, None)));
+        let calibrated = memprof_analysis::Calibrated { unreached_bytes: 4096, cached_bytes: 512 };
+        crate::profile_root::storage::write_variance(&profile, 2.5e12, Some(calibrated));
+        assert_eq!(read_variance(&profile), Some((2.5e12, Some(calibrated))));
         assert_eq!(read_variance(&view), None, "a view's is its own");
         for written in ["NaN\n", "-1\n", "inf\n", "12 MB\n", ""] {
             std::fs::write(variance_of(&view), written).unwrap();
             assert_eq!(read_variance(&view), None, "{written:?}");
         }
-        std::fs::write(variance_of(&view), "9".repeat(100)).unwrap();
+        std::fs::write(variance_of(&view), "9".repeat(200)).unwrap();
         assert_eq!(read_variance(&view), None, "too long to be one");
         remove_all(&profile);
         assert!(!variance_of(&profile).exists() && !variance_of(&view).exists(), "removed with the profile");

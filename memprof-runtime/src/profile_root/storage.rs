@@ -244,10 +244,12 @@ impl ProfileStore {
     }
 }
 
-/// Writes `variance` as the known sampling variance of the profile at `file` ([`files::variance_of`]). Best
-/// effort: where it cannot be written (a profile kept in memory), readers estimate the error instead.
-pub(crate) fn write_variance(file: &Path, variance: f64) {
-    let _ = write_owner_only(&files::variance_of(file), memprof_analysis::variance_text(variance).as_bytes());
+/// Writes `variance` as the known sampling variance of the profile at `file` ([`files::variance_of`]), with
+/// what its calibration left out where it was calibrated. Best effort: where it cannot be written (a
+/// profile kept in memory), readers estimate the error instead.
+pub(crate) fn write_variance(file: &Path, variance: f64, calibrated: Option<memprof_analysis::Calibrated>) {
+    let text = memprof_analysis::variance_text(variance, calibrated);
+    let _ = write_owner_only(&files::variance_of(file), text.as_bytes());
 }
 
 /// Writes `bytes` to a new file at `path` that only the owner can read.

@@ -6,6 +6,7 @@ fn analysis() -> Analysis {
     Analysis {
         sample_period: 524288,
         known_variance: None,
+        calibrated: None,
         samples: vec![
             Sample {
                 locations: vec![0, 1],

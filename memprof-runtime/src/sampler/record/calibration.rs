@@ -94,6 +94,12 @@ impl Calibration {
         self.factors.get(class as usize).copied().filter(|factor| *factor > 0.0)
     }
 
+    /// What it left out, as readers are told it ([`memprof_analysis::Calibrated::said`]) and the file
+    /// beside a kept profile keeps it.
+    pub(crate) fn left_out(&self) -> memprof_analysis::Calibrated {
+        memprof_analysis::Calibrated { unreached_bytes: self.unreached_bytes, cached_bytes: self.cached_bytes }
+    }
+
     /// How an OTLP export's in-use profiles were calibrated, as its profiles' attributes (beside
     /// `memprof.sampling.*`'s intervals): the bytes in no stack, and the cached bytes counted.
     pub(crate) fn attributes(&self) -> [(String, String); 3] {

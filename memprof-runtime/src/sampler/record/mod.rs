@@ -182,15 +182,7 @@ pub(crate) fn estimate_note(record: &Table, heap: Option<HeapNow>) -> String {
     let mut allocated = Totals::default();
     record.allocated().iter().for_each(|(_, totals)| allocated.absorb(totals));
     let mib = |bytes: f64| bytes / f64::from(1 << 20);
-    let calibrated = calibration.map_or_else(String::new, |calibration| {
-        format!(
-            " (each size class sampled counted whole by jemalloc, shared among its stacks by their samples; \
-             up to {:.1} MiB more in classes no live sample reached, in no stack; {:.1} MiB of what is counted is \
-             freed objects the threads' caches keep)",
-            mib(calibration.unreached_bytes as f64),
-            mib(calibration.cached_bytes as f64),
-        )
-    });
+    let calibrated = calibration.map_or_else(String::new, |calibration| calibration.left_out().said());
     format!(
         "sampled estimates, each within its error of the truth about 95 times in 100 (two standard errors): \
          in use {:.1} MiB +- {:.1} MiB from {} samples{calibrated}, allocated since sampling began {:.1} MiB +- \
@@ -279,28 +271,30 @@ pub(crate) fn write_profile(record: &Table, path: &Path, since: u64, content: he
     // The whole heap is calibrated by size class where the record allows, and written as the estimates it
     // then is (period 1: a reader unbiasing a calibrated share as a sample would read a stack smaller than
     // an interval as one interval); a window's objects are a part of each class the counts cannot tell apart.
-    let (readings, variance, sample_period) = match since {
+    let (readings, variance, sample_period, left_out) = match since {
         0 => {
             let (readings, variance, calibration) = whole_heap(record);
-            let heap = HeapNow::of(&readings, variance, calibration.clone());
+            let left_out = calibration.as_ref().map(Calibration::left_out);
+            let heap = HeapNow::of(&readings, variance, calibration);
             *RECORD.heap_written.lock() = Some((std::time::Instant::now(), heap));
-            match calibration {
-                Some(_) => (readings.into_iter().map(counted).collect(), variance, 1),
-                None => (readings, variance, sample_period),
+            match left_out {
+                Some(_) => (readings.into_iter().map(counted).collect(), variance, 1, left_out),
+                None => (readings, variance, sample_period, None),
             }
         }
         _ => {
             let readings = record.read(since, clock_seconds(), u32::MAX);
             let variance = readings.iter().map(|reading| reading.live.variance).sum();
-            (readings, variance, sample_period)
+            (readings, variance, sample_period, None)
         }
     };
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let text = heap_v2::write(&readings, content, sample_period, &maps);
     write_owner_only(path, text.as_bytes())?;
     // What it holds is an estimate from samples each weighed by the interval it was drawn at: its variance
-    // beside it, for the error downloads say (the file's one period cannot tell thinned samples apart).
-    crate::profile_root::storage::write_variance(path, variance);
+    // beside it, for the error downloads say (the file's one period cannot tell thinned samples apart), and
+    // what the calibration left out.
+    crate::profile_root::storage::write_variance(path, variance, left_out);
     Ok(())
 }
 
@@ -434,7 +428,7 @@ fn write_peak(record: &Table, place: usize, path: &Path) -> io::Result<()> {
         })
         .unzip();
     write_stacks(record, &indexes, totals, path)?;
-    crate::profile_root::storage::write_variance(path, at_peak.variance);
+    crate::profile_root::storage::write_variance(path, at_peak.variance, None);
     Ok(())
 }
 
@@ -453,7 +447,7 @@ fn write_allocations(record: &Table, base: &Base, path: &Path) -> io::Result<()>
         }
     }
     write_stacks(record, &indexes, totals, path)?;
-    crate::profile_root::storage::write_variance(path, variance.max(0.0));
+    crate::profile_root::storage::write_variance(path, variance.max(0.0), None);
     Ok(())
 }
 
@@ -543,7 +537,7 @@ fn write_net_growth(record: &Table, base: &Base, grown_path: &Path, shrunk_path:
     }
     for ((indexes, totals, variance), path) in sides.into_iter().zip([grown_path, shrunk_path]) {
         write_stacks(record, &indexes, totals, path)?;
-        crate::profile_root::storage::write_variance(path, variance);
+        crate::profile_root::storage::write_variance(path, variance, None);
     }
     Ok(())
 }

@@ -52,8 +52,9 @@ fn a_windows_profile_and_allocations_carry_the_variance_of_their_samples_weights
     let weight = table::unbias(4096, (1u64 << 23) as f64);
     let expected = 2.0 * weight * (weight - 1.0) * 4096f64.powi(2);
     for file in [profile.clone(), crate::profile_root::files::Beside::Allocated.of(&profile)] {
-        let variance = crate::profile_root::files::read_variance(&file)
+        let (variance, calibrated) = crate::profile_root::files::read_variance(&file)
             .unwrap_or_else(|| panic!("{file:?}: no variance beside it"));
+        assert_eq!(calibrated, None, "{file:?}: a window is not calibrated");
         assert!((variance - expected).abs() < 1e-6 * expected, "{file:?}: {variance} against {expected}");
     }
     // The file's own counts, read at its one period, would say a sixteenth of it.
@@ -90,7 +91,7 @@ fn a_windows_net_growth_carries_the_variance_of_what_came_and_went_only() {
     let weight = |bytes: u64| table::unbias(bytes, (1u64 << 23) as f64);
     let own = |bytes: u64| weight(bytes) * (weight(bytes) - 1.0) * (bytes as f64).powi(2);
     let read = |side: crate::profile_root::files::Beside| {
-        crate::profile_root::files::read_variance(&side.of(&profile)).expect("a variance beside the view")
+        crate::profile_root::files::read_variance(&side.of(&profile)).expect("a variance beside the view").0
     };
     let (grown, shrunk) =
         (read(crate::profile_root::files::Beside::Grown), read(crate::profile_root::files::Beside::Shrunk));
