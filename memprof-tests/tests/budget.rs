@@ -49,6 +49,7 @@ fn past_its_budget_sampling_is_thinned_and_unthinned_when_the_load_stops() {
     let id = stopped.id.unwrap_or_else(|| panic!("{stopped:?}"));
     let text = program.get(&format!("/memory-profiler/download/text?id={id}")).text();
     assert!(text.contains("sampling was thinned to keep within its budget (0.1 % of a core"), "{text}");
+    assert!(text.contains(" MiB on average at the longest interval), so a stack that allocated less "), "{text}");
     let unthinned = wait_until("sampling to be unthinned after the load", PATIENCE, || {
         let now = budget(&program).unwrap();
         if now.thinned_by == 1 { Ok(now) } else { Err(format!("{now:?}")) }

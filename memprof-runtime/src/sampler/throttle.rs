@@ -325,17 +325,25 @@ pub(crate) fn report() -> Option<Report> {
     })
 }
 
-/// What a profile from the record says once sampling was thinned: how much, and what its samples weigh.
+/// What a profile from the record says once sampling was thinned: how much, what its samples weigh, and
+/// what no sample may have reached: a thread draws its next distance at the interval of its last sample
+/// and keeps it (a thread that sampled while a thousand others stormed read 0 for the 64 MiB it allocated
+/// after, in most storms of a process), and an error from the samples cannot see what none reached.
 pub(crate) fn thinned_note() -> Option<String> {
     let report = report().filter(|report| report.most != Thinning::NONE)?;
+    let longest = jemalloc::lg_sample().map_or(0, |lg_sample| 1u64 << lg_sample) * u64::from(report.most.factor());
     Some(format!(
         "sampling was thinned to keep within its budget ({} % of a core; MEMPROF_SAMPLING_BUDGET): its interval \
          was up to {} times jemalloc's, for {:.1} s in all since start-up ({} times now); each sample stands for \
-         what the interval it was drawn at makes it stand for, so totals stay unbiased, with more noise",
+         what the interval it was drawn at makes it stand for, so totals stay unbiased, with more noise; a thread \
+         keeps the distance to its next sample drawn then ({:.0} MiB on average at the longest interval), so a \
+         stack that allocated less than that may show in no sample, and the error said, from the samples, does \
+         not cover it",
         report.budget.share() * 100.0,
         report.most.factor(),
         report.thinned.as_secs_f64(),
-        report.now.factor()
+        report.now.factor(),
+        longest as f64 / f64::from(1 << 20),
     ))
 }
 
