@@ -205,8 +205,8 @@ impl Analysis {
         (variance > 0.0).then(|| 2.0 * variance.sqrt())
     }
 
-    /// The error the readable formats say: [`Self::sampling_error`], or none at all where the maker counted
-    /// each size class sampled whole and knew the variance nil (what that left out is said beside it).
+    /// The error the readable formats say: [`Self::sampling_error`], or nil where the maker counted each size
+    /// class sampled whole and knew the variance nil (what that left out is said beside it).
     pub(crate) fn said_error(&self) -> Option<f64> {
         self.sampling_error().or(self.calibrated.and(self.known_variance).map(|_| 0.0))
     }
