@@ -24,6 +24,26 @@ fn dump_of_the_service(path: &Path) {
     std::fs::write(path, raw.body).unwrap();
 }
 
+/// The file the record keeps beside a profile (`<profile>.variance`: the variance of its total, each sample
+/// weighed by the interval it was drawn at, and what a calibration by size class left out), as it lies in
+/// the profile directory after an OOM kill, is read with the dump: the text says that error and those bytes,
+/// not an error estimated from the file's one interval; a file that does not read as one says nothing.
+#[test]
+fn the_variance_kept_beside_a_dump_is_said_with_what_its_calibration_left_out() {
+    let scratch = Scratch::new("variance");
+    let dump = scratch.join("memprof.3.heap");
+    dump_of_the_service(&dump);
+    let variance = memprof_analysis::variance_path(&dump);
+    std::fs::write(&variance, "1e12\ncalibrated 4194304 1048576\n").unwrap();
+    let (succeeded, text, stderr) = analyze(&[dump.to_str().unwrap()]);
+    assert!(succeeded, "{stderr}");
+    assert!(text.contains("within +- 1.9 MB of the truth") && text.contains("drawn at"), "{text}");
+    assert!(text.contains("up to 4.0 MiB more in classes no live sample reached, in no stack; 1.0 MiB"), "{text}");
+    std::fs::write(&variance, "a lot\ncalibrated 4194304 1048576\n").unwrap();
+    let (_, text, _) = analyze(&[dump.to_str().unwrap()]);
+    assert!(!text.contains("drawn at") && !text.contains("no live sample reached"), "{text}");
+}
+
 #[test]
 fn malformed_dumps_get_line_numbered_errors() {
     let scratch = Scratch::new("malformed");
