@@ -16,6 +16,7 @@
 //! let text = memprof_analysis::variance_text(2.5e12, Some(calibrated));
 //! assert_eq!(memprof_analysis::parse_calibrated(&text), Some(calibrated));
 //! assert_eq!(memprof_analysis::parse_variance(&text), Some(2.5e12));
+//! assert_eq!(memprof_analysis::parse_variance_file(&text), Some((2.5e12, Some(calibrated))));
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -79,6 +80,12 @@ pub fn variance_text(variance: f64, calibrated: Option<Calibrated>) -> String {
 pub fn parse_variance(text: &str) -> Option<f64> {
     let first = text.lines().next()?;
     first.trim().parse::<f64>().ok().filter(|variance| variance.is_finite() && *variance >= 0.0)
+}
+
+/// What a variance file's `text` says: the variance ([`parse_variance`]), and the calibration where its second
+/// line reads as one ([`parse_calibrated`]); `None` where the variance does not read as one.
+pub fn parse_variance_file(text: &str) -> Option<(f64, Option<Calibrated>)> {
+    Some((parse_variance(text)?, parse_calibrated(text)))
 }
 
 /// The calibration a variance file's `text` says on its second line, where it reads as one: the word and two

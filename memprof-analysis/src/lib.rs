@@ -31,7 +31,7 @@ pub use analysis::{
 };
 pub use heap_profile::{Counts, HeapProfile, Mapping, ParseError, Stack};
 pub use known_variance::{
-    Calibrated, MAX_VARIANCE_FILE, parse_calibrated, parse_variance, variance_path, variance_text,
+    Calibrated, MAX_VARIANCE_FILE, parse_calibrated, parse_variance, parse_variance_file, variance_path, variance_text,
 };
 
 /// The environment variables symbolizing reads (with the `debuginfod` feature, on Linux): elfutils'

@@ -115,9 +115,9 @@ fn analyze(path: &Path, binaries: &Binaries) -> Result<Analysis, Failure> {
         )));
     }
     let mut analysis = Analysis::of_dump(&text, binaries, &label_table(path)?).map_err(|error| refused(&error))?;
-    if let Some(text) = variance_file(path) {
-        analysis.known_variance = memprof_analysis::parse_variance(&text);
-        analysis.calibrated = analysis.known_variance.and(memprof_analysis::parse_calibrated(&text));
+    if let Some((variance, calibrated)) = variance_file(path).as_deref().and_then(memprof_analysis::parse_variance_file)
+    {
+        (analysis.known_variance, analysis.calibrated) = (Some(variance), calibrated);
     }
     Ok(analysis)
 }

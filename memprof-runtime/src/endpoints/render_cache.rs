@@ -211,8 +211,8 @@ pub(super) fn read_profile(path: &std::path::Path, max_bytes: u64) -> std::io::R
 
 /// A kept profile's dump `text`, read from `file` (the profile at `profile`, or a view kept beside it),
 /// symbolized with the profile's labels, with the variance its maker wrote beside `file` (the error said is
-/// then each sample's own, with what its calibration left out) and what the record of samples missed and how much sampling was thinned said
-/// first: windows and their views are the record's.
+/// then each sample's own, with what its calibration left out) and what the record of samples missed and
+/// how much sampling was thinned said first: windows and their views are the record's.
 pub(super) fn kept_dump(
     text: &str,
     profile: &std::path::Path,

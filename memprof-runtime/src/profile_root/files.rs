@@ -56,7 +56,7 @@ pub(crate) fn variance_of(file: &Path) -> PathBuf {
 pub(crate) fn read_variance(file: &Path) -> Option<(f64, Option<memprof_analysis::Calibrated>)> {
     let limit = memprof_analysis::MAX_VARIANCE_FILE;
     let text = crate::profile_root::untrusted::read_small_text(&variance_of(file), limit).ok()?;
-    Some((memprof_analysis::parse_variance(&text)?, memprof_analysis::parse_calibrated(&text)))
+    memprof_analysis::parse_variance_file(&text)
 }
 
 /// Deletes the heap profile at `profile` and every file beside it; a file already gone is not an error.

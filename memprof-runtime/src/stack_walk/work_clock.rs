@@ -1,7 +1,8 @@
 //! The clock of a sampled allocation's work, for the budget of sampling work ([`crate::sampler::throttle`]):
 //! started as memprof's backtrace hook begins the walk, stopped as the record's sample hook ends the
-//! sample. On this thread, from the vDSO's clock: no system call, no lock, no allocation. Off (no clock
-//! read) until continuous sampling with a budget switches it on.
+//! sample. On this thread, from the vDSO's clock: no system call (but in the few samples also timed on the
+//! CPU clock, below), no lock, no allocation. Off (no clock read) until continuous sampling with a budget
+//! switches it on.
 //!
 //! The wall clock counts what the thread waited inside the hooks as work: preempted, or behind a lock whose
 //! holder was. So one sample in [`CPU_TIMED_ONE_IN`] of each thread's, chosen afresh each time, is also
